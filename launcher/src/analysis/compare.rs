@@ -1,0 +1,197 @@
+//! `cuprof compare A B`: kernel by kernel and bucket by bucket, with the step-time speedup.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use serde::Serialize;
+
+use super::model::{Breakdown, StepStats, Summary};
+use super::render::{dur, short, Table};
+
+#[derive(clap::Args)]
+pub struct CompareArgs {
+    /// The baseline: a trace file or a directory of rank traces.
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+    /// The candidate, compared against A.
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Rows shown per table (the JSON has all of them).
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Row {
+    pub name: String,
+    pub a_ns: i64,
+    pub b_ns: i64,
+    /// `b / a`; `null` when A has none of it.
+    pub ratio: Option<f64>,
+    pub delta_ns: i64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Side {
+    pub paths: Vec<String>,
+    pub steps: StepStats,
+    pub gpu: Breakdown,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Comparison {
+    pub a: Side,
+    pub b: Side,
+    /// Mean step time of A / mean step time of B (> 1: B is faster); `null` without steps on
+    /// both sides.
+    pub step_time_speedup: Option<f64>,
+    /// Total step time of A / of B.
+    pub total_step_time_speedup: Option<f64>,
+    /// Kernels by name, largest `max(a, b)` first.
+    pub kernels: Vec<Row>,
+    /// NVTX buckets (innermost range at launch), largest first.
+    pub nvtx_buckets: Vec<Row>,
+}
+
+fn rows(a: impl Iterator<Item = (String, i64)>, b: impl Iterator<Item = (String, i64)>) -> Vec<Row> {
+    let mut m: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for (n, t) in a {
+        m.entry(n).or_default().0 += t;
+    }
+    for (n, t) in b {
+        m.entry(n).or_default().1 += t;
+    }
+    let mut v: Vec<Row> = m
+        .into_iter()
+        .map(|(name, (a, b))| Row {
+            name,
+            a_ns: a,
+            b_ns: b,
+            ratio: (a != 0).then(|| b as f64 / a as f64),
+            delta_ns: b - a,
+        })
+        .collect();
+    v.sort_by(|x, y| {
+        y.a_ns
+            .max(y.b_ns)
+            .cmp(&x.a_ns.max(x.b_ns))
+            .then_with(|| x.name.cmp(&y.name))
+    });
+    v
+}
+
+fn speedup(a: f64, b: f64) -> Option<f64> {
+    (a > 0.0 && b > 0.0).then(|| a / b)
+}
+
+pub(crate) fn comparison(a: &Summary, b: &Summary) -> Comparison {
+    let side = |s: &Summary| Side {
+        paths: s.files.iter().map(|f| f.path.clone()).collect(),
+        steps: s.steps.clone(),
+        gpu: s.gpu.clone(),
+    };
+    Comparison {
+        a: side(a),
+        b: side(b),
+        step_time_speedup: speedup(a.steps.mean_ns, b.steps.mean_ns),
+        total_step_time_speedup: speedup(a.steps.total_ns as f64, b.steps.total_ns as f64),
+        kernels: rows(
+            a.top_kernels.iter().map(|k| (k.name.clone(), k.total_ns)),
+            b.top_kernels.iter().map(|k| (k.name.clone(), k.total_ns)),
+        ),
+        nvtx_buckets: rows(
+            a.nvtx_buckets.iter().map(|k| (k.name.clone(), k.total_ns)),
+            b.nvtx_buckets.iter().map(|k| (k.name.clone(), k.total_ns)),
+        ),
+    }
+}
+
+fn ratio_cell(r: Option<f64>) -> String {
+    r.map_or("new".to_string(), |r| format!("{r:.3}x"))
+}
+
+fn table(title: &str, rows: &[Row], top: usize) -> String {
+    let mut t = Table::new(&[title, ">A", ">B", ">B/A", ">B-A"]);
+    for r in rows.iter().take(top) {
+        t.row(vec![
+            short(&r.name, 70),
+            dur(r.a_ns as f64),
+            dur(r.b_ns as f64),
+            ratio_cell(r.ratio),
+            dur(r.delta_ns as f64),
+        ]);
+    }
+    let mut s = t.text();
+    if rows.len() > top {
+        s.push_str(&format!("  ({} more with --json)\n", rows.len() - top));
+    }
+    s
+}
+
+pub(crate) fn text(c: &Comparison, top: usize) -> String {
+    let mut out = format!(
+        "A: {}\nB: {}\n\n",
+        c.a.paths.join(" "),
+        c.b.paths.join(" ")
+    );
+    out.push_str(&format!(
+        "steps: A {} x mean {}, B {} x mean {}; ",
+        c.a.steps.count,
+        dur(c.a.steps.mean_ns),
+        c.b.steps.count,
+        dur(c.b.steps.mean_ns)
+    ));
+    match c.step_time_speedup {
+        Some(s) => out.push_str(&format!(
+            "step time speedup {s:.3}x ({})\n",
+            if s >= 1.0 { "B faster" } else { "B slower" }
+        )),
+        None => out.push_str("no step time speedup (needs ProfilerStep#N on both sides)\n"),
+    }
+    out.push_str(&format!(
+        "GPU busy: A {}, B {}; idle: A {}, B {}\n\n",
+        dur(c.a.gpu.busy_ns as f64),
+        dur(c.b.gpu.busy_ns as f64),
+        dur(c.a.gpu.idle_ns as f64),
+        dur(c.b.gpu.idle_ns as f64)
+    ));
+    out.push_str(&table("kernel", &c.kernels, top));
+    out.push('\n');
+    out.push_str(&table("NVTX range", &c.nvtx_buckets, top));
+    out
+}
+
+pub fn compare(args: CompareArgs) -> Result<()> {
+    let a = super::analyse(std::slice::from_ref(&args.a))?.summarize();
+    let b = super::analyse(std::slice::from_ref(&args.b))?.summarize();
+    let c = comparison(&a, &b);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&c)?);
+    } else {
+        print!("{}", text(&c, args.top));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_merge_and_ratio() {
+        let r = rows(
+            [("x".to_string(), 100), ("y".to_string(), 50)].into_iter(),
+            [("x".to_string(), 50), ("z".to_string(), 500)].into_iter(),
+        );
+        assert_eq!(r[0].name, "z");
+        assert_eq!(r[0].ratio, None);
+        assert_eq!(r[1].name, "x");
+        assert_eq!(r[1].ratio, Some(0.5));
+        assert_eq!(r[1].delta_ns, -50);
+        assert_eq!(r[2].ratio, Some(0.0));
+    }
+}

@@ -1,0 +1,351 @@
+//! One streaming pass over a trace file into compact columns: GPU operations, API calls, NVTX
+//! ranges, steps and sync intervals. Strings are interned once per distinct name.
+
+use std::cell::RefCell;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use cuprof_core::reader::{Event, Id, ReadSummary, TraceMeta, TraceReader};
+use indicatif::{ProgressBar, ProgressStyle};
+use rustc_hash::FxHashMap;
+
+/// Name id of "no name".
+pub const NO_NAME: u32 = u32::MAX;
+
+/// Distinct strings (kernel, API, range names), each stored once.
+#[derive(Default)]
+pub struct Interner {
+    map: FxHashMap<Box<str>, u32>,
+    names: Vec<Box<str>>,
+}
+
+impl Interner {
+    pub fn id(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.map.get(s) {
+            return i;
+        }
+        let i = self.names.len() as u32;
+        self.names.push(s.into());
+        self.map.insert(s.into(), i);
+        i
+    }
+
+    pub fn name(&self, id: u32) -> &str {
+        if id == NO_NAME {
+            ""
+        } else {
+            &self.names[id as usize]
+        }
+    }
+}
+
+/// What a GPU operation counts as in the time breakdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OpKind {
+    Compute = 0,
+    Comm = 1,
+    Memcpy = 2,
+    Memset = 3,
+}
+
+/// Communication kernels: the name contains `nccl` in any case (`ncclKernel_AllReduce...`,
+/// `ncclDevKernel_AllGather_RING_LL`, ...).
+pub fn is_comm_kernel(name: &str) -> bool {
+    name.as_bytes()
+        .windows(4)
+        .any(|w| w.eq_ignore_ascii_case(b"nccl"))
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct GpuOp {
+    pub start: i64,
+    pub end: i64,
+    pub device: i64,
+    pub name: u32,
+    pub kind: OpKind,
+    /// Correlation id of the launching API call (-1: none).
+    pub corr: i64,
+    pub bytes: i64,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ApiCall {
+    pub thread: u32,
+    pub start: i64,
+    pub end: i64,
+    pub name: u32,
+    pub corr: i64,
+    /// `cudaDeviceSynchronize`, `cudaStreamSynchronize`, `cudaEventSynchronize` and the driver's
+    /// `cuCtxSynchronize`, `cuStreamSynchronize`, `cuEventSynchronize`.
+    pub sync: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Range {
+    pub thread: u32,
+    pub start: i64,
+    pub end: i64,
+    pub name: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Step {
+    pub number: i64,
+    pub dur: i64,
+    pub work: Option<f64>,
+}
+
+/// API calls that block the CPU until the GPU has finished something.
+pub fn is_sync_call(name: &str) -> bool {
+    matches!(
+        name,
+        "cudaDeviceSynchronize"
+            | "cudaStreamSynchronize"
+            | "cudaEventSynchronize"
+            | "cuCtxSynchronize"
+            | "cuStreamSynchronize"
+            | "cuEventSynchronize"
+    ) || name.starts_with("cudaDeviceSynchronize_v")
+        || name.starts_with("cudaStreamSynchronize_v")
+        || name.starts_with("cudaEventSynchronize_v")
+        || name.starts_with("cuStreamSynchronize_v")
+        || name.starts_with("cuEventSynchronize_v")
+}
+
+/// `N` of `ProfilerStep#N`.
+pub fn step_number(name: &str) -> Option<i64> {
+    name.strip_prefix("ProfilerStep#")?.trim().parse().ok()
+}
+
+/// Everything analysis keeps of one file.
+pub struct FileData {
+    pub path: PathBuf,
+    pub meta: TraceMeta,
+    pub read: ReadSummary,
+    /// From `distributedInfo.rank`, else `-rankN` in the file name.
+    pub rank: Option<i64>,
+    pub ops: Vec<GpuOp>,
+    pub apis: Vec<ApiCall>,
+    pub ranges: Vec<Range>,
+    pub steps: Vec<Step>,
+    /// `cuda_sync` events: (device, start, end).
+    pub gpu_syncs: Vec<(i64, i64, i64)>,
+    /// (pid, tid) of each thread index used by `apis` and `ranges`.
+    pub threads: Vec<(Id<'static>, Id<'static>)>,
+}
+
+/// `R` of `...-rankR...` in a file name.
+pub fn rank_from_name(path: &Path) -> Option<i64> {
+    let name = path.file_name()?.to_str()?;
+    let at = name.find("rank")?;
+    let digits: String = name[at + 4..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    digits.parse().ok()
+}
+
+/// Reads `path` in one pass. A progress bar appears when the read takes more than a second.
+pub fn load(path: &Path, names: &mut Interner) -> Result<FileData> {
+    let mut reader = TraceReader::open(path)?;
+    let total = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let bar: Rc<RefCell<Option<ProgressBar>>> = Rc::new(RefCell::new(None));
+    {
+        let bar = bar.clone();
+        let started = Instant::now();
+        let label = path.display().to_string();
+        reader.on_progress(move |p| {
+            let mut b = bar.borrow_mut();
+            if b.is_none() && started.elapsed() > Duration::from_secs(1) {
+                let pb = ProgressBar::new(total.max(p.compressed));
+                pb.set_style(
+                    ProgressStyle::with_template(
+                        "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+                    )
+                    .expect("valid template")
+                    .progress_chars("=> "),
+                );
+                pb.set_message(label.clone());
+                *b = Some(pb);
+            }
+            if let Some(pb) = b.as_ref() {
+                pb.set_position(p.compressed);
+            }
+        });
+    }
+    let mut b = Builder {
+        names,
+        data: FileData {
+            path: path.to_owned(),
+            meta: TraceMeta::default(),
+            read: ReadSummary::default(),
+            rank: None,
+            ops: Vec::new(),
+            apis: Vec::new(),
+            ranges: Vec::new(),
+            steps: Vec::new(),
+            gpu_syncs: Vec::new(),
+            threads: Vec::new(),
+        },
+        threads: FxHashMap::default(),
+        kinds: Vec::new(),
+        syncs: Vec::new(),
+    };
+    let read = reader
+        .read_events(|e| {
+            b.event(e);
+            ControlFlow::Continue(())
+        })
+        .with_context(|| format!("reading {}", path.display()))?;
+    if let Some(pb) = bar.borrow_mut().take() {
+        pb.finish_and_clear();
+    }
+    let mut data = b.data;
+    data.meta = reader.meta().clone();
+    data.rank = data.meta.rank.or_else(|| rank_from_name(path));
+    data.read = read;
+    Ok(data)
+}
+
+struct Builder<'n> {
+    names: &'n mut Interner,
+    data: FileData,
+    threads: FxHashMap<(Id<'static>, Id<'static>), u32>,
+    /// Per kernel name id: communication or compute (cached classification).
+    kinds: Vec<Option<OpKind>>,
+    /// Per API name id: is it a sync call (cached).
+    syncs: Vec<Option<bool>>,
+}
+
+impl Builder<'_> {
+    fn thread(&mut self, pid: &Option<Id<'_>>, tid: &Option<Id<'_>>) -> u32 {
+        let key = (
+            pid.clone().unwrap_or(Id::Int(-1)).into_owned(),
+            tid.clone().unwrap_or(Id::Int(-1)).into_owned(),
+        );
+        let next = self.data.threads.len() as u32;
+        *self.threads.entry(key.clone()).or_insert_with(|| {
+            self.data.threads.push(key);
+            next
+        })
+    }
+
+    fn kernel_kind(&mut self, name: u32) -> OpKind {
+        let i = name as usize;
+        if self.kinds.len() <= i {
+            self.kinds.resize(i + 1, None);
+        }
+        *self.kinds[i].get_or_insert_with(|| {
+            if is_comm_kernel(self.names.name(name)) {
+                OpKind::Comm
+            } else {
+                OpKind::Compute
+            }
+        })
+    }
+
+    fn is_sync(&mut self, name: u32) -> bool {
+        let i = name as usize;
+        if self.syncs.len() <= i {
+            self.syncs.resize(i + 1, None);
+        }
+        *self.syncs[i].get_or_insert_with(|| is_sync_call(self.names.name(name)))
+    }
+
+    fn event(&mut self, e: &Event<'_>) {
+        if !e.is_complete() {
+            return;
+        }
+        let (Some(start), Some(dur)) = (e.ts, e.dur) else {
+            return;
+        };
+        let end = start + dur.max(0);
+        match e.cat.as_ref() {
+            "kernel" | "gpu_memcpy" | "gpu_memset" => {
+                let name = self.names.id(&e.name);
+                let kind = match e.cat.as_ref() {
+                    "kernel" => self.kernel_kind(name),
+                    "gpu_memcpy" => OpKind::Memcpy,
+                    _ => OpKind::Memset,
+                };
+                let device = e
+                    .args
+                    .device
+                    .or_else(|| e.pid.as_ref().and_then(Id::as_int))
+                    .unwrap_or(0);
+                self.data.ops.push(GpuOp {
+                    start,
+                    end,
+                    device,
+                    name,
+                    kind,
+                    corr: e.args.correlation.unwrap_or(-1),
+                    bytes: e.args.bytes.unwrap_or(0),
+                });
+            }
+            "cuda_sync" => {
+                let device = e
+                    .args
+                    .device
+                    .or_else(|| e.pid.as_ref().and_then(Id::as_int))
+                    .unwrap_or(0);
+                self.data.gpu_syncs.push((device, start, end));
+            }
+            "cuda_runtime" | "cuda_driver" => {
+                let name = self.names.id(&e.name);
+                let thread = self.thread(&e.pid, &e.tid);
+                let sync = self.is_sync(name);
+                self.data.apis.push(ApiCall {
+                    thread,
+                    start,
+                    end,
+                    name,
+                    corr: e.args.correlation.unwrap_or(-1),
+                    sync,
+                });
+            }
+            "user_annotation" => {
+                if let Some(number) = step_number(&e.name) {
+                    self.data.steps.push(Step {
+                        number,
+                        dur: end - start,
+                        work: e.args.work,
+                    });
+                } else {
+                    let name = self.names.id(&e.name);
+                    let thread = self.thread(&e.pid, &e.tid);
+                    self.data.ranges.push(Range {
+                        thread,
+                        start,
+                        end,
+                        name,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification() {
+        assert!(is_comm_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
+        assert!(is_comm_kernel("void ncclKernel_AllGather(ncclWork*)"));
+        assert!(is_comm_kernel("NCCL_custom"));
+        assert!(!is_comm_kernel("sm90_gemm_nc"));
+        assert!(is_sync_call("cudaDeviceSynchronize"));
+        assert!(is_sync_call("cuStreamSynchronize"));
+        assert!(!is_sync_call("cudaLaunchKernel"));
+        assert_eq!(step_number("ProfilerStep#12"), Some(12));
+        assert_eq!(step_number("ProfilerStep"), None);
+        assert_eq!(rank_from_name(Path::new("/d/run-rank12-cycle2.trace.json.gz")), Some(12));
+        assert_eq!(rank_from_name(Path::new("/d/run.trace.json.gz")), None);
+    }
+}

@@ -1,0 +1,365 @@
+//! `cuprof merge DIR`: every rank's trace in one timeline.
+//!
+//! * pids: rank `R`'s pid `P` becomes `R * 10_000_000 + P` (GPU ordinals and OS pids stay
+//!   distinct within a rank as they were; ranks never collide); process names get a `rank R `
+//!   prefix and sort indices the same offset, so each rank is one contiguous group of processes.
+//! * flow ids: `R * 2^32 + id` (string ids: `rR:id`), unique across the merged file.
+//! * clocks: each file's times are moved onto the reference file's (the lowest rank's) base and
+//!   clock: `ts' = ts + (base_R - base_ref) - skew_R`. The skew comes from `cuprof.clock`, the
+//!   CLOCK_REALTIME / CLOCK_MONOTONIC pair each rank read at one instant: on one host the
+//!   monotonic clock is shared, so `skew_R = (realtime_R - monotonic_R) - (realtime_ref -
+//!   monotonic_ref)` is how far rank R's wall clock ran ahead. Across hosts the monotonic clocks
+//!   are unrelated, the skew cannot be estimated from the anchors, and it is taken as 0 (wall
+//!   clocks synchronised by NTP/PTP); the output says which case applied to each rank.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use cuprof_core::reader::{event_members, Id, TraceMeta, TraceReader};
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use serde::Serialize;
+
+use super::load::rank_from_name;
+use super::render::{dur, Table};
+
+/// pid offset per rank.
+pub const PID_STRIDE: i64 = 10_000_000;
+/// Flow id offset per rank.
+pub const ID_STRIDE: i64 = 1 << 32;
+
+#[derive(clap::Args)]
+pub struct MergeArgs {
+    /// Directory of rank traces (or the trace files themselves).
+    #[arg(required = true, value_name = "DIR")]
+    pub paths: Vec<PathBuf>,
+    /// The merged trace to write (gzip).
+    #[arg(short, long, value_name = "FILE", default_value = "merged.trace.json.gz")]
+    pub out: PathBuf,
+}
+
+/// How one input file was placed on the merged timeline.
+#[derive(Debug, Clone, Serialize)]
+pub struct Placement {
+    pub rank: i64,
+    pub file: String,
+    pub hostname: Option<String>,
+    /// Estimated wall-clock skew of this file against the reference, nanoseconds.
+    pub skew_ns: i64,
+    /// What was added to every `ts` of this file, nanoseconds.
+    pub shift_ns: i64,
+    /// How the skew was obtained.
+    pub method: String,
+    pub pid_offset: i64,
+    pub events: u64,
+    pub truncated: Option<String>,
+}
+
+fn is_merged(meta: &TraceMeta) -> bool {
+    meta.members.iter().any(|(k, v)| {
+        k == "cuprof"
+            && serde_json::from_str::<serde_json::Value>(v.get())
+                .map(|j| j.get("merged").is_some())
+                .unwrap_or(false)
+    })
+}
+
+/// Skew and method of `m` against the reference `r`.
+pub(crate) fn skew(m: &TraceMeta, r: &TraceMeta) -> (i64, String) {
+    match (m.clock, r.clock) {
+        (Some(c), Some(rc)) => match (&m.hostname, &r.hostname) {
+            (Some(h), Some(rh)) if h == rh => (
+                (c.realtime_ns - c.monotonic_ns) - (rc.realtime_ns - rc.monotonic_ns),
+                format!("cuprof.clock anchors, monotonic clock shared on host {h}"),
+            ),
+            _ => (
+                0,
+                "different hosts: monotonic clocks unrelated, wall clocks taken as synchronised"
+                    .to_string(),
+            ),
+        },
+        _ => (0, "no cuprof.clock anchor: assumed 0".to_string()),
+    }
+}
+
+fn us(ns: i64) -> String {
+    let sign = if ns < 0 { "-" } else { "" };
+    let a = ns.unsigned_abs();
+    format!("{sign}{}.{:03}", a / 1000, a % 1000)
+}
+
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).expect("strings serialize")
+}
+
+pub fn merge(args: MergeArgs) -> Result<()> {
+    let out_abs = std::path::absolute(&args.out).unwrap_or_else(|_| args.out.clone());
+    let mut inputs: Vec<(PathBuf, TraceMeta)> = Vec::new();
+    for p in super::trace_files(&args.paths)? {
+        if std::path::absolute(&p).map(|a| a == out_abs).unwrap_or(false) {
+            continue;
+        }
+        let mut r = TraceReader::open(&p)?;
+        let meta = r.read_header()?.clone();
+        if is_merged(&meta) {
+            eprintln!("skipping {}: it is itself a merged trace", p.display());
+            continue;
+        }
+        inputs.push((p, meta));
+    }
+    if inputs.is_empty() {
+        bail!(
+            "{}: no rank traces to merge; pass the directory cuprof wrote them to",
+            args.paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+    let mut next = inputs
+        .iter()
+        .filter_map(|(p, m)| m.rank.or_else(|| rank_from_name(p)))
+        .max()
+        .unwrap_or(-1)
+        + 1;
+    let mut ranked: Vec<(i64, PathBuf, TraceMeta)> = inputs
+        .into_iter()
+        .map(|(p, m)| {
+            let r = m.rank.or_else(|| rank_from_name(&p)).unwrap_or_else(|| {
+                next += 1;
+                next - 1
+            });
+            (r, p, m)
+        })
+        .collect();
+    ranked.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+    let placements = write_merged(&args.out, &ranked)?;
+
+    let mut t = Table::new(&[">rank", "file", "host", ">skew vs ref", ">shift", ">events", "skew source"]);
+    for p in &placements {
+        t.row(vec![
+            p.rank.to_string(),
+            p.file.clone(),
+            p.hostname.clone().unwrap_or_default(),
+            dur(p.skew_ns as f64),
+            dur(p.shift_ns as f64),
+            p.events.to_string(),
+            p.method.clone(),
+        ]);
+    }
+    print!("{}", t.text());
+    for p in &placements {
+        if let Some(tr) = &p.truncated {
+            println!("warning: {} is cut short: {tr}; merged what was read", p.file);
+        }
+    }
+    let max_skew = placements.iter().map(|p| p.skew_ns.abs()).max().unwrap_or(0);
+    println!(
+        "estimated clock skew against rank {} (max |skew| {}); wrote {} ({} ranks, {} events)",
+        placements[0].rank,
+        dur(max_skew as f64),
+        args.out.display(),
+        placements.iter().map(|p| p.rank).collect::<BTreeSet<_>>().len(),
+        placements.iter().map(|p| p.events).sum::<u64>()
+    );
+    Ok(())
+}
+
+fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<Placement>> {
+    let (_, _, reference) = &ranked[0];
+    let base0 = reference.base_time_ns.unwrap_or(0);
+    let mut placements: Vec<Placement> = ranked
+        .iter()
+        .map(|(rank, path, m)| {
+            let (skew_ns, method) = skew(m, reference);
+            Placement {
+                rank: *rank,
+                file: path.display().to_string(),
+                hostname: m.hostname.clone(),
+                skew_ns,
+                shift_ns: (m.base_time_ns.unwrap_or(base0) - base0) - skew_ns,
+                method,
+                pid_offset: rank * PID_STRIDE,
+                events: 0,
+                truncated: None,
+            }
+        })
+        .collect();
+
+    let file = File::create(out).with_context(|| {
+        format!(
+            "{}: cannot create the merged trace; pick a writable -o path",
+            out.display()
+        )
+    })?;
+    let mut w = GzEncoder::new(BufWriter::with_capacity(1 << 20, file), Compression::new(3));
+    let wr = |e: std::io::Error| {
+        anyhow::Error::new(e).context(format!("{}: cannot write the merged trace", out.display()))
+    };
+    let devices = reference
+        .members
+        .iter()
+        .find(|(k, _)| k == "deviceProperties")
+        .map(|(_, v)| v.get().to_string())
+        .unwrap_or_else(|| "[]".to_string());
+    let merged = serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "merged": {
+            "reference_rank": placements[0].rank,
+            "pid_stride": PID_STRIDE,
+            "flow_id_stride": ID_STRIDE,
+            "ranks": placements,
+        }
+    });
+    write!(
+        w,
+        "{{\"schemaVersion\": 1,\n \"deviceProperties\": {devices},\n \"cuprof\": {merged},\n \"displayTimeUnit\": \"ms\",\n \"baseTimeNanoseconds\": {base0},\n \"traceEvents\": [\n"
+    )
+    .map_err(wr)?;
+
+    let mut first = true;
+    for (i, (rank, path, _)) in ranked.iter().enumerate() {
+        let rank = *rank;
+        let shift = placements[i].shift_ns;
+        let mut reader = TraceReader::open(path)?;
+        let mut failure: Option<anyhow::Error> = None;
+        let mut named: BTreeSet<i64> = BTreeSet::new();
+        let mut sorted: BTreeSet<i64> = BTreeSet::new();
+        let mut seen: BTreeSet<i64> = BTreeSet::new();
+        let mut line = String::with_capacity(1024);
+        let summary = reader.read_events(|e| {
+            line.clear();
+            let members = match event_members(e.raw) {
+                Ok(m) => m,
+                Err(err) => {
+                    failure = Some(anyhow::anyhow!(
+                        "{}: event at byte {} is not valid JSON ({err}); the file is corrupt",
+                        path.display(),
+                        e.offset
+                    ));
+                    return ControlFlow::Break(());
+                }
+            };
+            let meta_name = if e.ph == "M" { e.name.as_ref() } else { "" };
+            line.push('{');
+            for (k, (key, v)) in members.iter().enumerate() {
+                if k > 0 {
+                    line.push_str(", ");
+                }
+                line.push_str(&json_str(key));
+                line.push_str(": ");
+                match key.as_ref() {
+                    "pid" => match &e.pid {
+                        Some(Id::Int(p)) => {
+                            seen.insert(*p);
+                            match meta_name {
+                                "process_name" => named.insert(*p),
+                                "process_sort_index" => sorted.insert(*p),
+                                _ => false,
+                            };
+                            line.push_str(&(rank * PID_STRIDE + p).to_string());
+                        }
+                        _ => line.push_str(v.get()),
+                    },
+                    "ts" => match e.ts {
+                        Some(ts) if e.ph != "M" => line.push_str(&us(ts + shift)),
+                        _ => line.push_str(v.get()),
+                    },
+                    "id" => match &e.id {
+                        Some(Id::Int(id)) => line.push_str(&(rank * ID_STRIDE + id).to_string()),
+                        Some(Id::Str(s)) => line.push_str(&json_str(&format!("r{rank}:{s}"))),
+                        None => line.push_str(v.get()),
+                    },
+                    "args" if meta_name == "process_name" => {
+                        let n = e.args.name.as_deref().unwrap_or("");
+                        line.push_str(&format!("{{\"name\": {}}}", json_str(&format!("rank {rank} {n}"))));
+                    }
+                    "args" if meta_name == "process_sort_index" => {
+                        let s = e.args.sort_index.unwrap_or(0);
+                        line.push_str(&format!("{{\"sort_index\": {}}}", rank * PID_STRIDE + s));
+                    }
+                    _ => line.push_str(v.get()),
+                }
+            }
+            line.push('}');
+            let sep: &[u8] = if first { b"" } else { b",\n" };
+            first = false;
+            if let Err(err) = w.write_all(sep).and_then(|_| w.write_all(line.as_bytes())) {
+                failure = Some(wr(err));
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        })?;
+        if let Some(f) = failure {
+            return Err(f);
+        }
+        // Processes seen without metadata still get a rank-prefixed name and a sort index.
+        let mut extra = String::new();
+        for &p in &seen {
+            let pid = rank * PID_STRIDE + p;
+            if !named.contains(&p) {
+                extra.push_str(&format!(
+                    ",\n{{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": {pid}, \"tid\": 0, \"ts\": 0.000, \"args\": {{\"name\": {}}}}}",
+                    json_str(&format!("rank {rank} pid {p}"))
+                ));
+            }
+            if !sorted.contains(&p) {
+                extra.push_str(&format!(
+                    ",\n{{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": {pid}, \"tid\": 0, \"ts\": 0.000, \"args\": {{\"sort_index\": {pid}}}}}"
+                ));
+            }
+        }
+        let extra = if first {
+            extra.trim_start_matches(",\n").to_string()
+        } else {
+            extra
+        };
+        if !extra.is_empty() {
+            first = false;
+        }
+        w.write_all(extra.as_bytes()).map_err(wr)?;
+        placements[i].events = summary.events;
+        placements[i].truncated = summary.truncated.as_ref().map(|t| t.to_string());
+    }
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    write!(w, "\n],\n \"traceName\": {}}}\n", json_str(&name)).map_err(wr)?;
+    let inner = w.finish().map_err(wr)?;
+    inner
+        .into_inner()
+        .map_err(|e| wr(e.into_error()))?
+        .sync_all()
+        .map_err(wr)?;
+    Ok(placements)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cuprof_core::reader::ClockAnchor;
+
+    #[test]
+    fn skew_only_on_one_host() {
+        let mk = |host: &str, rt: i64, mono: i64| TraceMeta {
+            hostname: Some(host.to_string()),
+            clock: Some(ClockAnchor {
+                realtime_ns: rt,
+                monotonic_ns: mono,
+            }),
+            ..Default::default()
+        };
+        let r = mk("h", 1_000_000, 500);
+        assert_eq!(skew(&mk("h", 2_000_250, 1_000_500), &r).0, 250);
+        assert_eq!(skew(&mk("other", 2_000_250, 7), &r).0, 0);
+        assert_eq!(skew(&TraceMeta::default(), &r).0, 0);
+        assert_eq!(us(-1500), "-1.500");
+        assert_eq!(us(1_000_001), "1000.001");
+    }
+}

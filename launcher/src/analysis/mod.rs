@@ -1,0 +1,152 @@
+//! Offline analysis of cuprof traces: `cuprof report | flame | compare | merge`.
+//!
+//! Every command streams each file once through [`cuprof_core::reader`] into compact columns
+//! ([`load`]), then computes from those. The definitions below are the contract the tests check
+//! (`docs/analysis.md` says the same for users).
+//!
+//! * **Steps**: `ProfilerStep#N` events of category `user_annotation` (`ph: "X"`). Latency is
+//!   their `dur`; percentiles interpolate linearly between closest ranks (numpy's default).
+//!   Throughput is the sum of `args.work` over the steps that carry it divided by their summed
+//!   duration, in work units per second (per rank; the all-ranks figure pools every rank's
+//!   steps).
+//! * **GPU operations**: events of category `kernel`, `gpu_memcpy`, `gpu_memset`, on the device
+//!   `args.device` (else `pid`). A kernel whose name contains `nccl` (any case) is
+//!   communication, any other kernel compute.
+//! * **Breakdown per device**: the window runs from the start of the device's first operation
+//!   to the end of its last (`wall`). Each instant of the window is counted once: compute if a
+//!   compute kernel runs on any stream, else communication if one runs, else memcpy, else
+//!   memset, else idle. So concurrent streams are a union, and the five parts sum exactly to
+//!   `wall`. Idle instants that fall inside a `cuda_sync` event of that device, or inside a CPU
+//!   call of `cudaDeviceSynchronize`/`cudaStreamSynchronize`/`cudaEventSynchronize` (or their
+//!   driver twins) on any thread of the process, are *sync wait*; the other idle instants are
+//!   *host-bound* (the GPU waited for work to be submitted). Several files of one rank
+//!   (profiling cycles) add up window by window.
+//! * **Top kernels**: per demangled name, count and the plain sum of durations (overlapping
+//!   kernels each count in full); share = total / sum over all kernels.
+//! * **NVTX buckets**: each GPU operation's duration goes to the innermost `user_annotation`
+//!   range (other than `ProfilerStep#N`) open, `start <= t <= end`, on the thread of the
+//!   `cuda_runtime`/`cuda_driver` event whose `args.correlation` equals the operation's, at that
+//!   call's start `t`. No such call: `(no launch record)`; no open range: `(no NVTX range)`.
+//! * **Across ranks**: imbalance = max / mean over ranks (of mean step time, of GPU busy
+//!   time); for each step number seen on two ranks or more, the rank whose step took longest
+//!   (ties: lowest rank); comm/compute overlap = time communication and compute kernels ran
+//!   together / total communication time (union).
+
+mod compare;
+mod flame;
+mod load;
+mod merge;
+mod model;
+mod render;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+pub use compare::{compare, CompareArgs};
+pub use flame::{flame, FlameArgs};
+pub use merge::{merge, MergeArgs};
+
+use load::Interner;
+use model::Analysis;
+
+#[derive(clap::Args)]
+pub struct ReportArgs {
+    /// Trace files (`*.trace.json.gz`, plain JSON too), or directories of rank traces.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// Also write `summary.json` and `report.md` into this directory (created if needed).
+    #[arg(short, long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Rows shown per table (summary.json has all of them).
+    #[arg(long, default_value_t = 15)]
+    pub top: usize,
+}
+
+/// The trace files named by `paths`: files as given, directories listed (not recursively) for
+/// `*.trace.json.gz` / `*.trace.json`, or failing that any `*.json.gz` / `*.json`.
+pub fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        let md = std::fs::metadata(p).with_context(|| {
+            format!(
+                "{}: cannot read it; pass trace files or the directory cuprof wrote them to",
+                p.display()
+            )
+        })?;
+        if !md.is_dir() {
+            out.push(p.clone());
+            continue;
+        }
+        let mut traces = Vec::new();
+        let mut json = Vec::new();
+        for e in std::fs::read_dir(p).with_context(|| format!("{}: cannot list it", p.display()))?
+        {
+            let e = e.with_context(|| format!("{}: cannot list it", p.display()))?;
+            let path = e.path();
+            if !path.is_file() {
+                continue;
+            }
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.ends_with(".trace.json.gz") || name.ends_with(".trace.json") {
+                traces.push(path);
+            } else if name.ends_with(".json.gz") || name.ends_with(".json") {
+                json.push(path);
+            }
+        }
+        let mut found = if traces.is_empty() { json } else { traces };
+        if found.is_empty() {
+            bail!(
+                "{}: no trace files in it (*.trace.json.gz, *.json); pass the directory cuprof \
+                 wrote (CUPROF_DIR / --profile-dir) or the files themselves",
+                p.display()
+            );
+        }
+        found.sort();
+        out.extend(found);
+    }
+    Ok(out)
+}
+
+/// Loads every trace named by `paths` and derives the per-file attribution.
+pub(crate) fn analyse(paths: &[PathBuf]) -> Result<Analysis> {
+    let files = trace_files(paths)?;
+    let mut names = Interner::default();
+    let mut loaded = Vec::with_capacity(files.len());
+    for f in &files {
+        loaded.push(load::load(f, &mut names)?);
+    }
+    Ok(Analysis::new(names, loaded))
+}
+
+pub fn report(args: ReportArgs) -> Result<()> {
+    let an = analyse(&args.paths)?;
+    let summary = an.summarize();
+    print!("{}", render::text(&summary, args.top));
+    if let Some(dir) = &args.out {
+        write_report(dir, &summary, args.top)?;
+        println!(
+            "wrote {} and {}",
+            dir.join("summary.json").display(),
+            dir.join("report.md").display()
+        );
+    }
+    Ok(())
+}
+
+fn write_report(dir: &Path, s: &model::Summary, top: usize) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| {
+        format!(
+            "{}: cannot create the output directory; pick a writable -o DIR",
+            dir.display()
+        )
+    })?;
+    let json = serde_json::to_string_pretty(s)?;
+    let p = dir.join("summary.json");
+    std::fs::write(&p, json + "\n")
+        .with_context(|| format!("{}: cannot write; pick a writable -o DIR", p.display()))?;
+    let p = dir.join("report.md");
+    std::fs::write(&p, render::markdown(s, top))
+        .with_context(|| format!("{}: cannot write; pick a writable -o DIR", p.display()))?;
+    Ok(())
+}

@@ -1,0 +1,401 @@
+//! Tables for the terminal and for `report.md`.
+
+use super::model::{Breakdown, StepStats, Summary};
+
+/// A table rendered either as aligned text or as a Markdown table.
+pub struct Table {
+    headers: Vec<String>,
+    right: Vec<bool>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// Headers starting with `>` are right-aligned (the `>` is dropped).
+    pub fn new(headers: &[&str]) -> Self {
+        Table {
+            headers: headers
+                .iter()
+                .map(|h| h.trim_start_matches('>').to_string())
+                .collect(),
+            right: headers.iter().map(|h| h.starts_with('>')).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    pub fn text(&self) -> String {
+        let n = self.headers.len();
+        let mut w: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate().take(n) {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        let mut out = String::new();
+        let line = |cells: &[String], out: &mut String| {
+            let mut s = String::from("  ");
+            for (i, c) in cells.iter().enumerate().take(n) {
+                let pad = w[i] - c.chars().count();
+                if i > 0 {
+                    s.push_str("  ");
+                }
+                if self.right[i] {
+                    s.push_str(&" ".repeat(pad));
+                    s.push_str(c);
+                } else {
+                    s.push_str(c);
+                    if i + 1 < n {
+                        s.push_str(&" ".repeat(pad));
+                    }
+                }
+            }
+            out.push_str(s.trim_end());
+            out.push('\n');
+        };
+        line(&self.headers, &mut out);
+        for r in &self.rows {
+            line(r, &mut out);
+        }
+        out
+    }
+
+    pub fn markdown(&self) -> String {
+        let esc = |s: &str| s.replace('|', "\\|");
+        let mut out = format!(
+            "| {} |\n|{}\n",
+            self.headers
+                .iter()
+                .map(|h| esc(h))
+                .collect::<Vec<_>>()
+                .join(" | "),
+            self.right
+                .iter()
+                .map(|&r| if r { " ---: |" } else { " --- |" })
+                .collect::<String>()
+        );
+        for r in &self.rows {
+            out.push_str(&format!(
+                "| {} |\n",
+                r.iter().map(|c| esc(c)).collect::<Vec<_>>().join(" | ")
+            ));
+        }
+        out
+    }
+}
+
+/// Nanoseconds in a readable unit: `812 ns`, `12.500 µs`, `3.250 ms`, `1.204 s`.
+pub fn dur(ns: f64) -> String {
+    let a = ns.abs();
+    if a < 1e3 {
+        format!("{ns:.0} ns")
+    } else if a < 1e6 {
+        format!("{:.3} µs", ns / 1e3)
+    } else if a < 1e9 {
+        format!("{:.3} ms", ns / 1e6)
+    } else {
+        format!("{:.3} s", ns / 1e9)
+    }
+}
+
+pub fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+pub fn bytes(b: i64) -> String {
+    let a = b as f64;
+    if a < 1024.0 {
+        format!("{b} B")
+    } else if a < 1024.0 * 1024.0 {
+        format!("{:.1} KiB", a / 1024.0)
+    } else if a < 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.1} MiB", a / 1024.0 / 1024.0)
+    } else {
+        format!("{:.2} GiB", a / 1024.0 / 1024.0 / 1024.0)
+    }
+}
+
+/// Long C++ names cut to `max` characters for the terminal.
+pub fn short(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(max - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
+fn step_line(s: &StepStats) -> String {
+    if s.count == 0 {
+        return "no ProfilerStep#N annotations".to_string();
+    }
+    let mut line = format!(
+        "{} steps, mean {}, p50 {}, p90 {}, p99 {}, min {}, max {}",
+        s.count,
+        dur(s.mean_ns),
+        dur(s.p50_ns),
+        dur(s.p90_ns),
+        dur(s.p99_ns),
+        dur(s.min_ns as f64),
+        dur(s.max_ns as f64)
+    );
+    if let Some(t) = s.throughput_per_s {
+        line.push_str(&format!(
+            "; throughput {:.1} work/s ({} work in {} steps)",
+            t, s.work, s.work_steps
+        ));
+    }
+    line
+}
+
+fn breakdown_cells(b: &Breakdown) -> Vec<String> {
+    let w = b.wall_ns as f64;
+    let c = |v: i64| format!("{} {}", dur(v as f64), pct(super::model::ratio(v as f64, w)));
+    vec![
+        dur(w),
+        c(b.compute_ns),
+        c(b.communication_ns),
+        c(b.memcpy_ns),
+        c(b.memset_ns),
+        c(b.idle_ns),
+        c(b.idle_host_bound_ns),
+        c(b.idle_sync_wait_ns),
+    ]
+}
+
+/// The report's sections as (title, text) pairs; `md` picks Markdown tables.
+pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
+    let render = |t: &Table| if md { t.markdown() } else { t.text() };
+    let name_max = if md { 200 } else { 70 };
+    let mut out = Vec::new();
+
+    let events: u64 = s.files.iter().map(|f| f.events).sum();
+    let mut head = format!(
+        "{} file(s), {} rank(s), {} events\n",
+        s.files.len(),
+        s.ranks.len(),
+        events
+    );
+    for f in &s.files {
+        if let Some(t) = &f.truncated {
+            head.push_str(&format!(
+                "warning: {} (rank {}) is cut short: {t}; figures cover what was read\n",
+                f.path, f.rank
+            ));
+        }
+    }
+    out.push(("Overview".to_string(), head));
+
+    let mut steps = format!("all ranks: {}\n", step_line(&s.steps));
+    if s.ranks.len() > 1 {
+        for r in &s.ranks {
+            steps.push_str(&format!("rank {}: {}\n", r.rank, step_line(&r.steps)));
+        }
+    }
+    out.push(("Steps (ProfilerStep#N)".to_string(), steps));
+
+    let mut t = Table::new(&[
+        "rank",
+        "device",
+        ">wall",
+        ">compute",
+        ">communication",
+        ">memcpy",
+        ">memset",
+        ">idle",
+        ">host-bound",
+        ">sync wait",
+    ]);
+    for r in &s.ranks {
+        for d in &r.devices {
+            let mut row = vec![r.rank.to_string(), d.device.to_string()];
+            row.extend(breakdown_cells(&d.breakdown));
+            t.row(row);
+        }
+    }
+    if s.ranks.iter().map(|r| r.devices.len()).sum::<usize>() > 1 {
+        let mut row = vec!["all".to_string(), "".to_string()];
+        row.extend(breakdown_cells(&s.gpu));
+        t.row(row);
+    }
+    out.push((
+        "GPU time".to_string(),
+        if t.is_empty() {
+            "no GPU activity\n".to_string()
+        } else {
+            render(&t)
+        },
+    ));
+
+    let mut t = Table::new(&["#", "kernel", ">count", ">total", ">mean", ">share"]);
+    for (i, k) in s.top_kernels.iter().take(top).enumerate() {
+        t.row(vec![
+            (i + 1).to_string(),
+            short(&k.name, name_max),
+            k.count.to_string(),
+            dur(k.total_ns as f64),
+            dur(k.mean_ns),
+            pct(k.share),
+        ]);
+    }
+    let more = s.top_kernels.len().saturating_sub(top);
+    let mut text = if t.is_empty() {
+        "no kernels\n".to_string()
+    } else {
+        render(&t)
+    };
+    if more > 0 {
+        text.push_str(&format!("({more} more in summary.json)\n"));
+    }
+    out.push(("Top kernels".to_string(), text));
+
+    let mut t = Table::new(&["NVTX range", ">ops", ">GPU time", ">share"]);
+    for b in s.nvtx_buckets.iter().take(top) {
+        t.row(vec![
+            short(&b.name, name_max),
+            b.count.to_string(),
+            dur(b.total_ns as f64),
+            pct(b.share),
+        ]);
+    }
+    out.push((
+        "NVTX buckets (innermost range at launch)".to_string(),
+        if t.is_empty() {
+            "no GPU work\n".to_string()
+        } else {
+            render(&t)
+        },
+    ));
+
+    let mut t = Table::new(&["kind", ">count", ">bytes", ">time", ">GB/s"]);
+    for m in &s.memcpy {
+        t.row(vec![
+            m.kind.clone(),
+            m.count.to_string(),
+            bytes(m.bytes),
+            dur(m.total_ns as f64),
+            format!("{:.2}", m.bandwidth_gbps),
+        ]);
+    }
+    out.push((
+        "Memory copies and sets".to_string(),
+        if t.is_empty() {
+            "none\n".to_string()
+        } else {
+            render(&t)
+        },
+    ));
+
+    let d = &s.dropped;
+    let mut text = format!(
+        "{} records dropped (channel {}, CUPTI {}, buffers {}); {} kernels without timestamps; {} memory events dropped\n",
+        d.total(),
+        d.dropped_channel,
+        d.dropped_cupti,
+        d.dropped_buffers,
+        d.kernels_without_timestamps,
+        d.memory_events_dropped
+    );
+    if d.files_without_stats > 0 {
+        text.push_str(&format!(
+            "{} file(s) have no cuprofStats (cut short, or not written by cuprof)\n",
+            d.files_without_stats
+        ));
+    }
+    if d.files_incomplete > 0 {
+        text.push_str(&format!(
+            "{} file(s) say they are incomplete\n",
+            d.files_incomplete
+        ));
+    }
+    out.push(("Dropped records".to_string(), text));
+
+    let c = &s.cross_rank;
+    if c.ranks > 1 {
+        let mut t = Table::new(&[
+            ">rank",
+            ">steps",
+            ">mean step",
+            ">GPU busy",
+            ">comm",
+            ">comm under compute",
+            ">slowest in",
+        ]);
+        for r in &c.per_rank {
+            t.row(vec![
+                r.rank.to_string(),
+                r.steps.to_string(),
+                dur(r.mean_step_ns),
+                dur(r.busy_ns as f64),
+                dur(r.communication_total_ns as f64),
+                pct(r.comm_overlap_fraction),
+                format!("{} steps", r.slowest_in_steps),
+            ]);
+        }
+        let mut text = render(&t);
+        let f = |x: Option<f64>| x.map_or("n/a".to_string(), |v| format!("{v:.3}"));
+        text.push_str(&format!(
+            "\nimbalance (max/mean): step time {}, GPU busy {}\n",
+            f(c.step_time_imbalance),
+            f(c.busy_imbalance)
+        ));
+        if !c.slowest_rank_per_step.is_empty() {
+            let mut t = Table::new(&[">step", ">slowest rank", ">its time", ">mean of ranks"]);
+            for st in c.slowest_rank_per_step.iter().take(top) {
+                t.row(vec![
+                    st.step.to_string(),
+                    st.rank.to_string(),
+                    dur(st.dur_ns as f64),
+                    dur(st.mean_ns),
+                ]);
+            }
+            text.push('\n');
+            text.push_str(&render(&t));
+        }
+        out.push(("Across ranks".to_string(), text));
+    }
+    out
+}
+
+pub fn text(s: &Summary, top: usize) -> String {
+    let mut out = String::new();
+    for (title, body) in sections(s, top, false) {
+        out.push_str(&format!("== {title} ==\n{body}\n"));
+    }
+    out
+}
+
+pub fn markdown(s: &Summary, top: usize) -> String {
+    let mut out = String::from("# cuprof report\n\n");
+    for (title, body) in sections(s, top, true) {
+        out.push_str(&format!("## {title}\n\n{body}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align_and_escape() {
+        let mut t = Table::new(&["name", ">n"]);
+        t.row(vec!["a|b".into(), "1".into()]);
+        t.row(vec!["long name".into(), "100".into()]);
+        assert_eq!(t.text(), "  name         n\n  a|b          1\n  long name  100\n");
+        assert_eq!(
+            t.markdown(),
+            "| name | n |\n| --- | ---: |\n| a\\|b | 1 |\n| long name | 100 |\n"
+        );
+        assert_eq!(dur(1500.0), "1.500 µs");
+        assert_eq!(dur(999.0), "999 ns");
+        assert_eq!(short("abcdef", 4), "abc…");
+    }
+}

@@ -1,0 +1,45 @@
+//! `cuprof`: run a program under the tracer, or analyse traces offline.
+
+mod analysis;
+mod memory_cmd;
+mod repair_cmd;
+mod run;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cuprof", version, about = "GPU activity tracer for CUDA and PyTorch programs")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a program with the tracer preloaded: cuprof run [options] -- CMD ARGS...
+    Run(run::RunArgs),
+    /// Per-step latency, GPU time breakdown, top kernels, NVTX buckets, cross-rank figures.
+    Report(analysis::ReportArgs),
+    /// Flame graph of NVTX ranges -> kernels weighted by GPU time (SVG).
+    Flame(analysis::FlameArgs),
+    /// Compare two traces kernel by kernel and bucket by bucket.
+    Compare(analysis::CompareArgs),
+    /// Merge the rank traces of a directory into one timeline.
+    Merge(analysis::MergeArgs),
+    /// Summarise a memory snapshot pickle (peak reserved, when, by which stack; live at end).
+    Memory(memory_cmd::MemoryArgs),
+    /// Close a trace cut short (SIGKILL, OOM kill) into a valid trace, in place or to -o.
+    Repair(repair_cmd::RepairArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Run(a) => run::run(a),
+        Command::Report(a) => analysis::report(a),
+        Command::Flame(a) => analysis::flame(a),
+        Command::Compare(a) => analysis::compare(a),
+        Command::Merge(a) => analysis::merge(a),
+        Command::Memory(a) => memory_cmd::run(a),
+        Command::Repair(a) => repair_cmd::run(a),
+    }
+}

@@ -1,0 +1,441 @@
+//! `cuprof memory FILE.pickle`: a short summary of a memory snapshot pickle (cuprof's, or
+//! one written by `torch.cuda.memory._dump_snapshot`), readable without a browser.
+//!
+//! Per device: peak reserved bytes, when (`time_us` and the offset from the device's first
+//! trace entry), by which stack, what is live at the end, and the number of trace entries.
+//!
+//! Peak reserved rule (the same as `tests/apps/check_snapshot.py`): reserved memory is the
+//! sum of live segments; `segment_alloc`/`segment_map` add their size and
+//! `segment_free`/`segment_unmap` subtract it, while `alloc`/`free_*` are blocks inside
+//! segments and add nothing. Segments can exist before the trace's first entry (torch
+//! records history only from `_record_memory_history`, and a bounded trace drops its oldest
+//! entries), so the level is anchored at the end: after the last entry it is the sum of the
+//! device's live `segments`, and before the first entry that sum minus the net of all
+//! entries. The peak is the highest level over the trace, that starting level included;
+//! "when" and the stack are those of the first entry that reached it.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use serde_pickle::{DeOptions, HashableValue, Value};
+
+#[derive(clap::Args)]
+pub struct MemoryArgs {
+    /// A memory snapshot pickle (`NAME-rankR-memory-UNIXTIME.pickle`, or torch's own).
+    pub file: PathBuf,
+    /// At most this many frames of the peak's stack are printed.
+    #[arg(long, default_value_t = 12)]
+    pub frames: usize,
+}
+
+pub fn run(args: MemoryArgs) -> anyhow::Result<()> {
+    let bytes = std::fs::read(&args.file).with_context(|| format!("cannot read {}", args.file.display()))?;
+    let snapshot = Snapshot::from_pickle(&bytes).with_context(|| format!("{} is not a memory snapshot", args.file.display()))?;
+    print!("{}", render(&args.file.display().to_string(), &summarize(&snapshot), args.frames));
+    Ok(())
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Frame {
+    name: String,
+    filename: String,
+    line: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Entry {
+    action: String,
+    addr: i64,
+    size: i64,
+    time_us: i64,
+    frames: Vec<Frame>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Segment {
+    device: i64,
+    total_size: i64,
+    /// (size, state) of each block.
+    blocks: Vec<(i64, String)>,
+}
+
+#[derive(Debug, Default)]
+struct Snapshot {
+    segments: Vec<Segment>,
+    device_traces: Vec<Vec<Entry>>,
+}
+
+fn get<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+    match v {
+        Value::Dict(d) => d.get(&HashableValue::String(key.to_owned())),
+        _ => None,
+    }
+}
+
+fn field<'a>(v: &'a Value, key: &str, what: &str) -> anyhow::Result<&'a Value> {
+    get(v, key).with_context(|| format!("{what} has no '{key}'"))
+}
+
+fn as_int(v: &Value, what: &str) -> anyhow::Result<i64> {
+    match v {
+        Value::I64(i) => Ok(*i),
+        Value::Int(big) => big.to_string().parse().with_context(|| format!("{what} = {big} is out of 64-bit range")),
+        _ => bail!("{what} is not an integer"),
+    }
+}
+
+fn int_field(v: &Value, key: &str, what: &str) -> anyhow::Result<i64> {
+    as_int(field(v, key, what)?, &format!("{what}['{key}']"))
+}
+
+fn str_field(v: &Value, key: &str, what: &str) -> anyhow::Result<String> {
+    match field(v, key, what)? {
+        Value::String(s) => Ok(s.clone()),
+        _ => bail!("{what}['{key}'] is not a string"),
+    }
+}
+
+fn list<'a>(v: &'a Value, what: &str) -> anyhow::Result<&'a [Value]> {
+    match v {
+        Value::List(l) | Value::Tuple(l) => Ok(l),
+        _ => bail!("{what} is not a list"),
+    }
+}
+
+fn frames(v: &Value, what: &str) -> anyhow::Result<Vec<Frame>> {
+    let Some(list_value) = get(v, "frames") else { return Ok(Vec::new()) };
+    list(list_value, &format!("{what}['frames']"))?
+        .iter()
+        .map(|f| {
+            Ok(Frame {
+                name: str_field(f, "name", "a frame")?,
+                filename: str_field(f, "filename", "a frame")?,
+                line: int_field(f, "line", "a frame")?,
+            })
+        })
+        .collect()
+}
+
+impl Snapshot {
+    fn from_pickle(bytes: &[u8]) -> anyhow::Result<Snapshot> {
+        let value = serde_pickle::value_from_slice(bytes, DeOptions::new()).context("cannot unpickle it")?;
+        Snapshot::from_value(&value)
+    }
+
+    fn from_value(v: &Value) -> anyhow::Result<Snapshot> {
+        if !matches!(v, Value::Dict(_)) {
+            bail!("the pickle is not a dict");
+        }
+        let mut snap = Snapshot::default();
+        for (i, s) in list(field(v, "segments", "the snapshot")?, "segments")?.iter().enumerate() {
+            let what = format!("segments[{i}]");
+            let blocks = list(field(s, "blocks", &what)?, &format!("{what}['blocks']"))?
+                .iter()
+                .map(|b| Ok((int_field(b, "size", "a block")?, str_field(b, "state", "a block")?)))
+                .collect::<anyhow::Result<_>>()?;
+            snap.segments.push(Segment {
+                device: int_field(s, "device", &what)?,
+                total_size: int_field(s, "total_size", &what)?,
+                blocks,
+            });
+        }
+        for (d, trace) in list(field(v, "device_traces", "the snapshot")?, "device_traces")?.iter().enumerate() {
+            let mut entries = Vec::new();
+            for (i, e) in list(trace, &format!("device_traces[{d}]"))?.iter().enumerate() {
+                let what = format!("device_traces[{d}][{i}]");
+                entries.push(Entry {
+                    action: str_field(e, "action", &what)?,
+                    // `oom` entries have no address.
+                    addr: get(e, "addr").map(|a| as_int(a, &what)).transpose()?.unwrap_or(0),
+                    size: int_field(e, "size", &what)?,
+                    time_us: int_field(e, "time_us", &what)?,
+                    frames: frames(e, &what)?,
+                });
+            }
+            snap.device_traces.push(entries);
+        }
+        Ok(snap)
+    }
+}
+
+#[derive(Debug, PartialEq)]
+struct DeviceSummary {
+    device: usize,
+    /// Reserved bytes before the first trace entry.
+    start: i64,
+    peak: i64,
+    /// The entry that first reached the peak; `None` when the peak is the starting level.
+    peak_entry: Option<Entry>,
+    first_time_us: Option<i64>,
+    live_segments: usize,
+    live_bytes: i64,
+    active_blocks: usize,
+    active_bytes: i64,
+    entries: usize,
+    by_action: BTreeMap<String, usize>,
+}
+
+fn summarize(snap: &Snapshot) -> Vec<DeviceSummary> {
+    let ndev = snap.device_traces.len().max(
+        snap.segments.iter().map(|s| usize::try_from(s.device).map_or(0, |d| d + 1)).max().unwrap_or(0),
+    );
+    let empty = Vec::new();
+    let mut out = Vec::new();
+    for device in 0..ndev {
+        let trace = snap.device_traces.get(device).unwrap_or(&empty);
+        let segs: Vec<&Segment> = snap.segments.iter().filter(|s| s.device == device as i64).collect();
+        if trace.is_empty() && segs.is_empty() {
+            continue;
+        }
+        let delta = |e: &Entry| match e.action.as_str() {
+            "segment_alloc" | "segment_map" => e.size,
+            "segment_free" | "segment_unmap" => -e.size,
+            _ => 0,
+        };
+        let live_bytes: i64 = segs.iter().map(|s| s.total_size).sum();
+        let start = live_bytes - trace.iter().map(delta).sum::<i64>();
+        let (mut level, mut peak, mut peak_entry) = (start, start, None);
+        for e in trace {
+            level += delta(e);
+            if level > peak {
+                peak = level;
+                peak_entry = Some(e.clone());
+            }
+        }
+        let active = || segs.iter().flat_map(|s| &s.blocks).filter(|(_, st)| st.starts_with("active"));
+        let mut by_action = BTreeMap::new();
+        for e in trace {
+            *by_action.entry(e.action.clone()).or_insert(0) += 1;
+        }
+        out.push(DeviceSummary {
+            device,
+            start,
+            peak,
+            peak_entry,
+            first_time_us: trace.first().map(|e| e.time_us),
+            live_segments: segs.len(),
+            live_bytes,
+            active_blocks: active().count(),
+            active_bytes: active().map(|(size, _)| size).sum(),
+            entries: trace.len(),
+            by_action,
+        });
+    }
+    out
+}
+
+/// `20.0 MiB (20971520 bytes)`.
+fn human(bytes: i64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v.abs() >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {} ({bytes} bytes)", UNITS[unit])
+    }
+}
+
+fn plural(n: usize, one: &str) -> String {
+    if n == 1 {
+        format!("{n} {one}")
+    } else {
+        format!("{n} {one}s")
+    }
+}
+
+/// Frames that say nothing about the program (the capture machinery, the interpreter
+/// loop), as torch's `_memory_viz` and MemoryViz leave them out.
+fn interesting(f: &Frame) -> bool {
+    const OMIT_NAMES: [&str; 8] = [
+        "unwind::unwind",
+        "CapturedTraceback::gather",
+        "gather_with_cpp",
+        "_start",
+        "__libc_start_main",
+        "PyEval_",
+        "PyObject_",
+        "PyFunction_",
+    ];
+    const OMIT_FILES: [&str; 10] = [
+        "core/boxing",
+        "/Register",
+        "/Redispatch",
+        "pythonrun.c",
+        "Modules/main.c",
+        "Objects/call.c",
+        "Objects/methodobject.c",
+        "pycore_ceval.h",
+        "ceval.c",
+        "cpython/abstract.h",
+    ];
+    !OMIT_NAMES.iter().any(|o| f.name.contains(o)) && !OMIT_FILES.iter().any(|o| f.filename.contains(o))
+}
+
+fn render(file: &str, devices: &[DeviceSummary], max_frames: usize) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "memory snapshot {file}");
+    if devices.is_empty() {
+        let _ = writeln!(s, "no device memory recorded (no segments, no trace entries)");
+        return s;
+    }
+    for d in devices {
+        let _ = writeln!(s, "device {}", d.device);
+        let _ = writeln!(s, "  peak reserved:  {}", human(d.peak));
+        match (&d.peak_entry, d.first_time_us) {
+            (Some(e), Some(first)) => {
+                let offset = (e.time_us - first) as f64 / 1000.0;
+                let _ = writeln!(s, "  when:           time_us {} (+{offset:.3} ms after the first trace entry)", e.time_us);
+                let _ = writeln!(s, "  by:             {} of {} at {:#x}", e.action, human(e.size), e.addr);
+                let shown: Vec<&Frame> = e.frames.iter().filter(|f| interesting(f)).collect();
+                if e.frames.is_empty() {
+                    let _ = writeln!(s, "  stack:          no stacks recorded (run with --with-stack)");
+                } else {
+                    let _ = writeln!(s, "  stack:");
+                    for f in shown.iter().take(max_frames) {
+                        let _ = writeln!(s, "    {} ({}:{})", f.name, f.filename, f.line);
+                    }
+                    let hidden = e.frames.len() - shown.len().min(max_frames);
+                    if hidden > 0 {
+                        let _ = writeln!(s, "    ... {} not shown", plural(hidden, "more frame"));
+                    }
+                }
+            }
+            _ => {
+                let _ = writeln!(
+                    s,
+                    "  when:           before the first trace entry (segments allocated before recording started)"
+                );
+            }
+        }
+        if d.start > 0 {
+            let _ = writeln!(s, "  reserved before the first entry: {}", human(d.start));
+        }
+        let _ = writeln!(
+            s,
+            "  live at end:    {}, {}; {}, {}",
+            plural(d.live_segments, "segment"),
+            human(d.live_bytes),
+            plural(d.active_blocks, "active block"),
+            human(d.active_bytes)
+        );
+        let actions: Vec<String> = d.by_action.iter().map(|(a, n)| format!("{a} {n}")).collect();
+        if actions.is_empty() {
+            let _ = writeln!(s, "  trace entries:  0");
+        } else {
+            let _ = writeln!(s, "  trace entries:  {} ({})", d.entries, actions.join(", "));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cuprof_core::event::{Memory, MemoryOp};
+    use cuprof_core::memory::{Frame as CoreFrame, MemoryTimeline, DEVICE_MEMORY_KIND};
+    use std::sync::Arc;
+
+    const MIB: u64 = 1 << 20;
+
+    fn rec(op: MemoryOp, address: u64, bytes: u64, timestamp: u64, device: u32) -> Memory {
+        Memory {
+            op,
+            memory_kind: DEVICE_MEMORY_KIND,
+            correlation: 0,
+            address,
+            bytes,
+            timestamp,
+            pid: 1,
+            device,
+            context: 1,
+            stream: 0,
+            is_async: false,
+            pool_address: 0,
+        }
+    }
+
+    #[test]
+    fn summary_of_a_cuprof_snapshot() {
+        let mut t = MemoryTimeline::default();
+        let stack: Arc<[CoreFrame]> = Arc::from(vec![
+            CoreFrame { filename: "??".into(), line: 0, name: "torch::unwind::unwind()".into() },
+            CoreFrame { filename: "train.py".into(), line: 42, name: "forward".into() },
+        ]);
+        t.record(&rec(MemoryOp::Alloc, 0x1000_0000, 2 * MIB, 5_000_000, 1), None);
+        t.record(&rec(MemoryOp::Alloc, 0x2000_0000, 20 * MIB, 7_500_000, 1), Some(stack));
+        t.record(&rec(MemoryOp::Free, 0x2000_0000, 0, 9_000_000, 1), None);
+        let snap = Snapshot::from_pickle(&t.snapshot_pickle()).unwrap();
+        let sum = summarize(&snap);
+        assert_eq!(sum.len(), 1);
+        let d = &sum[0];
+        assert_eq!((d.device, d.start, d.peak), (1, 0, 22 * MIB as i64));
+        let e = d.peak_entry.as_ref().unwrap();
+        assert_eq!((e.action.as_str(), e.addr, e.time_us), ("segment_alloc", 0x2000_0000, 7_500));
+        assert_eq!((d.live_segments, d.live_bytes, d.active_blocks, d.active_bytes), (1, 2 * MIB as i64, 1, 2 * MIB as i64));
+        assert_eq!(d.entries, 3);
+        let text = render("x.pickle", &sum, 12);
+        assert_eq!(
+            text,
+            "memory snapshot x.pickle\n\
+             device 1\n  \
+             peak reserved:  22.0 MiB (23068672 bytes)\n  \
+             when:           time_us 7500 (+2.500 ms after the first trace entry)\n  \
+             by:             segment_alloc of 20.0 MiB (20971520 bytes) at 0x20000000\n  \
+             stack:\n    \
+             forward (train.py:42)\n    \
+             ... 1 more frame not shown\n  \
+             live at end:    1 segment, 2.0 MiB (2097152 bytes); 1 active block, 2.0 MiB (2097152 bytes)\n  \
+             trace entries:  3 (segment_alloc 2, segment_free 1)\n"
+        );
+    }
+
+    #[test]
+    fn no_stacks_and_segments_from_before_the_trace() {
+        // A torch-like file: a 20 MiB segment allocated before recording, freed in the
+        // trace, and a 2 MiB one allocated in it without stacks.
+        let mut t = MemoryTimeline::default();
+        t.record(&rec(MemoryOp::Alloc, 0x1000_0000, 20 * MIB, 1_000, 0), None);
+        t.record(&rec(MemoryOp::Alloc, 0x3000_0000, 2 * MIB, 2_000, 0), None);
+        t.record(&rec(MemoryOp::Free, 0x1000_0000, 0, 3_000, 0), None);
+        let mut snap = Snapshot::from_pickle(&t.snapshot_pickle()).unwrap();
+        snap.device_traces[0].remove(0); // the segment_alloc was before recording
+        let sum = summarize(&snap);
+        let d = &sum[0];
+        assert_eq!((d.start, d.peak), (20 * MIB as i64, 22 * MIB as i64));
+        let text = render("y", &sum, 12);
+        assert!(text.contains("stack:          no stacks recorded (run with --with-stack)"), "{text}");
+        assert!(text.contains("reserved before the first entry: 20.0 MiB (20971520 bytes)"), "{text}");
+
+        // Only frees: the peak is the starting level.
+        snap.device_traces[0].remove(0);
+        let sum = summarize(&snap);
+        assert_eq!((sum[0].start, sum[0].peak, sum[0].peak_entry.is_none()), (22 * MIB as i64, 22 * MIB as i64, true));
+        assert!(render("y", &sum, 12).contains("before the first trace entry"));
+    }
+
+    #[test]
+    fn empty_and_malformed() {
+        let empty = MemoryTimeline::default().snapshot_pickle();
+        let snap = Snapshot::from_pickle(&empty).unwrap();
+        assert_eq!(summarize(&snap), vec![]);
+        assert!(render("z", &[], 12).contains("no device memory recorded"));
+        let not_a_snapshot = serde_pickle::to_vec(&vec![1, 2], Default::default()).unwrap();
+        let err = Snapshot::from_pickle(&not_a_snapshot).unwrap_err();
+        assert!(format!("{err:#}").contains("not a dict"), "{err:#}");
+    }
+
+    #[test]
+    fn human_units() {
+        assert_eq!(human(512), "512 B");
+        assert_eq!(human(1536), "1.5 KiB (1536 bytes)");
+        assert_eq!(human(20 << 20), "20.0 MiB (20971520 bytes)");
+        assert_eq!(human(80 << 30), "80.0 GiB (85899345920 bytes)");
+    }
+}

@@ -1,0 +1,259 @@
+//! Builds cuprof traces with known content for the analysis tests: the JSON is written here,
+//! in the schema of docs/trace-format.md, and gzipped with flate2.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use flate2::write::GzEncoder;
+use flate2::{Compression, FlushCompress};
+
+pub const BASE: i64 = 1_700_000_000_000_000_000;
+pub const PID: i64 = 4242;
+
+/// `{ns/1000}.{ns%1000:03}` as the tracer writes it.
+pub fn us(ns: i64) -> String {
+    let sign = if ns < 0 { "-" } else { "" };
+    let a = ns.unsigned_abs();
+    format!("{sign}{}.{:03}", a / 1000, a % 1000)
+}
+
+pub fn q(s: &str) -> String {
+    serde_json::to_string(s).unwrap()
+}
+
+pub struct Trace {
+    pub rank: i64,
+    pub world: i64,
+    pub hostname: String,
+    pub clock: (i64, i64),
+    pub base: i64,
+    pub events: Vec<String>,
+    pub stats: Option<String>,
+    next_corr: i64,
+}
+
+impl Trace {
+    pub fn new(rank: i64, world: i64) -> Self {
+        Trace {
+            rank,
+            world,
+            hostname: "node0".into(),
+            clock: (BASE + 1_000_000_000, 5_000_000_000),
+            base: BASE,
+            events: Vec::new(),
+            stats: Some(
+                r#"{"events": 0, "dropped_channel": 0, "dropped_cupti": 0, "dropped_buffers": 0, "kernels_without_timestamps": 0, "memory_events_dropped": 0, "complete": true}"#
+                    .into(),
+            ),
+            next_corr: 1,
+        }
+    }
+
+    pub fn corr(&mut self) -> i64 {
+        let c = self.next_corr;
+        self.next_corr += 1;
+        c
+    }
+
+    pub fn x(&mut self, cat: &str, name: &str, pid: i64, tid: i64, start: i64, dur: i64, args: &str) {
+        let args = if args.is_empty() {
+            String::new()
+        } else {
+            format!(", \"args\": {{{args}}}")
+        };
+        self.events.push(format!(
+            "{{\"ph\": \"X\", \"cat\": {}, \"name\": {}, \"pid\": {pid}, \"tid\": {tid}, \"ts\": {}, \"dur\": {}{args}}}",
+            q(cat),
+            q(name),
+            us(start),
+            us(dur)
+        ));
+    }
+
+    pub fn kernel(&mut self, name: &str, dev: i64, stream: i64, start: i64, dur: i64, corr: i64) {
+        let args = format!(
+            "\"device\": {dev}, \"context\": 1, \"stream\": {stream}, \"correlation\": {corr}, \"registers per thread\": 32, \"shared memory\": 0, \"blocks per SM\": 1.000000, \"warps per SM\": 4.000000, \"grid\": [132, 1, 1], \"block\": [128, 1, 1], \"est. achieved occupancy %\": 6"
+        );
+        self.x("kernel", name, dev, stream, start, dur, &args);
+    }
+
+    pub fn memcpy(&mut self, name: &str, dev: i64, stream: i64, start: i64, dur: i64, corr: i64, bytes: i64) {
+        let args = format!(
+            "\"device\": {dev}, \"context\": 1, \"stream\": {stream}, \"correlation\": {corr}, \"bytes\": {bytes}, \"memory bandwidth (GB/s)\": {:.6}",
+            bytes as f64 / dur as f64
+        );
+        self.x("gpu_memcpy", name, dev, stream, start, dur, &args);
+    }
+
+    pub fn memset(&mut self, dev: i64, stream: i64, start: i64, dur: i64, corr: i64, bytes: i64) {
+        let args = format!(
+            "\"device\": {dev}, \"context\": 1, \"stream\": {stream}, \"correlation\": {corr}, \"bytes\": {bytes}, \"memory bandwidth (GB/s)\": 1.0"
+        );
+        self.x("gpu_memset", "Memset (Device)", dev, stream, start, dur, &args);
+    }
+
+    pub fn runtime(&mut self, name: &str, tid: i64, start: i64, dur: i64, corr: i64) {
+        let args = format!("\"cbid\": 211, \"correlation\": {corr}");
+        self.x("cuda_runtime", name, PID, tid, start, dur, &args);
+    }
+
+    pub fn flow(&mut self, corr: i64, tid: i64, api: i64, dev: i64, stream: i64, gpu: i64) {
+        self.events.push(format!(
+            "{{\"ph\": \"s\", \"id\": {corr}, \"pid\": {PID}, \"tid\": {tid}, \"ts\": {}, \"cat\": \"ac2g\", \"name\": \"ac2g\"}}",
+            us(api)
+        ));
+        self.events.push(format!(
+            "{{\"ph\": \"f\", \"id\": {corr}, \"pid\": {dev}, \"tid\": {stream}, \"ts\": {}, \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"}}",
+            us(gpu)
+        ));
+    }
+
+    /// `cudaLaunchKernel` at `api` (1 µs) on thread `tid`, the kernel at `start` for `dur`.
+    pub fn launch(&mut self, name: &str, tid: i64, api: i64, dev: i64, stream: i64, start: i64, dur: i64) -> i64 {
+        let c = self.corr();
+        self.runtime("cudaLaunchKernel", tid, api, 1000, c);
+        self.kernel(name, dev, stream, start, dur, c);
+        self.flow(c, tid, api, dev, stream, start);
+        c
+    }
+
+    pub fn copy(&mut self, name: &str, tid: i64, api: i64, dev: i64, stream: i64, start: i64, dur: i64, bytes: i64) -> i64 {
+        let c = self.corr();
+        self.runtime("cudaMemcpyAsync", tid, api, 1000, c);
+        self.memcpy(name, dev, stream, start, dur, c, bytes);
+        c
+    }
+
+    pub fn range(&mut self, name: &str, tid: i64, start: i64, dur: i64) {
+        self.x("user_annotation", name, PID, tid, start, dur, "");
+    }
+
+    pub fn step(&mut self, n: i64, tid: i64, start: i64, dur: i64, work: Option<f64>) {
+        let args = work.map(|w| format!("\"work\": {w:.6}")).unwrap_or_default();
+        self.x("user_annotation", &format!("ProfilerStep#{n}"), PID, tid, start, dur, &args);
+    }
+
+    pub fn sync(&mut self, kind: &str, dev: i64, stream: i64, start: i64, dur: i64, corr: i64) {
+        let tid = if stream < 0 { 0 } else { stream };
+        let args = format!(
+            "\"cuda_sync_kind\": {}, \"wait_on_stream\": -1, \"stream\": {stream}, \"correlation\": {corr}, \"device\": {dev}, \"context\": 1",
+            q(kind)
+        );
+        self.x("cuda_sync", kind, dev, tid, start, dur, &args);
+    }
+
+    pub fn metadata(&mut self, devices: &[i64], streams: &[(i64, i64)], threads: &[i64]) {
+        let m = |name: &str, pid: i64, tid: i64, key: &str, v: String| {
+            format!("{{\"ph\": \"M\", \"name\": {}, \"pid\": {pid}, \"tid\": {tid}, \"ts\": 0.000, \"args\": {{{}: {v}}}}}", q(name), q(key))
+        };
+        self.events.push(m("process_name", PID, 0, "name", q("python3")));
+        self.events.push(m("process_sort_index", PID, 0, "sort_index", PID.to_string()));
+        for &t in threads {
+            self.events.push(m("thread_name", PID, t, "name", q(&format!("thread {t} (python3)"))));
+        }
+        for &d in devices {
+            self.events.push(m("process_name", d, 0, "name", q(&format!("GPU {d}"))));
+            self.events.push(m("process_labels", d, 0, "labels", q(&format!("GPU {d}"))));
+            self.events.push(m("process_sort_index", d, 0, "sort_index", (5_000_000 + d).to_string()));
+        }
+        for &(d, s) in streams {
+            self.events.push(m("thread_name", d, s, "name", q(&format!("stream {s} "))));
+        }
+    }
+
+    pub fn window_end(&mut self, ts: i64) {
+        self.events.push(format!(
+            "{{\"ph\": \"i\", \"s\": \"g\", \"name\": \"Record Window End\", \"pid\": \"\", \"tid\": \"\", \"ts\": {}}}",
+            us(ts)
+        ));
+    }
+
+    pub fn header(&self) -> String {
+        format!(
+            "{{\"schemaVersion\": 1,\n \"deviceProperties\": [{{\"id\": 0, \"name\": \"NVIDIA H100 80GB HBM3\", \"totalGlobalMem\": 85029158912, \"computeMajor\": 9, \"computeMinor\": 0, \"maxThreadsPerBlock\": 1024, \"maxThreadsPerMultiprocessor\": 2048, \"regsPerBlock\": 65536, \"warpSize\": 32, \"sharedMemPerBlock\": 49152, \"numSms\": 132, \"regsPerMultiprocessor\": 65536, \"sharedMemPerBlockOptin\": 232448, \"sharedMemPerMultiprocessor\": 233472}}],\n \"distributedInfo\": {{\"backend\": \"nccl\", \"rank\": {}, \"world_size\": {}, \"local_rank\": {}}},\n \"cuprof\": {{\"version\": \"0.1.0\", \"pid\": {PID}, \"hostname\": {}, \"cupti_version\": 130001, \"cycle\": 1, \"clock\": {{\"realtime_ns\": {}, \"monotonic_ns\": {}}}, \"window\": \"wait=0 warmup=0 active=4 repeat=1 source=nvtx:step\"}},\n \"displayTimeUnit\": \"ms\",\n \"baseTimeNanoseconds\": {},\n \"traceEvents\": [\n",
+            self.rank, self.world, self.rank, q(&self.hostname), self.clock.0, self.clock.1, self.base
+        )
+    }
+
+    pub fn body(&self) -> String {
+        self.events.join(",\n")
+    }
+
+    pub fn json(&self) -> String {
+        let mut s = self.header();
+        s.push_str(&self.body());
+        s.push_str("\n],\n");
+        if let Some(st) = &self.stats {
+            s.push_str(&format!(" \"cuprofStats\": {st},\n"));
+        }
+        s.push_str(&format!(
+            " \"traceName\": {}}}\n",
+            q(&format!("test-rank{}.trace.json.gz", self.rank))
+        ));
+        s
+    }
+
+    pub fn write_gz(&self, path: &Path) {
+        let mut e = GzEncoder::new(Vec::new(), Compression::fast());
+        e.write_all(self.json().as_bytes()).unwrap();
+        std::fs::write(path, e.finish().unwrap()).unwrap();
+    }
+
+    /// What a SIGKILLed tracer leaves: a gzip stream that stops at a sync-flush point after
+    /// the first `keep` events, mid-array, with no trailer.
+    pub fn write_cut(&self, path: &Path, keep: usize) {
+        let mut text = self.header();
+        text.push_str(&self.events[..keep].join(",\n"));
+        text.push_str(",\n");
+        let mut z = flate2::Compress::new(Compression::fast(), false);
+        let mut out = Vec::with_capacity(text.len() + 1024);
+        z.compress_vec(text.as_bytes(), &mut out, FlushCompress::Sync).unwrap();
+        let mut file = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+        file.extend_from_slice(&out);
+        std::fs::write(path, file).unwrap();
+    }
+}
+
+pub fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "cuprof-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+pub fn cuprof(args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_cuprof"))
+        .args(args)
+        .output()
+        .expect("run cuprof");
+    out
+}
+
+/// Runs `cuprof ARGS`, asserting success; returns stdout.
+pub fn cuprof_ok(args: &[&str]) -> String {
+    let out = cuprof(args);
+    assert!(
+        out.status.success(),
+        "cuprof {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+pub fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+pub fn read_gz_json(path: &Path) -> serde_json::Value {
+    let f = std::fs::File::open(path).unwrap();
+    serde_json::from_reader(flate2::read::MultiGzDecoder::new(std::io::BufReader::new(f))).unwrap()
+}

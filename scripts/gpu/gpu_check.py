@@ -1,0 +1,225 @@
+"""cuprof's acceptance run on a CUDA machine (see scripts/gpu-check.sh). Each check prints one
+PASS/FAIL line with its figures; a JSON summary goes to $OUT/gpu-check.json (or ./gpu-check.json).
+"""
+import glob, gzip, json, os, shutil, signal, subprocess, sys, tarfile, tempfile, time
+
+BIN = os.path.abspath(os.environ.get("CUPROF_BIN", "target/release"))
+LIB = os.path.join(BIN, "libcuprof.so")
+CUPROF = os.path.join(BIN, "cuprof")
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.environ.get("OUT") or os.getcwd()
+WORK = tempfile.mkdtemp(prefix="cuprof-gpu-")
+results = []
+
+
+def record(name, ok, **figures):
+    results.append({"check": name, "ok": bool(ok), **figures})
+    print(f"{'PASS' if ok else 'FAIL'} {name} {json.dumps(figures)}", flush=True)
+
+
+def run(cmd, env=None, timeout=300, **kw):
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def preload_env(d, name, **extra):
+    env = {"LD_PRELOAD": LIB, "CUPROF_ENABLED": "1", "CUPROF_DIR": d, "CUPROF_NAME": name}
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def load(path):
+    with gzip.open(path, "rt") as f:
+        return json.load(f)
+
+
+def events(trace, cat=None, ph=None):
+    return [e for e in trace["traceEvents"] if (cat is None or e.get("cat") == cat) and (ph is None or e.get("ph") == ph)]
+
+
+def fresh(name):
+    d = os.path.join(WORK, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    return d
+
+
+def check_basic():
+    d = fresh("basic")
+    prog = ("import torch; torch.ones(1, device='cuda').add_(1); torch.cuda.synchronize();"
+            "print('cupti' if any('libcupti' in l for l in open('/proc/self/maps')) else 'no-cupti')")
+    r = run([sys.executable, "-c", prog], preload_env(d, "basic"))
+    files = glob.glob(f"{d}/*.trace.json.gz")
+    kernels = len(events(load(files[0]), "kernel")) if files else 0
+    record("issue2.preload_torch_loads_cupti_and_decodes", r.returncode == 0 and "cupti" in r.stdout.split() and kernels >= 1,
+           rc=r.returncode, stdout=r.stdout.strip()[-200:], stderr=r.stderr.strip()[-400:], files=[os.path.basename(f) for f in files], kernels=kernels)
+    for name, cmd in [("cat /proc/self/maps", ["cat", "/proc/self/maps"]),
+                      ("python3 -c pass", [sys.executable, "-c", "print(open('/proc/self/maps').read())"])]:
+        d2 = fresh("inert")
+        t0 = time.time()
+        r = run(cmd, preload_env(d2, "inert"))
+        record(f"issue2.inert[{name}]", r.returncode == 0 and "libcupti" not in r.stdout and not os.listdir(d2),
+               rc=r.returncode, written=os.listdir(d2), secs=round(time.time() - t0, 3))
+    # startup cost on non-CUDA processes (issue 6: < 5 ms)
+    def best(env):
+        ts = []
+        for _ in range(15):
+            t0 = time.perf_counter(); run(["/bin/true"], env); ts.append(time.perf_counter() - t0)
+        return min(ts)
+    base, pre = best({}), best(preload_env(fresh("inert2"), "x"))
+    record("issue6.startup_cost_true", (pre - base) < 0.005, base_ms=round(base * 1e3, 2), preloaded_ms=round(pre * 1e3, 2))
+
+
+def check_injection_only():
+    d = fresh("inject")
+    env = {"CUDA_INJECTION64_PATH": LIB, "CUPROF_DIR": d, "CUPROF_NAME": "inject"}
+    r = run([sys.executable, "-c", "import torch; torch.ones(4, device='cuda').mul_(2); torch.cuda.synchronize()"], env)
+    files = glob.glob(f"{d}/*.trace.json.gz")
+    kernels = len(events(load(files[0]), "kernel")) if files else 0
+    record("issue2.cuda_injection64_path_alone", r.returncode == 0 and kernels >= 1, rc=r.returncode, kernels=kernels, stderr=r.stderr[-300:])
+
+
+def dump_buffers():
+    d = fresh("dump")
+    dumps = fresh("dumps")
+    r = run([sys.executable, os.path.join(HERE, "steps10.py")], preload_env(d, "dump", CUPROF_DUMP_BUFFERS=dumps, CUPROF_ACTIVITIES="CPU,GPU,MEM"))
+    files = sorted(glob.glob(f"{dumps}/*.bin"))
+    with tarfile.open(os.path.join(OUT, "cupti-dumps.tar.gz"), "w:gz") as tar:
+        for f in files[:40]:
+            tar.add(f, arcname=os.path.basename(f))
+    record("issue2.raw_buffers_dumped", r.returncode == 0 and len(files) > 0, files=len(files), bytes=sum(os.path.getsize(f) for f in files))
+
+
+def check_transformer():
+    d = fresh("tx")
+    r = run([CUPROF, "run", "--dir", d, "--name", "tx", "--step-nvtx", "step", "--wait", "3", "--active", "1", "--",
+             sys.executable, os.path.join(HERE, "transformer_step.py"), "5"], timeout=600)
+    files = glob.glob(f"{d}/*.trace.json.gz")
+    info = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
+    tp = fresh("tx_torch")
+    r2 = run([sys.executable, os.path.join(HERE, "transformer_step.py"), "5", "--torch-profiler", tp, "--wait", "3", "--active", "1"], timeout=600)
+    tfiles = glob.glob(f"{tp}/*.json*")
+    if not files or not tfiles:
+        record("issue3.transformer_kernel_count", False, rc=r.returncode, rc_torch=r2.returncode, stderr=r.stderr[-800:], stderr_torch=r2.stderr[-400:])
+        return
+    t = load(files[0])
+    opener = gzip.open if tfiles[0].endswith(".gz") else open
+    with opener(tfiles[0], "rt") as f:
+        tt = json.load(f)
+    ours, theirs = len(events(t, "kernel")), len(events(tt, "kernel"))
+    record("issue3.transformer_kernel_count_vs_torch_profiler", theirs > 0 and abs(ours - theirs) <= 0.01 * theirs,
+           cuprof=ours, torch_profiler=theirs)
+    copies = [e for e in events(t, "gpu_memcpy") if e["args"]["bytes"] == info.get("copy_bytes")]
+    record("issue3.memcpy_bytes", len(copies) >= 1, expected_bytes=info.get("copy_bytes"), matching=len(copies),
+           names=sorted({e["name"] for e in events(t, "gpu_memcpy")}))
+    s = {e["id"] for e in events(t, ph="s")}
+    f_ = {e["id"] for e in events(t, ph="f")}
+    record("issue3.flows_link_launches_to_kernels", len(s & f_) >= 0.9 * ours, flow_pairs=len(s & f_), kernels=ours)
+    names = {e["name"] for e in events(t, "user_annotation")}
+    gpu_ann = {e["name"] for e in events(t, "gpu_user_annotation")}
+    record("issue3.nvtx_ranges", {"step", "forward", "backward", "h2d", "ProfilerStep#3"} <= names and {"forward", "backward"} <= gpu_ann,
+           cpu=sorted(names), gpu=sorted(gpu_ann))
+    try:
+        from hta.trace_analysis import TraceAnalysis
+        ta = TraceAnalysis(trace_dir=d)
+        tb = ta.get_temporal_breakdown(visualize=False)
+        kb = ta.get_gpu_kernel_breakdown(visualize=False)
+        idle = ta.get_idle_time_breakdown(visualize=False)
+        record("issue3.hta_breakdowns", True, temporal=tb.to_dict("records")[:2], kernel_types=kb[0].to_dict("records")[:4])
+    except Exception as ex:  # noqa
+        record("issue3.hta_breakdowns", False, error=repr(ex)[:500])
+    shutil.copy(files[0], os.path.join(OUT, "transformer.trace.json.gz"))
+
+
+def check_window():
+    d = fresh("win")
+    r = run([CUPROF, "run", "--dir", d, "--name", "win", "--wait", "1", "--warmup", "1", "--active", "2", "--repeat", "2",
+             "--step-nvtx", "step", "--", sys.executable, os.path.join(HERE, "steps10.py")])
+    files = sorted(os.listdir(d))
+    detail = {}
+    for f in files:
+        t = load(os.path.join(d, f))
+        detail[f] = {"steps": sorted(e["name"] for e in events(t, "user_annotation") if e["name"].startswith("ProfilerStep")),
+                     "kernels": len(events(t, "kernel"))}
+    want = {"win-rank0-cycle1.trace.json.gz": ["ProfilerStep#2", "ProfilerStep#3"],
+            "win-rank0-cycle2.trace.json.gz": ["ProfilerStep#6", "ProfilerStep#7"]}
+    ok = files == sorted(want) and all(detail[f]["steps"] == want[f] and detail[f]["kernels"] == 10 for f in want)
+    record("issue4.window_two_cycles", ok, files=files, detail=detail, launcher_stderr=r.stderr[-500:])
+    d = fresh("torchrun")
+    prog = os.path.join(WORK, "rank.py")
+    open(prog, "w").write("import torch, os\ntorch.ones(8, device='cuda').add_(1)\ntorch.cuda.synchronize()\n")
+    r = run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", prog],
+            preload_env(d, "tr"), timeout=300)
+    record("issue4.torchrun_two_ranks", r.returncode == 0 and sorted(os.listdir(d)) == ["tr-rank0.trace.json.gz", "tr-rank1.trace.json.gz"],
+           files=sorted(os.listdir(d)), rc=r.returncode, stderr=r.stderr[-300:])
+
+
+def check_memory():
+    d = fresh("mem")
+    r = run([CUPROF, "run", "--dir", d, "--name", "mem", "--activities", "CPU", "GPU", "MEM", "--",
+             sys.executable, os.path.join(HERE, "memory_churn.py")])
+    pickles = glob.glob(f"{d}/*.pickle")
+    if r.returncode != 0 or not pickles:
+        record("issue5.memory_snapshot", False, rc=r.returncode, files=os.listdir(d), stderr=r.stderr[-500:])
+        return
+    expected = json.loads(r.stdout.strip().splitlines()[-1])["max_reserved"]
+    p = pickles[0]
+    plots = [run([sys.executable, "-m", "torch.cuda._memory_viz", kind, p, "-o", os.path.join(WORK, kind + ".html")]).returncode for kind in ("trace_plot", "segment_plot")]
+    mem = run([CUPROF, "memory", p])
+    chk = run([sys.executable, os.path.join(HERE, "..", "..", "tests", "apps", "check_snapshot.py"), p, "--expect-peak", str(expected)])
+    t = load(glob.glob(f"{d}/*.trace.json.gz")[0])
+    counters = [e for e in t["traceEvents"] if e.get("ph") == "C"]
+    record("issue5.memory_snapshot", plots == [0, 0] and chk.returncode == 0 and counters,
+           max_memory_reserved=expected, memory_viz_rc=plots, check=chk.stdout.strip()[-300:] + chk.stderr.strip()[-300:],
+           cuprof_memory=mem.stdout.strip()[-400:], counter_events=len(counters))
+
+
+def check_faults():
+    rows = []
+    for case in ["normal", "sigterm", "sigint", "sigkill", "abort", "os_exit", "fork", "torch_profiler"]:
+        d = fresh("fault_" + case)
+        base = run([sys.executable, os.path.join(HERE, "fault.py"), case])
+        r = run([sys.executable, os.path.join(HERE, "fault.py"), case], preload_env(d, "f"))
+        files = glob.glob(f"{d}/*.trace.json.gz")
+        kept, valid = 0, False
+        if files:
+            try:
+                kept = len(events(load(files[0]), "kernel")); valid = True
+            except Exception:
+                rep = run([CUPROF, "repair", files[0]])
+                fixed = files[0]
+                try:
+                    kept = len(events(load(fixed), "kernel")); valid = "repaired"
+                except Exception:
+                    valid = False
+        rows.append({"case": case, "status_without": base.returncode, "status_with": r.returncode, "kernels_kept": kept,
+                     "trace": valid, "stdout": r.stdout.strip()[-120:], "stderr": r.stderr.strip()[-300:]})
+        ok = base.returncode == r.returncode and (case in ("sigkill",) or kept >= 200)
+        record(f"issue6.fault[{case}]", ok, **rows[-1])
+
+
+def main():
+    print(f"cuprof gpu-check: bin={BIN}", flush=True)
+    print(run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]).stdout.strip(), flush=True)
+    import torch
+    print("torch", torch.__version__, "cuda", torch.version.cuda, flush=True)
+    only = sys.argv[1:]
+    for name, fn in [("basic", check_basic), ("inject", check_injection_only), ("dump", dump_buffers),
+                     ("transformer", check_transformer), ("window", check_window), ("memory", check_memory),
+                     ("faults", check_faults)]:
+        if only and name not in only:
+            continue
+        try:
+            fn()
+        except Exception as ex:  # a broken check must not hide the others
+            record(f"{name}.crashed", False, error=repr(ex)[:800])
+    with open(os.path.join(OUT, "gpu-check.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    bad = [r["check"] for r in results if not r["ok"]]
+    print(f"{len(results) - len(bad)} passed, {len(bad)} failed", flush=True)
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""A 12-layer transformer training step, marked with NVTX `step` ranges (cuprof's step source).
+
+Usage: python3 transformer_step.py STEPS [--torch-profiler DIR --wait W --active A]
+Prints one JSON line: {"steps": N, "copy_bytes": B, "max_reserved": R}.
+"""
+import argparse, json, sys, torch
+
+p = argparse.ArgumentParser()
+p.add_argument("steps", type=int)
+p.add_argument("--torch-profiler")
+p.add_argument("--wait", type=int, default=3)
+p.add_argument("--active", type=int, default=1)
+a = p.parse_args()
+
+torch.manual_seed(0)
+dev = "cuda"
+layer = torch.nn.TransformerEncoderLayer(d_model=512, nhead=8, dim_feedforward=2048, batch_first=True)
+model = torch.nn.TransformerEncoder(layer, num_layers=12).to(dev).to(torch.bfloat16)
+opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+host = torch.randn(8, 128, 512, dtype=torch.bfloat16).pin_memory()
+copy_bytes = host.numel() * host.element_size()
+
+prof = None
+if a.torch_profiler:
+    prof = torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA],
+        schedule=torch.profiler.schedule(wait=a.wait, warmup=0, active=a.active, repeat=1),
+        on_trace_ready=torch.profiler.tensorboard_trace_handler(a.torch_profiler))
+    prof.start()
+
+for i in range(a.steps):
+    with torch.cuda.nvtx.range("step"):
+        torch.cuda.nvtx.range_push("h2d")
+        x = host.to(dev, non_blocking=True)
+        torch.cuda.nvtx.range_pop()
+        torch.cuda.nvtx.range_push("forward")
+        loss = model(x).float().pow(2).mean()
+        torch.cuda.nvtx.range_pop()
+        torch.cuda.nvtx.range_push("backward")
+        loss.backward()
+        torch.cuda.nvtx.range_pop()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+    if prof:
+        prof.step()
+if prof:
+    prof.stop()
+print(json.dumps({"steps": a.steps, "copy_bytes": copy_bytes,
+                  "max_reserved": torch.cuda.max_memory_reserved()}), flush=True)

@@ -1,0 +1,210 @@
+//! The typed event model that every record is decoded into before it crosses a thread.
+//!
+//! Times are nanoseconds on CUPTI's clock (CLOCK_REALTIME on Linux). Names are
+//! `Arc<str>` so that a kernel launched a million times shares one allocation.
+
+use std::sync::Arc;
+
+/// One shared, immutable name (kernel, API call, NVTX range, domain).
+pub type Name = Arc<str>;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Kernel(Kernel),
+    Memcpy(Memcpy),
+    Memset(Memset),
+    Api(ApiCall),
+    Sync(Sync),
+    /// A complete NVTX range or instant mark, seen on the CPU thread that made it.
+    Range(Range),
+    /// CUPTI's link between an API call's correlation id and an id the tracer pushed.
+    ExternalCorrelation(ExternalCorrelation),
+    Memory(Memory),
+    Overhead(Overhead),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kernel {
+    pub name: Name,
+    pub start: u64,
+    pub end: u64,
+    /// When the launch was queued, if CUPTI measured it (0 = unknown).
+    pub queued: u64,
+    pub submitted: u64,
+    pub device: u32,
+    pub context: u32,
+    pub stream: u32,
+    pub correlation: u32,
+    pub registers_per_thread: u16,
+    pub static_shared_memory: i32,
+    pub dynamic_shared_memory: i32,
+    pub grid: [i32; 3],
+    pub block: [i32; 3],
+    pub cluster: [u32; 3],
+    pub graph_id: u32,
+    pub graph_node_id: u64,
+    pub launch_type: u8,
+    pub channel_id: u32,
+    pub channel_type: u32,
+    /// Only known from CUPTI 13.0 (Kernel10).
+    pub is_device_launched: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Memcpy {
+    /// CUPTI_ACTIVITY_MEMCPY_KIND_* (1 HtoD, 2 DtoH, ... 8 DtoD, 10 PtoP).
+    pub copy_kind: u8,
+    /// CUPTI_ACTIVITY_MEMORY_KIND_* of source and destination (1 pageable, 2 pinned, 3 device, ...).
+    pub src_kind: u8,
+    pub dst_kind: u8,
+    pub flags: u8,
+    pub bytes: u64,
+    pub start: u64,
+    pub end: u64,
+    pub device: u32,
+    pub context: u32,
+    pub stream: u32,
+    /// The driver call's correlation id.
+    pub correlation: u32,
+    /// The runtime call's correlation id (0 when the copy came from the driver API).
+    pub runtime_correlation: u32,
+    pub graph_id: u32,
+    pub graph_node_id: u64,
+    /// Peer copies only.
+    pub src_device: Option<u32>,
+    pub dst_device: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Memset {
+    pub value: u32,
+    pub bytes: u64,
+    pub start: u64,
+    pub end: u64,
+    pub device: u32,
+    pub context: u32,
+    pub stream: u32,
+    pub correlation: u32,
+    pub memory_kind: u16,
+    pub graph_id: u32,
+    pub graph_node_id: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ApiDomain {
+    Runtime,
+    Driver,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiCall {
+    pub domain: ApiDomain,
+    pub cbid: u32,
+    /// The call's name (e.g. `cudaLaunchKernel`), looked up from its callback id.
+    pub name: Name,
+    pub start: u64,
+    pub end: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub correlation: u32,
+    pub return_value: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sync {
+    /// CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_*: 1 event sync, 2 stream wait event, 3 stream sync, 4 context sync.
+    pub sync_type: u32,
+    pub start: u64,
+    pub end: u64,
+    pub correlation: u32,
+    pub context: u32,
+    /// u32::MAX when the sync is not about one stream.
+    pub stream: u32,
+    pub cuda_event: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Range {
+    pub name: Name,
+    pub domain: Option<Name>,
+    pub start: u64,
+    /// Equal to `start` for an instant mark.
+    pub end: u64,
+    pub pid: u32,
+    pub tid: u32,
+    /// Unique per process; the id pushed as the external correlation id while the range was open.
+    pub id: u64,
+    /// The enclosing range on the same thread (push/pop nesting), 0 if none.
+    pub parent: u64,
+    /// A numeric NVTX payload, if the user attached one (used as work per step).
+    pub payload: Option<f64>,
+    pub kind: RangeKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RangeKind {
+    /// nvtxRangePush/Pop: nested on one thread.
+    PushPop,
+    /// nvtxRangeStart/End: may cross threads.
+    StartEnd,
+    /// nvtxMark.
+    Mark,
+    /// A `ProfilerStep#N` annotation made by the tracer's window.
+    Step,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExternalCorrelation {
+    pub external_kind: u32,
+    pub external_id: u64,
+    pub correlation: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryOp {
+    Alloc,
+    Free,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Memory {
+    pub op: MemoryOp,
+    /// CUPTI_ACTIVITY_MEMORY_KIND_*: 1 pageable, 2 pinned, 3 device, 4 array, 5 managed, 6 device static, 7 managed static.
+    pub memory_kind: u32,
+    pub correlation: u32,
+    pub address: u64,
+    pub bytes: u64,
+    pub timestamp: u64,
+    pub pid: u32,
+    pub device: u32,
+    pub context: u32,
+    pub stream: u32,
+    /// True for stream-ordered (memory pool) allocations: cudaMallocAsync/cudaFreeAsync.
+    pub is_async: bool,
+    /// The pool the allocation came from (0 when not from a pool).
+    pub pool_address: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Overhead {
+    pub overhead_kind: u32,
+    pub start: u64,
+    pub end: u64,
+}
+
+impl Event {
+    /// The time the event begins, for ordering and window decisions.
+    pub fn start(&self) -> u64 {
+        match self {
+            Event::Kernel(k) => k.start,
+            Event::Memcpy(m) => m.start,
+            Event::Memset(m) => m.start,
+            Event::Api(a) => a.start,
+            Event::Sync(s) => s.start,
+            Event::Range(r) => r.start,
+            Event::ExternalCorrelation(_) => 0,
+            Event::Memory(m) => m.timestamp,
+            Event::Overhead(o) => o.start,
+        }
+    }
+}

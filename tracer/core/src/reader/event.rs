@@ -1,0 +1,416 @@
+//! One trace event as the reader hands it out: the fields analysis needs, parsed, with strings
+//! borrowed from the read buffer whenever they hold no escapes.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::scan::micros_to_ns;
+
+/// A `pid`, `tid` or flow `id`: an integer, or a string (Kineto's `"pid": ""` on global instants).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Id<'a> {
+    Int(i64),
+    Str(Cow<'a, str>),
+}
+
+impl Id<'_> {
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Id::Int(i) => Some(*i),
+            Id::Str(_) => None,
+        }
+    }
+
+    pub fn into_owned(self) -> Id<'static> {
+        match self {
+            Id::Int(i) => Id::Int(i),
+            Id::Str(s) => Id::Str(Cow::Owned(s.into_owned())),
+        }
+    }
+}
+
+impl fmt::Display for Id<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Id::Int(i) => write!(f, "{i}"),
+            Id::Str(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+/// The `args` members that analysis uses; every other member is skipped unparsed.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Args<'a> {
+    pub correlation: Option<i64>,
+    pub stream: Option<i64>,
+    pub device: Option<i64>,
+    pub bytes: Option<i64>,
+    /// Units of work in a `ProfilerStep#N` (tokens, samples), when the program reported them.
+    pub work: Option<f64>,
+    /// NVTX payload of a range.
+    pub payload: Option<f64>,
+    /// `process_name` / `thread_name` metadata.
+    pub name: Option<Cow<'a, str>>,
+    /// `process_sort_index` / `thread_sort_index` metadata.
+    pub sort_index: Option<i64>,
+}
+
+/// One element of `traceEvents`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event<'a> {
+    /// The event's JSON text exactly as in the file.
+    pub raw: &'a str,
+    /// Uncompressed byte offset of the event in the file.
+    pub offset: u64,
+    pub ph: Cow<'a, str>,
+    pub cat: Cow<'a, str>,
+    pub name: Cow<'a, str>,
+    pub pid: Option<Id<'a>>,
+    pub tid: Option<Id<'a>>,
+    /// Start, in nanoseconds after `baseTimeNanoseconds` (the file's `ts` is microseconds).
+    pub ts: Option<i64>,
+    /// Duration in nanoseconds.
+    pub dur: Option<i64>,
+    pub id: Option<Id<'a>>,
+    pub args: Args<'a>,
+}
+
+impl<'a> Event<'a> {
+    /// Parses one event object (the bytes between and including its braces).
+    pub fn parse(raw: &'a str, offset: u64) -> Result<Self, serde_json::Error> {
+        let f: Fields<'a> = serde_json::from_str(raw)?;
+        Ok(Event {
+            raw,
+            offset,
+            ph: f.ph.map(|t| t.0).unwrap_or(Cow::Borrowed("")),
+            cat: f.cat.map(|t| t.0).unwrap_or(Cow::Borrowed("")),
+            name: f.name.map(|t| t.0).unwrap_or(Cow::Borrowed("")),
+            pid: f.pid.and_then(|i| i.0),
+            tid: f.tid.and_then(|i| i.0),
+            ts: f.ts.and_then(|m| m.0),
+            dur: f.dur.and_then(|m| m.0),
+            id: f.id.and_then(|i| i.0),
+            args: f.args.map(|a| a.into_args()).unwrap_or_default(),
+        })
+    }
+
+    /// `ts + dur`, when both are known.
+    pub fn end(&self) -> Option<i64> {
+        Some(self.ts? + self.dur.unwrap_or(0))
+    }
+
+    /// A complete (`"ph": "X"`) event.
+    pub fn is_complete(&self) -> bool {
+        self.ph == "X"
+    }
+}
+
+#[derive(Deserialize)]
+struct Fields<'a> {
+    #[serde(borrow, default)]
+    ph: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    cat: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    name: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    pid: Option<LenientId<'a>>,
+    #[serde(borrow, default)]
+    tid: Option<LenientId<'a>>,
+    #[serde(default)]
+    ts: Option<Micros>,
+    #[serde(default)]
+    dur: Option<Micros>,
+    #[serde(borrow, default)]
+    id: Option<LenientId<'a>>,
+    #[serde(borrow, default)]
+    args: Option<RawArgs<'a>>,
+}
+
+#[derive(Deserialize)]
+struct RawArgs<'a> {
+    #[serde(default)]
+    correlation: Option<Int>,
+    #[serde(default)]
+    stream: Option<Int>,
+    #[serde(default)]
+    device: Option<Int>,
+    #[serde(default)]
+    bytes: Option<Int>,
+    #[serde(default)]
+    work: Option<Float>,
+    #[serde(default)]
+    payload: Option<Float>,
+    #[serde(borrow, default)]
+    name: Option<Text<'a>>,
+    #[serde(default)]
+    sort_index: Option<Int>,
+}
+
+impl<'a> RawArgs<'a> {
+    fn into_args(self) -> Args<'a> {
+        Args {
+            correlation: self.correlation.and_then(|i| i.0),
+            stream: self.stream.and_then(|i| i.0),
+            device: self.device.and_then(|i| i.0),
+            bytes: self.bytes.and_then(|i| i.0),
+            work: self.work.and_then(|f| f.0),
+            payload: self.payload.and_then(|f| f.0),
+            name: self.name.map(|t| t.0),
+            sort_index: self.sort_index.and_then(|i| i.0),
+        }
+    }
+}
+
+/// A string, borrowed when it has no escapes; numbers and booleans are turned into text.
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Cow<'de, str>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Cow::Borrowed(v))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v.to_owned()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v.to_string()))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v.to_string()))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v.to_string()))
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(Cow::Owned(v.to_string()))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Cow::Borrowed(""))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Cow::Borrowed(""))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Cow::Borrowed(""))
+            }
+        }
+        d.deserialize_any(V).map(Text)
+    }
+}
+
+/// Lenient visitor shared by the numeric wrappers: anything that is not a number (or a string
+/// holding one) becomes `None` instead of failing the whole event.
+macro_rules! lenient_number {
+    ($name:ident, $t:ty, $from_i:expr, $from_u:expr, $from_f:expr) => {
+        struct $name(Option<$t>);
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl<'de> Visitor<'de> for V {
+                    type Value = Option<$t>;
+                    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                        f.write_str("a number")
+                    }
+                    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+                        Ok($from_i(v))
+                    }
+                    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+                        Ok($from_u(v))
+                    }
+                    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+                        Ok($from_f(v))
+                    }
+                    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                        Ok(v.trim().parse::<f64>().ok().and_then($from_f))
+                    }
+                    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                        Ok(None)
+                    }
+                    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                        Ok(None)
+                    }
+                    fn visit_seq<A: SeqAccess<'de>>(
+                        self,
+                        mut a: A,
+                    ) -> Result<Self::Value, A::Error> {
+                        while a.next_element::<IgnoredAny>()?.is_some() {}
+                        Ok(None)
+                    }
+                    fn visit_map<A: MapAccess<'de>>(
+                        self,
+                        mut a: A,
+                    ) -> Result<Self::Value, A::Error> {
+                        while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                        Ok(None)
+                    }
+                }
+                d.deserialize_any(V).map($name)
+            }
+        }
+    };
+}
+
+fn f64_to_i64(v: f64) -> Option<i64> {
+    (v.is_finite() && v.fract() == 0.0 && v.abs() < 9.2e18).then_some(v as i64)
+}
+
+lenient_number!(Int, i64, Some, |v: u64| i64::try_from(v).ok(), f64_to_i64);
+lenient_number!(
+    Float,
+    f64,
+    |v: i64| Some(v as f64),
+    |v: u64| Some(v as f64),
+    |v: f64| v.is_finite().then_some(v)
+);
+
+/// `ts` / `dur`: microseconds in the file, exact integer nanoseconds here.
+struct Micros(Option<i64>);
+
+impl<'de> Deserialize<'de> for Micros {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw: &RawValue = Deserialize::deserialize(d)?;
+        Ok(Micros(micros_to_ns(raw.get())))
+    }
+}
+
+struct LenientId<'a>(Option<Id<'a>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for LenientId<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Option<Id<'de>>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an integer or a string")
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(Some(Id::Int(v)))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(Some(match i64::try_from(v) {
+                    Ok(i) => Id::Int(i),
+                    Err(_) => Id::Str(Cow::Owned(v.to_string())),
+                }))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+                Ok(Some(match f64_to_i64(v) {
+                    Some(i) => Id::Int(i),
+                    None => Id::Str(Cow::Owned(v.to_string())),
+                }))
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Some(Id::Str(Cow::Borrowed(v))))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Some(Id::Str(Cow::Owned(v.to_owned()))))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(None)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(None)
+            }
+        }
+        d.deserialize_any(V).map(LenientId)
+    }
+}
+
+/// The members of an event object in file order, values unparsed: what a tool that rewrites
+/// events (`cuprof merge`) needs to change a few members and copy the rest byte for byte.
+pub fn event_members(raw: &str) -> Result<Vec<(Cow<'_, str>, &RawValue)>, serde_json::Error> {
+    struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+    impl<'de> Deserialize<'de> for Members<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Members<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("an event object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                    let mut v = Vec::with_capacity(a.size_hint().unwrap_or(8));
+                    while let Some(k) = a.next_key::<Text<'de>>()? {
+                        let value: &'de RawValue = a.next_value()?;
+                        v.push((k.0, value));
+                    }
+                    Ok(Members(v))
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+    let m: Members<'_> = serde_json::from_str(raw)?;
+    Ok(m.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_event_fields() {
+        let raw = r#"{"ph": "X", "cat": "kernel", "name": "sm90_gemm", "pid": 0, "tid": 7, "ts": 125.500, "dur": 40.250, "args": {"device": 0, "context": 1, "stream": 7, "correlation": 10, "registers per thread": 168, "grid": [132, 1, 1], "block": [384, 1, 1], "est. achieved occupancy %": 25}}"#;
+        let e = Event::parse(raw, 42).unwrap();
+        assert_eq!(e.ph, "X");
+        assert_eq!(e.cat, "kernel");
+        assert!(matches!(e.name, Cow::Borrowed("sm90_gemm")));
+        assert_eq!(e.pid, Some(Id::Int(0)));
+        assert_eq!(e.tid, Some(Id::Int(7)));
+        assert_eq!(e.ts, Some(125_500));
+        assert_eq!(e.dur, Some(40_250));
+        assert_eq!(e.end(), Some(165_750));
+        assert_eq!(e.args.correlation, Some(10));
+        assert_eq!(e.args.stream, Some(7));
+        assert_eq!(e.args.device, Some(0));
+        assert_eq!(e.offset, 42);
+        assert_eq!(e.raw, raw);
+    }
+
+    #[test]
+    fn lenient_about_odd_types() {
+        let raw = r#"{"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", "ts": 400.000, "args": {"stream": "x", "correlation": 3.0, "work": 12, "name": "a\"b"}}"#;
+        let e = Event::parse(raw, 0).unwrap();
+        assert_eq!(e.pid, Some(Id::Str(Cow::Borrowed(""))));
+        assert_eq!(e.args.stream, None);
+        assert_eq!(e.args.correlation, Some(3));
+        assert_eq!(e.args.work, Some(12.0));
+        assert_eq!(e.args.name.as_deref(), Some("a\"b"));
+        assert_eq!(e.cat, "");
+        assert_eq!(e.dur, None);
+    }
+
+    #[test]
+    fn members_keep_order_and_text() {
+        let raw = r#"{"ph": "X", "pid": 3, "args": {"b": 1, "a": [1, 2]}, "ts": 1.500}"#;
+        let m = event_members(raw).unwrap();
+        let keys: Vec<&str> = m.iter().map(|(k, _)| k.as_ref()).collect();
+        assert_eq!(keys, ["ph", "pid", "args", "ts"]);
+        assert_eq!(m[2].1.get(), r#"{"b": 1, "a": [1, 2]}"#);
+        assert_eq!(m[3].1.get(), "1.500");
+    }
+}

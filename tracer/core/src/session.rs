@@ -1,0 +1,442 @@
+//! The writer thread's logic, free of FFI: routes decoded events into profiling cycles and
+//! streams each cycle to its trace file.
+//!
+//! Inputs arrive in channel order: batches of CUPTI records (GPU work, API calls), NVTX ranges
+//! and step annotations from application threads, and window transitions. CPU-side events are
+//! kept when they start inside the recorded span; GPU work is kept when it starts at or after the
+//! span's beginning, also while the cycle drains after its end (the GPU may still be running
+//! what the last step launched; CUPTI kinds are off by then, so nothing new arrives).
+
+use crate::event::*;
+use crate::trace_writer::{TraceMeta, TraceStats, TraceWriter};
+use std::collections::{HashMap, HashSet};
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a cycle stays open after its last step ends, for GPU work still in flight.
+pub const DRAIN: Duration = Duration::from_millis(300);
+
+/// Process-wide loss counters, shared with the callback threads.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub dropped_channel: AtomicU64,
+    pub dropped_cupti: AtomicU64,
+    pub dropped_buffers: AtomicU64,
+    pub kernels_without_timestamps: AtomicU64,
+    pub records: AtomicU64,
+}
+
+impl Counters {
+    pub fn snapshot(&self) -> TraceStats {
+        TraceStats {
+            events: 0,
+            dropped_channel: self.dropped_channel.load(Relaxed),
+            dropped_cupti: self.dropped_cupti.load(Relaxed),
+            dropped_buffers: self.dropped_buffers.load(Relaxed),
+            kernels_without_timestamps: self.kernels_without_timestamps.load(Relaxed),
+            memory_events_dropped: 0,
+            complete: true,
+        }
+    }
+}
+
+/// One message on the channel from the traced program to the writer thread.
+#[derive(Debug)]
+pub enum Input {
+    /// Records of one CUPTI buffer, decoded.
+    Events(Vec<Event>),
+    /// A finished NVTX range (or mark) from an application thread.
+    Range(Range),
+    /// A recorded step, annotated `ProfilerStep#N` on the thread that marked it.
+    Step { number: u64, pid: u32, tid: u32, start: u64, end: u64, work: Option<f64> },
+    /// Recording of `cycle` begins at `ts` (the first active step starts).
+    BeginRecording { ts: u64, cycle: u32 },
+    /// Recording of the open cycle ends at `ts` (its last active step ended).
+    EndRecording { ts: u64 },
+}
+
+/// Where cycle files go: the preload library opens real files, tests use memory.
+pub trait Sink {
+    fn open(&mut self, cycle: u32) -> io::Result<(Box<dyn Write + Send>, PathBuf)>;
+}
+
+/// A file the session finished.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    pub path: PathBuf,
+    pub events: u64,
+    pub cycle: u32,
+}
+
+/// What the writer thread must do for the session (the session itself never calls CUPTI).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Action {
+    None,
+    /// Ask CUPTI for every buffer it holds (cuptiActivityFlushAll(FORCED)).
+    FlushCupti,
+}
+
+struct OpenCycle {
+    cycle: u32,
+    path: PathBuf,
+    writer: TraceWriter<Box<dyn Write + Send>>,
+    record_from: u64,
+    record_to: Option<u64>,
+    drain_deadline: Option<Instant>,
+    drain_flushed: bool,
+    last_sync_flush: Instant,
+    last_ts: u64,
+    /// Correlation ids whose flow end (`f`) was written: one arrow per launch.
+    flow_ends: HashSet<u32>,
+    /// CUPTI correlation id -> innermost NVTX range id open when the call was made.
+    external: HashMap<u32, u64>,
+    /// NVTX range id -> (name, parent id), for ranges that ended in this cycle.
+    ranges: HashMap<u64, (Name, u64)>,
+    /// NVTX range id -> (device, stream) -> first start and last end of its GPU work.
+    extents: HashMap<u64, HashMap<(u32, u32), (u64, u64)>>,
+    /// GPU work whose external correlation had not arrived yet.
+    unlinked: Vec<(u32, u32, u32, u64, u64)>,
+}
+
+pub struct Session {
+    meta: TraceMeta,
+    gzip_level: u32,
+    flush_every: Duration,
+    sink: Box<dyn Sink + Send>,
+    counters: Arc<Counters>,
+    current: Option<OpenCycle>,
+    written: Vec<Written>,
+    errors: Vec<String>,
+}
+
+fn is_launch(name: &str) -> bool {
+    const PREFIXES: [&str; 8] = [
+        "cudaLaunch",
+        "cudaGraphLaunch",
+        "cudaMemcpy",
+        "cudaMemset",
+        "cuLaunch",
+        "cuGraphLaunch",
+        "cuMemcpy",
+        "cuMemset",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+impl Session {
+    pub fn new(
+        meta: TraceMeta,
+        gzip_level: u32,
+        flush_every: Duration,
+        sink: Box<dyn Sink + Send>,
+        counters: Arc<Counters>,
+    ) -> Self {
+        Session {
+            meta,
+            gzip_level,
+            flush_every,
+            sink,
+            counters,
+            current: None,
+            written: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    /// Files finished so far.
+    pub fn written(&self) -> &[Written] {
+        &self.written
+    }
+
+    /// Errors met while writing (each one line, for stderr), taken once.
+    pub fn take_errors(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.errors)
+    }
+
+    pub fn is_recording(&self) -> bool {
+        self.current.is_some()
+    }
+
+    pub fn handle(&mut self, input: Input) {
+        let result = match input {
+            Input::Events(events) => {
+                for e in &events {
+                    self.event(e);
+                }
+                Ok(())
+            }
+            Input::Range(r) => {
+                self.range(&r);
+                Ok(())
+            }
+            Input::Step { number, pid, tid, start, end, work } => {
+                if let Some(c) = self.current.as_mut().filter(|c| start >= c.record_from) {
+                    let r = Range {
+                        name: Name::from(format!("ProfilerStep#{number}")),
+                        domain: None,
+                        start,
+                        end,
+                        pid,
+                        tid,
+                        id: 0,
+                        parent: 0,
+                        payload: None,
+                        kind: RangeKind::Step,
+                    };
+                    c.writer.range(&r, work);
+                    c.last_ts = c.last_ts.max(end);
+                }
+                Ok(())
+            }
+            Input::BeginRecording { ts, cycle } => self.begin(ts, cycle),
+            Input::EndRecording { ts } => {
+                if let Some(c) = self.current.as_mut() {
+                    c.record_to = Some(ts);
+                    c.last_ts = c.last_ts.max(ts);
+                    c.drain_deadline = Some(Instant::now() + DRAIN);
+                }
+                Ok(())
+            }
+        };
+        if let Err(e) = result {
+            self.fail(e);
+        }
+        if let Some(c) = self.current.as_mut() {
+            if let Err(e) = c.writer.pump() {
+                self.fail(e);
+            }
+        }
+    }
+
+    fn fail(&mut self, e: io::Error) {
+        if let Some(c) = self.current.take() {
+            self.errors.push(format!(
+                "cuprof: writing {} failed: {e}; tracing of this cycle stopped (free space or choose another CUPROF_DIR)",
+                c.path.display()
+            ));
+        } else {
+            self.errors.push(format!("cuprof: {e}"));
+        }
+    }
+
+    fn begin(&mut self, ts: u64, cycle: u32) -> io::Result<()> {
+        if self.current.is_some() {
+            self.close()?;
+        }
+        let (file, path) = self.sink.open(cycle)?;
+        let mut meta = self.meta.clone();
+        meta.cycle = cycle;
+        meta.trace_name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let writer = TraceWriter::new(file, meta, self.gzip_level)?;
+        self.current = Some(OpenCycle {
+            cycle,
+            path,
+            writer,
+            record_from: ts,
+            record_to: None,
+            drain_deadline: None,
+            drain_flushed: false,
+            last_sync_flush: Instant::now(),
+            last_ts: ts,
+            flow_ends: HashSet::new(),
+            external: HashMap::new(),
+            ranges: HashMap::new(),
+            extents: HashMap::new(),
+            unlinked: Vec::new(),
+        });
+        Ok(())
+    }
+
+    fn range(&mut self, r: &Range) {
+        let Some(c) = self.current.as_mut() else { return };
+        if r.start < c.record_from || c.record_to.is_some_and(|to| r.start >= to) {
+            return;
+        }
+        c.writer.range(r, None);
+        c.last_ts = c.last_ts.max(r.end);
+        if r.id != 0 {
+            c.ranges.insert(r.id, (r.name.clone(), r.parent));
+        }
+    }
+
+    fn event(&mut self, e: &Event) {
+        let Some(c) = self.current.as_mut() else { return };
+        let cpu_inside = |start: u64| {
+            start >= c.record_from && c.record_to.is_none_or(|to| start < to)
+        };
+        match e {
+            Event::Api(a) => {
+                if cpu_inside(a.start) {
+                    c.writer.api(a, is_launch(&a.name));
+                    c.last_ts = c.last_ts.max(a.end);
+                }
+            }
+            Event::Range(r) => {
+                if cpu_inside(r.start) {
+                    c.writer.range(r, None);
+                    c.last_ts = c.last_ts.max(r.end);
+                }
+            }
+            Event::ExternalCorrelation(x) => {
+                if x.external_kind == crate::EXTERNAL_KIND_CUPROF {
+                    c.external.insert(x.correlation, x.external_id);
+                }
+            }
+            Event::Kernel(k) if k.start >= c.record_from => {
+                c.writer.kernel(k);
+                c.gpu(k.correlation, k.device, k.stream, k.start, k.end);
+            }
+            Event::Memcpy(m) if m.start >= c.record_from => {
+                let corr = if m.runtime_correlation != 0 {
+                    m.runtime_correlation
+                } else {
+                    m.correlation
+                };
+                c.writer.memcpy(m, corr);
+                c.gpu(corr, m.device, m.stream, m.start, m.end);
+            }
+            Event::Memset(m) if m.start >= c.record_from => {
+                c.writer.memset(m);
+                c.gpu(m.correlation, m.device, m.stream, m.start, m.end);
+            }
+            Event::Sync(s) if s.start >= c.record_from => {
+                c.writer.sync(s);
+                c.last_ts = c.last_ts.max(s.end);
+            }
+            _ => {}
+        }
+    }
+
+    /// Periodic work: sync-flush the open file, and finish a drained cycle.
+    pub fn tick(&mut self, now: Instant) -> Action {
+        let Some(c) = self.current.as_mut() else {
+            return Action::None;
+        };
+        if let Some(deadline) = c.drain_deadline {
+            if now >= deadline {
+                if !c.drain_flushed {
+                    c.drain_flushed = true;
+                    c.drain_deadline = Some(now + Duration::from_millis(50));
+                    return Action::FlushCupti;
+                }
+                if let Err(e) = self.close() {
+                    self.fail(e);
+                }
+                return Action::None;
+            }
+        }
+        if now.duration_since(c.last_sync_flush) >= self.flush_every {
+            c.last_sync_flush = now;
+            if let Err(e) = c.writer.sync_flush() {
+                self.fail(e);
+            }
+        }
+        Action::None
+    }
+
+    /// When the open cycle is draining, the instant it must be looked at again.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.current.as_ref().and_then(|c| c.drain_deadline)
+    }
+
+    /// Ends the open cycle now (its GPU work must already have been flushed).
+    pub fn close(&mut self) -> io::Result<()> {
+        let Some(mut c) = self.current.take() else {
+            return Ok(());
+        };
+        c.project_ranges();
+        let mut stats = self.counters.snapshot();
+        stats.complete = true;
+        let end = c.record_to.unwrap_or(c.last_ts).max(c.last_ts);
+        let (mut out, events) = c.writer.finish_counted(end, &stats)?;
+        out.flush()?;
+        self.written.push(Written {
+            path: c.path,
+            events,
+            cycle: c.cycle,
+        });
+        Ok(())
+    }
+
+    /// Ends the session (program exit): closes the open cycle, a partial one included.
+    pub fn finish(mut self) -> (Vec<Written>, Vec<String>) {
+        if let Err(e) = self.close() {
+            self.fail(e);
+        }
+        (self.written, self.errors)
+    }
+}
+
+impl OpenCycle {
+    fn gpu(&mut self, corr: u32, device: u32, stream: u32, start: u64, end: u64) {
+        if self.flow_ends.insert(corr) {
+            self.writer.flow("f", corr, device, stream, start);
+        }
+        self.last_ts = self.last_ts.max(end);
+        match self.external.get(&corr) {
+            Some(&range) => extend(&mut self.extents, range, device, stream, start, end),
+            None => self.unlinked.push((corr, device, stream, start, end)),
+        }
+    }
+
+    /// Writes `gpu_user_annotation`s: each NVTX range spans, on each stream, the GPU work that
+    /// calls made inside it (or inside ranges nested in it) launched.
+    fn project_ranges(&mut self) {
+        for (corr, device, stream, start, end) in std::mem::take(&mut self.unlinked) {
+            if let Some(&range) = self.external.get(&corr) {
+                extend(&mut self.extents, range, device, stream, start, end);
+            }
+        }
+        // Propagate each innermost range's extents to its ancestors.
+        let innermost: Vec<(u64, Vec<((u32, u32), (u64, u64))>)> = self
+            .extents
+            .iter()
+            .map(|(id, m)| (*id, m.iter().map(|(k, v)| (*k, *v)).collect()))
+            .collect();
+        for (id, spans) in innermost {
+            let mut parent = self.ranges.get(&id).map(|r| r.1).unwrap_or(0);
+            let mut guard = 0;
+            while parent != 0 && guard < 256 {
+                for ((d, s), (a, b)) in &spans {
+                    extend(&mut self.extents, parent, *d, *s, *a, *b);
+                }
+                parent = self.ranges.get(&parent).map(|r| r.1).unwrap_or(0);
+                guard += 1;
+            }
+        }
+        let mut out: Vec<(u64, u32, u32, u64, u64, Name)> = Vec::new();
+        for (id, spans) in &self.extents {
+            let Some((name, _)) = self.ranges.get(id) else { continue };
+            for ((d, s), (a, b)) in spans {
+                out.push((*a, *d, *s, *b, *id, name.clone()));
+            }
+        }
+        out.sort_by_key(|o| (o.0, o.4));
+        for (start, device, stream, end, _, name) in out {
+            self.writer.gpu_annotation(&name, device, stream, start, end);
+        }
+    }
+}
+
+fn extend(
+    extents: &mut HashMap<u64, HashMap<(u32, u32), (u64, u64)>>,
+    range: u64,
+    device: u32,
+    stream: u32,
+    start: u64,
+    end: u64,
+) {
+    let e = extents
+        .entry(range)
+        .or_default()
+        .entry((device, stream))
+        .or_insert((start, end));
+    e.0 = e.0.min(start);
+    e.1 = e.1.max(end);
+}

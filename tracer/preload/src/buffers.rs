@@ -1,0 +1,176 @@
+//! CUPTI's activity buffers: handed out from a bounded pool, decoded in the completion
+//! callback (names copied out), and sent to the writer as one batch per buffer.
+//!
+//! Nothing here blocks: a full channel drops the batch and counts its records. CUPTI before 12.9
+//! crashes on a declined (NULL) buffer, so when the pool is exhausted a small overflow buffer is
+//! handed out instead and its records are counted as dropped.
+
+use crate::cupti::SUCCESS;
+use crate::{guard, tracer};
+use cuprof_core::session::Input;
+use std::alloc::{alloc, dealloc, Layout};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Mutex;
+
+const ALIGN: usize = 8;
+/// What an exhausted pool hands out: enough for CUPTI to make progress, cheap to throw away.
+const OVERFLOW_SIZE: usize = 64 * 1024;
+
+/// Bounded pool of equally sized, 8-byte aligned buffers.
+pub struct Pool {
+    size: usize,
+    limit: usize,
+    outstanding: AtomicUsize,
+    free: Mutex<Vec<usize>>,
+    pub overflow_handed_out: AtomicU64,
+}
+
+impl Pool {
+    pub fn new(size: usize, limit: usize) -> Self {
+        Pool {
+            size,
+            limit,
+            outstanding: AtomicUsize::new(0),
+            free: Mutex::new(Vec::new()),
+            overflow_handed_out: AtomicU64::new(0),
+        }
+    }
+
+    /// A buffer and its size; `false` when it is an overflow buffer.
+    fn take(&self) -> Option<(*mut u8, usize, bool)> {
+        if let Some(p) = self.free.lock().ok().and_then(|mut f| f.pop()) {
+            self.outstanding.fetch_add(1, Relaxed);
+            return Some((p as *mut u8, self.size, true));
+        }
+        if self.outstanding.fetch_add(1, Relaxed) < self.limit {
+            // SAFETY: size is non-zero and ALIGN a power of two.
+            let p = unsafe { alloc(Layout::from_size_align(self.size, ALIGN).ok()?) };
+            if !p.is_null() {
+                return Some((p, self.size, true));
+            }
+        }
+        self.outstanding.fetch_sub(1, Relaxed);
+        self.overflow_handed_out.fetch_add(1, Relaxed);
+        // SAFETY: as above.
+        let p = unsafe { alloc(Layout::from_size_align(OVERFLOW_SIZE, ALIGN).ok()?) };
+        (!p.is_null()).then_some((p, OVERFLOW_SIZE, false))
+    }
+
+    fn give_back(&self, p: *mut u8, size: usize) {
+        if size == self.size {
+            self.outstanding.fetch_sub(1, Relaxed);
+            if let Ok(mut f) = self.free.lock() {
+                f.push(p as usize);
+                return;
+            }
+        }
+        if let Ok(layout) = Layout::from_size_align(size, ALIGN) {
+            // SAFETY: p was allocated by `take` with this exact layout.
+            unsafe { dealloc(p, layout) };
+        }
+    }
+}
+
+/// CUPTI asks for a buffer (on its own thread or, in CUPTI 13's per-thread mode, on the
+/// application thread that needs one).
+pub unsafe extern "C" fn requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
+    guard((), || {
+        let got = tracer().and_then(|t| t.pool.take());
+        let (p, n) = match got {
+            Some((p, n, _)) => (p, n),
+            None => (std::ptr::null_mut(), 0),
+        };
+        // SAFETY: CUPTI passes valid out-pointers.
+        unsafe {
+            *buffer = p;
+            *size = n;
+            *max_records = 0;
+        }
+    })
+}
+
+
+/// CUPTI hands back a filled buffer: decode it, send the batch, recycle the buffer.
+pub unsafe extern "C" fn completed(
+    ctx: *mut std::ffi::c_void,
+    stream_id: u32,
+    buffer: *mut u8,
+    size: usize,
+    valid: usize,
+) {
+    guard((), || {
+        let Some(t) = tracer() else { return };
+        if buffer.is_null() {
+            return;
+        }
+        let mut dropped: usize = 0;
+        // SAFETY: CUPTI's own drop counter for this context/stream; writes one usize.
+        if unsafe { (t.cupti.cuptiActivityGetNumDroppedRecords)(ctx, stream_id, &mut dropped) } == SUCCESS
+            && dropped > 0
+        {
+            t.counters.dropped_cupti.fetch_add(dropped as u64, Relaxed);
+        }
+        if valid > 0 {
+            // SAFETY: CUPTI wrote `valid` bytes into the buffer we handed out.
+            let bytes = unsafe { std::slice::from_raw_parts(buffer, valid) };
+            let is_overflow = size != t.pool.size;
+            let (events, offsets) = decode_all(t, buffer, valid, bytes);
+            if let Some(dir) = &t.dump_dir {
+                crate::rawdump::dump(dir, t.cupti_version, bytes, &offsets);
+            }
+            let n = events.len() as u64;
+            t.counters.records.fetch_add(n, Relaxed);
+            if is_overflow {
+                t.counters.dropped_buffers.fetch_add(n, Relaxed);
+            } else if n > 0 && !send(t, events) {
+                t.counters.dropped_channel.fetch_add(n, Relaxed);
+            }
+        }
+        t.pool.give_back(buffer, size);
+    })
+}
+
+/// At exit the writer is draining the channel while CUPTI hands back its last buffers: wait
+/// (bounded) instead of dropping them. Otherwise never block the thread CUPTI called us on.
+pub static DRAINING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn send(t: &crate::Tracer, events: Vec<cuprof_core::event::Event>) -> bool {
+    let msg = crate::Msg::Input(Input::Events(events));
+    if DRAINING.load(Relaxed) {
+        t.tx.send_timeout(msg, std::time::Duration::from_secs(2)).is_ok()
+    } else {
+        t.tx.try_send(msg).is_ok()
+    }
+}
+
+/// Decodes every record of a buffer; also returns the record offsets (for raw dumps).
+fn decode_all(t: &crate::Tracer, buffer: *mut u8, valid: usize, bytes: &[u8]) -> (Vec<cuprof_core::event::Event>, Vec<usize>) {
+    let mut events = Vec::with_capacity(valid / 128);
+    let mut offsets = Vec::new();
+    let Ok(mut names) = t.names.lock() else { return (events, offsets) };
+    let Ok(mut decoder) = t.decoder.lock() else { return (events, offsets) };
+    let mut record: *mut u8 = std::ptr::null_mut();
+    loop {
+        // SAFETY: buffer/valid are what CUPTI filled; CUPTI advances `record` within it.
+        let r = unsafe { (t.cupti.cuptiActivityGetNextRecord)(buffer, valid, &mut record) };
+        if r != SUCCESS || record.is_null() {
+            break;
+        }
+        let offset = record as usize - buffer as usize;
+        if offset >= valid {
+            break;
+        }
+        if t.dump_dir.is_some() {
+            offsets.push(offset);
+        }
+        if let Some(e) = decoder.decode(&bytes[offset..], &mut *names) {
+            events.push(e);
+        }
+    }
+    let lost = std::mem::take(&mut decoder.stats.kernels_without_timestamps);
+    if lost > 0 {
+        t.counters.kernels_without_timestamps.fetch_add(lost, Relaxed);
+    }
+    (events, offsets)
+}
+

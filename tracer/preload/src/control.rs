@@ -1,0 +1,327 @@
+//! The profiling window, driven from application threads: step boundaries (NVTX step ranges,
+//! `cuprof_step()`), capture ranges (`cudaProfilerStart/Stop`, `cuprof_start/stop`), time.
+//!
+//! Each boundary asks the window (plain Rust, `cuprof_core::window`) what to do, then does it
+//! outside the window's lock: tell the writer (channel), switch CUPTI's activity kinds.
+
+use crate::{now_ns, tid, tracer, Msg, Tracer};
+use cuprof_core::event::Range;
+use cuprof_core::session::Input;
+use cuprof_core::window::{
+    Capture, Collection, RangeSource, RangeWindow, StepPattern, TimeWindow, Transition, Window,
+};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+use std::time::Instant;
+
+enum Driver {
+    WholeRun,
+    Steps(Window),
+    Range(RangeWindow, RangeSource),
+    Time { window: TimeWindow, since: Instant },
+}
+
+struct State {
+    driver: Driver,
+    /// When the step now running began, and on which thread (for `ProfilerStep#N`).
+    step_start: u64,
+    step_tid: u32,
+    /// Units of work reported for the running step (`cuprof_step_tokens`, NVTX payloads).
+    step_work: Option<f64>,
+    cycle: u32,
+}
+
+static STATE: Mutex<Option<State>> = Mutex::new(None);
+/// CUPTI kinds are on (warm-up or recording): NVTX pushes external correlation ids only then.
+static COLLECTING: AtomicBool = AtomicBool::new(false);
+static STEP_PATTERN: Mutex<Option<StepPattern>> = Mutex::new(None);
+static HAS_STEP_PATTERN: AtomicBool = AtomicBool::new(false);
+static STEPS_SEEN: AtomicU64 = AtomicU64::new(0);
+
+/// Sets up the window at CUDA initialisation and applies its first transition.
+pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
+    if let Some(p) = step_pattern {
+        if let Ok(mut s) = STEP_PATTERN.lock() {
+            *s = Some(p);
+            HAS_STEP_PATTERN.store(true, Relaxed);
+        }
+    }
+    let now = now_ns();
+    let (driver, first) = match capture {
+        Capture::WholeRun => (Driver::WholeRun, None),
+        Capture::Steps(schedule) => {
+            if HAS_STEP_PATTERN.load(Relaxed) {
+                (Driver::Steps(Window::before_first_step(schedule.clone())), None)
+            } else {
+                let w = Window::new(schedule.clone());
+                let first = w.initial();
+                (Driver::Steps(w), Some(first))
+            }
+        }
+        Capture::Range { repeat, source } => (Driver::Range(RangeWindow::new(*repeat), *source), None),
+        Capture::Time { delay, duration } => (
+            Driver::Time {
+                window: TimeWindow::new(*delay, *duration),
+                since: Instant::now(),
+            },
+            None,
+        ),
+    };
+    let whole_run = matches!(driver, Driver::WholeRun);
+    if let Ok(mut s) = STATE.lock() {
+        *s = Some(State {
+            driver,
+            step_start: now,
+            step_tid: tid(),
+            step_work: None,
+            cycle: 0,
+        });
+    }
+    if whole_run {
+        set_collecting(t, true);
+        send(t, Input::BeginRecording { ts: now, cycle: 1 });
+    } else if let Some(first) = first {
+        apply(t, first, now);
+    }
+}
+
+fn send(t: &Tracer, input: Input) {
+    // Window messages are few and must not be lost: a blocking send with a short timeout.
+    let _ = t.tx.send_timeout(Msg::Input(input), std::time::Duration::from_millis(200));
+}
+
+fn set_collecting(t: &Tracer, on: bool) {
+    COLLECTING.store(on, Relaxed);
+    t.set_kinds(on);
+}
+
+/// Acts on one transition of the window at time `ts`.
+fn apply(t: &Tracer, tr: Transition, ts: u64) {
+    let (step_start, step_tid, work, cycle) = {
+        let Ok(mut g) = STATE.lock() else { return };
+        let Some(s) = g.as_mut() else { return };
+        let out = (s.step_start, s.step_tid, s.step_work.take(), s.cycle);
+        s.step_start = ts;
+        s.step_tid = tid();
+        if tr.record_starts {
+            s.cycle = match (&s.driver, tr.step) {
+                (Driver::Steps(w), Some(step)) => w.schedule().cycle_of(step).unwrap_or(s.cycle + 1),
+                _ => s.cycle + 1,
+            };
+        }
+        (out.0, out.1, out.2, s.cycle)
+    };
+    if let Some(n) = tr.recorded_step {
+        send(
+            t,
+            Input::Step {
+                number: n,
+                pid: std::process::id(),
+                tid: step_tid,
+                start: step_start,
+                end: ts,
+                work,
+            },
+        );
+    }
+    if tr.save.is_some() {
+        send(t, Input::EndRecording { ts });
+    }
+    if tr.record_starts {
+        let number = cycle_number(cycle);
+        send(t, Input::BeginRecording { ts, cycle: number });
+    }
+    match tr.collection {
+        Collection::Enable => set_collecting(t, true),
+        Collection::Disable => set_collecting(t, false),
+        Collection::Keep => {}
+    }
+}
+
+fn cycle_number(c: u32) -> u32 {
+    c.max(1)
+}
+
+fn with_driver<R>(f: impl FnOnce(&mut Driver) -> R) -> Option<R> {
+    let mut g = STATE.lock().ok()?;
+    Some(f(&mut g.as_mut()?.driver))
+}
+
+/// A step boundary from `cuprof_step()`: the running step ends, the next begins.
+pub fn api_step() {
+    let Some(t) = tracer() else { return };
+    if HAS_STEP_PATTERN.load(Relaxed) {
+        return;
+    }
+    let ts = now_ns();
+    if let Some(tr) = with_driver(|d| match d {
+        Driver::Steps(w) => Some(w.step()),
+        _ => None,
+    })
+    .flatten()
+    {
+        STEPS_SEEN.fetch_add(1, Relaxed);
+        apply(t, tr, ts);
+    }
+}
+
+/// Adds units of work (tokens, samples) to the running step, for throughput in reports.
+pub fn add_work(n: f64) {
+    if let Ok(mut g) = STATE.lock() {
+        if let Some(s) = g.as_mut() {
+            *s.step_work.get_or_insert(0.0) += n;
+        }
+    }
+}
+
+pub fn is_step_range(name: &str) -> bool {
+    HAS_STEP_PATTERN.load(Relaxed)
+        && STEP_PATTERN
+            .lock()
+            .ok()
+            .and_then(|p| p.as_ref().map(|p| p.matches(name)))
+            .unwrap_or(false)
+}
+
+/// A matching NVTX range begins: the first one begins step 0; each one starts its step's
+/// `ProfilerStep#N` span.
+pub fn step_begin(ts: u64) {
+    let Some(t) = tracer() else { return };
+    let first = with_driver(|d| match d {
+        Driver::Steps(w) if w.current_step().is_none() => Some(w.step()),
+        _ => None,
+    })
+    .flatten();
+    match first {
+        Some(tr) => apply(t, tr, ts),
+        None => {
+            if let Ok(mut g) = STATE.lock() {
+                if let Some(s) = g.as_mut() {
+                    s.step_start = ts;
+                    s.step_tid = tid();
+                }
+            }
+        }
+    }
+}
+
+/// A matching NVTX range ends: its step ends, the next begins.
+pub fn step_end(ts: u64) {
+    let Some(t) = tracer() else { return };
+    if let Some(tr) = with_driver(|d| match d {
+        Driver::Steps(w) if w.current_step().is_some() => Some(w.step()),
+        _ => None,
+    })
+    .flatten()
+    {
+        STEPS_SEEN.fetch_add(1, Relaxed);
+        apply(t, tr, ts);
+    }
+}
+
+/// `cudaProfilerStart` / `cuprof_start()`.
+pub fn range_start(from: RangeSource) {
+    let Some(t) = tracer() else { return };
+    if let Some(tr) = with_driver(|d| match d {
+        Driver::Range(w, source) if *source == from => Some(w.start()),
+        _ => None,
+    })
+    .flatten()
+    {
+        apply(t, tr, now_ns());
+    }
+}
+
+/// `cudaProfilerStop` / `cuprof_stop()`: the range's records are flushed before it closes.
+pub fn range_stop(from: RangeSource) {
+    let Some(t) = tracer() else { return };
+    if let Some(tr) = with_driver(|d| match d {
+        Driver::Range(w, source) if *source == from => Some(w.stop()),
+        _ => None,
+    })
+    .flatten()
+    {
+        apply(t, tr, now_ns());
+    }
+}
+
+/// Time-driven windows advance from the writer thread's tick.
+pub fn poll_time() {
+    let Some(t) = tracer() else { return };
+    if let Some(tr) = with_driver(|d| match d {
+        Driver::Time { window, since } => Some(window.poll(since.elapsed())),
+        _ => None,
+    })
+    .flatten()
+    {
+        apply(t, tr, now_ns());
+    }
+}
+
+/// At exit: close the running step and the partial cycle, if one is being recorded.
+pub fn at_exit() {
+    let Some(t) = tracer() else { return };
+    let ts = now_ns();
+    let partial = with_driver(|d| match d {
+        Driver::WholeRun => Some((None, true)),
+        Driver::Steps(w) => w.at_exit().map(|_| (w.current_step(), true)),
+        Driver::Range(w, _) => w.at_exit().map(|_| (None, true)),
+        Driver::Time { window, .. } => window.at_exit().map(|_| (None, true)),
+    })
+    .flatten();
+    if let Some((running_step, _)) = partial {
+        if let Some(n) = running_step {
+            let (start, stid, work) = STATE
+                .lock()
+                .ok()
+                .and_then(|mut g| g.as_mut().map(|s| (s.step_start, s.step_tid, s.step_work.take())))
+                .unwrap_or((ts, tid(), None));
+            send(t, Input::Step { number: n, pid: std::process::id(), tid: stid, start, end: ts, work });
+        }
+        send(t, Input::EndRecording { ts });
+    }
+    if let Ok(mut g) = STATE.lock() {
+        *g = None;
+    }
+    COLLECTING.store(false, Relaxed);
+}
+
+/// Number of step boundaries seen (for the "no step matched" message).
+pub fn steps_seen() -> u64 {
+    STEPS_SEEN.load(Relaxed)
+}
+
+/// Pushes an NVTX range's id as CUPTI's external correlation id while collecting.
+pub fn push_correlation(id: u64) -> bool {
+    if !COLLECTING.load(Relaxed) {
+        return false;
+    }
+    let Some(t) = tracer() else { return false };
+    if !t.cpu_activity {
+        return false;
+    }
+    // SAFETY: a plain CUPTI call with no pointers.
+    unsafe { (t.cupti.cuptiActivityPushExternalCorrelationId)(crate::cupti::EXTERNAL_KIND_CUPROF, id) == 0 }
+}
+
+pub fn pop_correlation() {
+    let Some(t) = tracer() else { return };
+    let mut last = 0u64;
+    // SAFETY: writes one u64.
+    unsafe { (t.cupti.cuptiActivityPopExternalCorrelationId)(crate::cupti::EXTERNAL_KIND_CUPROF, &mut last) };
+}
+
+/// Sends a finished NVTX range to the writer while collecting (ranges outside the window are
+/// worth nothing and cost a channel slot).
+pub fn send_range(r: Range) {
+    if !COLLECTING.load(Relaxed) {
+        return;
+    }
+    let Some(t) = tracer() else { return };
+    if !t.cpu_activity {
+        return;
+    }
+    if t.tx.try_send(Msg::Input(Input::Range(r))).is_err() {
+        t.counters.dropped_channel.fetch_add(1, Relaxed);
+    }
+}

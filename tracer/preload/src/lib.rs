@@ -1,0 +1,160 @@
+//! libcuprof.so: injected into CUDA programs (LD_PRELOAD or CUDA_INJECTION64_PATH).
+//!
+//! The data path, top to bottom:
+//!
+//! ```text
+//! CUPTI buffer completed ── buffers::completed ── decode (cuprof_core::decode) ──┐
+//! NVTX range pop/end ───── nvtx ─────────────────────────────────────────────────┤ bounded channel
+//! step / start / stop ──── control (window, cuprof_core::window) ────────────────┘ (try_send, count drops)
+//!                                                      │
+//!                                writer thread: cuprof_core::session (route into cycles)
+//!                                                      └─ cuprof_core::trace_writer (gzip JSON)
+//! ```
+//!
+//! Wake-up: the constructor only reads CUPROF_ENABLED and points CUDA_INJECTION64_PATH and
+//! NVTX_INJECTION64_PATH at this library. CUPTI, threads and files start in
+//! `InitializeInjection` (libcuda calls it inside cuInit), so a process that never initialises
+//! CUDA loads no CUPTI, starts no thread and writes nothing.
+
+mod buffers;
+mod control;
+mod cupti;
+mod entry;
+mod hooks;
+mod nvtx;
+mod rawdump;
+mod resolve;
+mod start;
+mod writer;
+
+use cuprof_core::decode::Decoder;
+use cuprof_core::session::{Counters, Input};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// A message to the writer thread.
+pub enum Msg {
+    Input(Input),
+    /// Close everything and report; the sender waits on the reply (bounded).
+    Shutdown(crossbeam_channel::Sender<()>),
+}
+
+/// Everything the running tracer holds. Built once, at CUDA initialisation.
+pub struct Tracer {
+    pub cupti: cupti::Cupti,
+    pub api_filter: Option<cupti::ApiFilter>,
+    pub api_all: bool,
+    pub cupti_version: u32,
+    pub decoder: Mutex<Decoder>,
+    pub names: Mutex<resolve::Names>,
+    pub pool: buffers::Pool,
+    pub tx: crossbeam_channel::Sender<Msg>,
+    pub counters: Arc<Counters>,
+    pub kinds: Vec<u32>,
+    pub cpu_activity: bool,
+    pub dump_dir: Option<PathBuf>,
+    pub pid: u32,
+    pub report_file: Option<PathBuf>,
+    kinds_on: AtomicBool,
+}
+
+/// Where the library stands. Only moves forward, except `Running -> Aside` on a second profiler.
+#[repr(u8)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Phase {
+    /// Not enabled, or a child after fork: do nothing.
+    Inert = 0,
+    /// Enabled; waiting for CUDA to initialise.
+    Armed = 1,
+    Running = 2,
+    /// Another profiler took CUPTI; cuprof flushed and stepped aside.
+    Aside = 3,
+    /// Shut down (exit path ran).
+    Stopped = 4,
+}
+
+static PHASE: AtomicU8 = AtomicU8::new(Phase::Inert as u8);
+pub(crate) static TRACER: OnceLock<Tracer> = OnceLock::new();
+
+pub fn phase() -> Phase {
+    match PHASE.load(Relaxed) {
+        1 => Phase::Armed,
+        2 => Phase::Running,
+        3 => Phase::Aside,
+        4 => Phase::Stopped,
+        _ => Phase::Inert,
+    }
+}
+
+pub fn set_phase(p: Phase) {
+    PHASE.store(p as u8, Relaxed);
+}
+
+/// The running tracer, if tracing is on in this process right now.
+pub fn tracer() -> Option<&'static Tracer> {
+    if phase() != Phase::Running || hooks::forked_child() {
+        return None;
+    }
+    TRACER.get()
+}
+
+/// Runs `f`, turning a panic into `fallback`: every C entry point goes through here, because a
+/// panic unwinding into C aborts the host program.
+pub fn guard<R>(fallback: R, f: impl FnOnce() -> R) -> R {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or(fallback)
+}
+
+/// Nanoseconds of CLOCK_REALTIME: CUPTI's clock on Linux, so NVTX ranges and GPU records
+/// share one time base.
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The calling thread's OS id (what CUPTI reports with CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM).
+pub fn tid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
+/// One line on stderr, prefixed `cuprof:`, unless CUPROF_QUIET is set.
+pub fn say(msg: &str) {
+    if hooks::quiet() {
+        return;
+    }
+    let line = format!("cuprof: {msg}\n");
+    // SAFETY: write(2) on fd 2 with a valid buffer; errors are ignored on purpose (stderr may
+    // be closed by the host).
+    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+}
+
+impl Tracer {
+    /// Switches the configured CUPTI activity kinds on or off (window transitions).
+    pub fn set_kinds(&self, on: bool) {
+        if self.kinds_on.swap(on, Relaxed) == on {
+            return;
+        }
+        for &k in &self.kinds {
+            // SAFETY: plain CUPTI calls with integer arguments.
+            unsafe {
+                if on {
+                    (self.cupti.cuptiActivityEnable)(k);
+                } else {
+                    (self.cupti.cuptiActivityDisable)(k);
+                }
+            }
+        }
+        if on {
+            start::filter_api_calls(self);
+        }
+    }
+
+    pub fn flush_cupti(&self) {
+        // SAFETY: a plain CUPTI call; our completion callback takes no lock the caller holds.
+        unsafe { (self.cupti.cuptiActivityFlushAll)(cupti::FLUSH_FORCED) };
+    }
+}

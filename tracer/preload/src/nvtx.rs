@@ -1,0 +1,375 @@
+//! cuprof as the NVTX injection library: the NVTX3 loader in the program (torch.cuda.nvtx, the
+//! `nvtx` package, C code) `dlopen`s the library named by NVTX_INJECTION64_PATH, which the
+//! constructor points at libcuprof.so, and calls `InitializeInjectionNvtx2`. cuprof then owns the
+//! NVTX callbacks: it records ranges itself (so it sees their names for step detection), and
+//! while recording pushes each range's id as a CUPTI external correlation id, so that GPU work
+//! launched inside a range can be projected onto the GPU (`gpu_user_annotation`).
+
+use crate::{control, now_ns, tid};
+use cuprof_core::event::{Name, Range, RangeKind};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+type GetExportTable = unsafe extern "C" fn(u32) -> *const c_void;
+type FunctionTable = *mut *mut *const c_void;
+
+#[repr(C)]
+struct ExportTableCallbacks {
+    struct_size: usize,
+    get_module_function_table:
+        unsafe extern "C" fn(module: u32, out_table: *mut FunctionTable, out_size: *mut u32) -> c_int,
+}
+
+/// nvtxEventAttributes_v2 (x86-64 layout).
+#[repr(C)]
+struct EventAttributes {
+    version: u16,
+    size: u16,
+    category: u32,
+    color_type: i32,
+    color: u32,
+    payload_type: i32,
+    reserved0: i32,
+    payload: u64,
+    message_type: i32,
+    message: *const c_void,
+}
+
+const ETID_CALLBACKS: u32 = 1;
+const MODULE_CORE: u32 = 1;
+const MODULE_CORE2: u32 = 5;
+const MESSAGE_ASCII: i32 = 1;
+const MESSAGE_UNICODE: i32 = 2;
+const MESSAGE_REGISTERED: i32 = 3;
+
+/// A domain handle given to the program: a leaked box holding the domain's name.
+struct Domain {
+    name: Name,
+}
+
+struct Open {
+    id: u64,
+    parent: u64,
+    name: Name,
+    domain: Option<Name>,
+    start: u64,
+    payload: Option<f64>,
+    is_step: bool,
+    pushed_correlation: bool,
+}
+
+thread_local! {
+    static STACK: RefCell<Vec<Open>> = const { RefCell::new(Vec::new()) };
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+/// Start/end ranges may end on another thread.
+static STARTED: Mutex<Option<HashMap<u64, Open>>> = Mutex::new(None);
+
+fn wide(ptr: *const i32) -> String {
+    let mut s = String::new();
+    let mut p = ptr;
+    // SAFETY: NVTX's W functions take NUL-terminated wchar_t (i32 on Linux) strings.
+    unsafe {
+        while !p.is_null() && *p != 0 {
+            s.push(char::from_u32(*p as u32).unwrap_or('\u{fffd}'));
+            p = p.add(1);
+        }
+    }
+    s
+}
+
+fn ascii(ptr: *const c_char) -> Name {
+    if ptr.is_null() {
+        return Name::from("");
+    }
+    // SAFETY: NVTX's A functions take NUL-terminated strings.
+    Name::from(unsafe { CStr::from_ptr(ptr) }.to_string_lossy().as_ref())
+}
+
+fn attr_message(a: *const EventAttributes) -> (Name, Option<f64>) {
+    if a.is_null() {
+        return (Name::from(""), None);
+    }
+    // SAFETY: NVTX passes a valid attributes struct for the duration of the call.
+    let a = unsafe { &*a };
+    let name = match a.message_type {
+        MESSAGE_ASCII => ascii(a.message as *const c_char),
+        MESSAGE_UNICODE => Name::from(wide(a.message as *const i32)),
+        // SAFETY: registered handles are the leaked `Name`s made by register_string.
+        MESSAGE_REGISTERED if !a.message.is_null() => unsafe { (*(a.message as *const Name)).clone() },
+        _ => Name::from(""),
+    };
+    let p = a.payload;
+    let payload = match a.payload_type {
+        1 => Some(p as f64),
+        2 => Some(p as i64 as f64),
+        3 => Some(f64::from_bits(p)),
+        4 => Some((p as u32) as f64),
+        5 => Some((p as u32 as i32) as f64),
+        6 => Some(f32::from_bits(p as u32) as f64),
+        _ => None,
+    };
+    (name, payload)
+}
+
+fn domain_name(d: *const c_void) -> Option<Name> {
+    // SAFETY: domain handles come from domain_create (leaked `Domain`s) or are NULL.
+    (!d.is_null()).then(|| unsafe { (*(d as *const Domain)).name.clone() })
+}
+
+fn open(name: Name, domain: Option<Name>, payload: Option<f64>, parent: u64) -> Open {
+    let start = now_ns();
+    let id = NEXT_ID.fetch_add(1, Relaxed);
+    let is_step = control::is_step_range(&name);
+    if is_step {
+        control::step_begin(start);
+    }
+    let pushed_correlation = control::push_correlation(id);
+    Open { id, parent, name, domain, start, payload, is_step, pushed_correlation }
+}
+
+fn close(o: Open, kind: RangeKind) {
+    let end = now_ns();
+    if o.pushed_correlation {
+        control::pop_correlation();
+    }
+    control::send_range(Range {
+        name: o.name,
+        domain: o.domain,
+        start: o.start,
+        end,
+        pid: std::process::id(),
+        tid: tid(),
+        id: o.id,
+        parent: o.parent,
+        payload: o.payload,
+        kind,
+    });
+    if o.is_step {
+        control::step_end(end);
+    }
+}
+
+fn push(name: Name, domain: Option<Name>, payload: Option<f64>) -> c_int {
+    crate::guard(-1, || {
+        STACK.with(|s| {
+            let mut s = s.borrow_mut();
+            let parent = s.last().map(|o| o.id).unwrap_or(0);
+            let o = open(name, domain, payload, parent);
+            s.push(o);
+            (s.len() - 1) as c_int
+        })
+    })
+}
+
+fn pop() -> c_int {
+    crate::guard(-1, || {
+        let top = STACK.with(|s| s.borrow_mut().pop());
+        match top {
+            Some(o) => {
+                let depth = STACK.with(|s| s.borrow().len()) as c_int;
+                close(o, RangeKind::PushPop);
+                depth
+            }
+            None => -1,
+        }
+    })
+}
+
+fn start(name: Name, domain: Option<Name>, payload: Option<f64>) -> u64 {
+    crate::guard(0, || {
+        let o = open(name, domain, payload, 0);
+        let id = o.id;
+        // Start/end ranges are not nested on a thread; their correlation push would leak onto
+        // the thread's stack, so undo it now.
+        if o.pushed_correlation {
+            control::pop_correlation();
+        }
+        let o = Open { pushed_correlation: false, ..o };
+        if let Ok(mut m) = STARTED.lock() {
+            m.get_or_insert_with(HashMap::new).insert(id, o);
+        }
+        id
+    })
+}
+
+fn end(id: u64) {
+    crate::guard((), || {
+        let o = STARTED.lock().ok().and_then(|mut m| m.as_mut()?.remove(&id));
+        if let Some(o) = o {
+            close(o, RangeKind::StartEnd);
+        }
+    })
+}
+
+fn mark(name: Name, domain: Option<Name>, payload: Option<f64>) {
+    crate::guard((), || {
+        let ts = now_ns();
+        control::send_range(Range {
+            name,
+            domain,
+            start: ts,
+            end: ts,
+            pid: std::process::id(),
+            tid: tid(),
+            id: 0,
+            parent: 0,
+            payload,
+            kind: RangeKind::Mark,
+        });
+    })
+}
+
+// The callbacks NVTX calls. Each is a C entry point: `guard` catches panics.
+unsafe extern "C" fn mark_ex(a: *const EventAttributes) {
+    let (n, p) = attr_message(a);
+    mark(n, None, p)
+}
+unsafe extern "C" fn mark_a(m: *const c_char) {
+    mark(ascii(m), None, None)
+}
+unsafe extern "C" fn mark_w(m: *const i32) {
+    mark(Name::from(wide(m)), None, None)
+}
+unsafe extern "C" fn range_start_ex(a: *const EventAttributes) -> u64 {
+    let (n, p) = attr_message(a);
+    start(n, None, p)
+}
+unsafe extern "C" fn range_start_a(m: *const c_char) -> u64 {
+    start(ascii(m), None, None)
+}
+unsafe extern "C" fn range_start_w(m: *const i32) -> u64 {
+    start(Name::from(wide(m)), None, None)
+}
+unsafe extern "C" fn range_end(id: u64) {
+    end(id)
+}
+unsafe extern "C" fn range_push_ex(a: *const EventAttributes) -> c_int {
+    let (n, p) = attr_message(a);
+    push(n, None, p)
+}
+unsafe extern "C" fn range_push_a(m: *const c_char) -> c_int {
+    push(ascii(m), None, None)
+}
+unsafe extern "C" fn range_push_w(m: *const i32) -> c_int {
+    push(Name::from(wide(m)), None, None)
+}
+unsafe extern "C" fn range_pop() -> c_int {
+    pop()
+}
+unsafe extern "C" fn domain_mark_ex(d: *const c_void, a: *const EventAttributes) {
+    let (n, p) = attr_message(a);
+    mark(n, domain_name(d), p)
+}
+unsafe extern "C" fn domain_range_start_ex(d: *const c_void, a: *const EventAttributes) -> u64 {
+    let (n, p) = attr_message(a);
+    start(n, domain_name(d), p)
+}
+unsafe extern "C" fn domain_range_end(_d: *const c_void, id: u64) {
+    end(id)
+}
+unsafe extern "C" fn domain_range_push_ex(d: *const c_void, a: *const EventAttributes) -> c_int {
+    let (n, p) = attr_message(a);
+    push(n, domain_name(d), p)
+}
+unsafe extern "C" fn domain_range_pop(_d: *const c_void) -> c_int {
+    pop()
+}
+unsafe extern "C" fn domain_register_string_a(_d: *const c_void, s: *const c_char) -> *const c_void {
+    crate::guard(std::ptr::null(), || Box::into_raw(Box::new(ascii(s))) as *const c_void)
+}
+unsafe extern "C" fn domain_register_string_w(_d: *const c_void, s: *const i32) -> *const c_void {
+    crate::guard(std::ptr::null(), || {
+        Box::into_raw(Box::new(Name::from(wide(s)))) as *const c_void
+    })
+}
+unsafe extern "C" fn domain_create_a(name: *const c_char) -> *const c_void {
+    crate::guard(std::ptr::null(), || {
+        Box::into_raw(Box::new(Domain { name: ascii(name) })) as *const c_void
+    })
+}
+unsafe extern "C" fn domain_create_w(name: *const i32) -> *const c_void {
+    crate::guard(std::ptr::null(), || {
+        Box::into_raw(Box::new(Domain { name: Name::from(wide(name)) })) as *const c_void
+    })
+}
+unsafe extern "C" fn domain_destroy(_d: *const c_void) {
+    // Handles may still be used by ranges in flight: keep the (small) allocation.
+}
+
+/// Fills one NVTX module's function table with `(slot, function)` pairs.
+///
+/// # Safety
+/// `callbacks` must be the NVTX loader's live callbacks export table.
+unsafe fn install(callbacks: &ExportTableCallbacks, module: u32, slots: &[(usize, *const c_void)]) -> bool {
+    let mut table: FunctionTable = std::ptr::null_mut();
+    let mut size: u32 = 0;
+    // SAFETY: the NVTX loader's function writes a table pointer and its size.
+    let ok = unsafe { (callbacks.get_module_function_table)(module, &mut table, &mut size) };
+    if ok == 0 || table.is_null() {
+        return false;
+    }
+    for &(slot, f) in slots {
+        if slot < size as usize {
+            // SAFETY: slot < size; each entry points at the loader's function-pointer slot.
+            unsafe {
+                let entry = *table.add(slot);
+                if !entry.is_null() {
+                    *entry = f;
+                }
+            }
+        }
+    }
+    true
+}
+
+/// Called by the NVTX loader in the program, once, on the program's first NVTX call.
+///
+/// # Safety
+/// `get_export_table` must be the NVTX loader's export-table function.
+pub unsafe fn initialize(get_export_table: GetExportTable) -> c_int {
+    // SAFETY: the loader's function returns its static callbacks table or NULL.
+    let callbacks = unsafe { get_export_table(ETID_CALLBACKS) } as *const ExportTableCallbacks;
+    if callbacks.is_null() {
+        return 0;
+    }
+    // SAFETY: non-null export tables are valid for the life of the process.
+    let callbacks = unsafe { &*callbacks };
+    macro_rules! f {
+        ($e:expr) => {
+            $e as *const c_void
+        };
+    }
+    let core = [
+        (1, f!(mark_ex as unsafe extern "C" fn(_))),
+        (2, f!(mark_a as unsafe extern "C" fn(_))),
+        (3, f!(mark_w as unsafe extern "C" fn(_))),
+        (4, f!(range_start_ex as unsafe extern "C" fn(_) -> _)),
+        (5, f!(range_start_a as unsafe extern "C" fn(_) -> _)),
+        (6, f!(range_start_w as unsafe extern "C" fn(_) -> _)),
+        (7, f!(range_end as unsafe extern "C" fn(_))),
+        (8, f!(range_push_ex as unsafe extern "C" fn(_) -> _)),
+        (9, f!(range_push_a as unsafe extern "C" fn(_) -> _)),
+        (10, f!(range_push_w as unsafe extern "C" fn(_) -> _)),
+        (11, f!(range_pop as unsafe extern "C" fn() -> _)),
+    ];
+    let core2 = [
+        (1, f!(domain_mark_ex as unsafe extern "C" fn(_, _))),
+        (2, f!(domain_range_start_ex as unsafe extern "C" fn(_, _) -> _)),
+        (3, f!(domain_range_end as unsafe extern "C" fn(_, _))),
+        (4, f!(domain_range_push_ex as unsafe extern "C" fn(_, _) -> _)),
+        (5, f!(domain_range_pop as unsafe extern "C" fn(_) -> _)),
+        (10, f!(domain_register_string_a as unsafe extern "C" fn(_, _) -> _)),
+        (11, f!(domain_register_string_w as unsafe extern "C" fn(_, _) -> _)),
+        (12, f!(domain_create_a as unsafe extern "C" fn(_) -> _)),
+        (13, f!(domain_create_w as unsafe extern "C" fn(_) -> _)),
+        (14, f!(domain_destroy as unsafe extern "C" fn(_))),
+    ];
+    // SAFETY: callbacks is the loader's live table.
+    let ok = unsafe { install(callbacks, MODULE_CORE, &core) && install(callbacks, MODULE_CORE2, &core2) };
+    ok as c_int
+}

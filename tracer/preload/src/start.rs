@@ -1,0 +1,203 @@
+//! Bringing CUPTI up at CUDA initialisation, in the order the design note gives: load,
+//! version, subscribe, thread ids, buffer callbacks, API filter, callbacks, kinds.
+
+use crate::cupti::{self, Cupti, SUCCESS};
+use crate::{say, Tracer};
+use cuprof_core::config::Config;
+use cuprof_core::decode::{kind, Decoder, LayoutFamily};
+use cuprof_core::window::RangeSource;
+use cupti_sys::CUpti_driver_api_trace_cbid_enum as Drv;
+use cupti_sys::CUpti_runtime_api_trace_cbid_enum as Rt;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+
+/// Messages the channel holds: each is one CUPTI buffer's batch or one NVTX range.
+const CHANNEL_CAPACITY: usize = 4096;
+
+/// Our CUPTI subscriber handle (null when not subscribed).
+pub static SUBSCRIBER: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Runtime calls recorded by default: the ones that make or wait for GPU work.
+pub fn keep_runtime(name: &str) -> bool {
+    const KEEP: [&str; 12] = [
+        "cudaLaunch",
+        "cudaGraphLaunch",
+        "cudaMemcpy",
+        "cudaMemset",
+        "cudaMalloc",
+        "cudaFree",
+        "cudaStreamWaitEvent",
+        "cudaEventRecord",
+        "cudaProfilerSt",
+        "cudaDeviceReset",
+        "cudaDeviceSynchronize",
+        "cudaHostAlloc",
+    ];
+    KEEP.iter().any(|k| name.starts_with(k)) || name.ends_with("Synchronize")
+}
+
+/// Driver calls recorded by default: direct launches (Triton, CUTLASS Python) and graph
+/// launches; the driver calls the runtime makes underneath are already covered.
+pub fn keep_driver(name: &str) -> bool {
+    const KEEP: [&str; 4] = ["cuLaunch", "cuGraphLaunch", "cuCtxSynchronize", "cuStreamSynchronize"];
+    KEEP.iter().any(|k| name.starts_with(k))
+}
+
+/// Silences the API calls that do not matter (CUPTI 12.5+), unless CUPROF_API=all.
+pub fn filter_api_calls(t: &Tracer) {
+    if t.api_all || !t.cpu_activity {
+        return;
+    }
+    let Some(f) = &t.api_filter else { return };
+    let Ok(names) = t.names.lock() else { return };
+    for (cbid, name) in names.api_names(cuprof_core::event::ApiDomain::Runtime).iter().enumerate() {
+        if !keep_runtime(name) {
+            // SAFETY: plain CUPTI call with integers.
+            unsafe { (f.runtime)(cbid as u32, 0) };
+        }
+    }
+    for (cbid, name) in names.api_names(cuprof_core::event::ApiDomain::Driver).iter().enumerate() {
+        if !keep_driver(name) {
+            // SAFETY: as above.
+            unsafe { (f.driver)(cbid as u32, 0) };
+        }
+    }
+}
+
+fn kinds(cfg: &Config) -> Vec<u32> {
+    let mut k = Vec::new();
+    if cfg.activities.gpu {
+        k.extend([kind::CONCURRENT_KERNEL, kind::MEMCPY, kind::MEMSET, kind::SYNCHRONIZATION]);
+    }
+    if cfg.activities.cpu {
+        k.extend([kind::RUNTIME, kind::DRIVER, kind::EXTERNAL_CORRELATION]);
+    }
+    k
+}
+
+/// The subscriber callback: window ranges (cudaProfilerStart/Stop) and flushes before the
+/// program tears CUDA down (cudaDeviceReset, context destruction).
+unsafe extern "C" fn on_callback(_user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
+    crate::guard((), || {
+        if data.is_null() {
+            return;
+        }
+        let runtime = domain == cupti::DOMAIN_RUNTIME;
+        if runtime || domain == cupti::DOMAIN_DRIVER {
+            // SAFETY: for API domains CUPTI passes a CUpti_CallbackData.
+            let site = unsafe { (*(data as *const cupti::CallbackData)).callback_site };
+            let start = (runtime && cbid == Rt::CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000.0)
+                || (!runtime && cbid == Drv::CUPTI_DRIVER_TRACE_CBID_cuProfilerStart.0);
+            let stop = (runtime && cbid == Rt::CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000.0)
+                || (!runtime && cbid == Drv::CUPTI_DRIVER_TRACE_CBID_cuProfilerStop.0);
+            let reset = runtime && cbid == Rt::CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020.0;
+            if site == cupti::API_ENTER {
+                if start {
+                    crate::control::range_start(RangeSource::CudaProfilerApi);
+                } else if stop {
+                    crate::control::range_stop(RangeSource::CudaProfilerApi);
+                } else if reset {
+                    crate::writer::flush_before_teardown();
+                }
+            }
+        } else if domain == cupti::DOMAIN_RESOURCE {
+            crate::writer::flush_before_teardown();
+        }
+    })
+}
+
+/// Loads and configures CUPTI and starts the writer. Errors are one line for stderr.
+pub fn start(cfg: &Config) -> Result<(), String> {
+    let explicit = cfg.cupti_path.as_ref().map(|p| p.to_string_lossy().into_owned());
+    let (cupti, api_filter) = cupti::load(explicit.as_deref())?;
+    let mut version = 0u32;
+    // SAFETY: writes one u32.
+    unsafe { (cupti.cuptiGetVersion)(&mut version) };
+    let family = LayoutFamily::from_version(version).map_err(|e| e.to_string())?;
+    subscribe(&cupti)?;
+    // SAFETY: plain CUPTI calls; the callbacks are ours and live forever (nodelete).
+    unsafe {
+        (cupti.cuptiSetThreadIdType)(cupti::THREAD_ID_TYPE_SYSTEM);
+        let r = (cupti.cuptiActivityRegisterCallbacks)(crate::buffers::requested, crate::buffers::completed);
+        if r != SUCCESS {
+            return Err(format!("CUPTI refused the activity callbacks: {}; tracing is off", cupti.result_string(r)));
+        }
+    }
+    let names = crate::resolve::Names::new(
+        |d, c| cupti.callback_name(d, c),
+        Rt::CUPTI_RUNTIME_TRACE_CBID_SIZE.0,
+        Drv::CUPTI_DRIVER_TRACE_CBID_SIZE.0,
+    );
+    let sub = SUBSCRIBER.load(Relaxed);
+    // SAFETY: enabling our subscriber's callbacks; integer arguments.
+    unsafe {
+        for cbid in [
+            Rt::CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000.0,
+            Rt::CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000.0,
+            Rt::CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020.0,
+        ] {
+            (cupti.cuptiEnableCallback)(1, sub, cupti::DOMAIN_RUNTIME, cbid);
+        }
+        for cbid in [
+            Drv::CUPTI_DRIVER_TRACE_CBID_cuProfilerStart.0,
+            Drv::CUPTI_DRIVER_TRACE_CBID_cuProfilerStop.0,
+        ] {
+            (cupti.cuptiEnableCallback)(1, sub, cupti::DOMAIN_DRIVER, cbid);
+        }
+        // CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING
+        (cupti.cuptiEnableCallback)(1, sub, cupti::DOMAIN_RESOURCE, 2);
+    }
+    let mut memory_kinds = Vec::new();
+    if cfg.activities.mem {
+        memory_kinds.push(kind::MEMORY2);
+    }
+    for &k in &memory_kinds {
+        // SAFETY: plain CUPTI call. Memory records stay on for the whole run: a snapshot needs
+        // every live allocation, and allocations are rare in caching allocators.
+        let r = unsafe { (cupti.cuptiActivityEnable)(k) };
+        if r != SUCCESS {
+            say(&format!("CUPTI refused device-memory records: {}", cupti.result_string(r)));
+        }
+    }
+    let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
+    let tracer = Tracer {
+        api_filter,
+        api_all: cfg.api == cuprof_core::config::ApiFilter::All,
+        cupti_version: version,
+        decoder: Mutex::new(Decoder::new(family)),
+        names: Mutex::new(names),
+        pool: crate::buffers::Pool::new(cfg.buffer_size, cfg.buffers),
+        tx,
+        counters: Arc::new(Default::default()),
+        kinds: kinds(cfg),
+        cpu_activity: cfg.activities.cpu,
+        dump_dir: cfg.dump_buffers.clone(),
+        pid: std::process::id(),
+        report_file: cfg.report_file.clone(),
+        kinds_on: Default::default(),
+        cupti,
+    };
+    crate::writer::spawn(cfg, tracer, rx)
+}
+
+fn subscribe(cupti: &Cupti) -> Result<(), String> {
+    let mut sub: *mut c_void = std::ptr::null_mut();
+    // SAFETY: CUPTI writes the handle; the callback lives forever.
+    let r = unsafe { (cupti.cuptiSubscribe)(&mut sub, on_callback, std::ptr::null_mut()) };
+    match r {
+        SUCCESS => {
+            SUBSCRIBER.store(sub, Relaxed);
+            Ok(())
+        }
+        cupti::ERROR_MULTIPLE_SUBSCRIBERS => Err(format!(
+            "another profiler already holds CUPTI in this process ({}; e.g. nsys, torch.profiler or another tracer); cuprof stays passive and the program runs untraced by it",
+            cupti.result_string(r)
+        )),
+        cupti::ERROR_INSUFFICIENT_PRIVILEGES => Err(format!(
+            "CUPTI refused: {} (GPU profiling may be restricted to admin users: NVreg_RestrictProfilingToAdminUsers); tracing is off",
+            cupti.result_string(r)
+        )),
+        _ => Err(format!("CUPTI subscribe failed: {}; tracing is off", cupti.result_string(r))),
+    }
+}
