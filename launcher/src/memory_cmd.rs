@@ -31,9 +31,18 @@ pub struct MemoryArgs {
 }
 
 pub fn run(args: MemoryArgs) -> anyhow::Result<()> {
-    let bytes = std::fs::read(&args.file).with_context(|| format!("cannot read {}", args.file.display()))?;
-    let snapshot = Snapshot::from_pickle(&bytes).with_context(|| format!("{} is not a memory snapshot", args.file.display()))?;
-    print!("{}", render(&args.file.display().to_string(), &summarize(&snapshot), args.frames));
+    let bytes = std::fs::read(&args.file)
+        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    let snapshot = Snapshot::from_pickle(&bytes)
+        .with_context(|| format!("{} is not a memory snapshot", args.file.display()))?;
+    print!(
+        "{}",
+        render(
+            &args.file.display().to_string(),
+            &summarize(&snapshot),
+            args.frames
+        )
+    );
     Ok(())
 }
 
@@ -67,6 +76,21 @@ struct Snapshot {
     device_traces: Vec<Vec<Entry>>,
 }
 
+/// Unpickles into serde-pickle's generic [`Value`]. serde-pickle 1.2 fails with "recursive
+/// structure found" on torch's own snapshots: torch shares one frames list between a block
+/// and its trace entries, and serde-pickle's memo reference counting drops the memoized
+/// strings inside a list that is referenced more than once (birkenfeld/serde-pickle#24,
+/// unfixed). For that error only, the pickle is decoded again by [`unpickle`], which builds
+/// the same `Value` (shared objects copied).
+fn read_value(bytes: &[u8]) -> anyhow::Result<Value> {
+    match serde_pickle::value_from_slice(bytes, DeOptions::new()) {
+        Err(serde_pickle::Error::Syntax(serde_pickle::ErrorCode::Recursive)) => {
+            unpickle::value(bytes)
+        }
+        other => other.context("cannot unpickle it"),
+    }
+}
+
 fn get<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
     match v {
         Value::Dict(d) => d.get(&HashableValue::String(key.to_owned())),
@@ -81,7 +105,10 @@ fn field<'a>(v: &'a Value, key: &str, what: &str) -> anyhow::Result<&'a Value> {
 fn as_int(v: &Value, what: &str) -> anyhow::Result<i64> {
     match v {
         Value::I64(i) => Ok(*i),
-        Value::Int(big) => big.to_string().parse().with_context(|| format!("{what} = {big} is out of 64-bit range")),
+        Value::Int(big) => big
+            .to_string()
+            .parse()
+            .with_context(|| format!("{what} = {big} is out of 64-bit range")),
         _ => bail!("{what} is not an integer"),
     }
 }
@@ -105,7 +132,9 @@ fn list<'a>(v: &'a Value, what: &str) -> anyhow::Result<&'a [Value]> {
 }
 
 fn frames(v: &Value, what: &str) -> anyhow::Result<Vec<Frame>> {
-    let Some(list_value) = get(v, "frames") else { return Ok(Vec::new()) };
+    let Some(list_value) = get(v, "frames") else {
+        return Ok(Vec::new());
+    };
     list(list_value, &format!("{what}['frames']"))?
         .iter()
         .map(|f| {
@@ -120,8 +149,7 @@ fn frames(v: &Value, what: &str) -> anyhow::Result<Vec<Frame>> {
 
 impl Snapshot {
     fn from_pickle(bytes: &[u8]) -> anyhow::Result<Snapshot> {
-        let value = serde_pickle::value_from_slice(bytes, DeOptions::new()).context("cannot unpickle it")?;
-        Snapshot::from_value(&value)
+        Snapshot::from_value(&read_value(bytes)?)
     }
 
     fn from_value(v: &Value) -> anyhow::Result<Snapshot> {
@@ -129,11 +157,19 @@ impl Snapshot {
             bail!("the pickle is not a dict");
         }
         let mut snap = Snapshot::default();
-        for (i, s) in list(field(v, "segments", "the snapshot")?, "segments")?.iter().enumerate() {
+        for (i, s) in list(field(v, "segments", "the snapshot")?, "segments")?
+            .iter()
+            .enumerate()
+        {
             let what = format!("segments[{i}]");
             let blocks = list(field(s, "blocks", &what)?, &format!("{what}['blocks']"))?
                 .iter()
-                .map(|b| Ok((int_field(b, "size", "a block")?, str_field(b, "state", "a block")?)))
+                .map(|b| {
+                    Ok((
+                        int_field(b, "size", "a block")?,
+                        str_field(b, "state", "a block")?,
+                    ))
+                })
                 .collect::<anyhow::Result<_>>()?;
             snap.segments.push(Segment {
                 device: int_field(s, "device", &what)?,
@@ -141,14 +177,23 @@ impl Snapshot {
                 blocks,
             });
         }
-        for (d, trace) in list(field(v, "device_traces", "the snapshot")?, "device_traces")?.iter().enumerate() {
+        for (d, trace) in list(field(v, "device_traces", "the snapshot")?, "device_traces")?
+            .iter()
+            .enumerate()
+        {
             let mut entries = Vec::new();
-            for (i, e) in list(trace, &format!("device_traces[{d}]"))?.iter().enumerate() {
+            for (i, e) in list(trace, &format!("device_traces[{d}]"))?
+                .iter()
+                .enumerate()
+            {
                 let what = format!("device_traces[{d}][{i}]");
                 entries.push(Entry {
                     action: str_field(e, "action", &what)?,
                     // `oom` entries have no address.
-                    addr: get(e, "addr").map(|a| as_int(a, &what)).transpose()?.unwrap_or(0),
+                    addr: get(e, "addr")
+                        .map(|a| as_int(a, &what))
+                        .transpose()?
+                        .unwrap_or(0),
                     size: int_field(e, "size", &what)?,
                     time_us: int_field(e, "time_us", &what)?,
                     frames: frames(e, &what)?,
@@ -179,13 +224,21 @@ struct DeviceSummary {
 
 fn summarize(snap: &Snapshot) -> Vec<DeviceSummary> {
     let ndev = snap.device_traces.len().max(
-        snap.segments.iter().map(|s| usize::try_from(s.device).map_or(0, |d| d + 1)).max().unwrap_or(0),
+        snap.segments
+            .iter()
+            .map(|s| usize::try_from(s.device).map_or(0, |d| d + 1))
+            .max()
+            .unwrap_or(0),
     );
     let empty = Vec::new();
     let mut out = Vec::new();
     for device in 0..ndev {
         let trace = snap.device_traces.get(device).unwrap_or(&empty);
-        let segs: Vec<&Segment> = snap.segments.iter().filter(|s| s.device == device as i64).collect();
+        let segs: Vec<&Segment> = snap
+            .segments
+            .iter()
+            .filter(|s| s.device == device as i64)
+            .collect();
         if trace.is_empty() && segs.is_empty() {
             continue;
         }
@@ -204,7 +257,11 @@ fn summarize(snap: &Snapshot) -> Vec<DeviceSummary> {
                 peak_entry = Some(e.clone());
             }
         }
-        let active = || segs.iter().flat_map(|s| &s.blocks).filter(|(_, st)| st.starts_with("active"));
+        let active = || {
+            segs.iter()
+                .flat_map(|s| &s.blocks)
+                .filter(|(_, st)| st.starts_with("active"))
+        };
         let mut by_action = BTreeMap::new();
         for e in trace {
             *by_action.entry(e.action.clone()).or_insert(0) += 1;
@@ -275,14 +332,18 @@ fn interesting(f: &Frame) -> bool {
         "ceval.c",
         "cpython/abstract.h",
     ];
-    !OMIT_NAMES.iter().any(|o| f.name.contains(o)) && !OMIT_FILES.iter().any(|o| f.filename.contains(o))
+    !OMIT_NAMES.iter().any(|o| f.name.contains(o))
+        && !OMIT_FILES.iter().any(|o| f.filename.contains(o))
 }
 
 fn render(file: &str, devices: &[DeviceSummary], max_frames: usize) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "memory snapshot {file}");
     if devices.is_empty() {
-        let _ = writeln!(s, "no device memory recorded (no segments, no trace entries)");
+        let _ = writeln!(
+            s,
+            "no device memory recorded (no segments, no trace entries)"
+        );
         return s;
     }
     for d in devices {
@@ -291,11 +352,24 @@ fn render(file: &str, devices: &[DeviceSummary], max_frames: usize) -> String {
         match (&d.peak_entry, d.first_time_us) {
             (Some(e), Some(first)) => {
                 let offset = (e.time_us - first) as f64 / 1000.0;
-                let _ = writeln!(s, "  when:           time_us {} (+{offset:.3} ms after the first trace entry)", e.time_us);
-                let _ = writeln!(s, "  by:             {} of {} at {:#x}", e.action, human(e.size), e.addr);
+                let _ = writeln!(
+                    s,
+                    "  when:           time_us {} (+{offset:.3} ms after the first trace entry)",
+                    e.time_us
+                );
+                let _ = writeln!(
+                    s,
+                    "  by:             {} of {} at {:#x}",
+                    e.action,
+                    human(e.size),
+                    e.addr
+                );
                 let shown: Vec<&Frame> = e.frames.iter().filter(|f| interesting(f)).collect();
                 if e.frames.is_empty() {
-                    let _ = writeln!(s, "  stack:          no stacks recorded (run with --with-stack)");
+                    let _ = writeln!(
+                        s,
+                        "  stack:          no stacks recorded (run with --with-stack)"
+                    );
                 } else {
                     let _ = writeln!(s, "  stack:");
                     for f in shown.iter().take(max_frames) {
@@ -325,14 +399,350 @@ fn render(file: &str, devices: &[DeviceSummary], max_frames: usize) -> String {
             plural(d.active_blocks, "active block"),
             human(d.active_bytes)
         );
-        let actions: Vec<String> = d.by_action.iter().map(|(a, n)| format!("{a} {n}")).collect();
+        let actions: Vec<String> = d
+            .by_action
+            .iter()
+            .map(|(a, n)| format!("{a} {n}"))
+            .collect();
         if actions.is_empty() {
             let _ = writeln!(s, "  trace entries:  0");
         } else {
-            let _ = writeln!(s, "  trace entries:  {} ({})", d.entries, actions.join(", "));
+            let _ = writeln!(
+                s,
+                "  trace entries:  {} ({})",
+                d.entries,
+                actions.join(", ")
+            );
         }
     }
     s
+}
+
+/// A plain-data unpickler (protocols 2 to 5 as CPython writes dicts, lists, tuples,
+/// strings, bytes, numbers, booleans and None) into serde-pickle's [`Value`]. Objects live
+/// in an arena while decoding, so a memoized list filled after `MEMOIZE` and referenced
+/// again later is the same object, as in CPython; references are copied when the final
+/// `Value` is built.
+mod unpickle {
+    use anyhow::{bail, Context};
+    use serde_pickle::Value;
+    use std::collections::HashMap;
+
+    enum Node {
+        Atom(Value),
+        List(Vec<usize>),
+        Tuple(Vec<usize>),
+        Dict(Vec<(usize, usize)>),
+    }
+
+    struct Decoder<'a> {
+        data: &'a [u8],
+        pos: usize,
+        nodes: Vec<Node>,
+        stack: Vec<usize>,
+        marks: Vec<usize>,
+        memo: HashMap<u32, usize>,
+    }
+
+    /// Containers nested deeper than this are refused (no snapshot comes close).
+    const MAX_DEPTH: usize = 200;
+
+    pub(super) fn value(data: &[u8]) -> anyhow::Result<Value> {
+        let mut d = Decoder {
+            data,
+            pos: 0,
+            nodes: Vec::new(),
+            stack: Vec::new(),
+            marks: Vec::new(),
+            memo: HashMap::new(),
+        };
+        let root = d
+            .run()
+            .with_context(|| format!("cannot unpickle it (at byte {})", d.pos))?;
+        d.build(root, 0)
+    }
+
+    impl Decoder<'_> {
+        fn take(&mut self, n: usize) -> anyhow::Result<&[u8]> {
+            let end = self
+                .pos
+                .checked_add(n)
+                .filter(|&e| e <= self.data.len())
+                .context("truncated pickle")?;
+            let s = &self.data[self.pos..end];
+            self.pos = end;
+            Ok(s)
+        }
+
+        fn u8(&mut self) -> anyhow::Result<u8> {
+            Ok(self.take(1)?[0])
+        }
+
+        fn u32(&mut self) -> anyhow::Result<u32> {
+            Ok(u32::from_le_bytes(
+                self.take(4)?.try_into().expect("4 bytes"),
+            ))
+        }
+
+        fn u64(&mut self) -> anyhow::Result<u64> {
+            Ok(u64::from_le_bytes(
+                self.take(8)?.try_into().expect("8 bytes"),
+            ))
+        }
+
+        fn push(&mut self, node: Node) {
+            self.nodes.push(node);
+            self.stack.push(self.nodes.len() - 1);
+        }
+
+        fn atom(&mut self, v: Value) {
+            self.push(Node::Atom(v));
+        }
+
+        fn string(&mut self, n: usize) -> anyhow::Result<()> {
+            let s = std::str::from_utf8(self.take(n)?)
+                .context("string is not UTF-8")?
+                .to_owned();
+            self.atom(Value::String(s));
+            Ok(())
+        }
+
+        fn bytes(&mut self, n: usize) -> anyhow::Result<()> {
+            let b = self.take(n)?.to_vec();
+            self.atom(Value::Bytes(b));
+            Ok(())
+        }
+
+        fn pop(&mut self) -> anyhow::Result<usize> {
+            self.stack.pop().context("stack underflow")
+        }
+
+        fn top(&self) -> anyhow::Result<usize> {
+            self.stack.last().copied().context("stack underflow")
+        }
+
+        /// The items above the last MARK, removed from the stack.
+        fn pop_mark(&mut self) -> anyhow::Result<Vec<usize>> {
+            let mark = self.marks.pop().context("no MARK")?;
+            if mark > self.stack.len() {
+                bail!("MARK above the stack");
+            }
+            Ok(self.stack.split_off(mark))
+        }
+
+        fn extend_list(&mut self, list: usize, items: Vec<usize>) -> anyhow::Result<()> {
+            match &mut self.nodes[list] {
+                Node::List(l) => l.extend(items),
+                _ => bail!("APPEND to a non-list"),
+            }
+            Ok(())
+        }
+
+        fn extend_dict(&mut self, dict: usize, items: Vec<usize>) -> anyhow::Result<()> {
+            if !items.len().is_multiple_of(2) {
+                bail!("odd number of items for a dict");
+            }
+            let pairs = items.chunks(2).map(|p| (p[0], p[1]));
+            match &mut self.nodes[dict] {
+                Node::Dict(d) => d.extend(pairs),
+                _ => bail!("SETITEM on a non-dict"),
+            }
+            Ok(())
+        }
+
+        fn memoize(&mut self, idx: u32) -> anyhow::Result<()> {
+            let top = self.top()?;
+            self.memo.insert(idx, top);
+            Ok(())
+        }
+
+        fn get(&mut self, idx: u32) -> anyhow::Result<()> {
+            let node = *self
+                .memo
+                .get(&idx)
+                .with_context(|| format!("memo {idx} missing"))?;
+            self.stack.push(node);
+            Ok(())
+        }
+
+        fn run(&mut self) -> anyhow::Result<usize> {
+            loop {
+                let op = self.u8()?;
+                match op {
+                    0x80 => {
+                        let proto = self.u8()?;
+                        if proto > 5 {
+                            bail!("pickle protocol {proto}");
+                        }
+                    }
+                    0x95 => {
+                        self.u64()?; // FRAME: length of the frame that follows
+                    }
+                    b'.' => return self.pop(),
+                    b'(' => self.marks.push(self.stack.len()),
+                    b'0' => {
+                        self.pop()?;
+                    }
+                    b'1' => {
+                        self.pop_mark()?;
+                    }
+                    b'}' => self.push(Node::Dict(Vec::new())),
+                    b']' => self.push(Node::List(Vec::new())),
+                    b')' => self.push(Node::Tuple(Vec::new())),
+                    b'd' => {
+                        let items = self.pop_mark()?;
+                        self.push(Node::Dict(Vec::new()));
+                        let d = self.top()?;
+                        self.extend_dict(d, items)?;
+                    }
+                    b'l' => {
+                        let items = self.pop_mark()?;
+                        self.push(Node::List(items));
+                    }
+                    b't' => {
+                        let items = self.pop_mark()?;
+                        self.push(Node::Tuple(items));
+                    }
+                    0x85..=0x87 => {
+                        let n = usize::from(op - 0x84);
+                        if self.stack.len() < n {
+                            bail!("stack underflow");
+                        }
+                        let items = self.stack.split_off(self.stack.len() - n);
+                        self.push(Node::Tuple(items));
+                    }
+                    b'a' => {
+                        let v = self.pop()?;
+                        let l = self.top()?;
+                        self.extend_list(l, vec![v])?;
+                    }
+                    b'e' => {
+                        let items = self.pop_mark()?;
+                        let l = self.top()?;
+                        self.extend_list(l, items)?;
+                    }
+                    b's' => {
+                        let v = self.pop()?;
+                        let k = self.pop()?;
+                        let d = self.top()?;
+                        self.extend_dict(d, vec![k, v])?;
+                    }
+                    b'u' => {
+                        let items = self.pop_mark()?;
+                        let d = self.top()?;
+                        self.extend_dict(d, items)?;
+                    }
+                    b'N' => self.atom(Value::None),
+                    0x88 => self.atom(Value::Bool(true)),
+                    0x89 => self.atom(Value::Bool(false)),
+                    b'K' => {
+                        let v = self.u8()?;
+                        self.atom(Value::I64(i64::from(v)));
+                    }
+                    b'M' => {
+                        let b = self.take(2)?;
+                        let v = u16::from_le_bytes([b[0], b[1]]);
+                        self.atom(Value::I64(i64::from(v)));
+                    }
+                    b'J' => {
+                        let v = self.u32()? as i32;
+                        self.atom(Value::I64(i64::from(v)));
+                    }
+                    0x8a => {
+                        let n = usize::from(self.u8()?);
+                        if n > 8 {
+                            bail!("integer of {n} bytes: wider than 64 bits");
+                        }
+                        let b = self.take(n)?;
+                        let fill = if b.last().is_some_and(|&x| x & 0x80 != 0) {
+                            0xff
+                        } else {
+                            0
+                        };
+                        let mut le = [fill; 8];
+                        le[..n].copy_from_slice(b);
+                        self.atom(Value::I64(i64::from_le_bytes(le)));
+                    }
+                    b'G' => {
+                        let v = f64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes"));
+                        self.atom(Value::F64(v));
+                    }
+                    0x8c => {
+                        let n = usize::from(self.u8()?);
+                        self.string(n)?;
+                    }
+                    b'X' => {
+                        let n = self.u32()? as usize;
+                        self.string(n)?;
+                    }
+                    0x8d => {
+                        let n = usize::try_from(self.u64()?).context("string too long")?;
+                        self.string(n)?;
+                    }
+                    b'C' => {
+                        let n = usize::from(self.u8()?);
+                        self.bytes(n)?;
+                    }
+                    b'B' => {
+                        let n = self.u32()? as usize;
+                        self.bytes(n)?;
+                    }
+                    0x8e => {
+                        let n = usize::try_from(self.u64()?).context("bytes too long")?;
+                        self.bytes(n)?;
+                    }
+                    0x94 => {
+                        let idx = u32::try_from(self.memo.len()).context("memo too large")?;
+                        self.memoize(idx)?;
+                    }
+                    b'q' => {
+                        let idx = u32::from(self.u8()?);
+                        self.memoize(idx)?;
+                    }
+                    b'r' => {
+                        let idx = self.u32()?;
+                        self.memoize(idx)?;
+                    }
+                    b'h' => {
+                        let idx = u32::from(self.u8()?);
+                        self.get(idx)?;
+                    }
+                    b'j' => {
+                        let idx = self.u32()?;
+                        self.get(idx)?;
+                    }
+                    _ => bail!("unsupported pickle opcode {op:#04x} (not plain data)"),
+                }
+            }
+        }
+
+        fn build(&self, idx: usize, depth: usize) -> anyhow::Result<Value> {
+            if depth > MAX_DEPTH {
+                bail!("containers nested more than {MAX_DEPTH} deep (or a recursive structure)");
+            }
+            let items = |ids: &[usize]| {
+                ids.iter()
+                    .map(|&i| self.build(i, depth + 1))
+                    .collect::<anyhow::Result<Vec<_>>>()
+            };
+            Ok(match &self.nodes[idx] {
+                Node::Atom(v) => v.clone(),
+                Node::List(l) => Value::List(items(l)?),
+                Node::Tuple(t) => Value::Tuple(items(t)?),
+                Node::Dict(pairs) => {
+                    let mut map = std::collections::BTreeMap::new();
+                    for &(k, v) in pairs {
+                        let key = self
+                            .build(k, depth + 1)?
+                            .into_hashable()
+                            .context("unhashable dict key")?;
+                        map.insert(key, self.build(v, depth + 1)?);
+                    }
+                    Value::Dict(map)
+                }
+            })
+        }
+    }
 }
 
 #[cfg(test)]
@@ -365,11 +775,25 @@ mod tests {
     fn summary_of_a_cuprof_snapshot() {
         let mut t = MemoryTimeline::default();
         let stack: Arc<[CoreFrame]> = Arc::from(vec![
-            CoreFrame { filename: "??".into(), line: 0, name: "torch::unwind::unwind()".into() },
-            CoreFrame { filename: "train.py".into(), line: 42, name: "forward".into() },
+            CoreFrame {
+                filename: "??".into(),
+                line: 0,
+                name: "torch::unwind::unwind()".into(),
+            },
+            CoreFrame {
+                filename: "train.py".into(),
+                line: 42,
+                name: "forward".into(),
+            },
         ]);
-        t.record(&rec(MemoryOp::Alloc, 0x1000_0000, 2 * MIB, 5_000_000, 1), None);
-        t.record(&rec(MemoryOp::Alloc, 0x2000_0000, 20 * MIB, 7_500_000, 1), Some(stack));
+        t.record(
+            &rec(MemoryOp::Alloc, 0x1000_0000, 2 * MIB, 5_000_000, 1),
+            None,
+        );
+        t.record(
+            &rec(MemoryOp::Alloc, 0x2000_0000, 20 * MIB, 7_500_000, 1),
+            Some(stack),
+        );
         t.record(&rec(MemoryOp::Free, 0x2000_0000, 0, 9_000_000, 1), None);
         let snap = Snapshot::from_pickle(&t.snapshot_pickle()).unwrap();
         let sum = summarize(&snap);
@@ -377,8 +801,19 @@ mod tests {
         let d = &sum[0];
         assert_eq!((d.device, d.start, d.peak), (1, 0, 22 * MIB as i64));
         let e = d.peak_entry.as_ref().unwrap();
-        assert_eq!((e.action.as_str(), e.addr, e.time_us), ("segment_alloc", 0x2000_0000, 7_500));
-        assert_eq!((d.live_segments, d.live_bytes, d.active_blocks, d.active_bytes), (1, 2 * MIB as i64, 1, 2 * MIB as i64));
+        assert_eq!(
+            (e.action.as_str(), e.addr, e.time_us),
+            ("segment_alloc", 0x2000_0000, 7_500)
+        );
+        assert_eq!(
+            (
+                d.live_segments,
+                d.live_bytes,
+                d.active_blocks,
+                d.active_bytes
+            ),
+            (1, 2 * MIB as i64, 1, 2 * MIB as i64)
+        );
         assert_eq!(d.entries, 3);
         let text = render("x.pickle", &sum, 12);
         assert_eq!(
@@ -410,13 +845,22 @@ mod tests {
         let d = &sum[0];
         assert_eq!((d.start, d.peak), (20 * MIB as i64, 22 * MIB as i64));
         let text = render("y", &sum, 12);
-        assert!(text.contains("stack:          no stacks recorded (run with --with-stack)"), "{text}");
-        assert!(text.contains("reserved before the first entry: 20.0 MiB (20971520 bytes)"), "{text}");
+        assert!(
+            text.contains("stack:          no stacks recorded (run with --with-stack)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("reserved before the first entry: 20.0 MiB (20971520 bytes)"),
+            "{text}"
+        );
 
         // Only frees: the peak is the starting level.
         snap.device_traces[0].remove(0);
         let sum = summarize(&snap);
-        assert_eq!((sum[0].start, sum[0].peak, sum[0].peak_entry.is_none()), (22 * MIB as i64, 22 * MIB as i64, true));
+        assert_eq!(
+            (sum[0].start, sum[0].peak, sum[0].peak_entry.is_none()),
+            (22 * MIB as i64, 22 * MIB as i64, true)
+        );
         assert!(render("y", &sum, 12).contains("before the first trace entry"));
     }
 
@@ -429,6 +873,79 @@ mod tests {
         let not_a_snapshot = serde_pickle::to_vec(&vec![1, 2], Default::default()).unwrap();
         let err = Snapshot::from_pickle(&not_a_snapshot).unwrap_err();
         assert!(format!("{err:#}").contains("not a dict"), "{err:#}");
+    }
+
+    /// The fallback decoder gives exactly what serde-pickle gives, on cuprof's pickles and
+    /// on pickles written by CPython (memoized dicts and lists, shared objects).
+    #[test]
+    fn fallback_decoder_matches_serde_pickle() {
+        let mut t = MemoryTimeline::new(3);
+        let stack: Arc<[CoreFrame]> = Arc::from(vec![CoreFrame {
+            filename: "a.py".into(),
+            line: 1,
+            name: "f".into(),
+        }]);
+        for i in 0..5u64 {
+            t.record(
+                &rec(
+                    MemoryOp::Alloc,
+                    0x1000_0000 + i * 0x100_0000,
+                    (i + 1) * MIB,
+                    i,
+                    (i % 2) as u32,
+                ),
+                Some(stack.clone()),
+            );
+        }
+        t.allocator_settings_mut().garbage_collection_threshold = 0.5;
+        let bytes = t.snapshot_pickle();
+        let via_serde = serde_pickle::value_from_slice(&bytes, DeOptions::new()).unwrap();
+        assert_eq!(unpickle::value(&bytes).unwrap(), via_serde);
+
+        let value = serde_pickle::value_from_slice(&bytes, DeOptions::new()).unwrap();
+        for (proto, opts) in [
+            (3, serde_pickle::SerOptions::new()),
+            (2, serde_pickle::SerOptions::new().proto_v2()),
+        ] {
+            let bytes = serde_pickle::value_to_vec(&value, opts).unwrap();
+            assert_eq!(unpickle::value(&bytes).unwrap(), value, "proto {proto}");
+        }
+    }
+
+    /// A CPython protocol-4 pickle of `{"a": [x, x], "b": (1, -2, 2**40, 1.5, None, True, b"z")}`
+    /// with `x = {"name": "n", "line": 3}` shared: serde-pickle fails on it, the fallback does not.
+    #[test]
+    fn shared_containers_written_by_cpython() {
+        let bytes: &[u8] = b"\x80\x04\x95L\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x01a\x94]\x94(}\x94(\x8c\x04name\x94\x8c\x01n\x94\x8c\x04line\x94K\x03uh\x03e\x8c\x01b\x94(K\x01J\xfe\xff\xff\xff\x8a\x06\x00\x00\x00\x00\x00\x01G?\xf8\x00\x00\x00\x00\x00\x00N\x88C\x01z\x94t\x94u.";
+        assert!(matches!(
+            serde_pickle::value_from_slice(bytes, DeOptions::new()),
+            Err(serde_pickle::Error::Syntax(
+                serde_pickle::ErrorCode::Recursive
+            ))
+        ));
+        let v = read_value(bytes).unwrap();
+        let x = get(&v, "a")
+            .map(|a| list(a, "a").unwrap().to_vec())
+            .unwrap();
+        assert_eq!(x.len(), 2);
+        assert_eq!(x[0], x[1]);
+        assert_eq!(get(&x[1], "name"), Some(&Value::String("n".into())));
+        assert_eq!(get(&x[1], "line"), Some(&Value::I64(3)));
+        assert_eq!(
+            get(&v, "b"),
+            Some(&Value::Tuple(vec![
+                Value::I64(1),
+                Value::I64(-2),
+                Value::I64(1 << 40),
+                Value::F64(1.5),
+                Value::None,
+                Value::Bool(true),
+                Value::Bytes(b"z".to_vec()),
+            ]))
+        );
+        assert!(unpickle::value(b"\x80\x04\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01.").is_err());
+        assert!(unpickle::value(b"\x80\x04c__builtin__\nset\n.").is_err());
+        assert!(unpickle::value(b"\x80\x04]\x94(").is_err());
     }
 
     #[test]

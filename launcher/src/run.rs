@@ -43,8 +43,24 @@ Files go to --dir (default $CACHE_DIT_TORCH_PROFILER_DIR, else /tmp/cache_dit_pr
 Every option has a CUPROF_* environment variable equivalent (see docs/env.md).";
 
 #[derive(Args, Debug)]
-#[command(after_help = EXAMPLES)]
+#[command(after_help = EXAMPLES, override_usage = "cuprof run [OPTIONS] -- <CMD> [ARGS]...")]
 pub struct RunArgs {
+    /// Boxed: the options are large, and `RunArgs` is one variant of the command enum.
+    #[command(flatten)]
+    opts: Box<Options>,
+
+    /// The program to run, and its arguments (after `--`)
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    command: Vec<OsString>,
+}
+
+#[derive(Args, Debug)]
+struct Options {
     /// Trace file name prefix [default: profile_UNIXTIME, the same for every rank]
     #[arg(long, value_name = "NAME", value_parser = file_prefix)]
     name: Option<String>,
@@ -119,15 +135,6 @@ pub struct RunArgs {
     /// Load this libcupti instead of searching for it
     #[arg(long, value_name = "PATH")]
     cupti: Option<PathBuf>,
-
-    /// The program to run, and its arguments (after `--`)
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "CMD"
-    )]
-    command: Vec<OsString>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -226,7 +233,7 @@ fn ld_preload(lib: &Path, existing: Option<&OsStr>) -> Result<OsString> {
 
 /// The variables the program gets (on top of the launcher's own environment).
 fn child_env(
-    a: &RunArgs,
+    a: &Options,
     preload: OsString,
     report_file: Option<&Path>,
     now_unix: u64,
@@ -477,7 +484,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let env = child_env(&a, preload, report_file.as_deref(), now)?;
+    let env = child_env(&a.opts, preload, report_file.as_deref(), now)?;
 
     let mut cmd = Command::new(&a.command[0]);
     cmd.args(&a.command[1..]).envs(env);
@@ -591,7 +598,7 @@ mod tests {
             "x",
         ]);
         assert_eq!(a.command, ["python", "-c", "x"]);
-        let env = child_env(&a, "/l.so".into(), None, 1234).unwrap();
+        let env = child_env(&a.opts, "/l.so".into(), None, 1234).unwrap();
         let get = |k: &str| {
             env.iter()
                 .find(|(n, _)| *n == k)
@@ -609,7 +616,7 @@ mod tests {
     #[test]
     fn command_without_double_dash() {
         let a = args(&["--active", "2", "python", "train.py", "--active", "5"]);
-        assert_eq!(a.active, Some(2));
+        assert_eq!(a.opts.active, Some(2));
         assert_eq!(a.command, ["python", "train.py", "--active", "5"]);
     }
 
@@ -638,10 +645,10 @@ mod tests {
             "x",
         ]);
         assert!(matches!(
-            a.capture_range,
+            a.opts.capture_range,
             Some(CaptureRange::CudaProfilerApi)
         ));
-        assert!(matches!(a.api, Some(Api::All)));
+        assert!(matches!(a.opts.api, Some(Api::All)));
     }
 
     #[test]

@@ -73,7 +73,6 @@ def main():
             "cuprof as idle; idle figures will differ by their duration"
         )
 
-    _, kernel_type_df = None, None
     kt = analyzer.get_gpu_kernel_breakdown(visualize=False, include_memory_kernels=True)
     kernel_type_df = kt[0]
     hta = {"compute": 0.0, "communication": 0.0, "memory": 0.0}

@@ -216,7 +216,23 @@ impl Trace {
     }
 }
 
-pub fn tempdir(tag: &str) -> PathBuf {
+/// A scratch directory removed when dropped.
+pub struct Tmp(pub PathBuf);
+
+impl std::ops::Deref for Tmp {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn tempdir(tag: &str) -> Tmp {
     let d = std::env::temp_dir().join(format!(
         "cuprof-{tag}-{}-{}",
         std::process::id(),
@@ -226,7 +242,7 @@ pub fn tempdir(tag: &str) -> PathBuf {
             .as_nanos()
     ));
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Tmp(d)
 }
 
 pub fn cuprof(args: &[&str]) -> Output {
@@ -257,3 +273,52 @@ pub fn read_gz_json(path: &Path) -> serde_json::Value {
     let f = std::fs::File::open(path).unwrap();
     serde_json::from_reader(flate2::read::MultiGzDecoder::new(std::io::BufReader::new(f))).unwrap()
 }
+
+pub const MAIN: i64 = 100;
+pub const OTHER: i64 = 200;
+
+/// One rank, device 0, streams 7 and 13 (times in ns after the base):
+///
+/// | op | launch (thread 100) | runs | bucket |
+/// | Memcpy HtoD 1 MB | 50 µs, no range | 100-200 µs s7 | (no NVTX range) |
+/// | flash_attn | 250 µs in forward>attention | 300-500 s7 | attention |
+/// | gemm | 150 µs in forward | 500-800 s7 | forward |
+/// | gemm | 1200 µs in backward | 1200-1500 s7 | backward |
+/// | ncclDevKernel_AllReduce | 1300 µs in backward | 1400-1900 s13 | backward |
+/// | Memset 4 KiB | no launch record | 2000-2050 s7 | (no launch record) |
+/// | gemm | 2650 µs, no range | 2700-3000 s7 | (no NVTX range) |
+///
+/// Steps 1, 2, 3, 4 ms (the first three report 100 units of work). A CPU
+/// cudaDeviceSynchronize 2100-2600 µs and a Context Sync 1900-1950 µs make 550 µs of the idle
+/// time sync wait. Thread 200 has a range over everything that must capture nothing.
+pub fn sample() -> Trace {
+    let mut t = Trace::new(0, 1);
+    t.metadata(&[0], &[(0, 7), (0, 13)], &[MAIN, OTHER]);
+    t.step(0, MAIN, 0, 1_000_000, Some(100.0));
+    t.step(1, MAIN, 1_000_000, 2_000_000, Some(100.0));
+    t.step(2, MAIN, 3_000_000, 3_000_000, Some(100.0));
+    t.step(3, MAIN, 6_000_000, 4_000_000, None);
+    t.range("forward", MAIN, 100_000, 600_000);
+    t.range("attention", MAIN, 200_000, 200_000);
+    t.range("backward", MAIN, 1_100_000, 900_000);
+    t.range("other_thread", OTHER, 0, 10_000_000);
+    t.copy("Memcpy HtoD (Pageable -> Device)", MAIN, 50_000, 0, 7, 100_000, 100_000, 1_000_000);
+    t.launch("flash_attn", MAIN, 250_000, 0, 7, 300_000, 200_000);
+    t.launch("gemm", MAIN, 150_000, 0, 7, 500_000, 300_000);
+    t.launch("gemm", MAIN, 1_200_000, 0, 7, 1_200_000, 300_000);
+    t.launch("ncclDevKernel_AllReduce_Sum_f32_RING_LL", MAIN, 1_300_000, 0, 13, 1_400_000, 500_000);
+    t.memset(0, 7, 2_000_000, 50_000, 999, 4096);
+    let c = t.corr();
+    t.runtime("cudaDeviceSynchronize", MAIN, 2_100_000, 500_000, c);
+    t.sync("Context Sync", 0, -1, 1_900_000, 50_000, c);
+    t.launch("gemm", MAIN, 2_650_000, 0, 7, 2_700_000, 300_000);
+    t.x("gpu_user_annotation", "forward", 0, 7, 300_000, 500_000, "");
+    t.events.push(
+        r#"{"ph": "C", "cat": "cuda_memory", "name": "GPU 0 Memory", "pid": 0, "tid": 0, "ts": 100.000, "args": {"reserved_bytes": 1048576}}"#
+            .into(),
+    );
+    t.window_end(10_000_000);
+    t.stats = Some(r#"{"events": 40, "dropped_channel": 3, "dropped_cupti": 2, "dropped_buffers": 0, "kernels_without_timestamps": 1, "memory_events_dropped": 0, "complete": true}"#.into());
+    t
+}
+

@@ -256,7 +256,12 @@ fn graph_id(name: &[u8]) -> u32 {
 
 /// cudaGraphLaunch of a graph of `n` kernel nodes, all sharing the launch's correlation id.
 pub fn launch_graph(l: &KernelLaunch, name: &[u8], n: u32) -> u32 {
-    let call = ApiCall::begin(DOMAIN_RUNTIME, cbid::CUDA_GRAPH_LAUNCH, std::ptr::null(), true);
+    let call = ApiCall::begin(
+        DOMAIN_RUNTIME,
+        cbid::CUDA_GRAPH_LAUNCH,
+        std::ptr::null(),
+        true,
+    );
     let t0 = call.start;
     call.record(t0 + 2000);
     let gid = graph_id(name);
@@ -312,7 +317,11 @@ pub fn memcpy(m: &Memcpy) -> u32 {
         true,
     );
     let (start, end) = schedule(m.device, m.stream, t0 + 5000, m.duration);
-    let drv_end = if m.is_async { drv.start + 1500 } else { end + 500 };
+    let drv_end = if m.is_async {
+        drv.start + 1500
+    } else {
+        end + 500
+    };
     drv.record(drv_end);
     let driver_corr = drv.corr;
     drv.finish();

@@ -188,35 +188,39 @@ pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: c_int) -> c
 /// H100 SXM values for the `CUdevice_attribute` numbers of cuda.h (13.0).
 pub fn device_attribute(attrib: c_int) -> Option<c_int> {
     Some(match attrib {
-        1 => 1024,    // MAX_THREADS_PER_BLOCK
-        2 => 1024,    // MAX_BLOCK_DIM_X
-        3 => 1024,    // MAX_BLOCK_DIM_Y
-        4 => 64,      // MAX_BLOCK_DIM_Z
-        5 => i32::MAX, // MAX_GRID_DIM_X
-        6 => 65535,   // MAX_GRID_DIM_Y
-        7 => 65535,   // MAX_GRID_DIM_Z
-        8 => 49152,   // MAX_SHARED_MEMORY_PER_BLOCK
-        9 => 65536,   // TOTAL_CONSTANT_MEMORY
-        10 => 32,     // WARP_SIZE
-        12 => 65536,  // MAX_REGISTERS_PER_BLOCK
-        13 => 1_980_000, // CLOCK_RATE (kHz)
-        16 => 132,    // MULTIPROCESSOR_COUNT
-        36 => 2_619_000, // MEMORY_CLOCK_RATE (kHz)
-        37 => 5120,   // GLOBAL_MEMORY_BUS_WIDTH
+        1 => 1024,        // MAX_THREADS_PER_BLOCK
+        2 => 1024,        // MAX_BLOCK_DIM_X
+        3 => 1024,        // MAX_BLOCK_DIM_Y
+        4 => 64,          // MAX_BLOCK_DIM_Z
+        5 => i32::MAX,    // MAX_GRID_DIM_X
+        6 => 65535,       // MAX_GRID_DIM_Y
+        7 => 65535,       // MAX_GRID_DIM_Z
+        8 => 49152,       // MAX_SHARED_MEMORY_PER_BLOCK
+        9 => 65536,       // TOTAL_CONSTANT_MEMORY
+        10 => 32,         // WARP_SIZE
+        12 => 65536,      // MAX_REGISTERS_PER_BLOCK
+        13 => 1_980_000,  // CLOCK_RATE (kHz)
+        16 => 132,        // MULTIPROCESSOR_COUNT
+        36 => 2_619_000,  // MEMORY_CLOCK_RATE (kHz)
+        37 => 5120,       // GLOBAL_MEMORY_BUS_WIDTH
         38 => 52_428_800, // L2_CACHE_SIZE
-        39 => 2048,   // MAX_THREADS_PER_MULTIPROCESSOR
-        75 => 9,      // COMPUTE_CAPABILITY_MAJOR
-        76 => 0,      // COMPUTE_CAPABILITY_MINOR
-        81 => 233_472, // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
-        82 => 65536,  // MAX_REGISTERS_PER_MULTIPROCESSOR
-        97 => 232_448, // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
-        106 => 32,    // MAX_BLOCKS_PER_MULTIPROCESSOR
+        39 => 2048,       // MAX_THREADS_PER_MULTIPROCESSOR
+        75 => 9,          // COMPUTE_CAPABILITY_MAJOR
+        76 => 0,          // COMPUTE_CAPABILITY_MINOR
+        81 => 233_472,    // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
+        82 => 65536,      // MAX_REGISTERS_PER_MULTIPROCESSOR
+        97 => 232_448,    // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+        106 => 32,        // MAX_BLOCKS_PER_MULTIPROCESSOR
         _ => return None,
     })
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuDeviceGetAttribute(value: *mut c_int, attrib: c_int, dev: c_int) -> c_int {
+pub unsafe extern "C" fn cuDeviceGetAttribute(
+    value: *mut c_int,
+    attrib: c_int,
+    dev: c_int,
+) -> c_int {
     guard(CUDA_ERROR_UNKNOWN, || {
         if value.is_null() {
             return CUDA_ERROR_INVALID_VALUE;

@@ -150,6 +150,61 @@ pub unsafe extern "C" fn cuptiGetTimestamp(timestamp: *mut u64) -> u32 {
 
 // ------------------------------------------------------------------ subscriber
 
+/// `CUpti_SubscriberParams` (cupti_callbacks.h, 13.0): structSize @0, subscriberName @8,
+/// oldSubscriberName @16, oldSubscriberSize @24.
+#[repr(C)]
+pub struct SubscriberParams {
+    pub struct_size: usize,
+    pub subscriber_name: *const c_char,
+    pub old_subscriber_name: *mut c_char,
+    pub old_subscriber_size: usize,
+}
+
+/// `CUPTI_SUBSCRIBER_NAME_MAX_LEN`.
+const SUBSCRIBER_NAME_MAX_LEN: usize = 53;
+
+fn subscribe(
+    subscriber: *mut usize,
+    callback: Option<CallbackFn>,
+    userdata: *mut c_void,
+    name: Option<String>,
+    old_name_out: Option<(*mut c_char, usize)>,
+) -> u32 {
+    state::SUBSCRIBE_CALLS.fetch_add(1, Relaxed);
+    if let Some(code) = state::fail().subscribe {
+        return code;
+    }
+    if subscriber.is_null() {
+        return INVALID_PARAMETER;
+    }
+    let mut cur = lock(&state::SUBSCRIBER);
+    if let Some(existing) = cur.as_ref() {
+        if let Some((out, size)) = old_name_out {
+            let old = existing.name.as_deref().unwrap_or("CUPTI");
+            let n = old.len().min(size.saturating_sub(1));
+            if size > 0 {
+                // SAFETY: the caller gave `size` writable bytes at `out`; n + 1 <= size.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(old.as_ptr(), out as *mut u8, n);
+                    *out.add(n) = 0;
+                }
+            }
+        }
+        return MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    }
+    // An opaque, unique, never-freed handle (CUpti_SubscriberHandle is a pointer).
+    let handle = Box::into_raw(Box::new(0u64)) as usize;
+    *cur = Some(state::Subscriber {
+        handle,
+        callback,
+        userdata: userdata as usize,
+        name,
+    });
+    // SAFETY: checked non-null; the caller passes a writable CUpti_SubscriberHandle.
+    unsafe { *subscriber = handle };
+    SUCCESS
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn cuptiSubscribe(
     subscriber: *mut usize,
@@ -157,27 +212,38 @@ pub unsafe extern "C" fn cuptiSubscribe(
     userdata: *mut c_void,
 ) -> u32 {
     guard(UNKNOWN, || {
-        state::SUBSCRIBE_CALLS.fetch_add(1, Relaxed);
-        if let Some(code) = state::fail().subscribe {
-            return code;
+        subscribe(subscriber, callback, userdata, None, None)
+    })
+}
+
+/// 13.0's named variant; the same single-subscriber rule (cupti_callbacks.h). On error 39
+/// it writes the current subscriber's name into `oldSubscriberName`. (Real 12.9 does not
+/// export it; the double always does.)
+#[no_mangle]
+pub unsafe extern "C" fn cuptiSubscribe_v2(
+    subscriber: *mut usize,
+    callback: Option<CallbackFn>,
+    userdata: *mut c_void,
+    params: *mut SubscriberParams,
+) -> u32 {
+    guard(UNKNOWN, || {
+        if params.is_null() {
+            return subscribe(subscriber, callback, userdata, None, None);
         }
-        if subscriber.is_null() {
+        // SAFETY: non-null CUpti_SubscriberParams from the caller.
+        let p = unsafe { &*params };
+        if p.struct_size == 0 {
             return INVALID_PARAMETER;
         }
-        let mut cur = lock(&state::SUBSCRIBER);
-        if cur.is_some() {
-            return MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
-        }
-        // An opaque, unique, never-freed handle (CUpti_SubscriberHandle is a pointer).
-        let handle = Box::into_raw(Box::new(0u64)) as usize;
-        *cur = Some(state::Subscriber {
-            handle,
-            callback,
-            userdata: userdata as usize,
+        let name = (!p.subscriber_name.is_null()).then(|| {
+            // SAFETY: a NUL-terminated name from the caller.
+            let n = unsafe { std::ffi::CStr::from_ptr(p.subscriber_name) }.to_string_lossy();
+            let n: String = n.chars().take(SUBSCRIBER_NAME_MAX_LEN).collect();
+            format!("CUPTI for {n}")
         });
-        // SAFETY: checked non-null; the caller passes a writable CUpti_SubscriberHandle.
-        unsafe { *subscriber = handle };
-        SUCCESS
+        let old = (!p.old_subscriber_name.is_null())
+            .then_some((p.old_subscriber_name, p.old_subscriber_size));
+        subscribe(subscriber, callback, userdata, name, old)
     })
 }
 
@@ -204,7 +270,12 @@ pub extern "C" fn cuptiUnsubscribe(subscriber: usize) -> u32 {
 }
 
 #[no_mangle]
-pub extern "C" fn cuptiEnableCallback(enable: u32, subscriber: usize, domain: u32, cbid: u32) -> u32 {
+pub extern "C" fn cuptiEnableCallback(
+    enable: u32,
+    subscriber: usize,
+    domain: u32,
+    cbid: u32,
+) -> u32 {
     guard(UNKNOWN, || {
         if !is_current(subscriber) || domain == 0 || domain > DOMAIN_MAX {
             return INVALID_PARAMETER;
@@ -270,7 +341,14 @@ pub fn fire_callback(domain: u32, cbid: u32, data: &CallbackData) {
     };
     // SAFETY: CUPTI's contract for CUpti_CallbackFunc: (userdata, domain, cbid,
     // const CUpti_CallbackData*), valid for the duration of the call.
-    unsafe { cb(userdata as *mut c_void, domain, cbid, data as *const _ as *const c_void) };
+    unsafe {
+        cb(
+            userdata as *mut c_void,
+            domain,
+            cbid,
+            data as *const _ as *const c_void,
+        )
+    };
 }
 
 // ------------------------------------------------------------------ activity settings
@@ -433,6 +511,25 @@ pub extern "C" fn cuptiActivityEnableLatencyTimestamps(enable: u8) -> u32 {
     })
 }
 
+/// Accepted and otherwise ignored: switches of real CUPTI 13.0 that change nothing the
+/// double simulates.
+macro_rules! accepted_switch {
+    ($($name:ident),* $(,)?) => {$(
+        #[no_mangle]
+        pub extern "C" fn $name(_enable: u8) -> u32 {
+            SUCCESS
+        }
+    )*};
+}
+
+accepted_switch!(
+    cuptiActivityEnableAllocationSource,
+    cuptiActivityEnableAllSyncRecords,
+    cuptiActivityEnableLaunchAttributes,
+    cuptiActivityEnableDeviceGraph,
+    cuptiActivityEnableCudaEventDeviceTimestamps,
+);
+
 // ------------------------------------------------------------------ buffers
 
 /// `CUPTI_ACTIVITY_FLAG_FLUSH_FORCED`.
@@ -539,7 +636,10 @@ pub extern "C" fn cuptiActivityPushExternalCorrelationId(kind: u32, id: u64) -> 
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuptiActivityPopExternalCorrelationId(kind: u32, last_id: *mut u64) -> u32 {
+pub unsafe extern "C" fn cuptiActivityPopExternalCorrelationId(
+    kind: u32,
+    last_id: *mut u64,
+) -> u32 {
     guard(UNKNOWN, || {
         if !state::valid_external_kind(kind) {
             return INVALID_PARAMETER;

@@ -146,7 +146,9 @@ pub extern "C" fn double_memset(
     stream: u32,
     duration_ns: u64,
 ) -> u32 {
-    guard(0, || control::memset(bytes, value, device, stream, duration_ns))
+    guard(0, || {
+        control::memset(bytes, value, device, stream, duration_ns)
+    })
 }
 
 /// 1 cudaEventSynchronize, 2 cudaStreamWaitEvent, 3 cudaStreamSynchronize,

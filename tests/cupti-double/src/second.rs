@@ -27,7 +27,9 @@ unsafe extern "C" fn requested(buffer: *mut *mut u8, size: *mut usize, max_recor
         if rc != 0 {
             p = std::ptr::null_mut();
         } else {
-            lock(&OWN).get_or_insert_with(HashSet::new).insert(p as usize);
+            lock(&OWN)
+                .get_or_insert_with(HashSet::new)
+                .insert(p as usize);
         }
         // SAFETY: CUPTI passes three valid out pointers.
         unsafe {

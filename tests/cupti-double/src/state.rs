@@ -11,8 +11,8 @@ use crate::layout::{self, kind};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_char, c_void, CStr, CString};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -98,7 +98,9 @@ static FAIL: OnceLock<Mutex<Fail>> = OnceLock::new();
 
 pub fn fail() -> MutexGuard<'static, Fail> {
     lock(FAIL.get_or_init(|| {
-        Mutex::new(parse_fail(&std::env::var("CUPTI_DOUBLE_FAIL").unwrap_or_default()))
+        Mutex::new(parse_fail(
+            &std::env::var("CUPTI_DOUBLE_FAIL").unwrap_or_default(),
+        ))
     }))
 }
 
@@ -307,6 +309,8 @@ pub struct Subscriber {
     pub handle: usize,
     pub callback: Option<CallbackFn>,
     pub userdata: usize,
+    /// "CUPTI for <name>" when it subscribed with `cuptiSubscribe_v2` and a name.
+    pub name: Option<String>,
 }
 
 pub static SUBSCRIBER: Mutex<Option<Subscriber>> = Mutex::new(None);
@@ -538,7 +542,11 @@ fn enqueue(b: Buf) {
 pub fn ensure_worker() {
     let pid = process_id() as i32;
     let prev = WORKER_PID.load(Acquire);
-    if prev == pid || WORKER_PID.compare_exchange(prev, pid, AcqRel, Acquire).is_err() {
+    if prev == pid
+        || WORKER_PID
+            .compare_exchange(prev, pid, AcqRel, Acquire)
+            .is_err()
+    {
         return;
     }
     let spawned = std::thread::Builder::new()
@@ -654,7 +662,11 @@ pub fn flush_all(forced: bool) {
             reg.retain(|s| Arc::strong_count(s) > 1 || lock(&s.buf).is_some());
             reg.clone()
         };
-        for s in slots.iter().map(|a| &**a).chain(std::iter::once(&SHARED_SLOT)) {
+        for s in slots
+            .iter()
+            .map(|a| &**a)
+            .chain(std::iter::once(&SHARED_SLOT))
+        {
             if let Some(b) = lock(&s.buf).take() {
                 out.push(b);
             }

@@ -8,6 +8,7 @@
 //! what the last step launched; CUPTI kinds are off by then, so nothing new arrives).
 
 use crate::event::*;
+use crate::memory::MemoryTimeline;
 use crate::trace_writer::{TraceMeta, TraceStats, TraceWriter};
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
@@ -60,7 +61,10 @@ pub enum Input {
 
 /// Where cycle files go: the preload library opens real files, tests use memory.
 pub trait Sink {
+    /// The trace file of `cycle`.
     fn open(&mut self, cycle: u32) -> io::Result<(Box<dyn Write + Send>, PathBuf)>;
+    /// A memory snapshot pickle, named for `unix_time`.
+    fn open_snapshot(&mut self, unix_time: u64) -> io::Result<(Box<dyn Write + Send>, PathBuf)>;
 }
 
 /// A file the session finished.
@@ -110,6 +114,10 @@ pub struct Session {
     current: Option<OpenCycle>,
     written: Vec<Written>,
     errors: Vec<String>,
+    /// Device memory, tracked over the whole run (a snapshot needs every live allocation).
+    memory: Option<MemoryTimeline>,
+    /// Memory changed since the last snapshot was written.
+    memory_dirty: bool,
 }
 
 fn is_launch(name: &str) -> bool {
@@ -143,7 +151,16 @@ impl Session {
             current: None,
             written: Vec::new(),
             errors: Vec::new(),
+            memory: None,
+            memory_dirty: false,
         }
+    }
+
+    /// Tracks device memory (MEM activity): counters in the trace, snapshots at each cycle's
+    /// end and at exit.
+    pub fn with_memory(mut self, timeline: MemoryTimeline) -> Self {
+        self.memory = Some(timeline);
+        self
     }
 
     /// Files finished so far.
@@ -164,7 +181,10 @@ impl Session {
         let result = match input {
             Input::Events(events) => {
                 for e in &events {
-                    self.event(e);
+                    match e {
+                        Event::Memory(m) => self.memory_event(m),
+                        _ => self.event(e),
+                    }
                 }
                 Ok(())
             }
@@ -250,6 +270,34 @@ impl Session {
             extents: HashMap::new(),
             unlinked: Vec::new(),
         });
+        Ok(())
+    }
+
+    fn memory_event(&mut self, m: &Memory) {
+        let Some(timeline) = self.memory.as_mut() else { return };
+        self.memory_dirty = true;
+        let Some(sample) = timeline.record(m, None) else { return };
+        if let Some(c) = self.current.as_mut().filter(|c| sample.timestamp >= c.record_from) {
+            let name = format!("GPU {} Memory", sample.device);
+            c.writer.counter(&name, sample.device, sample.timestamp, &sample.values);
+        }
+    }
+
+    /// Writes a snapshot pickle of device memory as it is now.
+    fn snapshot(&mut self) -> io::Result<()> {
+        let Some(timeline) = self.memory.as_ref() else { return Ok(()) };
+        if !self.memory_dirty {
+            return Ok(());
+        }
+        self.memory_dirty = false;
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let (mut out, path) = self.sink.open_snapshot(unix)?;
+        out.write_all(&timeline.snapshot_pickle())?;
+        out.flush()?;
+        let events = timeline.devices().map(|d| timeline.trace(d).len() as u64).sum();
+        self.written.push(Written { path, events, cycle: 0 });
         Ok(())
     }
 
@@ -354,6 +402,9 @@ impl Session {
         let mut stats = self.counters.snapshot();
         stats.complete = true;
         let end = c.record_to.unwrap_or(c.last_ts).max(c.last_ts);
+        if let Some(m) = self.memory.as_ref() {
+            stats.memory_events_dropped = m.devices().map(|d| m.dropped_events(d)).sum();
+        }
         let (mut out, events) = c.writer.finish_counted(end, &stats)?;
         out.flush()?;
         self.written.push(Written {
@@ -361,13 +412,16 @@ impl Session {
             events,
             cycle: c.cycle,
         });
-        Ok(())
+        self.snapshot()
     }
 
     /// Ends the session (program exit): closes the open cycle, a partial one included.
     pub fn finish(mut self) -> (Vec<Written>, Vec<String>) {
         if let Err(e) = self.close() {
             self.fail(e);
+        }
+        if let Err(e) = self.snapshot() {
+            self.errors.push(format!("cuprof: writing the memory snapshot failed: {e}"));
         }
         (self.written, self.errors)
     }

@@ -254,6 +254,9 @@ pub struct Transition {
     pub step: Option<u64>,
 }
 
+/// The name the design notes use for a [`Window::step`] answer.
+pub type StepTransition = Transition;
+
 impl Transition {
     fn none(phase: Phase) -> Transition {
         Transition {

@@ -3,6 +3,7 @@
 
 use crate::{control, hooks, phase, say, tracer, Msg, Phase, Tracer, TRACER};
 use cuprof_core::config::Config;
+use cuprof_core::memory::MemoryTimeline;
 use cuprof_core::session::{Action, Session, Sink, Written};
 use cuprof_core::config::report::ReportLine;
 use cuprof_core::trace_writer::{base_time_ns, TraceMeta};
@@ -39,6 +40,13 @@ impl Sink for FileSink {
             say(&note);
         }
         Ok((Box::new(std::io::BufWriter::with_capacity(1 << 20, unique.file)), unique.path))
+    }
+
+    fn open_snapshot(&mut self, unix_time: u64) -> std::io::Result<(Box<dyn Write + Send>, PathBuf)> {
+        std::fs::create_dir_all(&self.dir)?;
+        let file_name = cuprof_core::config::memory_file_name(&self.name, self.rank, unix_time);
+        let unique = cuprof_core::config::unique_path(&self.dir, &file_name, std::process::id())?;
+        Ok((Box::new(std::io::BufWriter::new(unique.file)), unique.path))
     }
 }
 
@@ -91,13 +99,10 @@ pub fn spawn(cfg: &Config, tracer: Tracer, rx: Receiver<Msg>) -> Result<(), Stri
         rank: cfg.rank.rank,
         multi_cycle: cfg.capture.multi_cycle(),
     };
-    let session = Session::new(
-        meta,
-        cfg.gzip_level,
-        cfg.flush_interval,
-        Box::new(sink),
-        counters,
-    );
+    let mut session = Session::new(meta, cfg.gzip_level, cfg.flush_interval, Box::new(sink), counters);
+    if cfg.activities.mem {
+        session = session.with_memory(MemoryTimeline::new(cfg.max_mem_events as usize));
+    }
     let handle = std::thread::Builder::new()
         .name("cuprof-writer".into())
         .spawn(move || crate::guard((), || run(session, rx)))
@@ -169,6 +174,13 @@ fn report(session: Session) {
     }
     let Some(t) = TRACER.get() else { return };
     let stats = t.counters.snapshot();
+    // Under `cuprof run` the launcher prints the lines once the program has ended (stderr may be
+    // closed by then, or interleaved with the program's own output).
+    let say = |m: &str| {
+        if t.report_file.is_none() {
+            say(m)
+        }
+    };
     let lost = stats.dropped_channel + stats.dropped_cupti + stats.dropped_buffers;
     let mut lines = Vec::new();
     for Written { path, events, .. } in &written {

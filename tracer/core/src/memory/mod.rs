@@ -352,7 +352,9 @@ impl MemoryTimeline {
     /// The device's current counter values, stamped with the time of the last change;
     /// `None` for a device never seen.
     pub fn counter(&self, device: u32) -> Option<CounterSample> {
-        self.devices.get(&device).map(|d| d.sample(device, d.last_change))
+        self.devices
+            .get(&device)
+            .map(|d| d.sample(device, d.last_change))
     }
 
     /// Devices that had at least one record, in ascending order.
@@ -367,7 +369,9 @@ impl MemoryTimeline {
 
     /// Live bytes of one CUPTI memory kind now (kinds outside 1..=7 share one total).
     pub fn bytes_of_kind(&self, device: u32, memory_kind: u32) -> u64 {
-        self.devices.get(&device).map_or(0, |d| d.bytes_by_slot[kind_slot(memory_kind)])
+        self.devices
+            .get(&device)
+            .map_or(0, |d| d.bytes_by_slot[kind_slot(memory_kind)])
     }
 
     /// The highest reserved device memory so far (over the whole run, including any time
@@ -378,15 +382,20 @@ impl MemoryTimeline {
 
     /// Live device-memory segments now.
     pub fn live(&self, device: u32) -> LiveMemory {
-        self.devices.get(&device).map_or_else(LiveMemory::default, |d| LiveMemory {
-            segments: d.segments.len(),
-            bytes: d.bytes_by_slot[DEVICE_SLOT],
-        })
+        self.devices
+            .get(&device)
+            .map_or_else(LiveMemory::default, |d| LiveMemory {
+                segments: d.segments.len(),
+                bytes: d.bytes_by_slot[DEVICE_SLOT],
+            })
     }
 
     /// The kept trace entries of a device, oldest first.
     pub fn trace(&self, device: u32) -> impl ExactSizeIterator<Item = &TraceEntry> + '_ {
-        self.devices.get(&device).map(|d| d.trace.iter()).unwrap_or_default()
+        self.devices
+            .get(&device)
+            .map(|d| d.trace.iter())
+            .unwrap_or_default()
     }
 
     /// Trace entries dropped (oldest first) to keep `max_events` on this device. The
@@ -414,7 +423,10 @@ impl MemoryTimeline {
     /// directory and a rename, so a reader never sees half a file.
     pub fn write_snapshot(&self, path: &Path) -> Result<(), SnapshotError> {
         let bytes = self.snapshot_pickle();
-        let err = |source| SnapshotError::Write { path: path.to_owned(), source };
+        let err = |source| SnapshotError::Write {
+            path: path.to_owned(),
+            source,
+        };
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(".tmp");
         let tmp = PathBuf::from(tmp);
@@ -429,12 +441,16 @@ impl MemoryTimeline {
 impl DeviceState {
     fn sample(&self, device: u32, timestamp: u64) -> CounterSample {
         let mut values = vec![(SERIES[DEVICE_SLOT], clamp(self.bytes_by_slot[DEVICE_SLOT]))];
-        for slot in 0..SERIES.len() {
+        for (slot, name) in SERIES.iter().enumerate() {
             if slot != DEVICE_SLOT && self.slots_seen & (1 << slot) != 0 {
-                values.push((SERIES[slot], clamp(self.bytes_by_slot[slot])));
+                values.push((*name, clamp(self.bytes_by_slot[slot])));
             }
         }
-        CounterSample { device, timestamp, values }
+        CounterSample {
+            device,
+            timestamp,
+            values,
+        }
     }
 
     fn owns(&self, slot: usize, address: u64) -> bool {
@@ -448,7 +464,11 @@ impl DeviceState {
     fn push(&mut self, entry: TraceEntry, max_events: usize) {
         // Keep time order: usually appended; an older entry goes after the last entry
         // that is not newer than it.
-        let at = self.trace.iter().rposition(|e| e.timestamp <= entry.timestamp).map_or(0, |i| i + 1);
+        let at = self
+            .trace
+            .iter()
+            .rposition(|e| e.timestamp <= entry.timestamp)
+            .map_or(0, |i| i + 1);
         self.trace.insert(at, entry);
         while self.trace.len() > max_events {
             self.trace.pop_front();
@@ -467,7 +487,14 @@ impl DeviceState {
         frames: &Option<Frames>,
         max_events: usize,
     ) {
-        let e = TraceEntry { action, address, size, stream, timestamp, frames: frames.clone() };
+        let e = TraceEntry {
+            action,
+            address,
+            size,
+            stream,
+            timestamp,
+            frames: frames.clone(),
+        };
         self.push(e, max_events);
     }
 
@@ -475,78 +502,140 @@ impl DeviceState {
         self.bytes_by_slot[DEVICE_SLOT] += bytes;
         self.slots_seen |= 1 << DEVICE_SLOT;
         let now = self.bytes_by_slot[DEVICE_SLOT];
-        if self.peak.as_ref().map_or(true, |p| now > p.bytes) {
-            self.peak = Some(Peak { bytes: now, timestamp, frames: frames.clone() });
+        if self.peak.as_ref().is_none_or(|p| now > p.bytes) {
+            self.peak = Some(Peak {
+                bytes: now,
+                timestamp,
+                frames: frames.clone(),
+            });
+        }
+    }
+
+    /// A new segment with one block covering it: `segment_alloc` and `alloc` entries.
+    fn new_segment(&mut self, m: &Memory, frames: Option<Frames>, from_pool: bool, max: usize) {
+        let (addr, size, stream, ts) = (m.address, m.bytes, m.stream, m.timestamp);
+        let mut blocks = BTreeMap::new();
+        let block = Block {
+            size,
+            stream,
+            frames: frames.clone(),
+        };
+        blocks.insert(addr, block);
+        let seg = Segment {
+            size,
+            stream,
+            frames: frames.clone(),
+            from_pool,
+            hosts_pool: false,
+            blocks,
+        };
+        self.segments.insert(addr, seg);
+        if from_pool {
+            self.pool_blocks.insert(addr, addr);
+        }
+        self.entry(
+            TraceAction::SegmentAlloc,
+            addr,
+            size,
+            stream,
+            ts,
+            &frames,
+            max,
+        );
+        self.entry(TraceAction::Alloc, addr, size, stream, ts, &frames, max);
+        self.reserve(size, ts, &frames);
+    }
+
+    /// Frees every block at `addr` or covering it that a new allocation there replaces
+    /// (its free was lost).
+    fn free_stale(&mut self, addr: u64, ts: u64, max: usize) {
+        if let Some(&seg) = self.pool_blocks.get(&addr) {
+            self.free_block(addr, seg, ts, &None, max);
+        }
+        if self.segments.contains_key(&addr) {
+            self.free_segment(addr, ts, &None, max);
         }
     }
 
     /// A non-async device allocation: a segment.
-    fn alloc_segment(&mut self, m: &Memory, frames: Option<Frames>, max_events: usize) {
-        if let Some(&seg) = self.pool_blocks.get(&m.address) {
-            // A lost free of a pool allocation at this address.
-            self.free_block(m.address, seg, m.timestamp, &None, max_events);
-        }
-        if self.segments.contains_key(&m.address) {
-            self.free_segment(m.address, m.timestamp, &None, max_events);
-        }
-        self.segments.insert(
-            m.address,
-            Segment {
-                size: m.bytes,
-                stream: m.stream,
-                frames: frames.clone(),
-                from_pool: false,
-                hosts_pool: false,
-                blocks: BTreeMap::new(),
-            },
-        );
-        self.entry(TraceAction::SegmentAlloc, m.address, m.bytes, m.stream, m.timestamp, &frames, max_events);
-        self.reserve(m.bytes, m.timestamp, &frames);
+    fn alloc_segment(&mut self, m: &Memory, frames: Option<Frames>, max: usize) {
+        self.free_stale(m.address, m.timestamp, max);
+        self.new_segment(m, frames, false, max);
     }
 
-    /// A stream-ordered (pool) allocation: a block inside the pool segment containing it,
-    /// or its own segment. Returns whether the reserved bytes changed.
-    fn alloc_block(&mut self, m: &Memory, frames: Option<Frames>, max_events: usize) -> bool {
-        let (addr, size) = (m.address, m.bytes);
+    /// A stream-ordered (pool) allocation: a block inside the plain segment containing it
+    /// (the pool's reservation), or its own segment. Returns whether reserved bytes changed.
+    fn alloc_block(&mut self, m: &Memory, frames: Option<Frames>, max: usize) -> bool {
+        let (addr, size, stream, ts) = (m.address, m.bytes, m.stream, m.timestamp);
         if let Some(&seg) = self.pool_blocks.get(&addr) {
-            self.free_block(addr, seg, m.timestamp, &None, max_events);
+            self.free_block(addr, seg, ts, &None, max);
         }
-        let host = self.segments.range_mut(..=addr).next_back().and_then(|(&base, seg)| {
-            let inside = !seg.from_pool && addr.saturating_add(size) <= base.saturating_add(seg.size);
-            let free_before =
-                seg.blocks.range(..addr).next_back().map_or(true, |(&b, blk)| b + blk.size <= addr);
-            let free_after =
-                seg.blocks.range(addr..).next().map_or(true, |(&b, _)| b >= addr.saturating_add(size));
-            (inside && free_before && free_after).then_some((base, seg))
-        });
-        if let Some((base, seg)) = host {
-            seg.hosts_pool = true;
-            seg.blocks.insert(addr, Block { size, stream: m.stream, frames: frames.clone() });
-            self.pool_blocks.insert(addr, base);
-            self.entry(TraceAction::Alloc, addr, size, m.stream, m.timestamp, &frames, max_events);
-            return false;
-        }
-        if self.segments.contains_key(&addr) {
-            self.free_segment(addr, m.timestamp, &None, max_events);
-        }
-        let mut blocks = BTreeMap::new();
-        blocks.insert(addr, Block { size, stream: m.stream, frames: frames.clone() });
-        self.segments.insert(
+        let end = addr.saturating_add(size);
+        let host = self
+            .segments
+            .range(..=addr)
+            .next_back()
+            .and_then(|(&base, seg)| {
+                let inside = !seg.from_pool && end <= base.saturating_add(seg.size);
+                // A segment that is not a pool yet holds only its whole-segment block.
+                let free = !seg.hosts_pool
+                    || (seg
+                        .blocks
+                        .range(..addr)
+                        .next_back()
+                        .is_none_or(|(&b, k)| b + k.size <= addr)
+                        && seg
+                            .blocks
+                            .range(addr..)
+                            .next()
+                            .is_none_or(|(&b, _)| b >= end));
+                (inside && free).then_some(base)
+            });
+        let Some(base) = host else {
+            self.free_stale(addr, ts, max);
+            self.new_segment(m, frames, true, max);
+            return true;
+        };
+        let seg = self.segments.get_mut(&base).expect("host segment");
+        // The first pool allocation inside a plain segment makes it a pool's reservation:
+        // its whole-segment block ends here.
+        let ended = if seg.hosts_pool {
+            None
+        } else {
+            seg.blocks.remove(&base)
+        };
+        seg.hosts_pool = true;
+        seg.blocks.insert(
             addr,
-            Segment {
+            Block {
                 size,
-                stream: m.stream,
+                stream,
                 frames: frames.clone(),
-                from_pool: true,
-                hosts_pool: false,
-                blocks,
             },
         );
-        self.pool_blocks.insert(addr, addr);
-        self.entry(TraceAction::SegmentAlloc, addr, size, m.stream, m.timestamp, &frames, max_events);
-        self.entry(TraceAction::Alloc, addr, size, m.stream, m.timestamp, &frames, max_events);
-        self.reserve(size, m.timestamp, &frames);
-        true
+        self.pool_blocks.insert(addr, base);
+        if let Some(b) = ended {
+            self.entry(
+                TraceAction::FreeRequested,
+                base,
+                b.size,
+                b.stream,
+                ts,
+                &None,
+                max,
+            );
+            self.entry(
+                TraceAction::FreeCompleted,
+                base,
+                b.size,
+                b.stream,
+                ts,
+                &None,
+                max,
+            );
+        }
+        self.entry(TraceAction::Alloc, addr, size, stream, ts, &frames, max);
+        false
     }
 
     /// A matched free (the caller checked [`Self::owns`]). Returns whether a counter changed.
@@ -572,13 +661,40 @@ impl DeviceState {
     }
 
     /// Frees a pool block (and its segment if the block is its own segment).
-    fn free_block(&mut self, addr: u64, seg_addr: u64, ts: u64, frames: &Option<Frames>, max: usize) -> bool {
+    fn free_block(
+        &mut self,
+        addr: u64,
+        seg_addr: u64,
+        ts: u64,
+        frames: &Option<Frames>,
+        max: usize,
+    ) -> bool {
         self.pool_blocks.remove(&addr);
-        let Some(seg) = self.segments.get_mut(&seg_addr) else { return false };
-        let Some(block) = seg.blocks.remove(&addr) else { return false };
+        let Some(seg) = self.segments.get_mut(&seg_addr) else {
+            return false;
+        };
+        let Some(block) = seg.blocks.remove(&addr) else {
+            return false;
+        };
         let from_pool = seg.from_pool;
-        self.entry(TraceAction::FreeRequested, addr, block.size, block.stream, ts, frames, max);
-        self.entry(TraceAction::FreeCompleted, addr, block.size, block.stream, ts, frames, max);
+        self.entry(
+            TraceAction::FreeRequested,
+            addr,
+            block.size,
+            block.stream,
+            ts,
+            frames,
+            max,
+        );
+        self.entry(
+            TraceAction::FreeCompleted,
+            addr,
+            block.size,
+            block.stream,
+            ts,
+            frames,
+            max,
+        );
         if from_pool {
             self.free_segment(seg_addr, ts, frames, max);
         }
@@ -587,13 +703,39 @@ impl DeviceState {
 
     /// Frees a segment, and first any pool blocks still inside it.
     fn free_segment(&mut self, addr: u64, ts: u64, frames: &Option<Frames>, max: usize) {
-        let Some(seg) = self.segments.remove(&addr) else { return };
+        let Some(seg) = self.segments.remove(&addr) else {
+            return;
+        };
         for (&b, block) in &seg.blocks {
             self.pool_blocks.remove(&b);
-            self.entry(TraceAction::FreeRequested, b, block.size, block.stream, ts, frames, max);
-            self.entry(TraceAction::FreeCompleted, b, block.size, block.stream, ts, frames, max);
+            self.entry(
+                TraceAction::FreeRequested,
+                b,
+                block.size,
+                block.stream,
+                ts,
+                frames,
+                max,
+            );
+            self.entry(
+                TraceAction::FreeCompleted,
+                b,
+                block.size,
+                block.stream,
+                ts,
+                frames,
+                max,
+            );
         }
-        self.entry(TraceAction::SegmentFree, addr, seg.size, seg.stream, ts, frames, max);
+        self.entry(
+            TraceAction::SegmentFree,
+            addr,
+            seg.size,
+            seg.stream,
+            ts,
+            frames,
+            max,
+        );
         self.bytes_by_slot[DEVICE_SLOT] -= seg.size;
     }
 }

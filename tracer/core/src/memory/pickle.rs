@@ -73,7 +73,12 @@ impl PickleWriter {
     pub(crate) fn with_capacity(bytes: usize) -> Self {
         let mut buf = Vec::with_capacity(bytes);
         buf.extend_from_slice(&[PROTO, 4]);
-        PickleWriter { buf, memo_len: 0, strings: HashMap::new(), open: Vec::new() }
+        PickleWriter {
+            buf,
+            memo_len: 0,
+            strings: HashMap::new(),
+            open: Vec::new(),
+        }
     }
 
     /// Ends the pickle. Panics (a bug in the caller) if a container is still open.
@@ -86,7 +91,9 @@ impl PickleWriter {
     /// Called after every complete value pushed on the unpickler's stack: closes the
     /// current batch of the enclosing container when it is full.
     fn pushed(&mut self) {
-        let Some(top) = self.open.last_mut() else { return };
+        let Some(top) = self.open.last_mut() else {
+            return;
+        };
         debug_assert!(top.pending > 0, "value pushed without before_item");
         let per_batch = if top.dict { 2 * BATCH } else { BATCH };
         if top.pending == per_batch {
@@ -233,7 +240,10 @@ impl PickleWriter {
     pub(crate) fn begin_list(&mut self) {
         self.before_item();
         self.buf.push(EMPTY_LIST);
-        self.open.push(Open { dict: false, pending: 0 });
+        self.open.push(Open {
+            dict: false,
+            pending: 0,
+        });
     }
 
     /// Opens a list and memoizes it (right after `EMPTY_LIST`, as CPython does), returning
@@ -255,13 +265,19 @@ impl PickleWriter {
     pub(crate) fn begin_dict(&mut self) {
         self.before_item();
         self.buf.push(EMPTY_DICT);
-        self.open.push(Open { dict: true, pending: 0 });
+        self.open.push(Open {
+            dict: true,
+            pending: 0,
+        });
     }
 
     pub(crate) fn end_dict(&mut self) {
         let open = self.open.pop().expect("end_dict without begin_dict");
         debug_assert!(open.dict);
-        debug_assert!(open.pending % 2 == 0, "dict with a key but no value");
+        debug_assert!(
+            open.pending.is_multiple_of(2),
+            "dict with a key but no value"
+        );
         if open.pending > 0 {
             self.buf.push(SETITEMS);
         }
@@ -310,7 +326,10 @@ mod tests {
         assert_eq!(ints(i32::MAX as i64), vec![BININT, 0xff, 0xff, 0xff, 0x7f]);
         // 2^31: the value serde-pickle would write as a 9-byte LONG1 if it came as a u64.
         assert_eq!(ints(1 << 31), vec![LONG1, 5, 0, 0, 0, 0x80, 0]);
-        assert_eq!(ints(-(1 << 31) - 1), vec![LONG1, 5, 0xff, 0xff, 0xff, 0x7f, 0xff]);
+        assert_eq!(
+            ints(-(1 << 31) - 1),
+            vec![LONG1, 5, 0xff, 0xff, 0xff, 0x7f, 0xff]
+        );
         // A device address as in the reference snapshot: 6 bytes.
         assert_eq!(ints(139833808781312), {
             let mut v = vec![LONG1, 6];
@@ -348,8 +367,19 @@ mod tests {
         assert_eq!(
             b,
             vec![
-                PROTO, 4, EMPTY_LIST, MARK, SHORT_BINUNICODE, 2, b'a', b'b', MEMOIZE, BINGET, 0,
-                APPENDS, STOP
+                PROTO,
+                4,
+                EMPTY_LIST,
+                MARK,
+                SHORT_BINUNICODE,
+                2,
+                b'a',
+                b'b',
+                MEMOIZE,
+                BINGET,
+                0,
+                APPENDS,
+                STOP
             ]
         );
     }
@@ -405,8 +435,32 @@ mod tests {
         w.end_dict();
         let b = w.finish();
         let mut expect = vec![PROTO, 4, EMPTY_DICT, MARK];
-        expect.extend_from_slice(&[SHORT_BINUNICODE, 1, b't', MEMOIZE, BININT1, 0, BININT1, 0, TUPLE2]);
-        expect.extend_from_slice(&[SHORT_BINUNICODE, 1, b'f', MEMOIZE, BINFLOAT, 0, 0, 0, 0, 0, 0, 0, 0]);
+        expect.extend_from_slice(&[
+            SHORT_BINUNICODE,
+            1,
+            b't',
+            MEMOIZE,
+            BININT1,
+            0,
+            BININT1,
+            0,
+            TUPLE2,
+        ]);
+        expect.extend_from_slice(&[
+            SHORT_BINUNICODE,
+            1,
+            b'f',
+            MEMOIZE,
+            BINFLOAT,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        ]);
         expect.extend_from_slice(&[SHORT_BINUNICODE, 1, b'b', MEMOIZE, NEWFALSE]);
         expect.extend_from_slice(&[SHORT_BINUNICODE, 1, b'e', MEMOIZE, EMPTY_LIST]);
         expect.extend_from_slice(&[SHORT_BINUNICODE, 1, b'd', MEMOIZE, EMPTY_DICT]);

@@ -160,15 +160,24 @@ fn write_block<'a>(
     w.key("requested_size");
     w.uint(if active { size } else { 0 });
     w.key("state");
-    w.str(if active { "active_allocated" } else { "inactive" });
+    w.str(if active {
+        "active_allocated"
+    } else {
+        "inactive"
+    });
     w.key("frames");
     write_frames(w, memo, if active { frames } else { &NO_FRAMES });
     w.end_dict();
 }
 
-fn write_segment<'a>(w: &mut PickleWriter, memo: &mut FrameMemo<'a>, device: u32, address: u64, seg: &'a Segment) {
-    let plain = !seg.from_pool && !seg.hosts_pool;
-    let allocated: u64 = if plain { seg.size } else { seg.blocks.values().map(|b| b.size).sum() };
+fn write_segment<'a>(
+    w: &mut PickleWriter,
+    memo: &mut FrameMemo<'a>,
+    device: u32,
+    address: u64,
+    seg: &'a Segment,
+) {
+    let allocated: u64 = seg.blocks.values().map(|b| b.size).sum();
     w.begin_dict();
     w.key("device");
     w.int(i64::from(device));
@@ -194,21 +203,18 @@ fn write_segment<'a>(w: &mut PickleWriter, memo: &mut FrameMemo<'a>, device: u32
     write_frames(w, memo, &seg.frames);
     w.key("blocks");
     w.begin_list();
-    if plain {
-        write_block(w, memo, address, seg.size, true, &seg.frames);
-    } else {
-        let end = address.saturating_add(seg.size);
-        let mut at = address;
-        for (&b, block) in &seg.blocks {
-            if b > at {
-                write_block(w, memo, at, b - at, false, &NO_FRAMES);
-            }
-            write_block(w, memo, b, block.size, true, &block.frames);
-            at = b + block.size;
+    // Blocks in address order, with the gaps between them as inactive blocks.
+    let end = address.saturating_add(seg.size);
+    let mut at = address;
+    for (&b, block) in &seg.blocks {
+        if b > at {
+            write_block(w, memo, at, b - at, false, &NO_FRAMES);
         }
-        if at < end {
-            write_block(w, memo, at, end - at, false, &NO_FRAMES);
-        }
+        write_block(w, memo, b, block.size, true, &block.frames);
+        at = b + block.size;
+    }
+    if at < end {
+        write_block(w, memo, at, end - at, false, &NO_FRAMES);
     }
     w.end_list();
     w.end_dict();

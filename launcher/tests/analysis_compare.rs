@@ -1,0 +1,76 @@
+//! `cuprof compare A B --json`: per kernel and per bucket ratios, step-time speedup.
+
+mod analysis_support;
+
+use analysis_support::*;
+use serde_json::Value;
+
+/// Steps of 1 ms; gemm 3 x 150 µs in `forward`, the all-reduce 500 µs in `backward`, and a
+/// kernel A does not have.
+fn faster() -> Trace {
+    let mut t = Trace::new(0, 1);
+    for n in 0..4 {
+        t.step(n, MAIN, n * 1_000_000, 1_000_000, None);
+    }
+    t.range("forward", MAIN, 0, 500_000);
+    t.range("backward", MAIN, 500_000, 400_000);
+    for k in 0..3 {
+        t.launch("gemm", MAIN, 10_000 + k * 1000, 0, 7, 100_000 + k * 150_000, 150_000);
+    }
+    t.launch("ncclDevKernel_AllReduce_Sum_f32_RING_LL", MAIN, 600_000, 0, 13, 600_000, 500_000);
+    t.launch("new_kernel", MAIN, 1_500_000, 0, 7, 1_500_000, 100_000);
+    t
+}
+
+fn rows(v: &Value) -> Vec<(String, i64, i64, Option<f64>)> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_string(),
+                r["a_ns"].as_i64().unwrap(),
+                r["b_ns"].as_i64().unwrap(),
+                r["ratio"].as_f64(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn compare_json_and_table() {
+    let dir = tempdir("compare");
+    let a = dir.join("a-rank0.trace.json.gz");
+    let b = dir.join("b-rank0.trace.json.gz");
+    sample().write_gz(&a);
+    faster().write_gz(&b);
+    let out = cuprof_ok(&["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--json"]);
+    let c: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(c["step_time_speedup"], 2.5);
+    assert_eq!(c["total_step_time_speedup"], 2.5);
+    let s = |n: &str| n.to_string();
+    assert_eq!(
+        rows(&c["kernels"]),
+        [
+            (s("gemm"), 900_000, 450_000, Some(0.5)),
+            (s("ncclDevKernel_AllReduce_Sum_f32_RING_LL"), 500_000, 500_000, Some(1.0)),
+            (s("flash_attn"), 200_000, 0, Some(0.0)),
+            (s("new_kernel"), 0, 100_000, None),
+        ]
+    );
+    assert_eq!(
+        rows(&c["nvtx_buckets"]),
+        [
+            (s("backward"), 800_000, 500_000, Some(0.625)),
+            (s("forward"), 300_000, 450_000, Some(1.5)),
+            (s("(no NVTX range)"), 400_000, 100_000, Some(0.25)),
+            (s("attention"), 200_000, 0, Some(0.0)),
+            (s("(no launch record)"), 50_000, 0, Some(0.0)),
+        ]
+    );
+
+    let table = cuprof_ok(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert!(table.contains("step time speedup 2.500x (B faster)"), "{table}");
+    assert!(table.contains("gemm"), "{table}");
+    assert!(table.contains("0.500x"), "{table}");
+}

@@ -1,0 +1,109 @@
+//! `cuprof merge`: pids remapped per rank, names prefixed, clocks aligned on the anchors.
+
+mod analysis_support;
+
+use analysis_support::*;
+use serde_json::Value;
+
+fn kernel_ts(v: &Value, pid: i64) -> Vec<String> {
+    v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "kernel" && e["pid"] == pid)
+        .map(|e| e["ts"].to_string())
+        .collect()
+}
+
+#[test]
+fn merge_three_ranks() {
+    let dir = tempdir("merge");
+    let traces = dir.join("traces");
+    std::fs::create_dir_all(&traces).unwrap();
+
+    let mut r0 = Trace::new(0, 3);
+    r0.metadata(&[0], &[(0, 7)], &[MAIN]);
+    r0.launch("gemm", MAIN, 1_000, 0, 7, 1_000_000, 5_000);
+    r0.write_gz(&traces.join("job-rank0.trace.json.gz"));
+
+    // Same host: its wall clock reads 250 ns ahead of rank 0's at the same monotonic instant.
+    let mut r1 = Trace::new(1, 3);
+    r1.clock = (BASE + 1_000_000_000 + 7_000 + 250, 5_000_000_000 + 7_000);
+    r1.metadata(&[0], &[(0, 7)], &[MAIN]);
+    r1.launch("gemm", MAIN, 1_000, 0, 7, 1_000_000, 5_000);
+    r1.write_gz(&traces.join("job-rank1.trace.json.gz"));
+
+    // Another host (skew not estimable: 0), and a base one second later.
+    let mut r2 = Trace::new(2, 3);
+    r2.hostname = "node1".into();
+    r2.clock = (BASE + 77, 123);
+    r2.base = BASE + 1_000_000_000;
+    r2.launch("gemm", MAIN, 1_000, 0, 7, 5_000, 5_000);
+    r2.write_gz(&traces.join("job-rank2.trace.json.gz"));
+
+    let out = dir.join("merged.trace.json.gz");
+    let stdout = cuprof_ok(&["merge", traces.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert!(stdout.contains("estimated clock skew against rank 0 (max |skew| 250 ns)"), "{stdout}");
+    assert!(stdout.contains("different hosts"), "{stdout}");
+
+    let m = read_gz_json(&out);
+    assert_eq!(m["baseTimeNanoseconds"], BASE);
+    let ranks = m["cuprof"]["merged"]["ranks"].as_array().unwrap();
+    let placed: Vec<(i64, i64, i64)> = ranks
+        .iter()
+        .map(|r| (r["rank"].as_i64().unwrap(), r["skew_ns"].as_i64().unwrap(), r["shift_ns"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(placed, [(0, 0, 0), (1, 250, -250), (2, 0, 1_000_000_000)]);
+
+    // Kernels: pid = rank * 10^7 + device; times moved by the shift.
+    assert_eq!(kernel_ts(&m, 0), ["1000.0"]);
+    assert_eq!(kernel_ts(&m, 10_000_000), ["999.75"]);
+    assert_eq!(kernel_ts(&m, 20_000_000), ["1000005.0"]);
+    let text = {
+        use std::io::Read;
+        let mut s = String::new();
+        flate2::read::MultiGzDecoder::new(std::fs::File::open(&out).unwrap())
+            .read_to_string(&mut s)
+            .unwrap();
+        s
+    };
+    assert!(text.contains("\"ts\": 999.750"), "three decimals kept");
+
+    let events = m["traceEvents"].as_array().unwrap();
+    let names: Vec<(i64, String)> = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "process_name")
+        .map(|e| (e["pid"].as_i64().unwrap(), e["args"]["name"].as_str().unwrap().to_string()))
+        .collect();
+    assert!(names.contains(&(4242, "rank 0 python3".into())), "{names:?}");
+    assert!(names.contains(&(10_000_000, "rank 1 GPU 0".into())), "{names:?}");
+    assert!(names.contains(&(10_004_242, "rank 1 python3".into())), "{names:?}");
+    // Rank 2 had no metadata: names are made up.
+    assert!(names.contains(&(20_000_000, "rank 2 pid 0".into())), "{names:?}");
+    let sort: Vec<(i64, i64)> = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "process_sort_index")
+        .map(|e| (e["pid"].as_i64().unwrap(), e["args"]["sort_index"].as_i64().unwrap()))
+        .collect();
+    assert!(sort.contains(&(10_000_000, 15_000_000)), "{sort:?}");
+
+    // Flow ids unique across ranks.
+    let mut ids: Vec<i64> = events
+        .iter()
+        .filter(|e| e["ph"] == "s")
+        .map(|e| e["id"].as_i64().unwrap())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, [1, (1 << 32) + 1, (2 << 32) + 1]);
+
+    // Merging again skips the merged file sitting beside the traces.
+    let again = traces.join("merged.trace.json.gz");
+    std::fs::copy(&out, &again).unwrap();
+    let out2 = dir.join("m2.trace.json.gz");
+    let o = cuprof(&["merge", traces.to_str().unwrap(), "-o", out2.to_str().unwrap()]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("itself a merged trace"));
+
+    // The merged file is itself a readable trace.
+    cuprof_ok(&["report", out2.to_str().unwrap()]);
+}

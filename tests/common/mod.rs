@@ -1,0 +1,204 @@
+//! Shared helpers of the end-to-end tests: run a real process with the real libcuprof.so
+//! preloaded against the libcupti double, read what it wrote.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn artifacts() -> PathBuf {
+    PathBuf::from(env!("CUPROF_ARTIFACT_DIR"))
+}
+
+pub fn lib() -> PathBuf {
+    let p = artifacts().join("libcuprof.so");
+    assert!(p.exists(), "{} missing: run `cargo build --workspace` first (scripts/test.sh does)", p.display());
+    p
+}
+
+pub fn double() -> PathBuf {
+    let p = artifacts().join("libcupti_double.so");
+    assert!(p.exists(), "{} missing: run `cargo build --workspace` first (scripts/test.sh does)", p.display());
+    p
+}
+
+pub fn cuprof_bin() -> PathBuf {
+    artifacts().join("cuprof")
+}
+
+pub fn apps() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps")
+}
+
+/// A fresh, empty directory under the system temp dir, removed when dropped.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("cuprof-e2e-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+    /// File names in the directory, sorted.
+    pub fn files(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&self.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if std::env::var_os("CUPROF_KEEP_TEST_DIRS").is_none() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// A test program run under the tracer.
+pub struct Run {
+    pub cmd: Command,
+}
+
+impl Run {
+    /// `python3 tests/apps/SCRIPT ARGS` with libcuprof.so preloaded, tracing on, the double as
+    /// libcupti, output into `dir` with name `t`.
+    pub fn python(script: &str, args: &[&str], dir: &Path) -> Run {
+        let mut cmd = Command::new("python3");
+        cmd.arg(apps().join(script)).args(args);
+        cmd.env("PYTHONPATH", apps())
+            .env("CUPTI_DOUBLE_LIB", double())
+            .env("LD_PRELOAD", lib())
+            .env("CUPROF_ENABLED", "1")
+            .env("CUPROF_CUPTI_PATH", double())
+            .env("CUPROF_DIR", dir)
+            .env("CUPROF_NAME", "t")
+            .env("PYTHONUNBUFFERED", "1");
+        for v in ["CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "RANK", "LOCAL_RANK", "WORLD_SIZE"] {
+            cmd.env_remove(v);
+        }
+        Run { cmd }
+    }
+
+    pub fn env(mut self, k: &str, v: impl AsRef<std::ffi::OsStr>) -> Run {
+        self.cmd.env(k, v);
+        self
+    }
+
+    pub fn env_remove(mut self, k: &str) -> Run {
+        self.cmd.env_remove(k);
+        self
+    }
+
+    pub fn output(mut self) -> Output {
+        let out = self.cmd.output().expect("python3 runs");
+        if std::env::var_os("CUPROF_TEST_VERBOSE").is_some() {
+            eprintln!("stdout: {}", String::from_utf8_lossy(&out.stdout));
+            eprintln!("stderr: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        out
+    }
+
+    /// Runs and asserts exit status 0, returning stdout's last line parsed as JSON.
+    pub fn ok_json(self) -> (Value, String) {
+        let out = self.output();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "program failed: {:?}\nstdout: {}\nstderr: {stderr}", out.status, String::from_utf8_lossy(&out.stdout));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let last = stdout.lines().last().unwrap_or("{}");
+        (serde_json::from_str(last).unwrap_or(Value::Null), stderr)
+    }
+}
+
+/// Reads a gzip (or plain) JSON trace.
+pub fn read_trace(path: &Path) -> Value {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut text = String::new();
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut text).unwrap();
+    } else {
+        text = String::from_utf8(bytes).unwrap();
+    }
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not valid JSON: {e}", path.display()))
+}
+
+pub fn events<'a>(trace: &'a Value, cat: &str) -> Vec<&'a Value> {
+    trace["traceEvents"].as_array().unwrap().iter().filter(|e| e["cat"] == cat).collect()
+}
+
+pub fn phs<'a>(trace: &'a Value, ph: &str) -> Vec<&'a Value> {
+    trace["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == ph).collect()
+}
+
+pub fn names(evs: &[&Value]) -> Vec<String> {
+    evs.iter().map(|e| e["name"].as_str().unwrap().to_string()).collect()
+}
+
+pub fn count_by_name(evs: &[&Value]) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for n in names(evs) {
+        *m.entry(n).or_insert(0) += 1;
+    }
+    m
+}
+
+/// `ns` relative to `base` as the trace writes it (µs with three decimals).
+pub fn us(ns: i64) -> String {
+    let sign = if ns < 0 { "-" } else { "" };
+    let a = ns.unsigned_abs();
+    format!("{sign}{}.{:03}", a / 1000, a % 1000)
+}
+
+/// A number of the trace as its exact decimal text (serde_json keeps f64; format back).
+pub fn num_text(v: &Value) -> String {
+    let f = v.as_f64().unwrap();
+    format!("{f:.3}")
+}
+
+pub mod dump;
+
+/// One trace event with its `ts` and `dur` exactly as written (f64 parsing would lose
+/// nanoseconds at epoch scale).
+pub struct RawEvent {
+    pub v: Value,
+    pub ts: String,
+    pub dur: String,
+}
+
+fn raw_field(line: &str, key: &str) -> String {
+    let pat = format!("\"{key}\": ");
+    match line.find(&pat) {
+        Some(i) => line[i + pat.len()..]
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == '-')
+            .collect(),
+        None => String::new(),
+    }
+}
+
+/// The events of a cuprof trace (one event per line), with raw `ts`/`dur` text.
+pub fn raw_events(path: &Path) -> Vec<RawEvent> {
+    let bytes = std::fs::read(path).unwrap();
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut text).unwrap();
+    let start = text.find("\"traceEvents\": [\n").expect("traceEvents") + "\"traceEvents\": [\n".len();
+    let end = text.rfind("\n],").expect("end of traceEvents");
+    text[start..end]
+        .lines()
+        .map(|l| {
+            let l = l.strip_suffix(',').unwrap_or(l);
+            RawEvent { v: serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")), ts: raw_field(l, "ts"), dur: raw_field(l, "dur") }
+        })
+        .collect()
+}

@@ -1,0 +1,206 @@
+//! Issue 3 end to end: a real process with libcuprof.so preloaded, the libcupti double in the
+//! 12.x and 13.0 layouts, NVTX through the real NVTX3 loader. The written trace is held
+//! against the raw records CUPTI handed over (dumped by CUPROF_DUMP_BUFFERS and read back here
+//! through cupti-sys's structs), to the nanosecond.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+struct Traced {
+    events: Vec<RawEvent>,
+    trace: Value,
+    records: dump::Records,
+    corr: Value,
+}
+
+fn trace_workload(version: &str) -> Traced {
+    let dir = TempDir::new(&format!("workload{version}"));
+    let dumps = TempDir::new(&format!("dumps{version}"));
+    let (corr, _) = Run::python("workload.py", &[], dir.path())
+        .env("CUPTI_DOUBLE_VERSION", version)
+        .env("CUPROF_DUMP_BUFFERS", dumps.path())
+        .ok_json();
+    assert_eq!(dir.files(), vec!["t-rank0.trace.json.gz"]);
+    let path = dir.path().join("t-rank0.trace.json.gz");
+    Traced { events: raw_events(&path), trace: read_trace(&path), records: dump::read_dir(dumps.path()), corr }
+}
+
+fn by_cat<'a>(t: &'a Traced, cat: &str) -> Vec<&'a RawEvent> {
+    t.events.iter().filter(|e| e.v["cat"] == cat).collect()
+}
+
+fn check_workload(version: &str, expected_cupti_version: u64) {
+    let t = trace_workload(version);
+    let base = t.trace["baseTimeNanoseconds"].as_i64().unwrap();
+    assert_eq!(t.trace["cuprof"]["cupti_version"], expected_cupti_version);
+    assert_eq!(t.records.version as u64, expected_cupti_version);
+
+    // Kernels: every record, exact times, Kineto's args.
+    let kernels = by_cat(&t, "kernel");
+    assert_eq!(kernels.len(), 12, "3 + 2 + 4 graph nodes + 2 + 1 kernels");
+    assert_eq!(t.records.kernels.len(), 12);
+    let mut seen = BTreeSet::new();
+    for rec in &t.records.kernels {
+        let e = kernels
+            .iter()
+            .find(|e| e.v["args"]["correlation"] == rec.correlation && e.ts == us(rec.start as i64 - base))
+            .unwrap_or_else(|| panic!("no kernel event for {rec:?}"));
+        seen.insert((rec.correlation, rec.start));
+        assert_eq!(e.dur, us((rec.end - rec.start) as i64));
+        assert_eq!(e.v["pid"], 0);
+        assert_eq!(e.v["tid"], rec.stream);
+        let a = &e.v["args"];
+        assert_eq!(a["stream"], rec.stream);
+        assert_eq!(a["device"], 0);
+        assert_eq!(a["grid"], serde_json::json!(rec.grid));
+        assert_eq!(a["block"], serde_json::json!(rec.block));
+        assert_eq!(a["registers per thread"], rec.registers);
+        assert_eq!(a["shared memory"], rec.shared);
+        if rec.graph_node_id != 0 {
+            assert_eq!(a["graph node id"], rec.graph_node_id);
+        }
+    }
+    assert_eq!(seen.len(), 12);
+    let kernel_names = count_by_name(&kernels.iter().map(|e| &e.v).collect::<Vec<_>>());
+    let expected: BTreeMap<String, usize> = [
+        ("kernel(float*, int)", 3),
+        ("void at::native::vectorized_elementwise_kernel<4>(int)", 2),
+        ("graphnode()", 4),
+        ("ncclDevKernel_AllReduce_Sum_f32", 2),
+        ("weird\"name\\\u{1}\n", 1),
+    ]
+    .into_iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(k, n)| (k.to_string(), n))
+    .collect();
+    for (name, n) in &expected {
+        assert_eq!(kernel_names.get(name), Some(n), "kernel {name:?} in {kernel_names:?}");
+    }
+    assert_eq!(kernel_names.values().sum::<usize>(), 12);
+
+    // Copies and memsets: exact bytes, names, times, bandwidth.
+    let copies = by_cat(&t, "gpu_memcpy");
+    assert_eq!(copies.len(), 2);
+    let h2d = copies.iter().find(|e| e.v["name"] == "Memcpy HtoD (Pageable -> Device)").expect("HtoD copy");
+    assert_eq!(h2d.v["args"]["bytes"], 1 << 20);
+    assert_eq!(h2d.dur, "20.000");
+    assert_eq!(h2d.v["args"]["memory bandwidth (GB/s)"], 52.4288);
+    assert_eq!(h2d.v["args"]["correlation"], t.corr["h2d"]);
+    let d2h = copies.iter().find(|e| e.v["name"] == "Memcpy DtoH (Device -> Pinned)").expect("DtoH copy");
+    assert_eq!(d2h.v["args"]["bytes"], 4096);
+    assert_eq!(d2h.v["args"]["correlation"], t.corr["d2h"]);
+    for rec in t.records.copies.iter().filter(|c| c.kind == 1) {
+        assert!(copies.iter().any(|e| e.ts == us(rec.start as i64 - base) && e.dur == us((rec.end - rec.start) as i64)), "{rec:?}");
+    }
+    let memsets = by_cat(&t, "gpu_memset");
+    assert_eq!(memsets.len(), 1);
+    assert_eq!(memsets[0].v["name"], "Memset (Device)");
+    assert_eq!(memsets[0].v["args"]["bytes"], 4096);
+    assert_eq!(memsets[0].dur, "1.000");
+
+    // Synchronization: one stream sync on stream 7.
+    let syncs = by_cat(&t, "cuda_sync");
+    assert_eq!(syncs.len(), 1);
+    assert_eq!(syncs[0].v["name"], "Stream Sync");
+    assert_eq!(syncs[0].v["args"]["stream"], 7);
+    assert_eq!(syncs[0].dur, "50.000");
+    let (s_start, _, s_corr) = t.records.syncs[0];
+    assert_eq!(syncs[0].ts, us(s_start as i64 - base));
+    assert_eq!(syncs[0].v["args"]["correlation"], s_corr);
+
+    // Runtime calls on their real threads; CPU events carry no `stream` (HTA would take them
+    // for GPU work).
+    let api = by_cat(&t, "cuda_runtime");
+    let api_names = count_by_name(&api.iter().map(|e| &e.v).collect::<Vec<_>>());
+    let want: BTreeMap<String, usize> = [
+        ("cudaLaunchKernel", 8),
+        ("cudaGraphLaunch", 1),
+        ("cudaMemcpyAsync", 1),
+        ("cudaMemcpy", 1),
+        ("cudaMemsetAsync", 1),
+        ("cudaStreamSynchronize", 1),
+    ]
+    .into_iter()
+    .map(|(k, n)| (k.to_string(), n))
+    .collect();
+    assert_eq!(api_names, want);
+    for rec in &t.records.apis {
+        let e = api.iter().find(|e| e.v["args"]["correlation"] == rec.correlation).expect("api event");
+        assert_eq!(e.ts, us(rec.start as i64 - base));
+        assert_eq!(e.dur, us((rec.end - rec.start) as i64));
+        assert_eq!(e.v["tid"], rec.tid);
+        assert_eq!(e.v["args"]["cbid"], rec.cbid);
+        assert!(e.v["args"].get("stream").is_none());
+    }
+    let worker_tid = api
+        .iter()
+        .find(|e| t.corr["k3"].as_array().unwrap().contains(&e.v["args"]["correlation"]))
+        .unwrap()
+        .v["tid"]
+        .clone();
+    let main_tid = api.iter().find(|e| e.v["args"]["correlation"] == t.corr["h2d"]).unwrap().v["tid"].clone();
+    assert_ne!(worker_tid, main_tid, "the worker's launches are on its own OS thread");
+
+    // Flows: one `s` per launching call, one `f` at its first GPU event, ids unique per phase.
+    let starts: Vec<u64> = t.events.iter().filter(|e| e.v["ph"] == "s").map(|e| e.v["id"].as_u64().unwrap()).collect();
+    let ends: Vec<u64> = t.events.iter().filter(|e| e.v["ph"] == "f").map(|e| e.v["id"].as_u64().unwrap()).collect();
+    assert_eq!(starts.len(), 12, "8 kernel launches, 1 graph launch, 2 copies, 1 memset");
+    assert_eq!(ends.len(), 12);
+    assert_eq!(starts.iter().collect::<BTreeSet<_>>(), ends.iter().collect::<BTreeSet<_>>());
+    assert_eq!(starts.iter().collect::<BTreeSet<_>>().len(), 12);
+    for e in t.events.iter().filter(|e| e.v["ph"] == "f") {
+        let id = &e.v["id"];
+        let gpu = t.events.iter().find(|g| (g.v["cat"] == "kernel" || g.v["cat"] == "gpu_memcpy" || g.v["cat"] == "gpu_memset") && g.v["args"]["correlation"] == *id && g.ts == e.ts);
+        assert!(gpu.is_some(), "flow end {id} sits on a GPU event's start");
+        assert_eq!(e.v["bp"], "e");
+    }
+
+    // NVTX: nesting on the CPU thread, domains, and the projection onto the GPU.
+    let ann = by_cat(&t, "user_annotation");
+    assert_eq!(names(&ann.iter().map(|e| &e.v).collect::<Vec<_>>()), vec!["inner", "train", "worker"]);
+    let get = |n: &str| ann.iter().find(|e| e.v["name"] == n).unwrap();
+    let (train, inner, worker) = (get("train"), get("inner"), get("worker"));
+    assert_eq!(train.v["tid"], main_tid);
+    assert_eq!(inner.v["tid"], main_tid);
+    assert_eq!(worker.v["tid"], worker_tid);
+    assert_eq!(worker.v["args"]["domain"], "side");
+    let t0: f64 = train.ts.parse().unwrap();
+    let t1: f64 = t0 + train.dur.parse::<f64>().unwrap();
+    let i0: f64 = inner.ts.parse().unwrap();
+    assert!(t0 <= i0 && i0 + inner.dur.parse::<f64>().unwrap() <= t1, "inner nests in train");
+    let gpu_ann = by_cat(&t, "gpu_user_annotation");
+    let spans: BTreeSet<(String, u64)> = gpu_ann.iter().map(|e| (e.v["name"].as_str().unwrap().to_string(), e.v["tid"].as_u64().unwrap())).collect();
+    let want: BTreeSet<(String, u64)> = [("train", 7), ("train", 9), ("inner", 9), ("worker", 11)].iter().map(|(n, s)| (n.to_string(), *s)).collect();
+    assert_eq!(spans, want);
+    // `inner` on stream 9 spans exactly its two kernels.
+    let k2: Vec<&dump::KernelRec> = t.records.kernels.iter().filter(|k| t.corr["k2"].as_array().unwrap().contains(&serde_json::json!(k.correlation))).collect();
+    let inner_gpu = gpu_ann.iter().find(|e| e.v["name"] == "inner").unwrap();
+    let first = k2.iter().map(|k| k.start).min().unwrap();
+    let last = k2.iter().map(|k| k.end).max().unwrap();
+    assert_eq!(inner_gpu.ts, us(first as i64 - base));
+    assert_eq!(inner_gpu.dur, us((last - first) as i64));
+
+    // Metadata in Kineto's order; the rank spaced for HTA's regex.
+    let devices = t.trace["deviceProperties"].as_array().unwrap();
+    assert_eq!(devices.len(), 1);
+    assert_eq!(devices[0]["name"], "NVIDIA H100 80GB HBM3");
+    assert_eq!(devices[0]["numSms"], 132);
+    assert_eq!(t.trace["distributedInfo"]["rank"], 0);
+    assert_eq!(base % 7_889_238_000_000_000, 0);
+    let last = t.events.last().unwrap();
+    assert_eq!(last.v["name"], "Record Window End");
+    assert_eq!(t.trace["cuprofStats"]["dropped_channel"], 0);
+    assert_eq!(t.trace["cuprofStats"]["events"], t.events.len());
+}
+
+#[test]
+fn cupti13_layout_trace_holds_every_record_exactly() {
+    check_workload("13", 130001);
+}
+
+#[test]
+fn cupti12_layout_trace_holds_every_record_exactly() {
+    check_workload("12", 28);
+}
