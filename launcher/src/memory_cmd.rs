@@ -814,7 +814,7 @@ mod tests {
             ),
             (1, 2 * MIB as i64, 1, 2 * MIB as i64)
         );
-        assert_eq!(d.entries, 3);
+        assert_eq!(d.entries, 7);
         let text = render("x.pickle", &sum, 12);
         assert_eq!(
             text,
@@ -827,7 +827,7 @@ mod tests {
              forward (train.py:42)\n    \
              ... 1 more frame not shown\n  \
              live at end:    1 segment, 2.0 MiB (2097152 bytes); 1 active block, 2.0 MiB (2097152 bytes)\n  \
-             trace entries:  3 (segment_alloc 2, segment_free 1)\n"
+             trace entries:  7 (alloc 2, free_completed 1, free_requested 1, segment_alloc 2, segment_free 1)\n"
         );
     }
 
@@ -840,7 +840,7 @@ mod tests {
         t.record(&rec(MemoryOp::Alloc, 0x3000_0000, 2 * MIB, 2_000, 0), None);
         t.record(&rec(MemoryOp::Free, 0x1000_0000, 0, 3_000, 0), None);
         let mut snap = Snapshot::from_pickle(&t.snapshot_pickle()).unwrap();
-        snap.device_traces[0].remove(0); // the segment_alloc was before recording
+        snap.device_traces[0].drain(0..2); // the 20 MiB segment was allocated before recording
         let sum = summarize(&snap);
         let d = &sum[0];
         assert_eq!((d.start, d.peak), (20 * MIB as i64, 22 * MIB as i64));
@@ -855,7 +855,7 @@ mod tests {
         );
 
         // Only frees: the peak is the starting level.
-        snap.device_traces[0].remove(0);
+        snap.device_traces[0].drain(0..2);
         let sum = summarize(&snap);
         assert_eq!(
             (sum[0].start, sum[0].peak, sum[0].peak_entry.is_none()),

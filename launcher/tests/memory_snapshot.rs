@@ -228,7 +228,7 @@ fn snapshot_passes_the_viewer_checks_and_peaks_agree() {
         "{summary}"
     );
     assert!(
-        summary.contains(", 2 segments, 14 trace entries, 3 device lists"),
+        summary.contains(", 2 segments, 22 trace entries, 3 device lists"),
         "{summary}"
     );
     assert_eq!(checker_peak(&summary, 0), 88 * MIB);
@@ -273,11 +273,19 @@ fn snapshot_passes_the_viewer_checks_and_peaks_agree() {
     let us = t0 / 1000;
     let expect: Vec<String> = [
         ("segment_alloc", a, 20 * MIB, 0, 0, 3),
+        ("alloc", a, 20 * MIB, 0, 0, 3),
         ("segment_alloc", b, 2 * MIB, 0, 100, 0),
+        ("alloc", b, 2 * MIB, 0, 100, 0),
         ("segment_alloc", c, 4 * MIB, 7, 200, 3),
         ("alloc", c, 4 * MIB, 7, 200, 3),
+        ("free_requested", b, 2 * MIB, 0, 300, 0),
+        ("free_completed", b, 2 * MIB, 0, 300, 0),
         ("segment_free", b, 2 * MIB, 0, 300, 0),
         ("segment_alloc", d, 64 * MIB, 0, 400, 3),
+        ("alloc", d, 64 * MIB, 0, 400, 3),
+        // The first pool allocation inside d makes d a pool: its own block ends.
+        ("free_requested", d, 64 * MIB, 0, 500, 0),
+        ("free_completed", d, 64 * MIB, 0, 500, 0),
         ("alloc", d + MIB, MIB, 7, 500, 0),
         ("free_requested", c, 4 * MIB, 7, 600, 0),
         ("free_completed", c, 4 * MIB, 7, 600, 0),
@@ -301,9 +309,10 @@ fn snapshot_passes_the_viewer_checks_and_peaks_agree() {
 
 #[test]
 fn bounded_trace_peaks_agree_over_the_kept_window() {
-    let mut t = MemoryTimeline::new(4);
+    let mut t = MemoryTimeline::new(11);
     let base = 0x7f00_0000_0000u64;
-    // 3 segments, then free them, then one more: 7 entries, the oldest 3 dropped.
+    // 3 segments (2 entries each), then free them (3 each), then one more: 17 entries,
+    // the oldest 6 (the three allocations) dropped.
     for i in 0..3 {
         t.record(
             &alloc(base + i * 0x1000_0000, (i + 1) * MIB, 1_000_000 * (i + 1)),
@@ -314,7 +323,7 @@ fn bounded_trace_peaks_agree_over_the_kept_window() {
         t.record(&free(base + i * 0x1000_0000, 10_000_000 + i), None);
     }
     t.record(&alloc(base, 5 * MIB, 20_000_000), None);
-    assert_eq!(t.dropped_events(0), 3);
+    assert_eq!(t.dropped_events(0), 6);
     assert_eq!(t.peak(0).unwrap().bytes, 6 * MIB);
     let file = scratch("bounded-memory.pickle");
     t.write_snapshot(&file).unwrap();

@@ -7,8 +7,9 @@
 //!   writer turns each one into a `"ph": "C"` event, see [`CounterSample`]);
 //! - the peak of reserved device memory (bytes, time, and the frames of the allocation
 //!   that reached it);
-//! - a bounded list of torch-style trace entries (`segment_alloc`, `segment_free`, `alloc`,
-//!   `free_requested`, `free_completed`), oldest dropped first, with the drops counted.
+//! - a bounded list of torch-style trace entries (`segment_alloc`, `alloc`,
+//!   `free_requested`, `free_completed`, `segment_free`), oldest dropped first, with the
+//!   drops counted.
 //!
 //! [`MemoryTimeline::snapshot_pickle`] writes what `torch.cuda.memory._dump_snapshot`
 //! writes (torch 2.11 layout; see [`snapshot`] for the exact keys and the rules that keep
@@ -21,20 +22,27 @@
 //! - Only memory kind 3 (`CUPTI_ACTIVITY_MEMORY_KIND_DEVICE`) goes into the snapshot, the
 //!   trace entries, `reserved_bytes` and the peak. Other kinds (pinned host, managed,
 //!   device-static, ...) only feed their own counter series (see [`kind_series`]).
-//! - A non-async allocation is a segment: `segment_alloc` at its time, `segment_free` when
-//!   freed; in `segments` it has one `active_allocated` block covering all of it.
-//! - A stream-ordered (pool) allocation is a block (`alloc`, then `free_requested` and
-//!   `free_completed` at the free's time) inside its pool's segment. CUPTI's memory records
-//!   do not carry the pool's own reservation, so when no live segment of the device
-//!   contains the allocation, the allocation itself is represented as its segment:
-//!   `segment_alloc` + `alloc` at the same time, and `free_requested` + `free_completed` +
-//!   `segment_free` when it is freed. Reserved bytes then count pool allocations rather
-//!   than the pool's (larger, driver-managed) reservation. If the pool's reservation is
-//!   ever fed in as a non-async device allocation covering the pool's range, later pool
-//!   allocations inside it become blocks of that segment and reserve nothing themselves.
-//!   `free_requested` is written right before `free_completed` (as torch does for an
-//!   ordinary free) because MemoryViz merges that pair into one `free`; a lone
-//!   `free_completed` would be drawn as a block "freed but waiting due to record_stream".
+//! - Every allocation is a segment holding one block of the same size: `segment_alloc`
+//!   then `alloc` at its time, `free_requested`, `free_completed` then `segment_free` at
+//!   its free's time; in `segments` it has one `active_allocated` block covering it.
+//!   The block entries are needed by MemoryViz: its "Allocator State History" replays the
+//!   trace backwards from `segments` and only an `alloc` removes a block, so a live
+//!   segment's block without one would be left outside any segment (the view then fails
+//!   on every earlier event), and its "Active Memory Timeline" plots only `alloc`s.
+//!   `free_requested` goes right before `free_completed`, as torch writes an ordinary
+//!   free, because MemoryViz merges the pair into one `free`; a lone `free_completed` is
+//!   drawn as a block "freed but waiting due to record_stream". So one allocation's life
+//!   is 5 trace entries.
+//! - A stream-ordered (pool) allocation belongs inside its pool's reservation, but CUPTI's
+//!   memory records do not carry the pool's reservation: when no live segment of the
+//!   device contains the allocation, the allocation itself is represented as its segment,
+//!   exactly like a non-async one (on its stream). Reserved bytes then count pool
+//!   allocations rather than the pool's (larger, driver-managed) reservation. If a pool's
+//!   reservation is ever fed in as a non-async device allocation covering the pool's
+//!   range, the first pool allocation inside it ends its whole-segment block
+//!   (`free_requested`/`free_completed`), and from then on pool allocations inside it are
+//!   blocks of that segment (`alloc`, `free_requested`/`free_completed`, the gaps
+//!   `inactive`) that reserve nothing themselves.
 //!
 //! # Repairs
 //! - A free whose size is 0 (or differs) takes the live allocation's size.

@@ -10,11 +10,12 @@
 //!   stream` (int), `segment_type` (str, [`super::segment_type`]), `segment_pool_id`
 //!   (tuple `(0, 0)`), `is_expandable` (`False`), `frames` (list), `blocks` (list). Segments
 //!   are ordered by device, then address.
-//! - block: `address, size, requested_size` (int), `state` (str), `frames` (list). A plain
-//!   segment has one `active_allocated` block covering it; a pool segment has its pool
-//!   allocations (`active_allocated`) and `inactive` blocks for the gaps (requested size
-//!   0), so that block sizes always sum to `total_size` (`_memory_viz stats` asserts it).
-//!   `allocated_size`, `active_size` and `requested_size` are the sum of active blocks.
+//! - block: `address, size, requested_size` (int), `state` (str), `frames` (list). A
+//!   segment has one `active_allocated` block covering it (the allocation itself); a
+//!   segment hosting pool allocations has them (`active_allocated`) and `inactive` blocks
+//!   for the gaps (requested size 0), so that block sizes always sum to `total_size`
+//!   (`_memory_viz stats` asserts it). `allocated_size`, `active_size` and
+//!   `requested_size` are the sum of active blocks.
 //! - trace entry: `action, addr, size, stream, time_us` (int; `time_us` is the record's
 //!   CLOCK_REALTIME nanoseconds / 1000), `compile_context` (`"N/A"`, as torch writes
 //!   without torch.compile), `user_metadata` (`""`), `frames` (list). No `category`:

@@ -1,0 +1,41 @@
+"""Steps on the libcupti double, marked by `cuprof_step()` (default) or by NVTX ranges named
+`step` (argv[1] == "nvtx"). Each step launches: 2 compute kernels on stream 7, one NCCL kernel on
+stream 13, an HtoD copy and a memset on stream 7. argv[2] = number of steps (default 6).
+Prints {"steps": N, "corr": [[...], ...]} (correlation ids per step)."""
+import ctypes
+import json
+import sys
+
+import nvtx
+
+import double as dbl
+
+mode = sys.argv[1] if len(sys.argv) > 1 else "api"
+steps = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].isdigit() else 6
+d = dbl.load()
+assert d.cuInit(0) == 0
+me = ctypes.CDLL(None)
+out = []
+
+
+def body(i):
+    c = []
+    c.append(d.double_launch_kernel(b"_Z4gemmv", 0, 7, 132, 1, 1, 256, 1, 1, 40_000 + 1_000 * i))
+    c.append(d.double_launch_kernel(b"_Z7softmaxv", 0, 7, 64, 1, 1, 128, 1, 1, 10_000))
+    c.append(d.double_launch_kernel(b"ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 0, 13, 8, 1, 1, 512, 1, 1, 25_000))
+    c.append(d.double_memcpy(dbl.HTOD, dbl.MEM_PINNED, dbl.MEM_DEVICE, 1 << 20, 0, 7, 8_000, 1))
+    c.append(d.double_memset(1 << 16, 0, 0, 7, 2_000))
+    if "--no-sync" not in sys.argv:
+        d.double_sync(dbl.SYNC_DEVICE, 0, 5_000)
+    return c
+
+
+for i in range(steps):
+    if mode == "nvtx":
+        with nvtx.annotate("step"):
+            out.append(body(i))
+    else:
+        out.append(body(i))
+        me.cuprof_step_tokens(128)
+        me.cuprof_step()
+print(json.dumps({"steps": steps, "corr": out}))
