@@ -111,14 +111,21 @@ pub struct Session {
     flush_every: Duration,
     sink: Box<dyn Sink + Send>,
     counters: Arc<Counters>,
-    current: Option<OpenCycle>,
+    /// Open cycles, oldest first: at most one is recording; the others drain (their GPU work
+    /// may still arrive while the next cycle records).
+    cycles: Vec<OpenCycle>,
     written: Vec<Written>,
     errors: Vec<String>,
     /// Device memory, tracked over the whole run (a snapshot needs every live allocation).
     memory: Option<MemoryTimeline>,
     /// Memory changed since the last snapshot was written.
     memory_dirty: bool,
+    /// Correlation ids of API calls made outside recording (bounded by [`MAX_OUTSIDE`]).
+    outside: HashSet<u32>,
 }
+
+/// Bound on remembered outside-recording calls; past it the set starts over.
+const MAX_OUTSIDE: usize = 1 << 20;
 
 fn is_launch(name: &str) -> bool {
     const PREFIXES: [&str; 8] = [
@@ -148,11 +155,12 @@ impl Session {
             flush_every,
             sink,
             counters,
-            current: None,
+            cycles: Vec::new(),
             written: Vec::new(),
             errors: Vec::new(),
             memory: None,
             memory_dirty: false,
+            outside: HashSet::new(),
         }
     }
 
@@ -174,7 +182,17 @@ impl Session {
     }
 
     pub fn is_recording(&self) -> bool {
-        self.current.is_some()
+        self.cycles.last().is_some_and(|c| c.record_to.is_none())
+    }
+
+    /// The cycle an event starting at `start` belongs to: the newest one that began before it.
+    /// CPU-side events must also start before the cycle ended; GPU work may run after it.
+    fn cycle_for(&mut self, start: u64, cpu: bool) -> Option<&mut OpenCycle> {
+        let c = self.cycles.iter_mut().rev().find(|c| c.record_from <= start)?;
+        if cpu && c.record_to.is_some_and(|to| start >= to) {
+            return None;
+        }
+        Some(c)
     }
 
     pub fn handle(&mut self, input: Input) {
@@ -193,7 +211,7 @@ impl Session {
                 Ok(())
             }
             Input::Step { number, pid, tid, start, end, work } => {
-                if let Some(c) = self.current.as_mut().filter(|c| start >= c.record_from) {
+                if let Some(c) = self.cycle_for(start, true) {
                     let r = Range {
                         name: Name::from(format!("ProfilerStep#{number}")),
                         domain: None,
@@ -213,7 +231,7 @@ impl Session {
             }
             Input::BeginRecording { ts, cycle } => self.begin(ts, cycle),
             Input::EndRecording { ts } => {
-                if let Some(c) = self.current.as_mut() {
+                if let Some(c) = self.cycles.iter_mut().rev().find(|c| c.record_to.is_none()) {
                     c.record_to = Some(ts);
                     c.last_ts = c.last_ts.max(ts);
                     c.drain_deadline = Some(Instant::now() + DRAIN);
@@ -224,27 +242,36 @@ impl Session {
         if let Err(e) = result {
             self.fail(e);
         }
-        if let Some(c) = self.current.as_mut() {
+        let mut failed = None;
+        for (i, c) in self.cycles.iter_mut().enumerate() {
             if let Err(e) = c.writer.pump() {
-                self.fail(e);
+                failed = Some((i, e));
             }
+        }
+        if let Some((i, e)) = failed {
+            self.fail_cycle(i, e);
         }
     }
 
     fn fail(&mut self, e: io::Error) {
-        if let Some(c) = self.current.take() {
-            self.errors.push(format!(
-                "cuprof: writing {} failed: {e}; tracing of this cycle stopped (free space or choose another CUPROF_DIR)",
-                c.path.display()
-            ));
-        } else {
-            self.errors.push(format!("cuprof: {e}"));
-        }
+        self.errors.push(format!(
+            "cuprof: {e}; tracing of this cycle stopped (free space or choose another CUPROF_DIR)"
+        ));
+    }
+
+    fn fail_cycle(&mut self, i: usize, e: io::Error) {
+        let c = self.cycles.remove(i);
+        self.errors.push(format!(
+            "cuprof: writing {} failed: {e}; tracing of this cycle stopped (free space or choose another CUPROF_DIR)",
+            c.path.display()
+        ));
     }
 
     fn begin(&mut self, ts: u64, cycle: u32) -> io::Result<()> {
-        if self.current.is_some() {
-            self.close()?;
+        // A cycle still recording ends where the new one begins.
+        if let Some(c) = self.cycles.iter_mut().rev().find(|c| c.record_to.is_none()) {
+            c.record_to = Some(ts);
+            c.drain_deadline.get_or_insert(Instant::now() + DRAIN);
         }
         let (file, path) = self.sink.open(cycle)?;
         let mut meta = self.meta.clone();
@@ -254,7 +281,7 @@ impl Session {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let writer = TraceWriter::new(file, meta, self.gzip_level)?;
-        self.current = Some(OpenCycle {
+        self.cycles.push(OpenCycle {
             cycle,
             path,
             writer,
@@ -277,7 +304,7 @@ impl Session {
         let Some(timeline) = self.memory.as_mut() else { return };
         self.memory_dirty = true;
         let Some(sample) = timeline.record(m, None) else { return };
-        if let Some(c) = self.current.as_mut().filter(|c| sample.timestamp >= c.record_from) {
+        if let Some(c) = self.cycle_for(sample.timestamp, true) {
             let name = format!("GPU {} Memory", sample.device);
             c.writer.counter(&name, sample.device, sample.timestamp, &sample.values);
         }
@@ -302,10 +329,7 @@ impl Session {
     }
 
     fn range(&mut self, r: &Range) {
-        let Some(c) = self.current.as_mut() else { return };
-        if r.start < c.record_from || c.record_to.is_some_and(|to| r.start >= to) {
-            return;
-        }
+        let Some(c) = self.cycle_for(r.start, true) else { return };
         c.writer.range(r, None);
         c.last_ts = c.last_ts.max(r.end);
         if r.id != 0 {
@@ -314,90 +338,128 @@ impl Session {
     }
 
     fn event(&mut self, e: &Event) {
-        let Some(c) = self.current.as_mut() else { return };
-        let cpu_inside = |start: u64| {
-            start >= c.record_from && c.record_to.is_none_or(|to| start < to)
-        };
         match e {
             Event::Api(a) => {
-                if cpu_inside(a.start) {
-                    c.writer.api(a, is_launch(&a.name));
-                    c.last_ts = c.last_ts.max(a.end);
+                let launch = is_launch(&a.name);
+                match self.cycle_for(a.start, true) {
+                    Some(c) => {
+                        c.writer.api(a, launch);
+                        c.last_ts = c.last_ts.max(a.end);
+                    }
+                    None => {
+                        // A call made outside recording (warm-up, or after its cycle ended):
+                        // its GPU work is not recorded either, even when it runs later.
+                        if self.outside.len() >= MAX_OUTSIDE {
+                            self.outside.clear();
+                        }
+                        self.outside.insert(a.correlation);
+                    }
                 }
             }
-            Event::Range(r) => {
-                if cpu_inside(r.start) {
-                    c.writer.range(r, None);
-                    c.last_ts = c.last_ts.max(r.end);
-                }
-            }
+            Event::Range(r) => self.range(r),
             Event::ExternalCorrelation(x) => {
                 if x.external_kind == crate::EXTERNAL_KIND_CUPROF {
-                    c.external.insert(x.correlation, x.external_id);
+                    for c in &mut self.cycles {
+                        c.external.insert(x.correlation, x.external_id);
+                    }
                 }
             }
-            Event::Kernel(k) if k.start >= c.record_from => {
-                c.writer.kernel(k);
-                c.gpu(k.correlation, k.device, k.stream, k.start, k.end);
+            Event::Kernel(k) => {
+                if let Some(c) = self.gpu_cycle(k.start, k.correlation) {
+                    c.writer.kernel(k);
+                    c.gpu(k.correlation, k.device, k.stream, k.start, k.end);
+                }
             }
-            Event::Memcpy(m) if m.start >= c.record_from => {
+            Event::Memcpy(m) => {
                 let corr = if m.runtime_correlation != 0 {
                     m.runtime_correlation
                 } else {
                     m.correlation
                 };
-                c.writer.memcpy(m, corr);
-                c.gpu(corr, m.device, m.stream, m.start, m.end);
+                if let Some(c) = self.gpu_cycle(m.start, corr) {
+                    c.writer.memcpy(m, corr);
+                    c.gpu(corr, m.device, m.stream, m.start, m.end);
+                }
             }
-            Event::Memset(m) if m.start >= c.record_from => {
-                c.writer.memset(m);
-                c.gpu(m.correlation, m.device, m.stream, m.start, m.end);
+            Event::Memset(m) => {
+                if let Some(c) = self.gpu_cycle(m.start, m.correlation) {
+                    c.writer.memset(m);
+                    c.gpu(m.correlation, m.device, m.stream, m.start, m.end);
+                }
             }
-            Event::Sync(s) if s.start >= c.record_from => {
-                c.writer.sync(s);
-                c.last_ts = c.last_ts.max(s.end);
+            Event::Sync(s) => {
+                if let Some(c) = self.gpu_cycle(s.start, s.correlation) {
+                    c.writer.sync(s);
+                    c.last_ts = c.last_ts.max(s.end);
+                }
             }
-            _ => {}
+            Event::Memory(_) | Event::Overhead(_) => {}
         }
+    }
+
+    /// The cycle of GPU work starting at `start`, unless the call that launched it came after
+    /// that cycle ended.
+    fn gpu_cycle(&mut self, start: u64, correlation: u32) -> Option<&mut OpenCycle> {
+        if self.outside.contains(&correlation) {
+            return None;
+        }
+        self.cycle_for(start, false)
     }
 
     /// Periodic work: sync-flush the open file, and finish a drained cycle.
     pub fn tick(&mut self, now: Instant) -> Action {
-        let Some(c) = self.current.as_mut() else {
-            return Action::None;
-        };
-        if let Some(deadline) = c.drain_deadline {
-            if now >= deadline {
-                if !c.drain_flushed {
+        let mut action = Action::None;
+        let mut due = Vec::new();
+        let mut failed = None;
+        for (i, c) in self.cycles.iter_mut().enumerate() {
+            if c.drain_deadline.is_some_and(|d| now >= d) {
+                if c.drain_flushed {
+                    due.push(i);
+                } else {
+                    // Ask CUPTI for what it still holds, then give it a moment to arrive.
                     c.drain_flushed = true;
                     c.drain_deadline = Some(now + Duration::from_millis(50));
-                    return Action::FlushCupti;
+                    action = Action::FlushCupti;
                 }
-                if let Err(e) = self.close() {
-                    self.fail(e);
+                continue;
+            }
+            if now.duration_since(c.last_sync_flush) >= self.flush_every {
+                c.last_sync_flush = now;
+                if let Err(e) = c.writer.sync_flush() {
+                    failed = Some((i, e));
                 }
-                return Action::None;
             }
         }
-        if now.duration_since(c.last_sync_flush) >= self.flush_every {
-            c.last_sync_flush = now;
-            if let Err(e) = c.writer.sync_flush() {
+        if let Some((i, e)) = failed {
+            self.fail_cycle(i, e);
+            return action;
+        }
+        for i in due.into_iter().rev() {
+            if let Err(e) = self.close_cycle(i) {
                 self.fail(e);
             }
         }
-        Action::None
+        action
     }
 
-    /// When the open cycle is draining, the instant it must be looked at again.
+    /// The next instant a draining cycle must be looked at.
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.current.as_ref().and_then(|c| c.drain_deadline)
+        self.cycles.iter().filter_map(|c| c.drain_deadline).min()
     }
 
-    /// Ends the open cycle now (its GPU work must already have been flushed).
+    /// Ends every open cycle now (their GPU work must already have been flushed).
     pub fn close(&mut self) -> io::Result<()> {
-        let Some(mut c) = self.current.take() else {
-            return Ok(());
-        };
+        let mut result = Ok(());
+        while !self.cycles.is_empty() {
+            if let Err(e) = self.close_cycle(0) {
+                result = Err(e);
+            }
+        }
+        result
+    }
+
+    fn close_cycle(&mut self, i: usize) -> io::Result<()> {
+        let mut c = self.cycles.remove(i);
         c.project_ranges();
         let mut stats = self.counters.snapshot();
         stats.complete = true;

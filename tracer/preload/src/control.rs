@@ -18,7 +18,8 @@ enum Driver {
     WholeRun,
     Steps(Window),
     Range(RangeWindow, RangeSource),
-    Time { window: TimeWindow, since: Instant },
+    /// `since`/`since_ns`: CUDA initialisation, on the monotonic and on the trace's clock.
+    Time { window: TimeWindow, since: Instant, since_ns: u64 },
 }
 
 struct State {
@@ -63,6 +64,7 @@ pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
             Driver::Time {
                 window: TimeWindow::new(*delay, *duration),
                 since: Instant::now(),
+                since_ns: now,
             },
             None,
         ),
@@ -245,17 +247,34 @@ pub fn range_stop(from: RangeSource) {
     }
 }
 
-/// Time-driven windows advance from the writer thread's tick.
+/// Time-driven windows advance from the writer thread, which wakes at [`time_deadline`]; the
+/// transition is stamped with the deadline itself, not the (slightly later) wake-up.
 pub fn poll_time() {
     let Some(t) = tracer() else { return };
-    if let Some(tr) = with_driver(|d| match d {
-        Driver::Time { window, since } => Some(window.poll(since.elapsed())),
+    let polled = with_driver(|d| match d {
+        Driver::Time { window, since, since_ns } => {
+            let due = window.next_deadline()?;
+            let elapsed = since.elapsed();
+            if elapsed < due {
+                return None;
+            }
+            Some((window.poll(elapsed), *since_ns + due.as_nanos() as u64))
+        }
+        _ => None,
+    })
+    .flatten();
+    if let Some((tr, ts)) = polled {
+        apply(t, tr, ts);
+    }
+}
+
+/// When the time window next changes phase.
+pub fn time_deadline() -> Option<Instant> {
+    with_driver(|d| match d {
+        Driver::Time { window, since, .. } => window.next_deadline().map(|due| *since + due),
         _ => None,
     })
     .flatten()
-    {
-        apply(t, tr, now_ns());
-    }
 }
 
 /// At exit: close the running step and the partial cycle, if one is being recorded.

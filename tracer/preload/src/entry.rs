@@ -42,6 +42,16 @@ fn on_load() {
         let (cfg, warnings) = Config::from_env();
         hooks::set_quiet(cfg.quiet);
         if !cfg.enabled {
+            // Only a malformed CUPROF_ENABLED gets here with something to say. Said once per
+            // process tree (a `python3` may be a shim that starts dozens of processes): the
+            // marker is inherited by the children.
+            if !warnings.is_empty() && std::env::var_os("CUPROF_WARNED").is_none() {
+                for w in &warnings {
+                    say(w.trim_start_matches("cuprof: "));
+                }
+                // SAFETY: setenv with valid C strings, before the program's threads exist.
+                unsafe { libc::setenv(c"CUPROF_WARNED".as_ptr(), c"1".as_ptr(), 1) };
+            }
             return;
         }
         // Said at CUDA initialisation, once per CUDA process, not in every helper process.

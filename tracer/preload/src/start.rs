@@ -148,6 +148,14 @@ pub fn start(cfg: &Config) -> Result<(), String> {
         // CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING
         (cupti.cuptiEnableCallback)(1, sub, cupti::DOMAIN_RESOURCE, 2);
     }
+    // Queued/submitted times on kernel records (Kineto's `queued` arg) exist only when asked for.
+    if let Some(f) = cupti.raw_symbol(c"cuptiActivityEnableLatencyTimestamps") {
+        // SAFETY: CUPTI's `CUptiResult cuptiActivityEnableLatencyTimestamps(uint8_t)`.
+        unsafe {
+            let f: unsafe extern "C" fn(u8) -> u32 = std::mem::transmute(f);
+            f(1);
+        }
+    }
     let mut memory_kinds = Vec::new();
     if cfg.activities.mem {
         memory_kinds.push(kind::MEMORY2);

@@ -120,12 +120,13 @@ pub fn spawn(cfg: &Config, tracer: Tracer, rx: Receiver<Msg>) -> Result<(), Stri
 }
 
 fn run(mut session: Session, rx: Receiver<Msg>) {
-    let mut time_driven = true;
     loop {
-        let wait = session
-            .next_deadline()
-            .map(|d| d.saturating_duration_since(Instant::now()).min(TICK))
-            .unwrap_or(TICK);
+        let now = Instant::now();
+        let wait = [session.next_deadline(), control::time_deadline()]
+            .into_iter()
+            .flatten()
+            .map(|d| d.saturating_duration_since(now))
+            .fold(TICK, Duration::min);
         match rx.recv_timeout(wait) {
             Ok(Msg::Input(i)) => session.handle(i),
             Ok(Msg::Shutdown(reply)) => {
@@ -142,10 +143,7 @@ fn run(mut session: Session, rx: Receiver<Msg>) {
                 return;
             }
         }
-        if time_driven {
-            control::poll_time();
-            time_driven = true;
-        }
+        control::poll_time();
         if session.tick(Instant::now()) == Action::FlushCupti {
             if let Some(t) = TRACER.get() {
                 t.flush_cupti();

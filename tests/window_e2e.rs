@@ -1,0 +1,228 @@
+//! Issue 4 end to end: the profiling window and its step sources, ranks and file names, the
+//! torchrun-like parent, invalid environment values, processes that never touch CUDA.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+
+fn steps_of(trace: &Value) -> Vec<String> {
+    let mut s: Vec<String> = events(trace, "user_annotation")
+        .iter()
+        .filter_map(|e| e["name"].as_str().filter(|n| n.starts_with("ProfilerStep#")).map(String::from))
+        .collect();
+    s.sort();
+    s
+}
+
+fn kernels_by_name(trace: &Value) -> std::collections::BTreeMap<String, usize> {
+    count_by_name(&events(trace, "kernel"))
+}
+
+fn trace(dir: &TempDir, file: &str) -> Value {
+    read_trace(&dir.path().join(file))
+}
+
+#[test]
+fn nvtx_steps_two_cycles_hold_exactly_their_recorded_steps() {
+    let dir = TempDir::new("nvtx-steps");
+    Run::python("steps.py", &["nvtx", "10"], dir.path())
+        .env("CUPROF_STEP_NVTX", "step")
+        .env("CUPROF_WAIT", "1")
+        .env("CUPROF_WARMUP", "1")
+        .env("CUPROF_ACTIVE", "2")
+        .env("CUPROF_REPEAT", "2")
+        .ok_json();
+    assert_eq!(dir.files(), vec!["t-rank0-cycle1.trace.json.gz", "t-rank0-cycle2.trace.json.gz"]);
+    let c1 = trace(&dir, "t-rank0-cycle1.trace.json.gz");
+    let c2 = trace(&dir, "t-rank0-cycle2.trace.json.gz");
+    assert_eq!(steps_of(&c1), vec!["ProfilerStep#2", "ProfilerStep#3"]);
+    assert_eq!(steps_of(&c2), vec!["ProfilerStep#6", "ProfilerStep#7"]);
+    for c in [&c1, &c2] {
+        // Two steps of 3 kernels, 1 copy, 1 memset; the step ranges themselves are kept.
+        assert_eq!(events(c, "kernel").len(), 6);
+        assert_eq!(events(c, "gpu_memcpy").len(), 2);
+        assert_eq!(events(c, "gpu_memset").len(), 1 * 2);
+        assert_eq!(names(&events(c, "user_annotation")).iter().filter(|n| *n == "step").count(), 2);
+        assert_eq!(c["cuprof"]["cycle"].as_u64().unwrap() as usize, if std::ptr::eq(c, &c1) { 1 } else { 2 });
+    }
+    // gemm lasts 40+i us in step i: cycle 1 holds steps 2 and 3.
+    let gemm: Vec<f64> = events(&c1, "kernel").iter().filter(|e| e["name"] == "gemm()").map(|e| e["dur"].as_f64().unwrap()).collect();
+    assert_eq!(gemm, vec![42.0, 43.0]);
+}
+
+#[test]
+fn cuprof_step_calls_drive_the_schedule_and_report_work() {
+    let dir = TempDir::new("api-steps");
+    Run::python("steps.py", &["api", "8"], dir.path())
+        .env("CUPROF_WAIT", "1")
+        .env("CUPROF_WARMUP", "1")
+        .env("CUPROF_ACTIVE", "2")
+        .ok_json();
+    assert_eq!(dir.files(), vec!["t-rank0.trace.json.gz"]);
+    let t = trace(&dir, "t-rank0.trace.json.gz");
+    assert_eq!(steps_of(&t), vec!["ProfilerStep#2", "ProfilerStep#3"]);
+    for s in events(&t, "user_annotation") {
+        assert_eq!(s["args"]["work"], 128.0);
+    }
+    assert_eq!(events(&t, "kernel").len(), 6);
+    let gemm: Vec<f64> = events(&t, "kernel").iter().filter(|e| e["name"] == "gemm()").map(|e| e["dur"].as_f64().unwrap()).collect();
+    assert_eq!(gemm, vec![42.0, 43.0]);
+}
+
+fn check_ranges(kind: &str, capture: &str) {
+    let dir = TempDir::new(&format!("ranges-{kind}"));
+    Run::python("ranges.py", &[kind], dir.path())
+        .env("CUPROF_CAPTURE_RANGE", capture)
+        .env("CUPROF_REPEAT", "2")
+        .ok_json();
+    assert_eq!(dir.files(), vec!["t-rank0-cycle1.trace.json.gz", "t-rank0-cycle2.trace.json.gz"]);
+    let c1 = kernels_by_name(&trace(&dir, "t-rank0-cycle1.trace.json.gz"));
+    let c2 = kernels_by_name(&trace(&dir, "t-rank0-cycle2.trace.json.gz"));
+    assert_eq!(c1, [("inside0".to_string(), 2)].into_iter().collect());
+    assert_eq!(c2, [("inside1".to_string(), 3)].into_iter().collect());
+}
+
+#[test]
+fn cuda_profiler_api_ranges_are_the_capture_ranges() {
+    check_ranges("cuda", "cudaProfilerApi");
+}
+
+#[test]
+fn cuprof_start_stop_ranges_are_the_capture_ranges() {
+    check_ranges("cuprof", "cuprof");
+}
+
+#[test]
+fn delay_and_duration_bound_the_recording() {
+    let dir = TempDir::new("timed");
+    let (out, _) = Run::python("timed.py", &["1.2"], dir.path())
+        .env("CUPROF_DELAY", "0.3")
+        .env("CUPROF_DURATION", "0.4")
+        .ok_json();
+    let t = trace(&dir, "t-rank0.trace.json.gz");
+    let base = t["baseTimeNanoseconds"].as_i64().unwrap();
+    let init = t["cuprof"]["clock"]["realtime_ns"].as_i64().unwrap();
+    let raw = raw_events(&dir.path().join("t-rank0.trace.json.gz"));
+    let starts: Vec<i64> = raw
+        .iter()
+        .filter(|e| e.v["cat"] == "kernel")
+        .map(|e| {
+            let (a, b) = e.ts.split_once('.').unwrap();
+            base + a.parse::<i64>().unwrap() * 1000 + b.parse::<i64>().unwrap()
+        })
+        .collect();
+    let produced = out["kernels"].as_u64().unwrap() as usize;
+    // ~40 kernels in 0.4 s at one per 10 ms; none before the delay or after the duration.
+    assert!(starts.len() >= 10 && starts.len() < produced, "{} of {produced}", starts.len());
+    for s in &starts {
+        let since = s - init;
+        assert!((300_000_000..=700_000_000 + 50_000_000).contains(&since), "kernel {since} ns after CUDA init");
+    }
+}
+
+#[test]
+fn rank_comes_from_the_environment_and_names_never_collide() {
+    let dir = TempDir::new("rank");
+    for _ in 0..2 {
+        Run::python("steps.py", &["api", "2"], dir.path()).env("RANK", "3").env("WORLD_SIZE", "4").ok_json();
+    }
+    let files = dir.files();
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert_eq!(files[1], "t-rank3.trace.json.gz");
+    assert!(files[0].starts_with("t-rank3-pid") && files[0].ends_with(".trace.json.gz"), "{files:?}");
+    let t = trace(&dir, "t-rank3.trace.json.gz");
+    assert_eq!(t["distributedInfo"]["rank"], 3);
+    assert_eq!(t["distributedInfo"]["world_size"], 4);
+    // HTA reads the rank with the regex `"rank":\s+(\d+)`.
+    let text = {
+        use std::io::Read;
+        let mut s = String::new();
+        flate2::read::GzDecoder::new(&std::fs::read(dir.path().join("t-rank3.trace.json.gz")).unwrap()[..])
+            .read_to_string(&mut s)
+            .unwrap();
+        s
+    };
+    assert!(text.contains("\"rank\": 3,"));
+}
+
+#[test]
+fn a_torchrun_like_parent_writes_nothing_and_each_rank_one_trace() {
+    let dir = TempDir::new("parent");
+    let (out, _) = Run::python("launcher_parent.py", &[], dir.path()).ok_json();
+    assert_eq!(out["codes"], serde_json::json!([0, 0]));
+    assert_eq!(dir.files(), vec!["t-rank0.trace.json.gz", "t-rank1.trace.json.gz"]);
+    for r in 0..2 {
+        let t = trace(&dir, &format!("t-rank{r}.trace.json.gz"));
+        assert_eq!(t["distributedInfo"]["rank"], r);
+        assert_eq!(events(&t, "kernel").len(), 3 * 3);
+    }
+}
+
+#[test]
+fn invalid_values_are_named_and_the_program_runs_on() {
+    let dir = TempDir::new("invalid");
+    let out = Run::python("steps.py", &["api", "2"], dir.path())
+        .env("CUPROF_WAIT", "abc")
+        .env("CUPROF_ACTIVITIES", "CPU,GPU,BOGUS")
+        .output();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().filter(|l| l.contains("CUPROF_WAIT") && l.contains("abc")).count(), 1, "{stderr}");
+    assert_eq!(stderr.lines().filter(|l| l.contains("CUPROF_ACTIVITIES") && l.contains("BOGUS")).count(), 1, "{stderr}");
+    // Defaults used: the whole run is traced.
+    assert_eq!(dir.files(), vec!["t-rank0.trace.json.gz"]);
+
+    let off = TempDir::new("invalid-enabled");
+    let out = Run::python("steps.py", &["api", "2"], off.path()).env("CUPROF_ENABLED", "maybe").output();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().filter(|l| l.contains("CUPROF_ENABLED") && l.contains("maybe")).count(), 1, "{stderr}");
+    assert!(off.files().is_empty());
+}
+
+#[test]
+fn a_process_that_never_initialises_cuda_loads_no_cupti_and_writes_nothing() {
+    let dir = TempDir::new("nocuda");
+    let (out, stderr) = Run::python("nocuda.py", &[], dir.path()).ok_json();
+    assert_eq!(out["cupti_loaded"], false);
+    assert!(dir.files().is_empty());
+    assert_eq!(stderr, "");
+    // A shell, too.
+    let out = std::process::Command::new("sh")
+        .args(["-c", "ls /proc/self/ > /dev/null"])
+        .env("LD_PRELOAD", lib())
+        .env("CUPROF_ENABLED", "1")
+        .env("CUPROF_DIR", dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success() && out.stderr.is_empty());
+    assert!(dir.files().is_empty());
+}
+
+#[test]
+fn cuprof_run_reports_the_files_after_the_program_ends() {
+    let dir = TempDir::new("launcher");
+    let out = std::process::Command::new(cuprof_bin())
+        .args(["run", "--dir"])
+        .arg(dir.path())
+        .args(["--name", "job", "--wait", "1", "--active", "2", "--", "python3"])
+        .arg(apps().join("steps.py"))
+        .args(["api", "5"])
+        .env("PYTHONPATH", apps())
+        .env("CUPTI_DOUBLE_LIB", double())
+        .env("CUPROF_CUPTI_PATH", double())
+        .env("CUPROF_LIB", lib())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(dir.files(), vec!["job-rank0.trace.json.gz"]);
+    let t = trace(&dir, "job-rank0.trace.json.gz");
+    assert_eq!(steps_of(&t), vec!["ProfilerStep#1", "ProfilerStep#2"]);
+    let path = dir.path().join("job-rank0.trace.json.gz");
+    let n = t["traceEvents"].as_array().unwrap().len();
+    let line = format!("cuprof: wrote {} ({n} events,", path.display());
+    assert_eq!(stderr.lines().filter(|l| l.starts_with(&line)).count(), 1, "{stderr}");
+    let _ = Path::new("");
+}
