@@ -28,11 +28,11 @@ fn generate(path: &Path, target: u64) -> std::io::Result<u64> {
     let file = std::fs::File::create(path)?;
     let mut gz = GzEncoder::new(BufWriter::with_capacity(1 << 20, file), Compression::fast());
     let mut n: u64 = 0;
-    let mut put = |gz: &mut GzEncoder<_>, s: &str| -> std::io::Result<()> {
-        n += s.len() as u64;
+    fn put<W: Write>(gz: &mut W, n: &mut u64, s: &str) -> std::io::Result<()> {
+        *n += s.len() as u64;
         gz.write_all(s.as_bytes())
-    };
-    put(&mut gz, "{\"schemaVersion\": 1,\n \"deviceProperties\": [{\"id\": 0, \"name\": \"NVIDIA H100 80GB HBM3\", \"totalGlobalMem\": 85029158912, \"computeMajor\": 9, \"computeMinor\": 0, \"maxThreadsPerBlock\": 1024, \"maxThreadsPerMultiprocessor\": 2048, \"regsPerBlock\": 65536, \"warpSize\": 32, \"sharedMemPerBlock\": 49152, \"numSms\": 132, \"regsPerMultiprocessor\": 65536, \"sharedMemPerBlockOptin\": 232448, \"sharedMemPerMultiprocessor\": 233472}],\n \"distributedInfo\": {\"backend\": \"nccl\", \"rank\": 0, \"world_size\": 1, \"local_rank\": 0},\n \"cuprof\": {\"version\": \"0.1.0\", \"pid\": 4242, \"hostname\": \"bench\", \"cupti_version\": 130001, \"cycle\": 1, \"clock\": {\"realtime_ns\": 1700000001000000000, \"monotonic_ns\": 5000000000}, \"window\": \"bench\"},\n \"displayTimeUnit\": \"ms\",\n \"baseTimeNanoseconds\": 1700000000000000000,\n \"traceEvents\": [\n")?;
+    }
+    put(&mut gz, &mut n, "{\"schemaVersion\": 1,\n \"deviceProperties\": [{\"id\": 0, \"name\": \"NVIDIA H100 80GB HBM3\", \"totalGlobalMem\": 85029158912, \"computeMajor\": 9, \"computeMinor\": 0, \"maxThreadsPerBlock\": 1024, \"maxThreadsPerMultiprocessor\": 2048, \"regsPerBlock\": 65536, \"warpSize\": 32, \"sharedMemPerBlock\": 49152, \"numSms\": 132, \"regsPerMultiprocessor\": 65536, \"sharedMemPerBlockOptin\": 232448, \"sharedMemPerMultiprocessor\": 233472}],\n \"distributedInfo\": {\"backend\": \"nccl\", \"rank\": 0, \"world_size\": 1, \"local_rank\": 0},\n \"cuprof\": {\"version\": \"0.1.0\", \"pid\": 4242, \"hostname\": \"bench\", \"cupti_version\": 130001, \"cycle\": 1, \"clock\": {\"realtime_ns\": 1700000001000000000, \"monotonic_ns\": 5000000000}, \"window\": \"bench\"},\n \"displayTimeUnit\": \"ms\",\n \"baseTimeNanoseconds\": 1700000000000000000,\n \"traceEvents\": [\n")?;
     let kernels = [
         "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8::Params)",
         "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, at::detail::Array<char*, 3>)",
@@ -108,9 +108,9 @@ fn generate(path: &Path, target: u64) -> std::io::Result<u64> {
             us(t - step_start)
         ));
         step += 1;
-        put(&mut gz, &buf)?;
+        put(&mut gz, &mut n, &buf)?;
     }
-    put(&mut gz, "\n],\n \"cuprofStats\": {\"events\": 0, \"dropped_channel\": 0, \"dropped_cupti\": 0, \"dropped_buffers\": 0, \"kernels_without_timestamps\": 0, \"memory_events_dropped\": 0, \"complete\": true},\n \"traceName\": \"bench-rank0.trace.json.gz\"}\n")?;
+    put(&mut gz, &mut n, "\n],\n \"cuprofStats\": {\"events\": 0, \"dropped_channel\": 0, \"dropped_cupti\": 0, \"dropped_buffers\": 0, \"kernels_without_timestamps\": 0, \"memory_events_dropped\": 0, \"complete\": true},\n \"traceName\": \"bench-rank0.trace.json.gz\"}\n")?;
     gz.finish()?.flush()?;
     Ok(n)
 }

@@ -171,6 +171,11 @@ impl Session {
         self
     }
 
+    /// The devices for `deviceProperties` (read by the writer thread, off CUDA's init path).
+    pub fn set_devices(&mut self, devices: Vec<crate::trace_writer::DeviceProps>) {
+        self.meta.devices = devices;
+    }
+
     /// Files finished so far.
     pub fn written(&self) -> &[Written] {
         &self.written

@@ -294,8 +294,14 @@ pub fn device_properties() -> Vec<DeviceProps> {
         let mem: unsafe extern "C" fn(*mut usize, c_int) -> CuResult = std::mem::transmute(mem);
         let attr: unsafe extern "C" fn(*mut c_int, c_int, c_int) -> CuResult = std::mem::transmute(attr);
         let mut n = 0;
-        if count(&mut n) != 0 {
-            return Vec::new();
+        // cuInit may still be finishing on the thread that woke cuprof: wait for it, briefly.
+        let mut tries = 0;
+        while count(&mut n) != 0 {
+            tries += 1;
+            if tries > 200 {
+                return Vec::new();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
         (0..n.clamp(0, 64))
             .filter_map(|ordinal| {

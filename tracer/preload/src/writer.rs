@@ -68,7 +68,7 @@ fn clock(id: libc::clockid_t) -> u64 {
 fn meta(cfg: &Config, t: &Tracer) -> TraceMeta {
     let realtime = clock(libc::CLOCK_REALTIME);
     TraceMeta {
-        devices: crate::entry::device_properties(),
+        devices: Vec::new(),
         rank: cfg.rank.rank,
         world_size: cfg.rank.world_size,
         local_rank: cfg.rank.local_rank,
@@ -120,6 +120,8 @@ pub fn spawn(cfg: &Config, tracer: Tracer, rx: Receiver<Msg>) -> Result<(), Stri
 }
 
 fn run(mut session: Session, rx: Receiver<Msg>) {
+    // Asked here, not in InitializeInjection: the driver is still inside cuInit there.
+    session.set_devices(crate::entry::device_properties());
     loop {
         let now = Instant::now();
         let wait = [session.next_deadline(), control::time_deadline()]
