@@ -116,8 +116,10 @@ fn generate(path: &Path, target: u64) -> std::io::Result<u64> {
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; a plain `cargo test --benches` passes nothing useful.
-    if std::env::args().any(|a| a == "--list") {
+    // `cargo bench` passes `--bench`; anything else (`cargo test --benches`, `--list`) must not
+    // generate a gigabyte.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("report: run with `cargo bench -p cuprof-launcher --bench report`");
         return;
     }
     let mb: u64 = std::env::var("CUPROF_BENCH_MB")

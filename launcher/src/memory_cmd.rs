@@ -33,15 +33,11 @@ pub struct MemoryArgs {
 pub fn run(args: MemoryArgs) -> anyhow::Result<()> {
     let bytes = std::fs::read(&args.file)
         .with_context(|| format!("cannot read {}", args.file.display()))?;
-    let snapshot = Snapshot::from_pickle(&bytes)
+    let devices = load(&bytes)
         .with_context(|| format!("{} is not a memory snapshot", args.file.display()))?;
     print!(
         "{}",
-        render(
-            &args.file.display().to_string(),
-            &summarize(&snapshot),
-            args.frames
-        )
+        render(&args.file.display().to_string(), &devices, args.frames)
     );
     Ok(())
 }
@@ -59,7 +55,6 @@ struct Entry {
     addr: i64,
     size: i64,
     time_us: i64,
-    frames: Vec<Frame>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -147,11 +142,26 @@ fn frames(v: &Value, what: &str) -> anyhow::Result<Vec<Frame>> {
         .collect()
 }
 
-impl Snapshot {
-    fn from_pickle(bytes: &[u8]) -> anyhow::Result<Snapshot> {
-        Snapshot::from_value(&read_value(bytes)?)
+/// The per-device summaries of a snapshot pickle. Frames are read only for the entries
+/// that reached a peak: a bounded trace of 100,000 entries with deep stacks would
+/// otherwise copy millions of strings.
+fn load(bytes: &[u8]) -> anyhow::Result<Vec<DeviceSummary>> {
+    let value = read_value(bytes)?;
+    let mut devices = summarize(&Snapshot::from_value(&value)?);
+    let traces = list(
+        field(&value, "device_traces", "the snapshot")?,
+        "device_traces",
+    )?;
+    for d in &mut devices {
+        if let Some(i) = d.peak_index {
+            let what = format!("device_traces[{}][{i}]", d.device);
+            d.peak_frames = frames(&list(&traces[d.device], &what)?[i], &what)?;
+        }
     }
+    Ok(devices)
+}
 
+impl Snapshot {
     fn from_value(v: &Value) -> anyhow::Result<Snapshot> {
         if !matches!(v, Value::Dict(_)) {
             bail!("the pickle is not a dict");
@@ -196,7 +206,6 @@ impl Snapshot {
                         .unwrap_or(0),
                     size: int_field(e, "size", &what)?,
                     time_us: int_field(e, "time_us", &what)?,
-                    frames: frames(e, &what)?,
                 });
             }
             snap.device_traces.push(entries);
@@ -211,8 +220,12 @@ struct DeviceSummary {
     /// Reserved bytes before the first trace entry.
     start: i64,
     peak: i64,
-    /// The entry that first reached the peak; `None` when the peak is the starting level.
+    /// The entry that first reached the peak, and its index in the device's trace; `None`
+    /// when the peak is the starting level.
     peak_entry: Option<Entry>,
+    peak_index: Option<usize>,
+    /// The peak entry's stack (filled by [`load`]).
+    peak_frames: Vec<Frame>,
     first_time_us: Option<i64>,
     live_segments: usize,
     live_bytes: i64,
@@ -249,12 +262,12 @@ fn summarize(snap: &Snapshot) -> Vec<DeviceSummary> {
         };
         let live_bytes: i64 = segs.iter().map(|s| s.total_size).sum();
         let start = live_bytes - trace.iter().map(delta).sum::<i64>();
-        let (mut level, mut peak, mut peak_entry) = (start, start, None);
-        for e in trace {
+        let (mut level, mut peak, mut peak_index) = (start, start, None);
+        for (i, e) in trace.iter().enumerate() {
             level += delta(e);
             if level > peak {
                 peak = level;
-                peak_entry = Some(e.clone());
+                peak_index = Some(i);
             }
         }
         let active = || {
@@ -270,7 +283,9 @@ fn summarize(snap: &Snapshot) -> Vec<DeviceSummary> {
             device,
             start,
             peak,
-            peak_entry,
+            peak_entry: peak_index.map(|i| trace[i].clone()),
+            peak_index,
+            peak_frames: Vec::new(),
             first_time_us: trace.first().map(|e| e.time_us),
             live_segments: segs.len(),
             live_bytes,
@@ -364,8 +379,9 @@ fn render(file: &str, devices: &[DeviceSummary], max_frames: usize) -> String {
                     human(e.size),
                     e.addr
                 );
-                let shown: Vec<&Frame> = e.frames.iter().filter(|f| interesting(f)).collect();
-                if e.frames.is_empty() {
+                let frames = &d.peak_frames;
+                let shown: Vec<&Frame> = frames.iter().filter(|f| interesting(f)).collect();
+                if frames.is_empty() {
                     let _ = writeln!(
                         s,
                         "  stack:          no stacks recorded (run with --with-stack)"
@@ -375,7 +391,7 @@ fn render(file: &str, devices: &[DeviceSummary], max_frames: usize) -> String {
                     for f in shown.iter().take(max_frames) {
                         let _ = writeln!(s, "    {} ({}:{})", f.name, f.filename, f.line);
                     }
-                    let hidden = e.frames.len() - shown.len().min(max_frames);
+                    let hidden = frames.len() - shown.len().min(max_frames);
                     if hidden > 0 {
                         let _ = writeln!(s, "    ... {} not shown", plural(hidden, "more frame"));
                     }
@@ -795,8 +811,7 @@ mod tests {
             Some(stack),
         );
         t.record(&rec(MemoryOp::Free, 0x2000_0000, 0, 9_000_000, 1), None);
-        let snap = Snapshot::from_pickle(&t.snapshot_pickle()).unwrap();
-        let sum = summarize(&snap);
+        let sum = load(&t.snapshot_pickle()).unwrap();
         assert_eq!(sum.len(), 1);
         let d = &sum[0];
         assert_eq!((d.device, d.start, d.peak), (1, 0, 22 * MIB as i64));
@@ -839,7 +854,7 @@ mod tests {
         t.record(&rec(MemoryOp::Alloc, 0x1000_0000, 20 * MIB, 1_000, 0), None);
         t.record(&rec(MemoryOp::Alloc, 0x3000_0000, 2 * MIB, 2_000, 0), None);
         t.record(&rec(MemoryOp::Free, 0x1000_0000, 0, 3_000, 0), None);
-        let mut snap = Snapshot::from_pickle(&t.snapshot_pickle()).unwrap();
+        let mut snap = Snapshot::from_value(&read_value(&t.snapshot_pickle()).unwrap()).unwrap();
         snap.device_traces[0].drain(0..2); // the 20 MiB segment was allocated before recording
         let sum = summarize(&snap);
         let d = &sum[0];
@@ -867,11 +882,10 @@ mod tests {
     #[test]
     fn empty_and_malformed() {
         let empty = MemoryTimeline::default().snapshot_pickle();
-        let snap = Snapshot::from_pickle(&empty).unwrap();
-        assert_eq!(summarize(&snap), vec![]);
+        assert_eq!(load(&empty).unwrap(), vec![]);
         assert!(render("z", &[], 12).contains("no device memory recorded"));
         let not_a_snapshot = serde_pickle::to_vec(&vec![1, 2], Default::default()).unwrap();
-        let err = Snapshot::from_pickle(&not_a_snapshot).unwrap_err();
+        let err = load(&not_a_snapshot).unwrap_err();
         assert!(format!("{err:#}").contains("not a dict"), "{err:#}");
     }
 

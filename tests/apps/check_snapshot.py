@@ -125,14 +125,22 @@ def check_opcodes(data):
     return protocol
 
 
-def walk(value, path, visit):
+def walk(value, path, visit, seen=None):
+    """Visits every value once; a container shared by several parents (a memoized frames
+    list) is walked at its first path only."""
+    if seen is None:
+        seen = set()
+    if isinstance(value, (dict, list, tuple)):
+        if id(value) in seen:
+            return
+        seen.add(id(value))
     visit(value, path)
     if isinstance(value, dict):
         for k, v in value.items():
-            walk(v, f"{path}[{k!r}]", visit)
+            walk(v, f"{path}[{k!r}]", visit, seen)
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
-            walk(v, f"{path}[{i}]", visit)
+            walk(v, f"{path}[{i}]", visit, seen)
 
 
 def check_values(snap):
@@ -164,6 +172,13 @@ def _tuple(t):
 
 def check_structure(snap):
     """The structure MemoryViz and _memory_viz.py walk."""
+    checked_frames = set()
+
+    def check_frames(frames, where):
+        if id(frames) not in checked_frames:
+            checked_frames.add(id(frames))
+            check_frame_list(frames, where)
+
     if not isinstance(snap, dict):
         fail(f"top level is a {type(snap).__name__}, not a dict")
     segments = need(snap, "segments", list, "snapshot")
@@ -214,7 +229,7 @@ def check_structure(snap):
             last = t
 
 
-def check_frames(frames, where):
+def check_frame_list(frames, where):
     if not isinstance(frames, list):
         fail(f"{where}['frames'] is a {type(frames).__name__}, not a list")
     for k, f in enumerate(frames):
@@ -330,13 +345,22 @@ def unique_signature(dicts, what):
 
 
 def frames_of(snap):
-    for seg in snap["segments"]:
-        yield from seg.get("frames", [])
-        for b in seg["blocks"]:
-            yield from b.get("frames", [])
-    for trace in snap["device_traces"]:
-        for e in trace:
-            yield from e.get("frames", [])
+    """Every frame dict, each shared frames list once."""
+    seen = set()
+
+    def lists():
+        for seg in snap["segments"]:
+            yield seg.get("frames", [])
+            for b in seg["blocks"]:
+                yield b.get("frames", [])
+        for trace in snap["device_traces"]:
+            for e in trace:
+                yield e.get("frames", [])
+
+    for frames in lists():
+        if id(frames) not in seen:
+            seen.add(id(frames))
+            yield from frames
 
 
 def compare_dicts_deep(where, ours, ref):

@@ -234,7 +234,9 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
         let mut line = String::with_capacity(1024);
         let summary = reader.read_events(|e| {
             line.clear();
-            let members = match event_members(e.raw) {
+            let members = match e.raw_str().map_err(|u| u.to_string()).and_then(|r| {
+                event_members(r).map_err(|j| j.to_string())
+            }) {
                 Ok(m) => m,
                 Err(err) => {
                     failure = Some(anyhow::anyhow!(

@@ -77,6 +77,12 @@ pub fn api_paths(f: &FileData, paths: &mut Paths) -> Vec<u32> {
         for &ai in apis.iter() {
             let t = f.apis[ai as usize].start;
             while next < ranges.len() && f.ranges[ranges[next] as usize].start <= t {
+                // Ranges that ended by the time this one starts are its siblings, not its
+                // parents, and contain no later call.
+                let s = f.ranges[ranges[next] as usize].start;
+                while stack.last().is_some_and(|&top| f.ranges[top as usize].end <= s) {
+                    stack.pop();
+                }
                 stack.push(ranges[next]);
                 next += 1;
             }
@@ -855,6 +861,75 @@ mod tests {
         assert_eq!(s.mean_ns, 200.0);
         assert_eq!(s.p50_ns, 200.0);
         assert_eq!(s.throughput_per_s, Some(30.0 / 600e-9));
+    }
+
+    #[test]
+    fn innermost_range_at_launch() {
+        use crate::analysis::load::{ApiCall, FileData, Range};
+        use cuprof_core::reader::Id;
+        let range = |thread, start, end, name| Range {
+            thread,
+            start,
+            end,
+            name,
+        };
+        let api = |thread, start| ApiCall {
+            thread,
+            start,
+            end: start + 1,
+            name: 99,
+            corr: -1,
+            sync: false,
+        };
+        let f = FileData {
+            path: "t".into(),
+            meta: Default::default(),
+            read: Default::default(),
+            rank: Some(0),
+            ops: vec![],
+            // Thread 0: P [0,100] holds C1 [10,20] and C2 [20,30] (touching siblings), then
+            // X [90,150] crosses P's end. Thread 1: Q [0,1000].
+            ranges: vec![
+                range(0, 20, 30, 3),
+                range(0, 0, 100, 1),
+                range(0, 10, 20, 2),
+                range(0, 90, 150, 4),
+                range(1, 0, 1000, 5),
+            ],
+            apis: vec![
+                api(0, 5),
+                api(0, 15),
+                api(0, 20),
+                api(0, 25),
+                api(0, 50),
+                api(0, 95),
+                api(0, 120),
+                api(0, 200),
+                api(1, 200),
+            ],
+            steps: vec![],
+            gpu_syncs: vec![],
+            threads: vec![(Id::Int(1), Id::Int(1)), (Id::Int(1), Id::Int(2))],
+        };
+        let mut paths = Paths::default();
+        let got: Vec<Vec<u32>> = api_paths(&f, &mut paths)
+            .into_iter()
+            .map(|p| paths.paths[p as usize].clone())
+            .collect();
+        assert_eq!(
+            got,
+            [
+                vec![1],
+                vec![1, 2],
+                vec![1, 3],
+                vec![1, 3],
+                vec![1],
+                vec![1, 4],
+                vec![4],
+                vec![],
+                vec![5],
+            ]
+        );
     }
 
     #[test]

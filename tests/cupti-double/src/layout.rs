@@ -22,6 +22,7 @@ pub mod kind {
     pub const MEMCPY2: u32 = 22;
     pub const SYNCHRONIZATION: u32 = 38;
     pub const EXTERNAL_CORRELATION: u32 = 39;
+    pub const INTERNAL_LAUNCH_API: u32 = 48;
     pub const MEMORY2: u32 = 49;
     pub const MEMORY_POOL: u32 = 50;
     /// `CUPTI_ACTIVITY_KIND_MEM_DECOMPRESS`, the last kind in 12.9 and 13.0.
@@ -253,6 +254,38 @@ pub mod off {
         pub const CUDA_EVENT_ID: usize = 36;
         pub const CUDA_EVENT_SYNC_ID: usize = 40; // v2 only
         pub const RETURN_VALUE: usize = 48; // v2 only
+    }
+    /// CUpti_ActivityMarker2 (56; same offsets in 12.x): objectId @24, name @40, domain @48.
+    pub mod marker {
+        pub const KIND: usize = 0;
+        pub const FLAGS: usize = 4;
+        pub const TIMESTAMP: usize = 8;
+        pub const ID: usize = 16;
+        pub const OBJECT_KIND: usize = 20;
+        pub const OBJECT_ID: usize = 24; // 12-byte union
+        pub const NAME: usize = 40; // const char*
+        pub const DOMAIN: usize = 48; // const char*
+    }
+    /// CUpti_ActivityOverhead (40) / Overhead2 (48) / Overhead3 (56): start and end at the
+    /// same offsets in all three.
+    pub mod overhead {
+        pub const KIND: usize = 0;
+        pub const OVERHEAD_KIND: usize = 4;
+        pub const OBJECT_KIND: usize = 8;
+        pub const OBJECT_ID: usize = 12; // 12-byte union
+        pub const START: usize = 24;
+        pub const END: usize = 32;
+        pub const CORRELATION_ID: usize = 40; // Overhead2/3
+    }
+    /// CUpti_ActivityMemoryPool2 (72) / MemoryPool3 (80): same offsets for these fields.
+    pub mod memory_pool {
+        pub const KIND: usize = 0;
+        pub const OPERATION_TYPE: usize = 4;
+        pub const POOL_TYPE: usize = 8;
+        pub const CORRELATION_ID: usize = 12;
+        pub const PROCESS_ID: usize = 16;
+        pub const DEVICE_ID: usize = 20;
+        pub const TIMESTAMP: usize = 56;
     }
     /// CUpti_ActivityExternalCorrelation (24).
     pub mod ext {

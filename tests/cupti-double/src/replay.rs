@@ -5,8 +5,21 @@
 //! u64 data_len; data_len bytes of buffer data with pointer fields zeroed; then n_patches
 //! entries of { u64 offset_in_data; u32 string_len; string bytes (no NUL) }. Replay
 //! writes a pointer to a NUL-terminated copy of each string at data[offset..offset+8].
+//!
+//! Rebasing: a dump's timestamps are CLOCK_REALTIME of the recording day, and a tracer only
+//! keeps records that start after CUDA initialisation in its own process. So replay shifts
+//! every timestamp field of every record by one delta, chosen so that the earliest non-zero
+//! timestamp in the dump becomes now (CLOCK_REALTIME) + 1 ms; relative timing within the
+//! dump is kept to the nanosecond. The fields ([`time_fields`], offsets from [`layout::off`],
+//! the same in every version the double plays): kernel start/end/completed/queued/submitted,
+//! memcpy (and peer-to-peer memcpy) and memset start/end, driver/runtime API start/end,
+//! synchronization start/end, memory (MEMORY2) and memory-pool timestamp, marker timestamp,
+//! overhead start/end. A field holding 0 (`CUPTI_TIMESTAMP_UNKNOWN`, e.g. a kernel's
+//! queued/submitted without latency timestamps) stays 0. processId of API, memory and
+//! memory-pool records becomes the replaying process's pid; thread ids stay as recorded.
+//! Records of other kinds are delivered unchanged.
 
-use crate::layout;
+use crate::layout::{self, kind};
 use crate::state;
 
 pub const MAGIC: &[u8; 8] = b"CUPROFB1";
@@ -81,10 +94,84 @@ pub fn parse(bytes: &[u8]) -> Result<Dump, ReplayError> {
     Ok(Dump { version, data })
 }
 
-/// Delivers the dump's records through `requested`/`completed`, splitting at record
-/// boundaries when a buffer is smaller than the data. Returns the number of records.
+/// Offsets of the u64 timestamp fields (ns) of a record of kind `k`, in every version the
+/// double plays (checked against the 12.9 and 13.0 headers; Overhead/Overhead2/Overhead3,
+/// Memcpy5/Memcpy6, Synchronization/Synchronization2, Memory3/Memory4, MemoryPool2/3 and
+/// Kernel9/Kernel10 agree on them).
+pub fn time_fields(k: u32) -> &'static [usize] {
+    use layout::off;
+    match k {
+        kind::KERNEL | kind::CONCURRENT_KERNEL => &[
+            off::kernel::START,
+            off::kernel::END,
+            off::kernel::COMPLETED,
+            off::kernel::QUEUED,
+            off::kernel::SUBMITTED,
+        ],
+        kind::MEMCPY | kind::MEMCPY2 => &[off::memcpy::START, off::memcpy::END],
+        kind::MEMSET => &[off::memset::START, off::memset::END],
+        kind::DRIVER | kind::RUNTIME | kind::INTERNAL_LAUNCH_API => {
+            &[off::api::START, off::api::END]
+        }
+        kind::SYNCHRONIZATION => &[off::sync::START, off::sync::END],
+        kind::MEMORY2 => &[off::memory::TIMESTAMP],
+        kind::MEMORY_POOL => &[off::memory_pool::TIMESTAMP],
+        kind::MARKER => &[off::marker::TIMESTAMP],
+        kind::OVERHEAD => &[off::overhead::START, off::overhead::END],
+        _ => &[],
+    }
+}
+
+/// Offsets of the u32 processId fields of a record of kind `k`.
+pub fn pid_fields(k: u32) -> &'static [usize] {
+    use layout::off;
+    match k {
+        kind::DRIVER | kind::RUNTIME | kind::INTERNAL_LAUNCH_API => &[off::api::PROCESS_ID],
+        kind::MEMORY2 => &[off::memory::PROCESS_ID],
+        kind::MEMORY_POOL => &[off::memory_pool::PROCESS_ID],
+        _ => &[],
+    }
+}
+
+/// Shifts every non-zero timestamp field of `records` (as [`layout::walk`] yields them over
+/// `data`) by one delta so the earliest becomes `target`, and writes `pid` into every
+/// processId field. Returns the delta applied (target - earliest, wrapping), 0 if the data
+/// holds no timestamp.
+pub fn rebase(data: &mut [u8], records: &[(usize, u32, usize)], target: u64, pid: u32) -> u64 {
+    let stamps = || {
+        records.iter().flat_map(|&(at, k, size)| {
+            time_fields(k)
+                .iter()
+                .filter(move |&&f| f + 8 <= size)
+                .map(move |&f| at + f)
+        })
+    };
+    let earliest = stamps()
+        .map(|at| layout::rd_u64(data, at))
+        .filter(|&t| t != 0)
+        .min();
+    let delta = earliest.map_or(0, |e| target.wrapping_sub(e));
+    if earliest.is_some() {
+        for at in stamps().collect::<Vec<_>>() {
+            let t = layout::rd_u64(data, at);
+            if t != 0 {
+                layout::W(data).u64(at, t.wrapping_add(delta));
+            }
+        }
+    }
+    for &(at, k, size) in records {
+        for &f in pid_fields(k).iter().filter(|&&f| f + 4 <= size) {
+            layout::W(data).u32(at + f, pid);
+        }
+    }
+    delta
+}
+
+/// Delivers the dump's records through `requested`/`completed`, rebased to now (see the
+/// module docs), splitting at record boundaries when a buffer is smaller than the data.
+/// Returns the number of records.
 pub fn replay_bytes(bytes: &[u8]) -> Result<u64, ReplayError> {
-    let dump = parse(bytes)?;
+    let mut dump = parse(bytes)?;
     let v = state::version();
     if dump.version != v {
         return Err(ReplayError::Version {
@@ -97,6 +184,12 @@ pub fn replay_bytes(bytes: &[u8]) -> Result<u64, ReplayError> {
     if covered != dump.data.len() {
         return Err(ReplayError::UnknownRecord { offset: covered });
     }
+    rebase(
+        &mut dump.data,
+        &records,
+        state::now_ns() + 1_000_000,
+        state::process_id(),
+    );
     let mut i = 0;
     while i < records.len() {
         let Some((ptr, size)) = state::request_for_replay() else {

@@ -650,27 +650,35 @@ pub fn request_for_replay() -> Option<(*mut u8, usize)> {
     request_buffer().map(|b| (b.ptr, b.size))
 }
 
-/// `cuptiActivityFlushAll`: delivers queued complete buffers on the calling thread; with
-/// `forced`, also every thread's partially filled buffer (and unused spares, empty).
-/// Returns after in-flight deliveries on other threads have finished too.
+/// `cuptiActivityFlushAll`. Default flush (`forced` false): "returns all the activity
+/// buffers which have all the activity records completed, buffers need not to be full"
+/// (cupti_activity.h); in the double every record is complete as soon as it is written, so
+/// that is every queued buffer and every thread's (or the shared) non-empty current buffer,
+/// including those of threads that have exited. Forced flush: the same, plus unused spares
+/// (handed back empty). Slots of exited threads are forgotten once emptied. Delivers on
+/// the calling thread and returns after in-flight deliveries on other threads have finished
+/// too.
 pub fn flush_all(forced: bool) {
     let mut out: Vec<Buf> = lock(&QUEUE).drain(..).collect();
-    if forced {
-        let slots: Vec<Arc<Slot>> = {
-            let mut reg = lock(&REGISTRY);
-            // Drop slots of exited threads once they hold nothing.
-            reg.retain(|s| Arc::strong_count(s) > 1 || lock(&s.buf).is_some());
-            reg.clone()
-        };
-        for s in slots
-            .iter()
-            .map(|a| &**a)
-            .chain(std::iter::once(&SHARED_SLOT))
-        {
-            if let Some(b) = lock(&s.buf).take() {
+    let slots: Vec<Arc<Slot>> = {
+        let mut reg = lock(&REGISTRY);
+        // Drop slots of exited threads once they hold nothing.
+        reg.retain(|s| Arc::strong_count(s) > 1 || lock(&s.buf).is_some());
+        reg.clone()
+    };
+    for s in slots
+        .iter()
+        .map(|a| &**a)
+        .chain(std::iter::once(&SHARED_SLOT))
+    {
+        let mut cur = lock(&s.buf);
+        if forced || cur.as_ref().is_some_and(|b| b.used > 0) {
+            if let Some(b) = cur.take() {
                 out.push(b);
             }
         }
+    }
+    if forced {
         out.extend(lock(&SPARES).drain(..));
     }
     for b in out {

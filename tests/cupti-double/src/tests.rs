@@ -650,13 +650,11 @@ fn per_thread_buffers_in_13_mode() {
     want.sort_unstable();
     assert_eq!(req_tids, want);
     assert_eq!(double_buffers_completed(), 0, "nothing full yet");
+    // A default flush "returns all the activity buffers which have all the activity records
+    // completed, buffers need not to be full" (cupti_activity.h, cuptiActivityFlushAll): in
+    // the double every record is complete once written, so the four partial buffers (of
+    // threads that have exited) all come back.
     assert_eq!(cuptiActivityFlushAll(0), 0);
-    assert_eq!(
-        lock(&DELIVERIES).len(),
-        0,
-        "non-forced flush keeps partial buffers"
-    );
-    assert_eq!(cuptiActivityFlushAll(1), 0);
     let dels = lock(&DELIVERIES).clone();
     assert_eq!(dels.len(), 4);
     let mut all_corr = Vec::new();
@@ -684,9 +682,52 @@ fn per_thread_buffers_in_13_mode() {
     assert_eq!(double_records_delivered(kind::CONCURRENT_KERNEL), 400);
     assert_eq!(double_buffers_requested(), 4);
     assert_eq!(double_buffers_completed(), 4);
-    // A second forced flush has nothing left: never the same buffer twice.
+    // A forced flush after it has nothing left: never the same buffer twice.
     assert_eq!(cuptiActivityFlushAll(1), 0);
     assert_eq!(lock(&DELIVERIES).len(), 4);
+}
+
+#[test]
+fn default_flush_returns_partial_complete_buffers() {
+    // cupti_activity.h, cuptiActivityFlushAll: "For default flush i.e. when flag is set as
+    // 0, it returns all the activity buffers which have all the activity records completed,
+    // buffers need not to be full though." Every record of the double is complete.
+    for v in [layout::VERSION_13_0, layout::VERSION_12_9] {
+        let _g = serial(v);
+        register();
+        enable(&[kind::CONCURRENT_KERNEL, kind::RUNTIME]);
+        for _ in 0..3 {
+            launch(c"k", 0);
+        }
+        assert_eq!(cuptiActivityFlushAll(0), 0);
+        assert_eq!(lock(&DELIVERIES).len(), 1, "v{v}: the partial buffer");
+        assert_eq!(delivered_records().len(), 6);
+        assert_eq!(
+            lock(&DELIVERIES)[0].thread.as_deref(),
+            std::thread::current().name(),
+            "delivered on the flushing thread"
+        );
+        // Nothing new: nothing delivered, not even an empty buffer.
+        assert_eq!(cuptiActivityFlushAll(0), 0);
+        assert_eq!(lock(&DELIVERIES).len(), 1);
+        // Records go on into a fresh buffer, which the next default flush returns.
+        launch(c"k", 0);
+        assert_eq!(double_buffers_requested(), 2);
+        assert_eq!(cuptiActivityFlushAll(0), 0);
+        assert_eq!(lock(&DELIVERIES).len(), 2);
+        assert_eq!(delivered_records().len(), 8);
+        // An unused spare (too small for a kernel record) comes back only from a forced
+        // flush, empty.
+        BUF_SIZE.store(64, SeqCst);
+        launch(c"k", 0);
+        assert_eq!(cuptiActivityFlushAll(0), 0);
+        assert_eq!(lock(&DELIVERIES).len(), 3, "the API record's buffer");
+        assert_eq!(cuptiActivityFlushAll(1), 0);
+        let sizes: Vec<usize> = lock(&DELIVERIES).iter().map(|d| d.data.len()).collect();
+        assert_eq!(sizes.len(), 4, "v{v}: {sizes:?}");
+        assert_eq!(sizes[3], 0, "the spare, handed back empty");
+        assert_eq!(double_records_delivered(0), 9);
+    }
 }
 
 #[test]
@@ -1141,11 +1182,29 @@ fn replay_round_trip() {
         &[(name_at, b"_Z10real_kernelv".as_slice())],
     );
     // 1 MiB buffers: the three records fit in one.
+    let before = state::now_ns();
     assert_eq!(replay::replay_bytes(&dump), Ok(3));
+    let after = state::now_ns();
     let recs = delivered_records();
     assert_eq!(recs.len(), 3);
     assert_eq!(recs[1].cstr(off::kernel::NAME), "_Z10real_kernelv");
     assert_eq!(recs[1].u32(off::kernel::STREAM_ID), 7);
+    // Rebased: the earliest timestamp (the first API start, 100) is now + 1 ms, every other
+    // one keeps its distance to it; unknown (0) queued/submitted stay 0; pids are ours,
+    // thread ids as recorded.
+    let t = recs[0].u64(off::api::START);
+    assert!(before + 1_000_000 <= t && t <= after + 1_000_000);
+    assert_eq!(recs[0].u64(off::api::END), t + 100);
+    assert_eq!(recs[1].u64(off::kernel::START), t + 200);
+    assert_eq!(recs[1].u64(off::kernel::END), t + 300);
+    assert_eq!(recs[1].u64(off::kernel::COMPLETED), t + 300);
+    assert_eq!(recs[1].u64(off::kernel::QUEUED), 0);
+    assert_eq!(recs[1].u64(off::kernel::SUBMITTED), 0);
+    assert_eq!(recs[2].u64(off::api::START), t);
+    for r in [&recs[0], &recs[2]] {
+        assert_eq!(r.u32(off::api::PROCESS_ID), std::process::id());
+        assert_eq!(r.u32(off::api::THREAD_ID), 2);
+    }
     // Small buffers: split at record boundaries.
     lock(&DELIVERIES).clear();
     BUF_SIZE.store(256, SeqCst);
@@ -1167,6 +1226,152 @@ fn replay_round_trip() {
     assert_eq!(replay::replay_bytes(&bad).unwrap_err().code(), -4);
     DECLINE.store(true, SeqCst);
     assert_eq!(replay::replay_bytes(&dump).unwrap_err().code(), -3);
+}
+
+#[test]
+fn rebase_every_time_field() {
+    // One record of each kind with time fields, built by offset; target 10^18.
+    let v = layout::VERSION_13_0;
+    let kinds = [
+        kind::CONCURRENT_KERNEL,
+        kind::MEMCPY,
+        kind::MEMCPY2,
+        kind::MEMSET,
+        kind::DRIVER,
+        kind::RUNTIME,
+        kind::SYNCHRONIZATION,
+        kind::MEMORY2,
+        kind::MEMORY_POOL,
+        kind::MARKER,
+        kind::OVERHEAD,
+        kind::EXTERNAL_CORRELATION,
+    ];
+    let mut data = Vec::new();
+    for &k in &kinds {
+        let mut r = vec![0u8; layout::record_size(v, k)];
+        layout::W(&mut r).u32(0, k);
+        for (i, &f) in replay::time_fields(k).iter().enumerate() {
+            layout::W(&mut r).u64(f, 5_000 + 10 * i as u64);
+        }
+        for &f in replay::pid_fields(k) {
+            layout::W(&mut r).u32(f, 4242);
+        }
+        data.extend_from_slice(&r);
+    }
+    // The kernel's queued is unknown (0); a memset starts earliest.
+    layout::W(&mut data).u64(off::kernel::QUEUED, 0);
+    let records: Vec<(usize, u32, usize)> = layout::walk(v, &data).collect();
+    assert_eq!(records.len(), kinds.len());
+    let memset_at = records.iter().find(|r| r.1 == kind::MEMSET).unwrap().0;
+    layout::W(&mut data).u64(memset_at + off::memset::START, 4_000);
+    let target = 1_000_000_000_000_000_000u64;
+    let delta = replay::rebase(&mut data, &records, target, 77);
+    assert_eq!(delta, target - 4_000);
+    for &(at, k, _) in &records {
+        for (i, &f) in replay::time_fields(k).iter().enumerate() {
+            let got = rd_u64(&data, at + f);
+            let want = if k == kind::CONCURRENT_KERNEL && f == off::kernel::QUEUED {
+                0
+            } else if k == kind::MEMSET && f == off::memset::START {
+                target
+            } else {
+                target + 1_000 + 10 * i as u64
+            };
+            assert_eq!(got, want, "kind {k} field @{f}");
+        }
+        for &f in replay::pid_fields(k) {
+            assert_eq!(rd_u32(&data, at + f), 77, "kind {k} pid @{f}");
+        }
+    }
+    assert_eq!(
+        replay::time_fields(kind::EXTERNAL_CORRELATION),
+        &[] as &[usize]
+    );
+    // The external correlation record is untouched.
+    let ext_at = records.last().unwrap().0;
+    assert!(data[ext_at + 4..].iter().all(|&b| b == 0));
+    // Nothing to rebase: delta 0, nothing written.
+    let mut empty = vec![0u8; 24];
+    layout::W(&mut empty).u32(0, kind::EXTERNAL_CORRELATION);
+    let recs: Vec<_> = layout::walk(v, &empty).collect();
+    assert_eq!(replay::rebase(&mut empty, &recs, target, 1), 0);
+}
+
+/// The H100 recording in tests/data (see tests/data/README.md), replayed in process.
+#[test]
+fn replay_real_h100_buffer() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../data/cupti-130001-h100-steps10.bin"
+    );
+    let bytes = std::fs::read(path).unwrap();
+    let orig = replay::parse(&bytes).unwrap();
+    assert_eq!(orig.version, 130_001);
+    assert_eq!(orig.data.len(), 29_816);
+    let orig_recs: Vec<(usize, u32, usize)> = layout::walk(orig.version, &orig.data).collect();
+    let stamps = |data: &[u8]| -> Vec<u64> {
+        orig_recs
+            .iter()
+            .flat_map(|&(at, k, _)| replay::time_fields(k).iter().map(move |&f| at + f))
+            .map(|at| rd_u64(data, at))
+            .collect()
+    };
+    let before = stamps(&orig.data);
+    let earliest = *before.iter().filter(|&&t| t != 0).min().unwrap();
+
+    let _g = serial(layout::VERSION_13_0);
+    register();
+    let t0 = state::now_ns();
+    assert_eq!(replay::replay_bytes(&bytes), Ok(299));
+    let t1 = state::now_ns();
+    let dels = lock(&DELIVERIES).clone();
+    assert_eq!(dels.len(), 1, "fits one 1 MiB buffer");
+    let data = &dels[0].data;
+    assert_eq!(data.len(), orig.data.len());
+    let after = stamps(data);
+    let base = *after.iter().filter(|&&t| t != 0).min().unwrap();
+    assert!(t0 + 1_000_000 <= base && base <= t1 + 1_000_000);
+    for (b, a) in before.iter().zip(&after) {
+        if *b == 0 {
+            assert_eq!(*a, 0);
+        } else {
+            assert_eq!(a - base, b - earliest, "relative timing kept exactly");
+        }
+    }
+    let mut counts = std::collections::BTreeMap::new();
+    for r in parse(data) {
+        *counts.entry(r.kind).or_insert(0) += 1;
+        match r.kind {
+            kind::RUNTIME => {
+                assert_eq!(r.u32(off::api::PROCESS_ID), std::process::id());
+            }
+            kind::MEMORY2 => {
+                assert_eq!(r.u32(off::memory::PROCESS_ID), std::process::id());
+            }
+            kind::CONCURRENT_KERNEL => {
+                let name = r.cstr(off::kernel::NAME);
+                assert!(name.starts_with("_ZN2at6native29vectorized_elementwise_kernelILi4E"));
+            }
+            _ => {}
+        }
+    }
+    let want: std::collections::BTreeMap<u32, i32> =
+        [(1, 1), (5, 66), (10, 51), (38, 12), (39, 60), (49, 109)].into();
+    assert_eq!(counts, want);
+    // Everything but timestamps and pids is byte-for-byte the recording (pointer fields
+    // aside: they point at this process's copies of the strings).
+    for &(at, k, size) in &orig_recs {
+        let mut skip: Vec<usize> = replay::time_fields(k).iter().flat_map(|&f| f..f + 8).collect();
+        skip.extend(replay::pid_fields(k).iter().flat_map(|&f| f..f + 4));
+        match k {
+            kind::CONCURRENT_KERNEL => skip.extend(off::kernel::NAME..off::kernel::NAME + 8),
+            kind::MEMORY2 => skip.extend(off::memory::NAME..off::memory::NAME + 8),
+            _ => {}
+        }
+        for i in (0..size).filter(|i| !skip.contains(i)) {
+            assert_eq!(data[at + i], orig.data[at + i], "kind {k} byte {i}");
+        }
+    }
 }
 
 // ------------------------------------------------------------------ a second client

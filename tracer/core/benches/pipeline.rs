@@ -59,7 +59,7 @@ fn kernel_names() -> Vec<CString> {
     let fixed = [
         "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS_6detail5ArrayIPcLi1EEEEEviT0_T1_",
         "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_15CUDAFunctor_addIN3c108BFloat16EEENS_6detail5ArrayIPcLi3EEEEEviT0_T1_",
-        "_ZN7cutlass7Kernel2I52cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8EEvNT_6ParamsE",
+        "_ZN7cutlass7Kernel2I66cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8EEvNT_6ParamsE",
         "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
         "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn",
         "_ZN2at6native12_GLOBAL__N_125multi_tensor_apply_kernelINS1_18TensorListMetadataILi4EEENS1_20FusedAdamMathFunctorIfLi4ELNS1_8ADAM_MODEE1ELb0EEEJPfddddddbPKfSA_EEEvT_T0_DpT1_",
@@ -479,6 +479,102 @@ fn records(bufs: &[Buffer]) -> u64 {
     bufs.iter().map(|b| b.records as u64).sum()
 }
 
+// ------------------------------------------------------------------ figures on the thread's CPU clock
+
+/// CPU time of the calling thread: what the stage costs, whatever else the machine runs.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: writes one timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Runs `f` `reps` times; medians of (wall ns, this thread's CPU ns). `f` returns what it wants
+/// dropped after the clock stops.
+fn measure<T>(reps: usize, mut f: impl FnMut() -> T) -> (f64, f64) {
+    let (mut wall, mut cpu) = (Vec::new(), Vec::new());
+    for _ in 0..reps {
+        let (t, c) = (Instant::now(), thread_cpu_ns());
+        let out = f();
+        cpu.push((thread_cpu_ns() - c) as f64);
+        wall.push(t.elapsed().as_nanos() as f64);
+        drop(out);
+    }
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v[v.len() / 2]
+    };
+    (med(&mut wall), med(&mut cpu))
+}
+
+/// The figures, each the median of `reps` passes over the fixture.
+fn figures(fx: &Fixture, reps: usize, lines: &mut Vec<String>, json: &mut Vec<String>) {
+    let mut row = |key: &str, what: &str, n: u64, (wall, cpu): (f64, f64)| {
+        lines.push(format!(
+            "{what:52} {:8.1} ns/record CPU {:7.2} M/s CPU {:7.2} M/s wall",
+            cpu / n as f64,
+            n as f64 / cpu * 1e3,
+            n as f64 / wall * 1e3
+        ));
+        json.push(format!("\"{key}_ns_per_record_cpu\": {:.2}", cpu / n as f64));
+        json.push(format!("\"{key}_per_s_cpu\": {:.0}", n as f64 / cpu * 1e9));
+        json.push(format!("\"{key}_per_s_wall\": {:.0}", n as f64 / wall * 1e9));
+    };
+    for (label, bufs) in [("mix", &fx.mix), ("kernels_only", &fx.kernels)] {
+        let n = records(bufs);
+        let mut d = Decoder::new(LayoutFamily::Cupti13);
+        let mut names = PtrNames::new();
+        let t = measure(reps, || bufs.iter().map(|b| decode_buffer(&mut d, &mut names, b.bytes())).collect::<Vec<_>>());
+        row(&format!("decode_{label}"), &format!("decode ({label})"), n, t);
+    }
+    {
+        // decode + try_send on this thread; a consumer thread receives and drops the batches,
+        // as the writer would.
+        let n = records(&fx.mix);
+        let (tx, rx) = crossbeam_channel::bounded::<Input>(CHANNEL_CAPACITY);
+        let consumer = std::thread::spawn(move || while rx.recv().is_ok() {});
+        let mut d = Decoder::new(LayoutFamily::Cupti13);
+        let mut names = PtrNames::new();
+        let t = measure(reps, || {
+            for b in &fx.mix {
+                let events = decode_buffer(&mut d, &mut names, b.bytes());
+                tx.try_send(Input::Events(events)).expect("room in the channel");
+            }
+        });
+        row("callback_mix", "callback: decode + try_send (mix)", n, t);
+        drop(tx);
+        consumer.join().unwrap();
+    }
+    for (label, bufs) in [("mix", &fx.mix), ("kernels_only", &fx.kernels)] {
+        let n = records(bufs);
+        let decoded = fx.decoded(bufs);
+        let mut copies: Vec<_> = (0..reps).map(|_| decoded.clone()).collect();
+        let t = measure(reps, || write_session(copies.pop().unwrap(), 1));
+        row(&format!("writer_{label}"), &format!("writer: session + gzip 1 ({label})"), n, t);
+    }
+    for (label, bufs) in [("mix", &fx.mix), ("kernels_only", &fx.kernels)] {
+        let n = records(bufs);
+        let t = measure(reps, || end_to_end(bufs, 1));
+        row(&format!("e2e_{label}"), &format!("end to end, one core, gzip 1 ({label})"), n, t);
+    }
+}
+
+/// Decode + channel + session + gzip, in turn on one thread. Returns the compressed bytes.
+fn end_to_end(bufs: &[Buffer], level: u32) -> u64 {
+    let mut d = Decoder::new(LayoutFamily::Cupti13);
+    let mut names = PtrNames::new();
+    let (tx, rx) = crossbeam_channel::bounded::<Input>(CHANNEL_CAPACITY);
+    let sink = CountingSink::default();
+    let mut s = session(sink.clone(), level);
+    for buf in bufs {
+        let events = decode_buffer(&mut d, &mut names, buf.bytes());
+        tx.try_send(Input::Events(events)).unwrap();
+        s.handle(rx.recv().unwrap());
+    }
+    let _ = s.finish();
+    sink.bytes.load(Relaxed)
+}
+
 // ------------------------------------------------------------------ summary (sizes)
 
 fn summary(fx: &Fixture) {
@@ -503,6 +599,11 @@ fn summary(fx: &Fixture) {
         let v: serde_json::Value = serde_json::from_str(&text).expect("the trace is valid JSON");
         let n = v["traceEvents"].as_array().unwrap().iter().filter(|e| e["cat"] == "kernel").count();
         assert_eq!(n, fx.mix[0].kernels);
+        if std::env::var_os("CUPROF_BENCH_SHOW").is_some() {
+            for l in text.lines().filter(|l| l.starts_with("{\"ph\"")).take(12) {
+                println!("{l}");
+            }
+        }
     }
     let sizes = [
         ("Event", std::mem::size_of::<Event>()),
@@ -528,22 +629,26 @@ fn summary(fx: &Fixture) {
     json.push(format!("\"batch_vec_bytes\": {}", b.valid / 128 * std::mem::size_of::<Event>()));
     for (label, bufs) in [("mix", &fx.mix), ("kernels_only", &fx.kernels)] {
         let kernels: u64 = bufs.iter().map(|b| b.kernels as u64).sum();
-        for level in [1u32, 3, 6] {
-            let t = Instant::now();
-            let (bytes, events) = write_session(fx.decoded(bufs), level);
-            let secs = t.elapsed().as_secs_f64();
+        let decoded = fx.decoded(bufs);
+        for level in [0u32, 1, 2, 3, 4, 6] {
+            let (bytes, events) = write_session(decoded.clone(), level);
+            let mut copies: Vec<_> = (0..3).map(|_| decoded.clone()).collect();
+            let (_, cpu) = measure(3, || write_session(copies.pop().unwrap(), level));
             lines.push(format!(
-                "{label:12} gzip {level}: {:6.1} bytes/kernel, {:5.1} bytes/event on disk ({events} events, {kernels} kernels, {:.2} MB; one pass {:.0} ms incl. decode)",
+                "{label:12} gzip {level}: {:6.1} bytes/kernel, {:5.1} bytes/trace event on disk ({events} trace events, {kernels} kernels, {:6.2} MB); writer {:5.2} M records/s CPU",
                 bytes as f64 / kernels as f64,
                 bytes as f64 / events as f64,
                 bytes as f64 / 1e6,
-                secs * 1e3
+                records(bufs) as f64 / cpu * 1e3,
             ));
             json.push(format!("\"bytes_per_kernel_{label}_gzip{level}\": {:.2}", bytes as f64 / kernels as f64));
             json.push(format!("\"bytes_per_event_{label}_gzip{level}\": {:.2}", bytes as f64 / events as f64));
+            json.push(format!("\"writer_{label}_gzip{level}_per_s_cpu\": {:.0}", records(bufs) as f64 / cpu * 1e9));
         }
     }
-    println!("\n== cuprof CPU path: sizes ==");
+    let reps = std::env::var("CUPROF_BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    figures(fx, reps, &mut lines, &mut json);
+    println!("\n== cuprof CPU path: sizes and per-stage figures (median of {reps}) ==");
     for l in &lines {
         println!("{l}");
     }
@@ -660,12 +765,14 @@ fn bench_writer(c: &mut Criterion, fx: &Fixture) {
     for level in [0u32, 1, 3, 6] {
         g.bench_function(BenchmarkId::new("trace_writer_kernels_gzip", level), |b| {
             b.iter(|| {
-                let mut w = TraceWriter::new(Vec::with_capacity(8 << 20), meta(), level).unwrap();
+                let sink = CountingSink::default();
+                let mut w = TraceWriter::new(CountingFile(sink.clone()), meta(), level).unwrap();
                 for k in &kernels {
                     w.kernel(k);
                     w.pump().unwrap();
                 }
-                w.finish(BASE_NS, &Default::default()).unwrap().len()
+                w.finish(BASE_NS, &Default::default()).unwrap();
+                sink.bytes.load(Relaxed)
             })
         });
     }
@@ -679,20 +786,7 @@ fn bench_end_to_end(c: &mut Criterion, fx: &Fixture) {
     for (label, bufs) in [("mix", &fx.mix), ("kernels_only", &fx.kernels)] {
         g.throughput(Throughput::Elements(records(bufs)));
         g.bench_function(BenchmarkId::new("one_core_gzip1", label), |b| {
-            b.iter(|| {
-                let mut d = Decoder::new(LayoutFamily::Cupti13);
-                let mut names = PtrNames::new();
-                let (tx, rx) = crossbeam_channel::bounded::<Input>(CHANNEL_CAPACITY);
-                let sink = CountingSink::default();
-                let mut s = session(sink.clone(), 1);
-                for buf in bufs {
-                    let events = decode_buffer(&mut d, &mut names, buf.bytes());
-                    tx.try_send(Input::Events(events)).unwrap();
-                    s.handle(rx.recv().unwrap());
-                }
-                let _ = s.finish();
-                sink.bytes.load(Relaxed)
-            })
+            b.iter(|| end_to_end(bufs, 1))
         });
     }
     g.finish();

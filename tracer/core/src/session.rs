@@ -2,10 +2,19 @@
 //! streams each cycle to its trace file.
 //!
 //! Inputs arrive in channel order: batches of CUPTI records (GPU work, API calls), NVTX ranges
-//! and step annotations from application threads, and window transitions. CPU-side events are
-//! kept when they start inside the recorded span; GPU work is kept when it starts at or after the
-//! span's beginning, also while the cycle drains after its end (the GPU may still be running
-//! what the last step launched; CUPTI kinds are off by then, so nothing new arrives).
+//! and step annotations from application threads, and window transitions. Routing:
+//! - CPU-side events (API calls, ranges, steps) belong to the cycle whose recorded span holds
+//!   their start.
+//! - GPU work belongs to the newest cycle that began before it started, unless the call that
+//!   launched it was made outside recording (warm-up, or after the cycle ended): the GPU may run
+//!   the last step's work after the step ended, and a warm-up step's work after recording began.
+//!   GPU work starting after the cycle's end is held back until the cycle closes and kept only
+//!   if its correlation id is not newer than the cycle's last recorded call (correlation ids
+//!   grow monotonically in a process).
+//!
+//! A cycle stays open for [`DRAIN`] after its end, then CUPTI is flushed and the file closed.
+//! Files are created at the first event, so a process that initialises CUDA but does nothing
+//! with it (a torchrun parent asking for the device count) writes no file.
 
 use crate::event::*;
 use crate::memory::MemoryTimeline;
@@ -19,6 +28,10 @@ use std::time::{Duration, Instant};
 
 /// How long a cycle stays open after its last step ends, for GPU work still in flight.
 pub const DRAIN: Duration = Duration::from_millis(300);
+/// Bound on remembered outside-recording calls; past it the set starts over.
+const MAX_OUTSIDE: usize = 1 << 20;
+/// Bound on GPU events held back per cycle after its end.
+const MAX_DEFERRED: usize = 1 << 18;
 
 /// Process-wide loss counters, shared with the callback threads.
 #[derive(Debug, Default)]
@@ -79,20 +92,33 @@ pub struct Written {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Action {
     None,
-    /// Ask CUPTI for every buffer it holds (cuptiActivityFlushAll(FORCED)).
-    FlushCupti,
+    /// Ask CUPTI for the buffers it holds: `forced` (cuptiActivityFlushAll(FORCED)) before a
+    /// cycle closes, or the completed ones, periodically, so records reach the crash-safe file.
+    FlushCupti { forced: bool },
+}
+
+type Writer = TraceWriter<Box<dyn Write + Send>>;
+
+enum File {
+    /// Not created yet: created at the first event.
+    Pending,
+    Open { writer: Writer, path: PathBuf },
+    /// Creating or writing failed (reported once); the cycle's events are dropped.
+    Failed,
 }
 
 struct OpenCycle {
     cycle: u32,
-    path: PathBuf,
-    writer: TraceWriter<Box<dyn Write + Send>>,
+    file: File,
     record_from: u64,
     record_to: Option<u64>,
     drain_deadline: Option<Instant>,
     drain_flushed: bool,
-    last_sync_flush: Instant,
     last_ts: u64,
+    /// The newest correlation id of an API call recorded in the cycle.
+    max_call: u32,
+    /// GPU work that started after the cycle's end, decided at close (see module docs).
+    deferred: Vec<Event>,
     /// Correlation ids whose flow end (`f`) was written: one arrow per launch.
     flow_ends: HashSet<u32>,
     /// CUPTI correlation id -> innermost NVTX range id open when the call was made.
@@ -105,27 +131,163 @@ struct OpenCycle {
     unlinked: Vec<(u32, u32, u32, u64, u64)>,
 }
 
-pub struct Session {
-    meta: TraceMeta,
+/// How a cycle's file gets created when its first event comes.
+struct Opener<'a> {
+    sink: &'a mut (dyn Sink + Send),
+    meta: &'a TraceMeta,
     gzip_level: u32,
-    flush_every: Duration,
-    sink: Box<dyn Sink + Send>,
-    counters: Arc<Counters>,
-    /// Open cycles, oldest first: at most one is recording; the others drain (their GPU work
-    /// may still arrive while the next cycle records).
-    cycles: Vec<OpenCycle>,
-    written: Vec<Written>,
-    errors: Vec<String>,
-    /// Device memory, tracked over the whole run (a snapshot needs every live allocation).
-    memory: Option<MemoryTimeline>,
-    /// Memory changed since the last snapshot was written.
-    memory_dirty: bool,
-    /// Correlation ids of API calls made outside recording (bounded by [`MAX_OUTSIDE`]).
-    outside: HashSet<u32>,
+    errors: &'a mut Vec<String>,
 }
 
-/// Bound on remembered outside-recording calls; past it the set starts over.
-const MAX_OUTSIDE: usize = 1 << 20;
+impl OpenCycle {
+    fn new(cycle: u32, ts: u64) -> Self {
+        OpenCycle {
+            cycle,
+            file: File::Pending,
+            record_from: ts,
+            record_to: None,
+            drain_deadline: None,
+            drain_flushed: false,
+            last_ts: ts,
+            max_call: 0,
+            deferred: Vec::new(),
+            flow_ends: HashSet::new(),
+            external: HashMap::new(),
+            ranges: HashMap::new(),
+            extents: HashMap::new(),
+            unlinked: Vec::new(),
+        }
+    }
+
+    /// The cycle's writer, creating its file on first use.
+    fn writer(&mut self, o: &mut Opener) -> Option<&mut Writer> {
+        if let File::Pending = self.file {
+            self.file = match open_trace(o, self.cycle) {
+                Ok((writer, path)) => File::Open { writer, path },
+                Err(e) => {
+                    o.errors.push(format!(
+                        "cuprof: cannot write the trace of cycle {}: {e}; this cycle is not traced (make CUPROF_DIR writable or choose another)",
+                        self.cycle
+                    ));
+                    File::Failed
+                }
+            };
+        }
+        match &mut self.file {
+            File::Open { writer, .. } => Some(writer),
+            _ => None,
+        }
+    }
+
+    fn write_gpu(&mut self, o: &mut Opener, e: &Event) {
+        let Some(w) = self.writer(o) else { return };
+        let (corr, device, stream, start, end) = match e {
+            Event::Kernel(k) => {
+                w.kernel(k);
+                (k.correlation, k.device, k.stream, k.start, k.end)
+            }
+            Event::Memcpy(m) => {
+                let corr = memcpy_correlation(m);
+                w.memcpy(m, corr);
+                (corr, m.device, m.stream, m.start, m.end)
+            }
+            Event::Memset(m) => {
+                w.memset(m);
+                (m.correlation, m.device, m.stream, m.start, m.end)
+            }
+            Event::Sync(s) => {
+                w.sync(s);
+                self.last_ts = self.last_ts.max(s.end);
+                return;
+            }
+            _ => return,
+        };
+        if self.flow_ends.insert(corr) {
+            if let Some(w) = self.writer(o) {
+                w.flow("f", corr, device, stream, start);
+            }
+        }
+        self.last_ts = self.last_ts.max(end);
+        match self.external.get(&corr) {
+            Some(&range) => extend(&mut self.extents, range, device, stream, start, end),
+            None => self.unlinked.push((corr, device, stream, start, end)),
+        }
+    }
+
+    /// Writes `gpu_user_annotation`s: each NVTX range spans, on each stream, the GPU work that
+    /// calls made inside it (or inside ranges nested in it) launched.
+    fn project_ranges(&mut self, o: &mut Opener) {
+        for (corr, device, stream, start, end) in std::mem::take(&mut self.unlinked) {
+            if let Some(&range) = self.external.get(&corr) {
+                extend(&mut self.extents, range, device, stream, start, end);
+            }
+        }
+        let innermost: Vec<(u64, Vec<((u32, u32), (u64, u64))>)> = self
+            .extents
+            .iter()
+            .map(|(id, m)| (*id, m.iter().map(|(k, v)| (*k, *v)).collect()))
+            .collect();
+        for (id, spans) in innermost {
+            let mut parent = self.ranges.get(&id).map_or(0, |r| r.1);
+            // Nesting deeper than this is a cycle in corrupt input, not real NVTX use.
+            for _ in 0..256 {
+                if parent == 0 {
+                    break;
+                }
+                for ((d, s), (a, b)) in &spans {
+                    extend(&mut self.extents, parent, *d, *s, *a, *b);
+                }
+                parent = self.ranges.get(&parent).map_or(0, |r| r.1);
+            }
+        }
+        let mut out: Vec<(u64, u64, u32, u32, u64, Name)> = Vec::new();
+        for (id, spans) in &self.extents {
+            let Some((name, _)) = self.ranges.get(id) else { continue };
+            for ((d, s), (a, b)) in spans {
+                out.push((*a, *id, *d, *s, *b, name.clone()));
+            }
+        }
+        out.sort_by_key(|o| (o.0, o.1));
+        if out.is_empty() {
+            return;
+        }
+        let Some(w) = self.writer(o) else { return };
+        for (start, _, device, stream, end, name) in out {
+            w.gpu_annotation(&name, device, stream, start, end);
+        }
+    }
+}
+
+fn open_trace(o: &mut Opener, cycle: u32) -> io::Result<(Writer, PathBuf)> {
+    let (file, path) = o.sink.open(cycle)?;
+    let mut meta = o.meta.clone();
+    meta.cycle = cycle;
+    meta.trace_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok((TraceWriter::new(file, meta, o.gzip_level)?, path))
+}
+
+/// The id of the API call recorded for a copy: the runtime call's when there is one (the
+/// memcpy record carries the driver call's id first).
+fn memcpy_correlation(m: &Memcpy) -> u32 {
+    if m.runtime_correlation != 0 {
+        m.runtime_correlation
+    } else {
+        m.correlation
+    }
+}
+
+fn gpu_correlation(e: &Event) -> Option<(u64, u32)> {
+    match e {
+        Event::Kernel(k) => Some((k.start, k.correlation)),
+        Event::Memcpy(m) => Some((m.start, memcpy_correlation(m))),
+        Event::Memset(m) => Some((m.start, m.correlation)),
+        Event::Sync(s) => Some((s.start, s.correlation)),
+        _ => None,
+    }
+}
 
 fn is_launch(name: &str) -> bool {
     const PREFIXES: [&str; 8] = [
@@ -140,6 +302,58 @@ fn is_launch(name: &str) -> bool {
     ];
     PREFIXES.iter().any(|p| name.starts_with(p))
 }
+
+fn extend(
+    extents: &mut HashMap<u64, HashMap<(u32, u32), (u64, u64)>>,
+    range: u64,
+    device: u32,
+    stream: u32,
+    start: u64,
+    end: u64,
+) {
+    let e = extents
+        .entry(range)
+        .or_default()
+        .entry((device, stream))
+        .or_insert((start, end));
+    e.0 = e.0.min(start);
+    e.1 = e.1.max(end);
+}
+
+/// The cycle an event starting at `start` belongs to: the newest one that began before it.
+/// CPU-side events must also start before the cycle ended.
+fn cycle_for(cycles: &mut [OpenCycle], start: u64, cpu: bool) -> Option<&mut OpenCycle> {
+    let c = cycles.iter_mut().rev().find(|c| c.record_from <= start)?;
+    if cpu && c.record_to.is_some_and(|to| start >= to) {
+        return None;
+    }
+    Some(c)
+}
+
+pub struct Session {
+    meta: TraceMeta,
+    gzip_level: u32,
+    flush_every: Duration,
+    sink: Box<dyn Sink + Send>,
+    counters: Arc<Counters>,
+    /// Open cycles, oldest first: at most one is recording; the others drain.
+    cycles: Vec<OpenCycle>,
+    written: Vec<Written>,
+    errors: Vec<String>,
+    /// Device memory, tracked over the whole run (a snapshot needs every live allocation).
+    memory: Option<MemoryTimeline>,
+    /// Memory changed since the last snapshot was written.
+    memory_dirty: bool,
+    /// Correlation ids of API calls made outside recording (bounded by [`MAX_OUTSIDE`]).
+    outside: HashSet<u32>,
+    last_periodic_flush: Instant,
+    /// When open files are next sync-flushed: shortly after a periodic CUPTI flush, so the
+    /// records it brought reach the disk.
+    sync_due: Option<Instant>,
+}
+
+/// Time for a periodic CUPTI flush's records to reach the writer before files are synced.
+const SYNC_AFTER_FLUSH: Duration = Duration::from_millis(100);
 
 impl Session {
     pub fn new(
@@ -161,6 +375,8 @@ impl Session {
             memory: None,
             memory_dirty: false,
             outside: HashSet::new(),
+            last_periodic_flush: Instant::now(),
+            sync_due: None,
         }
     }
 
@@ -190,33 +406,31 @@ impl Session {
         self.cycles.last().is_some_and(|c| c.record_to.is_none())
     }
 
-    /// The cycle an event starting at `start` belongs to: the newest one that began before it.
-    /// CPU-side events must also start before the cycle ended; GPU work may run after it.
-    fn cycle_for(&mut self, start: u64, cpu: bool) -> Option<&mut OpenCycle> {
-        let c = self.cycles.iter_mut().rev().find(|c| c.record_from <= start)?;
-        if cpu && c.record_to.is_some_and(|to| start >= to) {
-            return None;
-        }
-        Some(c)
+    /// Splits the session into its cycles and what creating a file needs.
+    fn parts(&mut self) -> (&mut Vec<OpenCycle>, Opener<'_>, &mut HashSet<u32>) {
+        (
+            &mut self.cycles,
+            Opener {
+                sink: &mut *self.sink,
+                meta: &self.meta,
+                gzip_level: self.gzip_level,
+                errors: &mut self.errors,
+            },
+            &mut self.outside,
+        )
     }
 
     pub fn handle(&mut self, input: Input) {
-        let result = match input {
+        match input {
             Input::Events(events) => {
                 for e in &events {
-                    match e {
-                        Event::Memory(m) => self.memory_event(m),
-                        _ => self.event(e),
-                    }
+                    self.event(e);
                 }
-                Ok(())
             }
-            Input::Range(r) => {
-                self.range(&r);
-                Ok(())
-            }
+            Input::Range(r) => self.range(&r),
             Input::Step { number, pid, tid, start, end, work } => {
-                if let Some(c) = self.cycle_for(start, true) {
+                let (cycles, mut o, _) = self.parts();
+                if let Some(c) = cycle_for(cycles, start, true) {
                     let r = Range {
                         name: Name::from(format!("ProfilerStep#{number}")),
                         domain: None,
@@ -229,89 +443,222 @@ impl Session {
                         payload: None,
                         kind: RangeKind::Step,
                     };
-                    c.writer.range(&r, work);
+                    if let Some(w) = c.writer(&mut o) {
+                        w.range(&r, work);
+                    }
                     c.last_ts = c.last_ts.max(end);
                 }
-                Ok(())
             }
-            Input::BeginRecording { ts, cycle } => self.begin(ts, cycle),
-            Input::EndRecording { ts } => {
-                if let Some(c) = self.cycles.iter_mut().rev().find(|c| c.record_to.is_none()) {
-                    c.record_to = Some(ts);
-                    c.last_ts = c.last_ts.max(ts);
-                    c.drain_deadline = Some(Instant::now() + DRAIN);
-                }
-                Ok(())
+            Input::BeginRecording { ts, cycle } => {
+                // A cycle still recording ends where the new one begins.
+                self.end_recording(ts);
+                self.cycles.push(OpenCycle::new(cycle, ts));
             }
-        };
-        if let Err(e) = result {
-            self.fail(e);
+            Input::EndRecording { ts } => self.end_recording(ts),
         }
-        let mut failed = None;
-        for (i, c) in self.cycles.iter_mut().enumerate() {
-            if let Err(e) = c.writer.pump() {
-                failed = Some((i, e));
-            }
-        }
-        if let Some((i, e)) = failed {
-            self.fail_cycle(i, e);
-        }
+        self.pump();
     }
 
-    fn fail(&mut self, e: io::Error) {
-        self.errors.push(format!(
-            "cuprof: {e}; tracing of this cycle stopped (free space or choose another CUPROF_DIR)"
-        ));
-    }
-
-    fn fail_cycle(&mut self, i: usize, e: io::Error) {
-        let c = self.cycles.remove(i);
-        self.errors.push(format!(
-            "cuprof: writing {} failed: {e}; tracing of this cycle stopped (free space or choose another CUPROF_DIR)",
-            c.path.display()
-        ));
-    }
-
-    fn begin(&mut self, ts: u64, cycle: u32) -> io::Result<()> {
-        // A cycle still recording ends where the new one begins.
+    fn end_recording(&mut self, ts: u64) {
         if let Some(c) = self.cycles.iter_mut().rev().find(|c| c.record_to.is_none()) {
             c.record_to = Some(ts);
-            c.drain_deadline.get_or_insert(Instant::now() + DRAIN);
+            c.last_ts = c.last_ts.max(ts);
+            c.drain_deadline = Some(Instant::now() + DRAIN);
         }
-        let (file, path) = self.sink.open(cycle)?;
-        let mut meta = self.meta.clone();
-        meta.cycle = cycle;
-        meta.trace_name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let writer = TraceWriter::new(file, meta, self.gzip_level)?;
-        self.cycles.push(OpenCycle {
-            cycle,
-            path,
-            writer,
-            record_from: ts,
-            record_to: None,
-            drain_deadline: None,
-            drain_flushed: false,
-            last_sync_flush: Instant::now(),
-            last_ts: ts,
-            flow_ends: HashSet::new(),
-            external: HashMap::new(),
-            ranges: HashMap::new(),
-            extents: HashMap::new(),
-            unlinked: Vec::new(),
-        });
-        Ok(())
+    }
+
+    fn pump(&mut self) {
+        let mut failures = Vec::new();
+        for c in &mut self.cycles {
+            if let File::Open { writer, path } = &mut c.file {
+                if let Err(e) = writer.pump() {
+                    failures.push(format!(
+                        "cuprof: writing {} failed: {e}; tracing of this cycle stopped (free space or choose another CUPROF_DIR)",
+                        path.display()
+                    ));
+                    c.file = File::Failed;
+                }
+            }
+        }
+        self.errors.extend(failures);
+    }
+
+    fn range(&mut self, r: &Range) {
+        let (cycles, mut o, _) = self.parts();
+        let Some(c) = cycle_for(cycles, r.start, true) else { return };
+        if let Some(w) = c.writer(&mut o) {
+            w.range(r, None);
+        }
+        c.last_ts = c.last_ts.max(r.end);
+        if r.id != 0 {
+            c.ranges.insert(r.id, (r.name.clone(), r.parent));
+        }
     }
 
     fn memory_event(&mut self, m: &Memory) {
         let Some(timeline) = self.memory.as_mut() else { return };
         self.memory_dirty = true;
         let Some(sample) = timeline.record(m, None) else { return };
-        if let Some(c) = self.cycle_for(sample.timestamp, true) {
-            let name = format!("GPU {} Memory", sample.device);
-            c.writer.counter(&name, sample.device, sample.timestamp, &sample.values);
+        let (cycles, mut o, _) = self.parts();
+        if let Some(c) = cycle_for(cycles, sample.timestamp, true) {
+            if let Some(w) = c.writer(&mut o) {
+                let name = format!("GPU {} Memory", sample.device);
+                w.counter(&name, sample.device, sample.timestamp, &sample.values);
+            }
+        }
+    }
+
+    fn event(&mut self, e: &Event) {
+        match e {
+            Event::Api(a) => self.api(a),
+            Event::Range(r) => self.range(r),
+            Event::Memory(m) => self.memory_event(m),
+            Event::ExternalCorrelation(x) => {
+                if x.external_kind == crate::EXTERNAL_KIND_CUPROF {
+                    for c in &mut self.cycles {
+                        c.external.insert(x.correlation, x.external_id);
+                    }
+                }
+            }
+            Event::Overhead(_) => {}
+            Event::Kernel(_) | Event::Memcpy(_) | Event::Memset(_) | Event::Sync(_) => self.gpu(e),
+        }
+    }
+
+    fn api(&mut self, a: &ApiCall) {
+        let (cycles, mut o, outside) = self.parts();
+        match cycle_for(cycles, a.start, true) {
+            Some(c) => {
+                if let Some(w) = c.writer(&mut o) {
+                    w.api(a, is_launch(&a.name));
+                }
+                c.last_ts = c.last_ts.max(a.end);
+                c.max_call = c.max_call.max(a.correlation);
+            }
+            None => {
+                // A call made outside recording: its GPU work is not recorded either, even
+                // when it runs while a cycle records.
+                if outside.len() >= MAX_OUTSIDE {
+                    outside.clear();
+                }
+                outside.insert(a.correlation);
+            }
+        }
+    }
+
+    fn gpu(&mut self, e: &Event) {
+        let Some((start, corr)) = gpu_correlation(e) else { return };
+        let (cycles, mut o, outside) = self.parts();
+        if outside.contains(&corr) {
+            return;
+        }
+        let Some(c) = cycle_for(cycles, start, false) else { return };
+        if c.record_to.is_some_and(|to| start >= to) {
+            if c.deferred.len() < MAX_DEFERRED {
+                c.deferred.push(e.clone());
+            }
+            return;
+        }
+        c.write_gpu(&mut o, e);
+    }
+
+    /// Periodic work: CUPTI flushes and sync-flushes of open files, and closing drained cycles.
+    pub fn tick(&mut self, now: Instant) -> Action {
+        let mut action = Action::None;
+        let mut due = Vec::new();
+        let mut failures = Vec::new();
+        for (i, c) in self.cycles.iter_mut().enumerate() {
+            if c.drain_deadline.is_some_and(|d| now >= d) {
+                if c.drain_flushed {
+                    due.push(i);
+                } else {
+                    // Ask CUPTI for what it still holds, then give it a moment to arrive.
+                    c.drain_flushed = true;
+                    c.drain_deadline = Some(now + Duration::from_millis(50));
+                    action = Action::FlushCupti { forced: true };
+                }
+                continue;
+            }
+        }
+        if self.sync_due.is_some_and(|d| now >= d) {
+            self.sync_due = None;
+            for c in &mut self.cycles {
+                if let File::Open { writer, path } = &mut c.file {
+                    if let Err(e) = writer.sync_flush() {
+                        failures.push(format!("cuprof: writing {} failed: {e}", path.display()));
+                        c.file = File::Failed;
+                    }
+                }
+            }
+        }
+        self.errors.extend(failures);
+        for i in due.into_iter().rev() {
+            self.close_cycle(i);
+        }
+        if action == Action::None
+            && !self.cycles.is_empty()
+            && now.duration_since(self.last_periodic_flush) >= self.flush_every
+        {
+            self.last_periodic_flush = now;
+            self.sync_due = Some(now + SYNC_AFTER_FLUSH);
+            action = Action::FlushCupti { forced: false };
+        }
+        action
+    }
+
+    /// Makes everything written so far survive a crash (a fatal signal the program handles).
+    pub fn sync_flush(&mut self) {
+        for c in &mut self.cycles {
+            if let File::Open { writer, .. } = &mut c.file {
+                let _ = writer.sync_flush();
+            }
+        }
+    }
+
+    /// The next instant the session must be looked at (a draining cycle, a pending sync).
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.cycles.iter().filter_map(|c| c.drain_deadline).chain(self.sync_due).min()
+    }
+
+    fn close_cycle(&mut self, i: usize) {
+        let mut c = self.cycles.remove(i);
+        let (_, mut o, outside) = self.parts();
+        // Work that ran after the end counts if a call recorded in the cycle launched it. With
+        // no calls recorded (CPU activity off) there is nothing to tell by: keep it.
+        for e in std::mem::take(&mut c.deferred) {
+            let Some((_, corr)) = gpu_correlation(&e) else { continue };
+            if !outside.contains(&corr) && (c.max_call == 0 || corr <= c.max_call) {
+                c.write_gpu(&mut o, &e);
+            }
+        }
+        c.project_ranges(&mut o);
+        let File::Open { writer, path } = std::mem::replace(&mut c.file, File::Failed) else {
+            return; // nothing was recorded: no file
+        };
+        let mut stats = self.counters.snapshot();
+        if let Some(m) = self.memory.as_ref() {
+            stats.memory_events_dropped = m.devices().map(|d| m.dropped_events(d)).sum();
+        }
+        let end = c.record_to.unwrap_or(c.last_ts).max(c.last_ts);
+        let finished = writer
+            .finish_counted(end, &stats)
+            .and_then(|(mut out, events)| out.flush().map(|_| events));
+        match finished {
+            Ok(events) => self.written.push(Written { path, events, cycle: c.cycle }),
+            Err(e) => self.errors.push(format!(
+                "cuprof: finishing {} failed: {e} (cuprof repair may recover it)",
+                path.display()
+            )),
+        }
+        if let Err(e) = self.snapshot() {
+            self.errors.push(format!("cuprof: writing the memory snapshot failed: {e}"));
+        }
+    }
+
+    /// Ends every open cycle now (their GPU work must already have been flushed).
+    pub fn close(&mut self) {
+        while !self.cycles.is_empty() {
+            self.close_cycle(0);
         }
     }
 
@@ -333,160 +680,10 @@ impl Session {
         Ok(())
     }
 
-    fn range(&mut self, r: &Range) {
-        let Some(c) = self.cycle_for(r.start, true) else { return };
-        c.writer.range(r, None);
-        c.last_ts = c.last_ts.max(r.end);
-        if r.id != 0 {
-            c.ranges.insert(r.id, (r.name.clone(), r.parent));
-        }
-    }
-
-    fn event(&mut self, e: &Event) {
-        match e {
-            Event::Api(a) => {
-                let launch = is_launch(&a.name);
-                match self.cycle_for(a.start, true) {
-                    Some(c) => {
-                        c.writer.api(a, launch);
-                        c.last_ts = c.last_ts.max(a.end);
-                    }
-                    None => {
-                        // A call made outside recording (warm-up, or after its cycle ended):
-                        // its GPU work is not recorded either, even when it runs later.
-                        if self.outside.len() >= MAX_OUTSIDE {
-                            self.outside.clear();
-                        }
-                        self.outside.insert(a.correlation);
-                    }
-                }
-            }
-            Event::Range(r) => self.range(r),
-            Event::ExternalCorrelation(x) => {
-                if x.external_kind == crate::EXTERNAL_KIND_CUPROF {
-                    for c in &mut self.cycles {
-                        c.external.insert(x.correlation, x.external_id);
-                    }
-                }
-            }
-            Event::Kernel(k) => {
-                if let Some(c) = self.gpu_cycle(k.start, k.correlation) {
-                    c.writer.kernel(k);
-                    c.gpu(k.correlation, k.device, k.stream, k.start, k.end);
-                }
-            }
-            Event::Memcpy(m) => {
-                let corr = if m.runtime_correlation != 0 {
-                    m.runtime_correlation
-                } else {
-                    m.correlation
-                };
-                if let Some(c) = self.gpu_cycle(m.start, corr) {
-                    c.writer.memcpy(m, corr);
-                    c.gpu(corr, m.device, m.stream, m.start, m.end);
-                }
-            }
-            Event::Memset(m) => {
-                if let Some(c) = self.gpu_cycle(m.start, m.correlation) {
-                    c.writer.memset(m);
-                    c.gpu(m.correlation, m.device, m.stream, m.start, m.end);
-                }
-            }
-            Event::Sync(s) => {
-                if let Some(c) = self.gpu_cycle(s.start, s.correlation) {
-                    c.writer.sync(s);
-                    c.last_ts = c.last_ts.max(s.end);
-                }
-            }
-            Event::Memory(_) | Event::Overhead(_) => {}
-        }
-    }
-
-    /// The cycle of GPU work starting at `start`, unless the call that launched it came after
-    /// that cycle ended.
-    fn gpu_cycle(&mut self, start: u64, correlation: u32) -> Option<&mut OpenCycle> {
-        if self.outside.contains(&correlation) {
-            return None;
-        }
-        self.cycle_for(start, false)
-    }
-
-    /// Periodic work: sync-flush the open file, and finish a drained cycle.
-    pub fn tick(&mut self, now: Instant) -> Action {
-        let mut action = Action::None;
-        let mut due = Vec::new();
-        let mut failed = None;
-        for (i, c) in self.cycles.iter_mut().enumerate() {
-            if c.drain_deadline.is_some_and(|d| now >= d) {
-                if c.drain_flushed {
-                    due.push(i);
-                } else {
-                    // Ask CUPTI for what it still holds, then give it a moment to arrive.
-                    c.drain_flushed = true;
-                    c.drain_deadline = Some(now + Duration::from_millis(50));
-                    action = Action::FlushCupti;
-                }
-                continue;
-            }
-            if now.duration_since(c.last_sync_flush) >= self.flush_every {
-                c.last_sync_flush = now;
-                if let Err(e) = c.writer.sync_flush() {
-                    failed = Some((i, e));
-                }
-            }
-        }
-        if let Some((i, e)) = failed {
-            self.fail_cycle(i, e);
-            return action;
-        }
-        for i in due.into_iter().rev() {
-            if let Err(e) = self.close_cycle(i) {
-                self.fail(e);
-            }
-        }
-        action
-    }
-
-    /// The next instant a draining cycle must be looked at.
-    pub fn next_deadline(&self) -> Option<Instant> {
-        self.cycles.iter().filter_map(|c| c.drain_deadline).min()
-    }
-
-    /// Ends every open cycle now (their GPU work must already have been flushed).
-    pub fn close(&mut self) -> io::Result<()> {
-        let mut result = Ok(());
-        while !self.cycles.is_empty() {
-            if let Err(e) = self.close_cycle(0) {
-                result = Err(e);
-            }
-        }
-        result
-    }
-
-    fn close_cycle(&mut self, i: usize) -> io::Result<()> {
-        let mut c = self.cycles.remove(i);
-        c.project_ranges();
-        let mut stats = self.counters.snapshot();
-        stats.complete = true;
-        let end = c.record_to.unwrap_or(c.last_ts).max(c.last_ts);
-        if let Some(m) = self.memory.as_ref() {
-            stats.memory_events_dropped = m.devices().map(|d| m.dropped_events(d)).sum();
-        }
-        let (mut out, events) = c.writer.finish_counted(end, &stats)?;
-        out.flush()?;
-        self.written.push(Written {
-            path: c.path,
-            events,
-            cycle: c.cycle,
-        });
-        self.snapshot()
-    }
-
-    /// Ends the session (program exit): closes the open cycle, a partial one included.
+    /// Ends the session (program exit): closes the open cycles, a partial one included, and
+    /// writes the last memory snapshot.
     pub fn finish(mut self) -> (Vec<Written>, Vec<String>) {
-        if let Err(e) = self.close() {
-            self.fail(e);
-        }
+        self.close();
         if let Err(e) = self.snapshot() {
             self.errors.push(format!("cuprof: writing the memory snapshot failed: {e}"));
         }
@@ -494,70 +691,5 @@ impl Session {
     }
 }
 
-impl OpenCycle {
-    fn gpu(&mut self, corr: u32, device: u32, stream: u32, start: u64, end: u64) {
-        if self.flow_ends.insert(corr) {
-            self.writer.flow("f", corr, device, stream, start);
-        }
-        self.last_ts = self.last_ts.max(end);
-        match self.external.get(&corr) {
-            Some(&range) => extend(&mut self.extents, range, device, stream, start, end),
-            None => self.unlinked.push((corr, device, stream, start, end)),
-        }
-    }
-
-    /// Writes `gpu_user_annotation`s: each NVTX range spans, on each stream, the GPU work that
-    /// calls made inside it (or inside ranges nested in it) launched.
-    fn project_ranges(&mut self) {
-        for (corr, device, stream, start, end) in std::mem::take(&mut self.unlinked) {
-            if let Some(&range) = self.external.get(&corr) {
-                extend(&mut self.extents, range, device, stream, start, end);
-            }
-        }
-        // Propagate each innermost range's extents to its ancestors.
-        let innermost: Vec<(u64, Vec<((u32, u32), (u64, u64))>)> = self
-            .extents
-            .iter()
-            .map(|(id, m)| (*id, m.iter().map(|(k, v)| (*k, *v)).collect()))
-            .collect();
-        for (id, spans) in innermost {
-            let mut parent = self.ranges.get(&id).map(|r| r.1).unwrap_or(0);
-            let mut guard = 0;
-            while parent != 0 && guard < 256 {
-                for ((d, s), (a, b)) in &spans {
-                    extend(&mut self.extents, parent, *d, *s, *a, *b);
-                }
-                parent = self.ranges.get(&parent).map(|r| r.1).unwrap_or(0);
-                guard += 1;
-            }
-        }
-        let mut out: Vec<(u64, u32, u32, u64, u64, Name)> = Vec::new();
-        for (id, spans) in &self.extents {
-            let Some((name, _)) = self.ranges.get(id) else { continue };
-            for ((d, s), (a, b)) in spans {
-                out.push((*a, *d, *s, *b, *id, name.clone()));
-            }
-        }
-        out.sort_by_key(|o| (o.0, o.4));
-        for (start, device, stream, end, _, name) in out {
-            self.writer.gpu_annotation(&name, device, stream, start, end);
-        }
-    }
-}
-
-fn extend(
-    extents: &mut HashMap<u64, HashMap<(u32, u32), (u64, u64)>>,
-    range: u64,
-    device: u32,
-    stream: u32,
-    start: u64,
-    end: u64,
-) {
-    let e = extents
-        .entry(range)
-        .or_default()
-        .entry((device, stream))
-        .or_insert((start, end));
-    e.0 = e.0.min(start);
-    e.1 = e.1.max(end);
-}
+#[cfg(test)]
+mod tests;

@@ -97,8 +97,20 @@ pub extern "C" fn InitializeInjection() -> c_int {
             if std::env::var("CUPROF_ENABLED").is_ok_and(|v| v.trim() == "0") {
                 return 1;
             }
-            let (mut cfg, warnings) = Config::from_env();
-            cfg.enabled = true;
+            // Parse as if CUPROF_ENABLED=1, so that the other CUPROF_* variables count.
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            let (cfg, warnings) = Config::from_lookup(
+                |k| {
+                    if k == "CUPROF_ENABLED" {
+                        Some("1".into())
+                    } else {
+                        std::env::var_os(k)
+                    }
+                },
+                now,
+            );
             let _ = WARNINGS.set(warnings);
             if !cfg.traces_this_process() {
                 return 1;

@@ -193,6 +193,38 @@ pub fn install_signals() {
     }
 }
 
+type KillFn = unsafe extern "C" fn(libc::pid_t, libc::c_int) -> libc::c_int;
+
+/// `kill` of the program's own process with a fatal signal whose disposition is the default
+/// (Python exits that way after an uncaught KeyboardInterrupt, skipping atexit): finish the trace
+/// first, then deliver it.
+///
+/// # Safety
+/// Called by the program as libc's `kill`.
+#[no_mangle]
+pub unsafe extern "C" fn kill(pid: libc::pid_t, sig: libc::c_int) -> libc::c_int {
+    // SAFETY: getpid has no preconditions.
+    let me = unsafe { libc::getpid() };
+    if (pid == me || pid == 0) && SIGNALS.contains(&sig) && phase() == Phase::Running && !forked_child() {
+        // SAFETY: reading the current disposition into a zeroed struct.
+        let default = unsafe {
+            let mut cur: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(sig, std::ptr::null(), &mut cur) == 0 && cur.sa_sigaction == libc::SIG_DFL
+        };
+        if default {
+            guard((), crate::writer::shutdown);
+        }
+    }
+    // SAFETY: RTLD_NEXT lookup of libc's kill by a NUL-terminated name.
+    let next = unsafe { libc::dlsym(libc::RTLD_NEXT, c"kill".as_ptr()) };
+    if next.is_null() {
+        // SAFETY: the raw syscall with the caller's arguments.
+        return unsafe { libc::syscall(libc::SYS_kill, pid, sig) as libc::c_int };
+    }
+    // SAFETY: libc's kill has exactly this signature.
+    unsafe { std::mem::transmute::<*mut libc::c_void, KillFn>(next)(pid, sig) }
+}
+
 type ExitFn = unsafe extern "C" fn(libc::c_int) -> !;
 
 fn next_exit(name: &[u8]) -> Option<ExitFn> {

@@ -39,6 +39,8 @@ pub enum Msg {
     Input(Input),
     /// Close everything and report; the sender waits on the reply (bounded).
     Shutdown(crossbeam_channel::Sender<()>),
+    /// Make what is written so far survive a crash; the sender waits on the reply (bounded).
+    SyncFlush(crossbeam_channel::Sender<()>),
 }
 
 /// Everything the running tracer holds. Built once, at CUDA initialisation.
@@ -153,8 +155,10 @@ impl Tracer {
         }
     }
 
-    pub fn flush_cupti(&self) {
+    /// Asks CUPTI for its buffers: all of them (`forced`), or those whose records are complete.
+    pub fn flush_cupti(&self, forced: bool) {
+        let flag = if forced { cupti::FLUSH_FORCED } else { 0 };
         // SAFETY: a plain CUPTI call; our completion callback takes no lock the caller holds.
-        unsafe { (self.cupti.cuptiActivityFlushAll)(cupti::FLUSH_FORCED) };
+        unsafe { (self.cupti.cuptiActivityFlushAll)(flag) };
     }
 }

@@ -131,6 +131,10 @@ fn run(mut session: Session, rx: Receiver<Msg>) {
             .fold(TICK, Duration::min);
         match rx.recv_timeout(wait) {
             Ok(Msg::Input(i)) => session.handle(i),
+            Ok(Msg::SyncFlush(reply)) => {
+                session.sync_flush();
+                let _ = reply.send(());
+            }
             Ok(Msg::Shutdown(reply)) => {
                 while let Ok(Msg::Input(i)) = rx.try_recv() {
                     session.handle(i);
@@ -146,9 +150,9 @@ fn run(mut session: Session, rx: Receiver<Msg>) {
             }
         }
         control::poll_time();
-        if session.tick(Instant::now()) == Action::FlushCupti {
+        if let Action::FlushCupti { forced } = session.tick(Instant::now()) {
             if let Some(t) = TRACER.get() {
-                t.flush_cupti();
+                t.flush_cupti(forced);
             }
         }
         for e in session.take_errors() {
@@ -222,7 +226,7 @@ pub fn shutdown() {
     control::at_exit();
     t.set_kinds(false);
     crate::buffers::DRAINING.store(true, Relaxed);
-    t.flush_cupti();
+    t.flush_cupti(true);
     let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
     let sent = t
         .tx
@@ -236,8 +240,12 @@ pub fn shutdown() {
 
 /// A signal the program handles itself: make what is written so far survive, keep tracing.
 pub fn sync_flush() {
-    if let Some(t) = tracer() {
-        t.flush_cupti();
+    let Some(t) = tracer() else { return };
+    t.flush_cupti(false);
+    let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
+    let wait = std::time::Duration::from_secs(1);
+    if t.tx.send_timeout(Msg::SyncFlush(reply_tx), wait).is_ok() {
+        let _ = reply_rx.recv_timeout(wait);
     }
 }
 
@@ -245,6 +253,6 @@ pub fn sync_flush() {
 /// still inside CUPTI would be lost with the context, so ask for them now.
 pub fn flush_before_teardown() {
     if let Some(t) = tracer() {
-        t.flush_cupti();
+        t.flush_cupti(true);
     }
 }

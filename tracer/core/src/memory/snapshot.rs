@@ -72,9 +72,15 @@ impl Default for AllocatorSettings {
     }
 }
 
-/// Memo indices of the frame lists already written, by content: each distinct stack is
-/// written once, later uses are a `BINGET` of the same list.
-type FrameMemo<'a> = HashMap<&'a [Frame], u32>;
+/// Memo indices of the frame lists already written: each distinct stack (by content) is
+/// written once, later uses are a `BINGET` of the same list. Looked up by the shared
+/// slice's address first (cheap, and the usual case: the tracer interns its stacks), then
+/// by content.
+#[derive(Default)]
+struct FrameMemo<'a> {
+    by_address: HashMap<usize, u32>,
+    by_content: HashMap<&'a [Frame], u32>,
+}
 
 static NO_FRAMES: Option<Frames> = None;
 
@@ -82,7 +88,7 @@ pub(crate) fn write(t: &MemoryTimeline) -> Vec<u8> {
     let entries: usize = t.devices.values().map(|d| d.trace.len()).sum();
     let segments: usize = t.devices.values().map(|d| d.segments.len()).sum();
     let mut w = PickleWriter::with_capacity(1024 + 64 * entries + 256 * segments);
-    let mut memo = FrameMemo::new();
+    let mut memo = FrameMemo::default();
 
     w.begin_dict();
     w.key("segments");
@@ -124,7 +130,13 @@ fn write_frames<'a>(w: &mut PickleWriter, memo: &mut FrameMemo<'a>, frames: &'a 
         w.end_list();
         return;
     };
-    if let Some(&idx) = memo.get(frames) {
+    let address = frames.as_ptr() as usize;
+    if let Some(&idx) = memo.by_address.get(&address) {
+        w.memo_ref(idx);
+        return;
+    }
+    if let Some(&idx) = memo.by_content.get(frames) {
+        memo.by_address.insert(address, idx);
         w.memo_ref(idx);
         return;
     }
@@ -142,7 +154,8 @@ fn write_frames<'a>(w: &mut PickleWriter, memo: &mut FrameMemo<'a>, frames: &'a 
         w.end_dict();
     }
     w.end_list();
-    memo.insert(frames, idx);
+    memo.by_address.insert(address, idx);
+    memo.by_content.insert(frames, idx);
 }
 
 fn write_block<'a>(

@@ -62,8 +62,8 @@ pub struct Args<'a> {
 /// One element of `traceEvents`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event<'a> {
-    /// The event's JSON text exactly as in the file.
-    pub raw: &'a str,
+    /// The event's JSON text exactly as in the file (see [`Event::raw_str`]).
+    pub raw: &'a [u8],
     /// Uncompressed byte offset of the event in the file.
     pub offset: u64,
     pub ph: Cow<'a, str>,
@@ -83,7 +83,33 @@ impl<'a> Event<'a> {
     /// Parses one event object (the bytes between and including its braces).
     pub fn parse(raw: &'a str, offset: u64) -> Result<Self, serde_json::Error> {
         let f: Fields<'a> = serde_json::from_str(raw)?;
-        Ok(Event {
+        Ok(Event::from_fields(f, raw.as_bytes(), offset))
+    }
+
+    /// Parses the event at the start of `bytes` (more may follow): the event and its length,
+    /// or `Ok(None)` when `bytes` ends before the event does.
+    pub(crate) fn parse_prefix(
+        bytes: &'a [u8],
+        offset: u64,
+    ) -> Result<Option<(Self, usize)>, serde_json::Error> {
+        let mut it = serde_json::Deserializer::from_slice(bytes).into_iter::<Fields<'a>>();
+        match it.next() {
+            Some(Ok(f)) => {
+                let n = it.byte_offset();
+                Ok(Some((Event::from_fields(f, &bytes[..n], offset), n)))
+            }
+            None => Ok(None),
+            // A number cut by the end of the buffer is "invalid", not "EOF": an error counts
+            // only if the object is complete.
+            Some(Err(e)) => match super::scan::container_end(bytes) {
+                super::scan::Scan::NeedMore => Ok(None),
+                super::scan::Scan::Complete(_) => Err(e),
+            },
+        }
+    }
+
+    fn from_fields(f: Fields<'a>, raw: &'a [u8], offset: u64) -> Self {
+        Event {
             raw,
             offset,
             ph: f.ph.map(|t| t.0).unwrap_or(Cow::Borrowed("")),
@@ -95,7 +121,13 @@ impl<'a> Event<'a> {
             dur: f.dur.and_then(|m| m.0),
             id: f.id.and_then(|i| i.0),
             args: f.args.map(|a| a.into_args()).unwrap_or_default(),
-        })
+        }
+    }
+
+    /// The event's text as a string: an error only if a member the reader skipped holds bytes
+    /// that are not UTF-8 (the members it decodes are checked).
+    pub fn raw_str(&self) -> Result<&'a str, std::str::Utf8Error> {
+        std::str::from_utf8(self.raw)
     }
 
     /// `ts + dur`, when both are known.
@@ -388,7 +420,7 @@ mod tests {
         assert_eq!(e.args.stream, Some(7));
         assert_eq!(e.args.device, Some(0));
         assert_eq!(e.offset, 42);
-        assert_eq!(e.raw, raw);
+        assert_eq!(e.raw_str().unwrap(), raw);
     }
 
     #[test]
@@ -402,6 +434,22 @@ mod tests {
         assert_eq!(e.args.name.as_deref(), Some("a\"b"));
         assert_eq!(e.cat, "");
         assert_eq!(e.dur, None);
+    }
+
+    #[test]
+    fn prefix_parsing_needs_the_whole_object() {
+        let full = r#"{"ph": "X", "ts": 1234.500, "dur": 1.000}, {"ph": "i"}"#;
+        let (e, n) = Event::parse_prefix(full.as_bytes(), 0).unwrap().unwrap();
+        assert_eq!(e.ts, Some(1_234_500));
+        assert_eq!(&full[n..n + 2], ", ");
+        for cut in 1..full.find('}').unwrap() {
+            assert!(
+                Event::parse_prefix(&full.as_bytes()[..cut], 0).unwrap().is_none(),
+                "cut at {cut}: {}",
+                &full[..cut]
+            );
+        }
+        assert!(Event::parse_prefix(br#"{"ph": "X", "ts": 1..2}"#, 0).is_err());
     }
 
     #[test]

@@ -40,7 +40,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use scan::{container_end, skip_ws, string_end, value_end, Scan};
+use scan::{skip_ws, string_end, value_end, Scan};
 
 /// Bytes asked of the decompressor at a time.
 const CHUNK: usize = 1 << 20;
@@ -600,32 +600,32 @@ impl<'a> TraceReader<'a> {
                     match c {
                         b']' => self.end_events(),
                         b'{' => {
-                            let Some(n) = self.extent(|s, _| container_end(s))? else {
-                                self.cut("traceEvents");
-                                break;
-                            };
-                            let start = self.pos;
+                            // serde_json parses the event straight from the buffer; an event
+                            // that runs past the buffered bytes is parsed again after a refill.
                             let offset = self.offset();
-                            let text = std::str::from_utf8(&self.buf[start..start + n]);
-                            let flow = match text {
-                                Ok(raw) => match Event::parse(raw, offset) {
-                                    Ok(ev) => f(&ev),
-                                    Err(source) => {
-                                        return Err(ReadError::Event {
-                                            path: self.path.clone(),
-                                            offset,
-                                            source,
-                                        })
-                                    }
-                                },
-                                Err(e) => {
-                                    return Err(self.format_err(format!(
-                                        "an event that is not UTF-8 ({e})"
-                                    )))
+                            let outcome = match Event::parse_prefix(
+                                &self.buf[self.pos..self.end],
+                                offset,
+                            ) {
+                                Ok(Some((ev, n))) => Some((n, f(&ev))),
+                                Ok(None) => None,
+                                Err(source) => {
+                                    return Err(ReadError::Event {
+                                        path: self.path.clone(),
+                                        offset,
+                                        source,
+                                    })
                                 }
                             };
+                            let Some((n, flow)) = outcome else {
+                                if !self.fill()? {
+                                    self.cut("traceEvents");
+                                    break;
+                                }
+                                continue;
+                            };
                             self.events += 1;
-                            self.pos = start + n;
+                            self.pos += n;
                             self.state = State::AfterEvent;
                             if flow.is_break() {
                                 self.stopped = true;
