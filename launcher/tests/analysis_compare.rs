@@ -15,9 +15,25 @@ fn faster() -> Trace {
     t.range("forward", MAIN, 0, 500_000);
     t.range("backward", MAIN, 500_000, 400_000);
     for k in 0..3 {
-        t.launch("gemm", MAIN, 10_000 + k * 1000, 0, 7, 100_000 + k * 150_000, 150_000);
+        t.launch(
+            "gemm",
+            MAIN,
+            10_000 + k * 1000,
+            0,
+            7,
+            100_000 + k * 150_000,
+            150_000,
+        );
     }
-    t.launch("ncclDevKernel_AllReduce_Sum_f32_RING_LL", MAIN, 600_000, 0, 13, 600_000, 500_000);
+    t.launch(
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+        MAIN,
+        600_000,
+        0,
+        13,
+        600_000,
+        500_000,
+    );
     t.launch("new_kernel", MAIN, 1_500_000, 0, 7, 1_500_000, 100_000);
     t
 }
@@ -44,7 +60,12 @@ fn compare_json_and_table() {
     let b = dir.join("b-rank0.trace.json.gz");
     sample().write_gz(&a);
     faster().write_gz(&b);
-    let out = cuprof_ok(&["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--json"]);
+    let out = cuprof_ok(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+    ]);
     let c: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(c["step_time_speedup"], 2.5);
     assert_eq!(c["total_step_time_speedup"], 2.5);
@@ -53,7 +74,12 @@ fn compare_json_and_table() {
         rows(&c["kernels"]),
         [
             (s("gemm"), 900_000, 450_000, Some(0.5)),
-            (s("ncclDevKernel_AllReduce_Sum_f32_RING_LL"), 500_000, 500_000, Some(1.0)),
+            (
+                s("ncclDevKernel_AllReduce_Sum_f32_RING_LL"),
+                500_000,
+                500_000,
+                Some(1.0)
+            ),
             (s("flash_attn"), 200_000, 0, Some(0.0)),
             (s("new_kernel"), 0, 100_000, None),
         ]
@@ -70,7 +96,10 @@ fn compare_json_and_table() {
     );
 
     let table = cuprof_ok(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
-    assert!(table.contains("step time speedup 2.500x (B faster)"), "{table}");
+    assert!(
+        table.contains("step time speedup 2.500x (B faster)"),
+        "{table}"
+    );
     assert!(table.contains("gemm"), "{table}");
     assert!(table.contains("0.500x"), "{table}");
 }

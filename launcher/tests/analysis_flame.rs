@@ -72,6 +72,12 @@ fn several_ranks_get_a_root_frame_each() {
         folded.to_str().unwrap(),
     ]);
     let f = std::fs::read_to_string(&folded).unwrap();
-    assert!(f.contains("rank 0;forward;attention;flash_attn 200000\n"), "{f}");
-    assert!(f.contains("rank 1;forward;attention;flash_attn 200000\n"), "{f}");
+    assert!(
+        f.contains("rank 0;forward;attention;flash_attn 200000\n"),
+        "{f}"
+    );
+    assert!(
+        f.contains("rank 1;forward;attention;flash_attn 200000\n"),
+        "{f}"
+    );
 }

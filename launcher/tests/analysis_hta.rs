@@ -21,10 +21,17 @@ fn rank_trace(rank: i64, world: i64) -> Trace {
     t.metadata(&[0], &[(0, 7), (0, 13), (0, 21)], &[MAIN]);
     let mut seed: u64 = 0x9e37_79b9 + rank as u64;
     let mut rnd = |lo: i64, hi: i64| {
-        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         lo + ((seed >> 33) as i64 % (hi - lo + 1))
     };
-    let kernels = ["sm90_xmma_gemm_bf16", "flash_fwd_kernel", "elementwise_add", "layer_norm_fwd"];
+    let kernels = [
+        "sm90_xmma_gemm_bf16",
+        "flash_fwd_kernel",
+        "elementwise_add",
+        "layer_norm_fwd",
+    ];
     let mut now = 100 * US;
     for step in 0..6 {
         let step_start = now;
@@ -41,18 +48,41 @@ fn rank_trace(rank: i64, world: i64) -> Trace {
         t.range("forward", MAIN, fwd_start, api - fwd_start + US);
         // All-reduce overlapping the tail of the compute kernels.
         let ar_dur = rnd(200, 600) * US;
-        t.launch("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", MAIN, api, 0, 13, gpu - 150 * US, ar_dur);
+        t.launch(
+            "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+            MAIN,
+            api,
+            0,
+            13,
+            gpu - 150 * US,
+            ar_dur,
+        );
         api += 3 * US;
         // A copy back and a memset on another stream, after a host gap.
         let after = (gpu - 150 * US + ar_dur).max(gpu) + rnd(20, 80) * US;
-        t.copy("Memcpy DtoH (Device -> Pinned)", MAIN, api, 0, 21, after, rnd(20, 60) * US, 4 << 20);
+        t.copy(
+            "Memcpy DtoH (Device -> Pinned)",
+            MAIN,
+            api,
+            0,
+            21,
+            after,
+            rnd(20, 60) * US,
+            4 << 20,
+        );
         api += 2 * US;
         let c = t.corr();
         t.runtime("cudaMemsetAsync", MAIN, api, US, c);
         t.memset(0, 21, after + 100 * US, rnd(5, 15) * US, c, 1 << 20);
         let end_gpu = after + 200 * US;
         let c = t.corr();
-        t.runtime("cudaDeviceSynchronize", MAIN, api + 2 * US, end_gpu - api, c);
+        t.runtime(
+            "cudaDeviceSynchronize",
+            MAIN,
+            api + 2 * US,
+            end_gpu - api,
+            c,
+        );
         now = end_gpu + rnd(50, 300) * US;
         t.step(step, MAIN, step_start, now - step_start, Some(256.0));
     }
@@ -85,10 +115,22 @@ fn report_agrees_with_hta() {
         rank_trace(r, 2).write_gz(&traces.join(format!("hta-rank{r}.trace.json.gz")));
     }
     let out = dir.join("out");
-    cuprof_ok(&["report", traces.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    cuprof_ok(&[
+        "report",
+        traces.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     let s = read_json(&out.join("summary.json"));
     // The trace exercises every class the comparison covers.
-    for k in ["compute_ns", "communication_ns", "memcpy_ns", "memset_ns", "idle_ns", "comm_compute_overlap_ns"] {
+    for k in [
+        "compute_ns",
+        "communication_ns",
+        "memcpy_ns",
+        "memset_ns",
+        "idle_ns",
+        "comm_compute_overlap_ns",
+    ] {
         assert!(s["gpu"][k].as_i64().unwrap() > 0, "{k} is 0");
     }
 
@@ -102,6 +144,9 @@ fn report_agrees_with_hta() {
     let stdout = String::from_utf8_lossy(&o.stdout);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "HTA disagrees:\n{stdout}\n{stderr}");
-    assert!(stdout.contains("cuprof and HTA agree within 1.0%"), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("cuprof and HTA agree within 1.0%"),
+        "{stdout}\n{stderr}"
+    );
     eprintln!("{stdout}");
 }

@@ -42,8 +42,16 @@ fn merge_three_ranks() {
     r2.write_gz(&traces.join("job-rank2.trace.json.gz"));
 
     let out = dir.join("merged.trace.json.gz");
-    let stdout = cuprof_ok(&["merge", traces.to_str().unwrap(), "-o", out.to_str().unwrap()]);
-    assert!(stdout.contains("estimated clock skew against rank 0 (max |skew| 250 ns)"), "{stdout}");
+    let stdout = cuprof_ok(&[
+        "merge",
+        traces.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        stdout.contains("estimated clock skew against rank 0 (max |skew| 250 ns)"),
+        "{stdout}"
+    );
     assert!(stdout.contains("different hosts"), "{stdout}");
 
     let m = read_gz_json(&out);
@@ -51,7 +59,13 @@ fn merge_three_ranks() {
     let ranks = m["cuprof"]["merged"]["ranks"].as_array().unwrap();
     let placed: Vec<(i64, i64, i64)> = ranks
         .iter()
-        .map(|r| (r["rank"].as_i64().unwrap(), r["skew_ns"].as_i64().unwrap(), r["shift_ns"].as_i64().unwrap()))
+        .map(|r| {
+            (
+                r["rank"].as_i64().unwrap(),
+                r["skew_ns"].as_i64().unwrap(),
+                r["shift_ns"].as_i64().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(placed, [(0, 0, 0), (1, 250, -250), (2, 0, 1_000_000_000)]);
 
@@ -73,17 +87,39 @@ fn merge_three_ranks() {
     let names: Vec<(i64, String)> = events
         .iter()
         .filter(|e| e["ph"] == "M" && e["name"] == "process_name")
-        .map(|e| (e["pid"].as_i64().unwrap(), e["args"]["name"].as_str().unwrap().to_string()))
+        .map(|e| {
+            (
+                e["pid"].as_i64().unwrap(),
+                e["args"]["name"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
-    assert!(names.contains(&(4242, "rank 0 python3".into())), "{names:?}");
-    assert!(names.contains(&(10_000_000, "rank 1 GPU 0".into())), "{names:?}");
-    assert!(names.contains(&(10_004_242, "rank 1 python3".into())), "{names:?}");
+    assert!(
+        names.contains(&(4242, "rank 0 python3".into())),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&(10_000_000, "rank 1 GPU 0".into())),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&(10_004_242, "rank 1 python3".into())),
+        "{names:?}"
+    );
     // Rank 2 had no metadata: names are made up.
-    assert!(names.contains(&(20_000_000, "rank 2 pid 0".into())), "{names:?}");
+    assert!(
+        names.contains(&(20_000_000, "rank 2 pid 0".into())),
+        "{names:?}"
+    );
     let sort: Vec<(i64, i64)> = events
         .iter()
         .filter(|e| e["ph"] == "M" && e["name"] == "process_sort_index")
-        .map(|e| (e["pid"].as_i64().unwrap(), e["args"]["sort_index"].as_i64().unwrap()))
+        .map(|e| {
+            (
+                e["pid"].as_i64().unwrap(),
+                e["args"]["sort_index"].as_i64().unwrap(),
+            )
+        })
         .collect();
     assert!(sort.contains(&(10_000_000, 15_000_000)), "{sort:?}");
 
@@ -100,7 +136,12 @@ fn merge_three_ranks() {
     let again = traces.join("merged.trace.json.gz");
     std::fs::copy(&out, &again).unwrap();
     let out2 = dir.join("m2.trace.json.gz");
-    let o = cuprof(&["merge", traces.to_str().unwrap(), "-o", out2.to_str().unwrap()]);
+    let o = cuprof(&[
+        "merge",
+        traces.to_str().unwrap(),
+        "-o",
+        out2.to_str().unwrap(),
+    ]);
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("itself a merged trace"));
 

@@ -29,7 +29,15 @@ fn two_ranks_imbalance_and_stragglers() {
     let mut r0 = Trace::new(0, 2);
     steps(&mut r0, &[10 * MS, 20 * MS, 9 * MS, 5 * MS], 0);
     r0.launch("gemm", MAIN, 0, 0, 7, 0, 4 * MS);
-    r0.launch("ncclDevKernel_AllReduce_Sum_f32_RING_LL", MAIN, 1000, 0, 13, 3 * MS, 2 * MS);
+    r0.launch(
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+        MAIN,
+        1000,
+        0,
+        13,
+        3 * MS,
+        2 * MS,
+    );
     r0.write_gz(&traces.join("job-rank0.trace.json.gz"));
 
     // Rank 1, in two profiling cycles: steps 15, 15 then 12, 5 ms; gemm 0-3 ms in the first,
@@ -41,11 +49,24 @@ fn two_ranks_imbalance_and_stragglers() {
     let mut c2 = Trace::new(1, 2);
     c2.step(2, MAIN, 30 * MS, 12 * MS, None);
     c2.step(3, MAIN, 42 * MS, 5 * MS, None);
-    c2.launch("ncclDevKernel_AllReduce_Sum_f32_RING_LL", MAIN, 1000, 0, 13, 3 * MS, 3 * MS);
+    c2.launch(
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+        MAIN,
+        1000,
+        0,
+        13,
+        3 * MS,
+        3 * MS,
+    );
     c2.write_gz(&traces.join("job-rank1-cycle2.trace.json.gz"));
 
     let out = dir.join("out");
-    let stdout = cuprof_ok(&["report", traces.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let stdout = cuprof_ok(&[
+        "report",
+        traces.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     let s = read_json(&out.join("summary.json"));
 
     assert_eq!(s["ranks"].as_array().unwrap().len(), 2);
@@ -104,5 +125,8 @@ fn two_ranks_imbalance_and_stragglers() {
     assert_eq!(i(&s["gpu"]["idle_ns"]), 0);
     assert_eq!(i(&s["gpu"]["wall_ns"]), 11 * MS);
 
-    assert!(stdout.contains("imbalance (max/mean): step time 1.033, GPU busy 1.091"), "{stdout}");
+    assert!(
+        stdout.contains("imbalance (max/mean): step time 1.033, GPU busy 1.091"),
+        "{stdout}"
+    );
 }

@@ -56,10 +56,16 @@ fn single_rank_every_section() {
     assert_eq!(i(&d["busy_ns"]), 1_650_000);
     assert_eq!(i(&d["communication_total_ns"]), 500_000);
     assert_eq!(i(&d["comm_compute_overlap_ns"]), 100_000);
-    let parts: i64 = ["compute_ns", "communication_ns", "memcpy_ns", "memset_ns", "idle_ns"]
-        .iter()
-        .map(|k| i(&d[k]))
-        .sum();
+    let parts: i64 = [
+        "compute_ns",
+        "communication_ns",
+        "memcpy_ns",
+        "memset_ns",
+        "idle_ns",
+    ]
+    .iter()
+    .map(|k| i(&d[k]))
+    .sum();
     assert_eq!(parts, i(&d["wall_ns"]));
     assert_eq!(s["gpu"], s["ranks"][0]["gpu"]);
 
@@ -68,7 +74,11 @@ fn single_rank_every_section() {
     let names: Vec<&str> = k.iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["gemm", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "flash_attn"]
+        [
+            "gemm",
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+            "flash_attn"
+        ]
     );
     assert_eq!(i(&k[0]["count"]), 3);
     assert_eq!(i(&k[0]["total_ns"]), 900_000);
@@ -82,7 +92,13 @@ fn single_rank_every_section() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| (r["name"].as_str().unwrap().to_string(), i(&r["count"]), i(&r["total_ns"])))
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_string(),
+                i(&r["count"]),
+                i(&r["total_ns"]),
+            )
+        })
         .collect();
     assert_eq!(
         b,
@@ -114,11 +130,17 @@ fn single_rank_every_section() {
     assert!(s["files"][0]["truncated"].is_null());
 
     // The terminal table shows the same.
-    assert!(stdout.contains("4 steps, mean 2.500 ms, p50 2.500 ms, p90 3.700 ms, p99 3.970 ms"), "{stdout}");
+    assert!(
+        stdout.contains("4 steps, mean 2.500 ms, p50 2.500 ms, p90 3.700 ms, p99 3.970 ms"),
+        "{stdout}"
+    );
     assert!(stdout.contains("throughput 50000.0 work/s"), "{stdout}");
     assert!(stdout.contains("5 records dropped"), "{stdout}");
     let md = std::fs::read_to_string(dir.join("out/report.md")).unwrap();
-    assert!(md.contains("| 1 | gemm | 3 | 900.000 µs | 300.000 µs | 56.2% |"), "{md}");
+    assert!(
+        md.contains("| 1 | gemm | 3 | 900.000 µs | 300.000 µs | 56.2% |"),
+        "{md}"
+    );
 }
 
 #[test]
@@ -149,7 +171,10 @@ fn cut_short_file_is_read_up_to_the_cut() {
     let (stdout, s) = report(&dir, &[&trace]);
     let tr = s["files"][0]["truncated"].as_str().unwrap();
     assert!(tr.contains("inside the traceEvents"), "{tr}");
-    assert!(tr.contains(&format!("after {keep} complete events")), "{tr}");
+    assert!(
+        tr.contains(&format!("after {keep} complete events")),
+        "{tr}"
+    );
     assert_eq!(i(&s["files"][0]["events"]), keep as i64);
     assert_eq!(i(&s["steps"]["count"]), 4);
     assert_eq!(i(&s["gpu"]["memcpy_ns"]), 100_000);
@@ -166,7 +191,10 @@ fn errors_name_the_file_and_what_to_do() {
     let out = cuprof(&["report", bad.to_str().unwrap()]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("bad.trace.json") && err.contains("not a Chrome trace"), "{err}");
+    assert!(
+        err.contains("bad.trace.json") && err.contains("not a Chrome trace"),
+        "{err}"
+    );
     let empty = dir.join("empty");
     std::fs::create_dir_all(&empty).unwrap();
     let out = cuprof(&["report", empty.to_str().unwrap()]);

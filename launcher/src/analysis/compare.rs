@@ -57,7 +57,10 @@ pub struct Comparison {
     pub nvtx_buckets: Vec<Row>,
 }
 
-fn rows(a: impl Iterator<Item = (String, i64)>, b: impl Iterator<Item = (String, i64)>) -> Vec<Row> {
+fn rows(
+    a: impl Iterator<Item = (String, i64)>,
+    b: impl Iterator<Item = (String, i64)>,
+) -> Vec<Row> {
     let mut m: BTreeMap<String, (i64, i64)> = BTreeMap::new();
     for (n, t) in a {
         m.entry(n).or_default().0 += t;
@@ -133,11 +136,7 @@ fn table(title: &str, rows: &[Row], top: usize) -> String {
 }
 
 pub(crate) fn text(c: &Comparison, top: usize) -> String {
-    let mut out = format!(
-        "A: {}\nB: {}\n\n",
-        c.a.paths.join(" "),
-        c.b.paths.join(" ")
-    );
+    let mut out = format!("A: {}\nB: {}\n\n", c.a.paths.join(" "), c.b.paths.join(" "));
     out.push_str(&format!(
         "steps: A {} x mean {}, B {} x mean {}; ",
         c.a.steps.count,

@@ -345,7 +345,10 @@ mod tests {
         assert!(!is_sync_call("cudaLaunchKernel"));
         assert_eq!(step_number("ProfilerStep#12"), Some(12));
         assert_eq!(step_number("ProfilerStep"), None);
-        assert_eq!(rank_from_name(Path::new("/d/run-rank12-cycle2.trace.json.gz")), Some(12));
+        assert_eq!(
+            rank_from_name(Path::new("/d/run-rank12-cycle2.trace.json.gz")),
+            Some(12)
+        );
         assert_eq!(rank_from_name(Path::new("/d/run.trace.json.gz")), None);
     }
 }

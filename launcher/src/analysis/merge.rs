@@ -38,7 +38,12 @@ pub struct MergeArgs {
     #[arg(required = true, value_name = "DIR")]
     pub paths: Vec<PathBuf>,
     /// The merged trace to write (gzip).
-    #[arg(short, long, value_name = "FILE", default_value = "merged.trace.json.gz")]
+    #[arg(
+        short,
+        long,
+        value_name = "FILE",
+        default_value = "merged.trace.json.gz"
+    )]
     pub out: PathBuf,
 }
 
@@ -100,7 +105,10 @@ pub fn merge(args: MergeArgs) -> Result<()> {
     let out_abs = std::path::absolute(&args.out).unwrap_or_else(|_| args.out.clone());
     let mut inputs: Vec<(PathBuf, TraceMeta)> = Vec::new();
     for p in super::trace_files(&args.paths)? {
-        if std::path::absolute(&p).map(|a| a == out_abs).unwrap_or(false) {
+        if std::path::absolute(&p)
+            .map(|a| a == out_abs)
+            .unwrap_or(false)
+        {
             continue;
         }
         let mut r = TraceReader::open(&p)?;
@@ -140,7 +148,15 @@ pub fn merge(args: MergeArgs) -> Result<()> {
     ranked.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
     let placements = write_merged(&args.out, &ranked)?;
 
-    let mut t = Table::new(&[">rank", "file", "host", ">skew vs ref", ">shift", ">events", "skew source"]);
+    let mut t = Table::new(&[
+        ">rank",
+        "file",
+        "host",
+        ">skew vs ref",
+        ">shift",
+        ">events",
+        "skew source",
+    ]);
     for p in &placements {
         t.row(vec![
             p.rank.to_string(),
@@ -155,16 +171,27 @@ pub fn merge(args: MergeArgs) -> Result<()> {
     print!("{}", t.text());
     for p in &placements {
         if let Some(tr) = &p.truncated {
-            println!("warning: {} is cut short: {tr}; merged what was read", p.file);
+            println!(
+                "warning: {} is cut short: {tr}; merged what was read",
+                p.file
+            );
         }
     }
-    let max_skew = placements.iter().map(|p| p.skew_ns.abs()).max().unwrap_or(0);
+    let max_skew = placements
+        .iter()
+        .map(|p| p.skew_ns.abs())
+        .max()
+        .unwrap_or(0);
     println!(
         "estimated clock skew against rank {} (max |skew| {}); wrote {} ({} ranks, {} events)",
         placements[0].rank,
         dur(max_skew as f64),
         args.out.display(),
-        placements.iter().map(|p| p.rank).collect::<BTreeSet<_>>().len(),
+        placements
+            .iter()
+            .map(|p| p.rank)
+            .collect::<BTreeSet<_>>()
+            .len(),
         placements.iter().map(|p| p.events).sum::<u64>()
     );
     Ok(())
@@ -234,9 +261,11 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
         let mut line = String::with_capacity(1024);
         let summary = reader.read_events(|e| {
             line.clear();
-            let members = match e.raw_str().map_err(|u| u.to_string()).and_then(|r| {
-                event_members(r).map_err(|j| j.to_string())
-            }) {
+            let members = match e
+                .raw_str()
+                .map_err(|u| u.to_string())
+                .and_then(|r| event_members(r).map_err(|j| j.to_string()))
+            {
                 Ok(m) => m,
                 Err(err) => {
                     failure = Some(anyhow::anyhow!(
@@ -279,7 +308,10 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
                     },
                     "args" if meta_name == "process_name" => {
                         let n = e.args.name.as_deref().unwrap_or("");
-                        line.push_str(&format!("{{\"name\": {}}}", json_str(&format!("rank {rank} {n}"))));
+                        line.push_str(&format!(
+                            "{{\"name\": {}}}",
+                            json_str(&format!("rank {rank} {n}"))
+                        ));
                     }
                     "args" if meta_name == "process_sort_index" => {
                         let s = e.args.sort_index.unwrap_or(0);

@@ -80,8 +80,7 @@ pub fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
         }
         let mut traces = Vec::new();
         let mut json = Vec::new();
-        for e in std::fs::read_dir(p).with_context(|| format!("{}: cannot list it", p.display()))?
-        {
+        for e in std::fs::read_dir(p).with_context(|| format!("{}: cannot list it", p.display()))? {
             let e = e.with_context(|| format!("{}: cannot list it", p.display()))?;
             let path = e.path();
             if !path.is_file() {

@@ -80,7 +80,10 @@ pub fn api_paths(f: &FileData, paths: &mut Paths) -> Vec<u32> {
                 // Ranges that ended by the time this one starts are its siblings, not its
                 // parents, and contain no later call.
                 let s = f.ranges[ranges[next] as usize].start;
-                while stack.last().is_some_and(|&top| f.ranges[top as usize].end <= s) {
+                while stack
+                    .last()
+                    .is_some_and(|&top| f.ranges[top as usize].end <= s)
+                {
                     stack.pop();
                 }
                 stack.push(ranges[next]);
@@ -934,7 +937,10 @@ mod tests {
 
     #[test]
     fn intervals() {
-        assert_eq!(union(vec![(5, 8), (0, 3), (2, 4), (8, 9)]), [(0, 4), (5, 9)]);
+        assert_eq!(
+            union(vec![(5, 8), (0, 3), (2, 4), (8, 9)]),
+            [(0, 4), (5, 9)]
+        );
         assert_eq!(intersection_len(&[(0, 10), (20, 30)], &[(5, 25)]), 10);
         assert_eq!(imbalance(&[1.0, 3.0]), Some(1.5));
     }

@@ -157,7 +157,13 @@ fn step_line(s: &StepStats) -> String {
 
 fn breakdown_cells(b: &Breakdown) -> Vec<String> {
     let w = b.wall_ns as f64;
-    let c = |v: i64| format!("{} {}", dur(v as f64), pct(super::model::ratio(v as f64, w)));
+    let c = |v: i64| {
+        format!(
+            "{} {}",
+            dur(v as f64),
+            pct(super::model::ratio(v as f64, w))
+        )
+    };
     vec![
         dur(w),
         c(b.compute_ns),
@@ -389,7 +395,10 @@ mod tests {
         let mut t = Table::new(&["name", ">n"]);
         t.row(vec!["a|b".into(), "1".into()]);
         t.row(vec!["long name".into(), "100".into()]);
-        assert_eq!(t.text(), "  name         n\n  a|b          1\n  long name  100\n");
+        assert_eq!(
+            t.text(),
+            "  name         n\n  a|b          1\n  long name  100\n"
+        );
         assert_eq!(
             t.markdown(),
             "| name | n |\n| --- | ---: |\n| a\\|b | 1 |\n| long name | 100 |\n"

@@ -57,7 +57,16 @@ impl Trace {
         c
     }
 
-    pub fn x(&mut self, cat: &str, name: &str, pid: i64, tid: i64, start: i64, dur: i64, args: &str) {
+    pub fn x(
+        &mut self,
+        cat: &str,
+        name: &str,
+        pid: i64,
+        tid: i64,
+        start: i64,
+        dur: i64,
+        args: &str,
+    ) {
         let args = if args.is_empty() {
             String::new()
         } else {
@@ -79,7 +88,16 @@ impl Trace {
         self.x("kernel", name, dev, stream, start, dur, &args);
     }
 
-    pub fn memcpy(&mut self, name: &str, dev: i64, stream: i64, start: i64, dur: i64, corr: i64, bytes: i64) {
+    pub fn memcpy(
+        &mut self,
+        name: &str,
+        dev: i64,
+        stream: i64,
+        start: i64,
+        dur: i64,
+        corr: i64,
+        bytes: i64,
+    ) {
         let args = format!(
             "\"device\": {dev}, \"context\": 1, \"stream\": {stream}, \"correlation\": {corr}, \"bytes\": {bytes}, \"memory bandwidth (GB/s)\": {:.6}",
             bytes as f64 / dur as f64
@@ -91,7 +109,15 @@ impl Trace {
         let args = format!(
             "\"device\": {dev}, \"context\": 1, \"stream\": {stream}, \"correlation\": {corr}, \"bytes\": {bytes}, \"memory bandwidth (GB/s)\": 1.0"
         );
-        self.x("gpu_memset", "Memset (Device)", dev, stream, start, dur, &args);
+        self.x(
+            "gpu_memset",
+            "Memset (Device)",
+            dev,
+            stream,
+            start,
+            dur,
+            &args,
+        );
     }
 
     pub fn runtime(&mut self, name: &str, tid: i64, start: i64, dur: i64, corr: i64) {
@@ -111,7 +137,16 @@ impl Trace {
     }
 
     /// `cudaLaunchKernel` at `api` (1 µs) on thread `tid`, the kernel at `start` for `dur`.
-    pub fn launch(&mut self, name: &str, tid: i64, api: i64, dev: i64, stream: i64, start: i64, dur: i64) -> i64 {
+    pub fn launch(
+        &mut self,
+        name: &str,
+        tid: i64,
+        api: i64,
+        dev: i64,
+        stream: i64,
+        start: i64,
+        dur: i64,
+    ) -> i64 {
         let c = self.corr();
         self.runtime("cudaLaunchKernel", tid, api, 1000, c);
         self.kernel(name, dev, stream, start, dur, c);
@@ -119,7 +154,17 @@ impl Trace {
         c
     }
 
-    pub fn copy(&mut self, name: &str, tid: i64, api: i64, dev: i64, stream: i64, start: i64, dur: i64, bytes: i64) -> i64 {
+    pub fn copy(
+        &mut self,
+        name: &str,
+        tid: i64,
+        api: i64,
+        dev: i64,
+        stream: i64,
+        start: i64,
+        dur: i64,
+        bytes: i64,
+    ) -> i64 {
         let c = self.corr();
         self.runtime("cudaMemcpyAsync", tid, api, 1000, c);
         self.memcpy(name, dev, stream, start, dur, c, bytes);
@@ -131,8 +176,18 @@ impl Trace {
     }
 
     pub fn step(&mut self, n: i64, tid: i64, start: i64, dur: i64, work: Option<f64>) {
-        let args = work.map(|w| format!("\"work\": {w:.6}")).unwrap_or_default();
-        self.x("user_annotation", &format!("ProfilerStep#{n}"), PID, tid, start, dur, &args);
+        let args = work
+            .map(|w| format!("\"work\": {w:.6}"))
+            .unwrap_or_default();
+        self.x(
+            "user_annotation",
+            &format!("ProfilerStep#{n}"),
+            PID,
+            tid,
+            start,
+            dur,
+            &args,
+        );
     }
 
     pub fn sync(&mut self, kind: &str, dev: i64, stream: i64, start: i64, dur: i64, corr: i64) {
@@ -148,18 +203,40 @@ impl Trace {
         let m = |name: &str, pid: i64, tid: i64, key: &str, v: String| {
             format!("{{\"ph\": \"M\", \"name\": {}, \"pid\": {pid}, \"tid\": {tid}, \"ts\": 0.000, \"args\": {{{}: {v}}}}}", q(name), q(key))
         };
-        self.events.push(m("process_name", PID, 0, "name", q("python3")));
-        self.events.push(m("process_sort_index", PID, 0, "sort_index", PID.to_string()));
+        self.events
+            .push(m("process_name", PID, 0, "name", q("python3")));
+        self.events.push(m(
+            "process_sort_index",
+            PID,
+            0,
+            "sort_index",
+            PID.to_string(),
+        ));
         for &t in threads {
-            self.events.push(m("thread_name", PID, t, "name", q(&format!("thread {t} (python3)"))));
+            self.events.push(m(
+                "thread_name",
+                PID,
+                t,
+                "name",
+                q(&format!("thread {t} (python3)")),
+            ));
         }
         for &d in devices {
-            self.events.push(m("process_name", d, 0, "name", q(&format!("GPU {d}"))));
-            self.events.push(m("process_labels", d, 0, "labels", q(&format!("GPU {d}"))));
-            self.events.push(m("process_sort_index", d, 0, "sort_index", (5_000_000 + d).to_string()));
+            self.events
+                .push(m("process_name", d, 0, "name", q(&format!("GPU {d}"))));
+            self.events
+                .push(m("process_labels", d, 0, "labels", q(&format!("GPU {d}"))));
+            self.events.push(m(
+                "process_sort_index",
+                d,
+                0,
+                "sort_index",
+                (5_000_000 + d).to_string(),
+            ));
         }
         for &(d, s) in streams {
-            self.events.push(m("thread_name", d, s, "name", q(&format!("stream {s} "))));
+            self.events
+                .push(m("thread_name", d, s, "name", q(&format!("stream {s} "))));
         }
     }
 
@@ -209,7 +286,8 @@ impl Trace {
         text.push_str(",\n");
         let mut z = flate2::Compress::new(Compression::fast(), false);
         let mut out = Vec::with_capacity(text.len() + 1024);
-        z.compress_vec(text.as_bytes(), &mut out, FlushCompress::Sync).unwrap();
+        z.compress_vec(text.as_bytes(), &mut out, FlushCompress::Sync)
+            .unwrap();
         let mut file = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
         file.extend_from_slice(&out);
         std::fs::write(path, file).unwrap();
@@ -271,7 +349,10 @@ pub fn read_json(path: &Path) -> serde_json::Value {
 
 pub fn read_gz_json(path: &Path) -> serde_json::Value {
     let f = std::fs::File::open(path).unwrap();
-    serde_json::from_reader(flate2::read::MultiGzDecoder::new(std::io::BufReader::new(f))).unwrap()
+    serde_json::from_reader(flate2::read::MultiGzDecoder::new(std::io::BufReader::new(
+        f,
+    )))
+    .unwrap()
 }
 
 pub const MAIN: i64 = 100;
@@ -302,11 +383,28 @@ pub fn sample() -> Trace {
     t.range("attention", MAIN, 200_000, 200_000);
     t.range("backward", MAIN, 1_100_000, 900_000);
     t.range("other_thread", OTHER, 0, 10_000_000);
-    t.copy("Memcpy HtoD (Pageable -> Device)", MAIN, 50_000, 0, 7, 100_000, 100_000, 1_000_000);
+    t.copy(
+        "Memcpy HtoD (Pageable -> Device)",
+        MAIN,
+        50_000,
+        0,
+        7,
+        100_000,
+        100_000,
+        1_000_000,
+    );
     t.launch("flash_attn", MAIN, 250_000, 0, 7, 300_000, 200_000);
     t.launch("gemm", MAIN, 150_000, 0, 7, 500_000, 300_000);
     t.launch("gemm", MAIN, 1_200_000, 0, 7, 1_200_000, 300_000);
-    t.launch("ncclDevKernel_AllReduce_Sum_f32_RING_LL", MAIN, 1_300_000, 0, 13, 1_400_000, 500_000);
+    t.launch(
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+        MAIN,
+        1_300_000,
+        0,
+        13,
+        1_400_000,
+        500_000,
+    );
     t.memset(0, 7, 2_000_000, 50_000, 999, 4096);
     let c = t.corr();
     t.runtime("cudaDeviceSynchronize", MAIN, 2_100_000, 500_000, c);
@@ -321,4 +419,3 @@ pub fn sample() -> Trace {
     t.stats = Some(r#"{"events": 40, "dropped_channel": 3, "dropped_cupti": 2, "dropped_buffers": 0, "kernels_without_timestamps": 1, "memory_events_dropped": 0, "complete": true}"#.into());
     t
 }
-

@@ -1361,7 +1361,10 @@ fn replay_real_h100_buffer() {
     // Everything but timestamps and pids is byte-for-byte the recording (pointer fields
     // aside: they point at this process's copies of the strings).
     for &(at, k, size) in &orig_recs {
-        let mut skip: Vec<usize> = replay::time_fields(k).iter().flat_map(|&f| f..f + 8).collect();
+        let mut skip: Vec<usize> = replay::time_fields(k)
+            .iter()
+            .flat_map(|&f| f..f + 8)
+            .collect();
         skip.extend(replay::pid_fields(k).iter().flat_map(|&f| f..f + 4));
         match k {
             kind::CONCURRENT_KERNEL => skip.extend(off::kernel::NAME..off::kernel::NAME + 8),

@@ -70,6 +70,9 @@ pub enum Input {
     BeginRecording { ts: u64, cycle: u32 },
     /// Recording of the open cycle ends at `ts` (its last active step ended).
     EndRecording { ts: u64 },
+    /// The call stack of an allocation call (`--with-stack`), captured unresolved on the
+    /// allocating thread and symbolised here, off the program's path.
+    AllocationStack { correlation: u32, backtrace: std::backtrace::Backtrace },
 }
 
 /// Where cycle files go: the preload library opens real files, tests use memory.
@@ -289,6 +292,35 @@ fn gpu_correlation(e: &Event) -> Option<(u64, u32)> {
     }
 }
 
+/// Frames of a rendered `std::backtrace::Backtrace`, innermost first (torch's order), without
+/// the frames of cuprof itself and of the Rust runtime that captured it.
+pub fn frames_of(text: &str) -> Vec<crate::memory::Frame> {
+    let mut frames: Vec<crate::memory::Frame> = Vec::new();
+    for line in text.lines() {
+        let t = line.trim_start();
+        if let Some(at) = t.strip_prefix("at ") {
+            // `at FILE:LINE:COL`
+            let mut parts = at.rsplitn(3, ':');
+            let (col, line_no, file) = (parts.next(), parts.next(), parts.next());
+            if let (Some(_), Some(l), Some(f), Some(last)) = (col, line_no, file, frames.last_mut()) {
+                last.filename = f.to_string();
+                last.line = l.parse().unwrap_or(0);
+            }
+        } else if let Some((n, name)) = t.split_once(": ") {
+            if n.chars().all(|c| c.is_ascii_digit()) {
+                frames.push(crate::memory::Frame { filename: String::new(), line: 0, name: name.to_string() });
+            }
+        }
+    }
+    let ours = |f: &crate::memory::Frame| {
+        let n = f.name.as_str();
+        n.starts_with("std::") || n.starts_with("core::") || n.starts_with("cuprof::") || n.starts_with("<") || n.starts_with("__rust")
+    };
+    let skip = frames.iter().take_while(|f| ours(f)).count();
+    frames.drain(..skip);
+    frames
+}
+
 fn is_launch(name: &str) -> bool {
     const PREFIXES: [&str; 8] = [
         "cudaLaunch",
@@ -346,6 +378,8 @@ pub struct Session {
     memory_dirty: bool,
     /// Correlation ids of API calls made outside recording (bounded by [`MAX_OUTSIDE`]).
     outside: HashSet<u32>,
+    /// Allocation call stacks by correlation id, waiting for their memory records.
+    stacks: HashMap<u32, crate::memory::Frames>,
     last_periodic_flush: Instant,
     /// When open files are next sync-flushed: shortly after a periodic CUPTI flush, so the
     /// records it brought reach the disk.
@@ -375,6 +409,7 @@ impl Session {
             memory: None,
             memory_dirty: false,
             outside: HashSet::new(),
+            stacks: HashMap::new(),
             last_periodic_flush: Instant::now(),
             sync_due: None,
         }
@@ -455,6 +490,13 @@ impl Session {
                 self.cycles.push(OpenCycle::new(cycle, ts));
             }
             Input::EndRecording { ts } => self.end_recording(ts),
+            Input::AllocationStack { correlation, backtrace } => {
+                if self.stacks.len() >= MAX_OUTSIDE {
+                    self.stacks.clear();
+                }
+                let frames = frames_of(&backtrace.to_string());
+                self.stacks.insert(correlation, frames.into());
+            }
         }
         self.pump();
     }
@@ -498,7 +540,8 @@ impl Session {
     fn memory_event(&mut self, m: &Memory) {
         let Some(timeline) = self.memory.as_mut() else { return };
         self.memory_dirty = true;
-        let Some(sample) = timeline.record(m, None) else { return };
+        let frames = self.stacks.remove(&m.correlation);
+        let Some(sample) = timeline.record(m, frames) else { return };
         let (cycles, mut o, _) = self.parts();
         if let Some(c) = cycle_for(cycles, sample.timestamp, true) {
             if let Some(w) = c.writer(&mut o) {

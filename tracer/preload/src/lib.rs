@@ -24,6 +24,7 @@ mod hooks;
 mod nvtx;
 mod rawdump;
 mod resolve;
+mod stacks;
 mod start;
 mod writer;
 

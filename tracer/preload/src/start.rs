@@ -12,6 +12,19 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
+/// Allocation calls whose stacks `--with-stack` records: runtime (PyTorch's caching allocator
+/// uses cudaMalloc) and driver.
+const ALLOCATION_CALLS: [(u32, u32); 8] = [
+    (cupti::DOMAIN_RUNTIME, Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020.0),
+    (cupti::DOMAIN_RUNTIME, Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020.0),
+    (cupti::DOMAIN_RUNTIME, Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020.0),
+    (cupti::DOMAIN_RUNTIME, Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020.0),
+    (cupti::DOMAIN_RUNTIME, Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000.0),
+    (cupti::DOMAIN_DRIVER, Drv::CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2.0),
+    (cupti::DOMAIN_DRIVER, Drv::CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync.0),
+    (cupti::DOMAIN_DRIVER, Drv::CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged.0),
+];
+
 /// Messages the channel holds: each is one CUPTI buffer's batch or one NVTX range.
 const CHANNEL_CAPACITY: usize = 4096;
 
@@ -92,7 +105,11 @@ unsafe extern "C" fn on_callback(_user: *mut c_void, domain: u32, cbid: u32, dat
             let stop = (runtime && cbid == Rt::CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000.0)
                 || (!runtime && cbid == Drv::CUPTI_DRIVER_TRACE_CBID_cuProfilerStop.0);
             let reset = runtime && cbid == Rt::CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020.0;
-            if site == cupti::API_ENTER {
+            if site == cupti::API_EXIT && ALLOCATION_CALLS.contains(&(domain, cbid)) {
+                // SAFETY: as above.
+                let correlation = unsafe { (*(data as *const cupti::CallbackData)).correlation_id };
+                crate::stacks::capture(correlation);
+            } else if site == cupti::API_ENTER {
                 if start {
                     crate::control::range_start(RangeSource::CudaProfilerApi);
                 } else if stop {
@@ -147,6 +164,11 @@ pub fn start(cfg: &Config) -> Result<(), String> {
         }
         // CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING
         (cupti.cuptiEnableCallback)(1, sub, cupti::DOMAIN_RESOURCE, 2);
+        if cfg.with_stack && cfg.activities.mem {
+            for (domain, cbid) in ALLOCATION_CALLS {
+                (cupti.cuptiEnableCallback)(1, sub, domain, cbid);
+            }
+        }
     }
     // Queued/submitted times on kernel records (Kineto's `queued` arg) exist only when asked for.
     if let Some(f) = cupti.raw_symbol(c"cuptiActivityEnableLatencyTimestamps") {

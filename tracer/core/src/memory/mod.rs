@@ -76,7 +76,7 @@ pub const DEVICE_MEMORY_KIND: u32 = 3;
 /// must not make `device_traces` a list of billions of empty lists).
 pub const MAX_DEVICES: u32 = 1024;
 
-/// Memory below this is torch's "small" pool: see [`segment_type`].
+/// Segments of at most this size are torch's "small" pool's: see [`segment_type`].
 pub const SMALL_SEGMENT_MAX: u64 = 2 << 20;
 
 /// One stack frame, as torch's snapshot writes it: `{"name", "filename", "line"}`.
@@ -227,7 +227,8 @@ pub(crate) struct Segment {
     /// Whether pool allocations were ever placed inside this (non-pool) segment: then the
     /// segment is a pool's reservation, and its free space is an `inactive` block.
     pub(crate) hosts_pool: bool,
-    /// Pool allocations inside the segment, by address.
+    /// The blocks inside the segment, by address: the allocation itself (one block
+    /// covering the segment) or, once it hosts pool allocations, those.
     pub(crate) blocks: BTreeMap<u64, Block>,
 }
 
@@ -327,13 +328,17 @@ impl MemoryTimeline {
                 }
             }
             MemoryOp::Free => {
-                // Addresses are unique across devices (unified addressing): look on the
-                // record's device first, then on the others.
-                let owner = std::iter::once(m.device)
+                // Addresses are unique across devices (unified addressing) and kinds: look
+                // on the record's device and kind first, then on the others.
+                let devices: Vec<u32> = std::iter::once(m.device)
                     .chain(self.devices.keys().copied().filter(|&d| d != m.device))
-                    .find(|d| self.devices.get(d).is_some_and(|s| s.owns(slot, m.address)));
+                    .collect();
+                let slots = std::iter::once(slot).chain((0..SERIES.len()).filter(|&k| k != slot));
+                let owner = slots
+                    .flat_map(|k| devices.iter().map(move |&d| (d, k)))
+                    .find(|(d, k)| self.devices.get(d).is_some_and(|s| s.owns(*k, m.address)));
                 match owner {
-                    Some(d) => {
+                    Some((d, slot)) => {
                         let dev = self.devices.get_mut(&d).expect("owner exists");
                         let changed = dev.free(m, slot, frames, max_events);
                         if changed {

@@ -10,7 +10,9 @@
 //!   "Cannot mix BigInt and other types", so every value goes through `i64`
 //!   ([`PickleWriter::uint`] clamps a `u64` to `i64::MAX`).
 //! - Strings: `SHORT_BINUNICODE` / `BINUNICODE` (never `BINUNICODE8`), memoized by content
-//!   (`MEMOIZE` + `BINGET`/`LONG_BINGET`), so repeated keys and frame names cost 2 to 5 bytes.
+//!   (`MEMOIZE` + `BINGET`/`LONG_BINGET`), so repeated keys and values cost 2 to 5 bytes;
+//!   except inside a container that is itself memoized and referenced again (a stack's
+//!   frames list), whose strings are written in full ([`PickleWriter::str_raw`]).
 //! - Containers: `EMPTY_DICT` / `EMPTY_LIST` filled with `MARK ... SETITEMS` / `APPENDS` in
 //!   batches of at most 1000 items, like CPython's pickler: MemoryViz.js appends a batch
 //!   with a JavaScript spread call, which fails on very long argument lists.

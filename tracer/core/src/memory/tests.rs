@@ -357,6 +357,13 @@ fn repairs_unmatched_frees_stale_addresses_and_other_devices() {
             died(A, 4 * MIB, 0, 4),
         ])
     );
+    // A free reported with another memory kind finds the allocation by address too.
+    t.record(&alloc(B, MIB, 5), None);
+    assert_eq!(
+        t.record(&rec(MemoryOp::Free, 0, B, 0, 6), None),
+        sample(0, 6, &[("reserved_bytes", 0)])
+    );
+    assert_eq!(t.unmatched_frees(0), 1);
     // Ignored records.
     assert_eq!(t.record(&alloc(0, MIB, 5), None), None);
     assert_eq!(t.record(&alloc(B, 0, 5), None), None);

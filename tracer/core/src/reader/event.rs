@@ -444,7 +444,9 @@ mod tests {
         assert_eq!(&full[n..n + 2], ", ");
         for cut in 1..full.find('}').unwrap() {
             assert!(
-                Event::parse_prefix(&full.as_bytes()[..cut], 0).unwrap().is_none(),
+                Event::parse_prefix(&full.as_bytes()[..cut], 0)
+                    .unwrap()
+                    .is_none(),
                 "cut at {cut}: {}",
                 &full[..cut]
             );

@@ -267,9 +267,12 @@ enum State {
     Done,
 }
 
+/// The file's bytes, counted as they are read.
+type Input<'a> = BufReader<Counting<Box<dyn Read + 'a>>>;
+
 enum Source<'a> {
-    Plain(BufReader<Counting<Box<dyn Read + 'a>>>),
-    Gzip(flate2::bufread::MultiGzDecoder<BufReader<Counting<Box<dyn Read + 'a>>>>),
+    Plain(Input<'a>),
+    Gzip(Box<flate2::bufread::MultiGzDecoder<Input<'a>>>),
 }
 
 struct Counting<R> {
@@ -343,7 +346,7 @@ impl<'a> TraceReader<'a> {
             }
         };
         let src = if head.starts_with(&[0x1f, 0x8b]) {
-            Source::Gzip(flate2::bufread::MultiGzDecoder::new(br))
+            Source::Gzip(Box::new(flate2::bufread::MultiGzDecoder::new(br)))
         } else {
             Source::Plain(br)
         };
@@ -603,20 +606,18 @@ impl<'a> TraceReader<'a> {
                             // serde_json parses the event straight from the buffer; an event
                             // that runs past the buffered bytes is parsed again after a refill.
                             let offset = self.offset();
-                            let outcome = match Event::parse_prefix(
-                                &self.buf[self.pos..self.end],
-                                offset,
-                            ) {
-                                Ok(Some((ev, n))) => Some((n, f(&ev))),
-                                Ok(None) => None,
-                                Err(source) => {
-                                    return Err(ReadError::Event {
-                                        path: self.path.clone(),
-                                        offset,
-                                        source,
-                                    })
-                                }
-                            };
+                            let outcome =
+                                match Event::parse_prefix(&self.buf[self.pos..self.end], offset) {
+                                    Ok(Some((ev, n))) => Some((n, f(&ev))),
+                                    Ok(None) => None,
+                                    Err(source) => {
+                                        return Err(ReadError::Event {
+                                            path: self.path.clone(),
+                                            offset,
+                                            source,
+                                        })
+                                    }
+                                };
                             let Some((n, flow)) = outcome else {
                                 if !self.fill()? {
                                     self.cut("traceEvents");
@@ -749,7 +750,11 @@ mod tests {
         let mut got = Vec::new();
         let s = r
             .read_events(|e| {
-                got.push((e.name.to_string(), e.ts.unwrap(), e.args.correlation.unwrap()));
+                got.push((
+                    e.name.to_string(),
+                    e.ts.unwrap(),
+                    e.args.correlation.unwrap(),
+                ));
                 ControlFlow::Continue(())
             })
             .unwrap();
@@ -868,11 +873,11 @@ mod tests {
     fn plain_json_cut_mid_event_and_mid_header() {
         let s = full(10);
         let cut = s.find("k7").unwrap();
-        let (got, sum, _) = read_all(s[..cut].as_bytes().to_vec());
+        let (got, sum, _) = read_all(s.as_bytes()[..cut].to_vec());
         assert_eq!(got.len(), 7);
         assert_eq!(sum.truncated.unwrap().inside, "traceEvents");
         let cut = s.find("\"displayTimeUnit\"").unwrap() + 5;
-        let (got, sum, m) = read_all(s[..cut].as_bytes().to_vec());
+        let (got, sum, m) = read_all(s.as_bytes()[..cut].to_vec());
         assert!(got.is_empty());
         assert_eq!(sum.truncated.unwrap().inside, "header");
         assert_eq!(m.rank, Some(3));
@@ -885,18 +890,26 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert!(sum.truncated.is_none());
 
-        let mut r = TraceReader::new(Cursor::new(b"hello".to_vec()), Path::new("bad.json"))
-            .unwrap();
+        let mut r =
+            TraceReader::new(Cursor::new(b"hello".to_vec()), Path::new("bad.json")).unwrap();
         let e = r.read_events(|_| ControlFlow::Continue(())).unwrap_err();
-        assert!(e.to_string().starts_with("bad.json: not a Chrome trace"), "{e}");
+        assert!(
+            e.to_string().starts_with("bad.json: not a Chrome trace"),
+            "{e}"
+        );
 
-        let s = format!("{{\"traceEvents\": [{}, {{\"ph\": \"X\", \"ts\": 1..2}}]}}", event(1));
+        let s = format!(
+            "{{\"traceEvents\": [{}, {{\"ph\": \"X\", \"ts\": 1..2}}]}}",
+            event(1)
+        );
         let mut r = TraceReader::new(Cursor::new(s.into_bytes()), Path::new("c.json")).unwrap();
         let e = r.read_events(|_| ControlFlow::Continue(())).unwrap_err();
         assert!(matches!(e, ReadError::Event { .. }), "{e}");
         assert!(e.to_string().contains("c.json"));
 
-        let e = TraceReader::open(Path::new("/nonexistent/x.json.gz")).err().unwrap();
+        let e = TraceReader::open(Path::new("/nonexistent/x.json.gz"))
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("/nonexistent/x.json.gz"));
     }
 

@@ -109,7 +109,9 @@ pub fn micros_to_ns(text: &str) -> Option<i64> {
     let mut int: i64 = 0;
     let mut i = 0;
     while i < digits.len() && digits[i].is_ascii_digit() {
-        int = int.checked_mul(10)?.checked_add((digits[i] - b'0') as i64)?;
+        int = int
+            .checked_mul(10)?
+            .checked_add((digits[i] - b'0') as i64)?;
         i += 1;
     }
     if i == 0 {

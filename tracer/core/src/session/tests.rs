@@ -194,3 +194,14 @@ fn nvtx_ranges_are_projected_onto_the_streams_of_their_work() {
         .collect();
     assert_eq!(gpu, vec![("outer".to_string(), 1.4, 0.5), ("inner".to_string(), 1.4, 0.1)]);
 }
+
+#[test]
+fn backtrace_text_becomes_frames_without_cuprofs_own() {
+    let text = "   0: std::backtrace::Backtrace::force_capture\n             at /rustc/x/library/std/src/backtrace.rs:312:9\n   1: cuprof::stacks::capture\n             at tracer/preload/src/stacks.rs:20:13\n   2: double_malloc\n             at tests/cupti-double/src/lib.rs:162:5\n   3: ffi_call_unix64\n   4: _PyEval_EvalFrameDefault\n";
+    let f = frames_of(text);
+    let names: Vec<&str> = f.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, vec!["double_malloc", "ffi_call_unix64", "_PyEval_EvalFrameDefault"]);
+    assert_eq!(f[0].filename, "tests/cupti-double/src/lib.rs");
+    assert_eq!(f[0].line, 162);
+    assert_eq!(f[1].line, 0);
+}
