@@ -7,7 +7,11 @@ use std::process::Command;
 
 #[test]
 fn the_library_exports_exactly_the_documented_entry_points() {
-    let out = Command::new("nm").args(["-D", "--defined-only"]).arg(lib()).output().expect("nm (binutils) runs");
+    let out = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(lib())
+        .output()
+        .expect("nm (binutils) runs");
     assert!(out.status.success());
     let mut names: Vec<String> = String::from_utf8_lossy(&out.stdout)
         .lines()

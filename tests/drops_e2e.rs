@@ -20,12 +20,23 @@ fn an_exhausted_pool_and_cupti_drops_are_counted_exactly() {
     let kept = events(&t, "kernel").len() as u64;
     let produced = out["produced"].as_u64().unwrap();
     assert_eq!(produced, 12_000, "kernel records only (GPU activity)");
-    assert_eq!(out["dropped_by_double"], 0, "every record reached one of cuprof's buffers");
+    assert_eq!(
+        out["dropped_by_double"], 0,
+        "every record reached one of cuprof's buffers"
+    );
     let dropped_buffers = stats["dropped_buffers"].as_u64().unwrap();
     assert!(dropped_buffers > 0, "the pool ran dry: {stats}");
-    assert_eq!(kept + dropped_buffers + stats["dropped_channel"].as_u64().unwrap(), produced, "{stats}");
+    assert_eq!(
+        kept + dropped_buffers + stats["dropped_channel"].as_u64().unwrap(),
+        produced,
+        "{stats}"
+    );
     assert_eq!(stats["dropped_cupti"], 7);
     let lost = dropped_buffers + 7 + stats["dropped_channel"].as_u64().unwrap();
     let line = format!("cuprof: {lost} records were lost");
-    assert_eq!(stderr.lines().filter(|l| l.starts_with(&line)).count(), 1, "{stderr}");
+    assert_eq!(
+        stderr.lines().filter(|l| l.starts_with(&line)).count(),
+        1,
+        "{stderr}"
+    );
 }

@@ -29,7 +29,10 @@ fn status_text(s: ExitStatus) -> String {
 fn run_case(case: &str, env: &[(&str, &str)]) -> Case {
     let dir = TempDir::new(&format!("fault-{case}"));
     let mut base = Command::new("python3");
-    base.arg(apps().join("fault.py")).arg(case).env("PYTHONPATH", apps()).env("CUPTI_DOUBLE_LIB", double());
+    base.arg(apps().join("fault.py"))
+        .arg(case)
+        .env("PYTHONPATH", apps())
+        .env("CUPTI_DOUBLE_LIB", double());
     let without = base.output().unwrap().status;
     let mut run = Run::python("fault.py", &[case], dir.path());
     for (k, v) in env {
@@ -37,27 +40,55 @@ fn run_case(case: &str, env: &[(&str, &str)]) -> Case {
     }
     let out = run.output();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let json = stdout.lines().find(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap()).unwrap_or(Value::Null);
-    Case { without, with: out.status, dir, out: json, stderr: String::from_utf8_lossy(&out.stderr).into_owned() }
+    let json = stdout
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .unwrap_or(Value::Null);
+    Case {
+        without,
+        with: out.status,
+        dir,
+        out: json,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
 }
 
 /// Kernels in the trace, after `cuprof repair` when the file was cut short.
 fn kernels_kept(c: &Case, must_be_complete: bool) -> usize {
     let path = c.dir.path().join("t-rank0.trace.json.gz");
-    assert!(path.exists(), "no trace in {:?}; stderr: {}", c.dir.files(), c.stderr);
+    assert!(
+        path.exists(),
+        "no trace in {:?}; stderr: {}",
+        c.dir.files(),
+        c.stderr
+    );
     let complete = std::panic::catch_unwind(|| read_trace(&path)).is_ok();
     if must_be_complete {
         assert!(complete, "trace not valid JSON; stderr: {}", c.stderr);
     } else if !complete {
-        let r = Command::new(cuprof_bin()).arg("repair").arg(&path).output().unwrap();
-        assert!(r.status.success(), "repair: {}", String::from_utf8_lossy(&r.stderr));
+        let r = Command::new(cuprof_bin())
+            .arg("repair")
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            r.status.success(),
+            "repair: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
     }
     let t = read_trace(&path);
     events(&t, "kernel").len()
 }
 
 fn same_status(c: &Case) {
-    assert_eq!(status_text(c.with), status_text(c.without), "host status changed; stderr: {}", c.stderr);
+    assert_eq!(
+        status_text(c.with),
+        status_text(c.without),
+        "host status changed; stderr: {}",
+        c.stderr
+    );
 }
 
 #[test]
@@ -124,10 +155,28 @@ fn a_forked_child_writes_nothing_and_the_parent_trace_is_whole() {
 fn a_second_cupti_client_gets_cupti_and_cuprof_keeps_what_it_had() {
     let c = run_case("second_client", &[]);
     same_status(&c);
-    assert_eq!(c.out["second_subscribe"], 0, "the second client's subscribe succeeds");
-    assert!(c.out["second_client_records"].as_u64().unwrap() >= 50, "{}", c.out);
-    assert_eq!(c.out["second_client_unknown_buffers"], 0, "no cuprof buffer reaches the other tool");
-    assert_eq!(c.stderr.lines().filter(|l| l.contains("steps aside")).count(), 1, "{}", c.stderr);
+    assert_eq!(
+        c.out["second_subscribe"], 0,
+        "the second client's subscribe succeeds"
+    );
+    assert!(
+        c.out["second_client_records"].as_u64().unwrap() >= 50,
+        "{}",
+        c.out
+    );
+    assert_eq!(
+        c.out["second_client_unknown_buffers"], 0,
+        "no cuprof buffer reaches the other tool"
+    );
+    assert_eq!(
+        c.stderr
+            .lines()
+            .filter(|l| l.contains("steps aside"))
+            .count(),
+        1,
+        "{}",
+        c.stderr
+    );
     assert_eq!(kernels_kept(&c, true), PRODUCED);
 }
 
@@ -136,7 +185,11 @@ fn a_full_disk_costs_the_trace_not_the_program() {
     let c = run_case("full_disk", &[]);
     same_status(&c);
     assert_eq!(status_text(c.with), "exit 0");
-    let errors: Vec<&str> = c.stderr.lines().filter(|l| l.starts_with("cuprof:") && l.contains("failed")).collect();
+    let errors: Vec<&str> = c
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("cuprof:") && l.contains("failed"))
+        .collect();
     assert_eq!(errors.len(), 1, "{}", c.stderr);
 }
 
@@ -144,18 +197,33 @@ fn a_full_disk_costs_the_trace_not_the_program() {
 fn an_unwritable_directory_costs_the_trace_not_the_program() {
     let c = run_case("normal", &[("CUPROF_DIR", "/proc/cuprof-cannot-exist")]);
     same_status(&c);
-    let errors: Vec<&str> = c.stderr.lines().filter(|l| l.contains("/proc/cuprof-cannot-exist") || l.contains("CUPROF_DIR")).collect();
+    let errors: Vec<&str> = c
+        .stderr
+        .lines()
+        .filter(|l| l.contains("/proc/cuprof-cannot-exist") || l.contains("CUPROF_DIR"))
+        .collect();
     assert_eq!(errors.len(), 1, "{}", c.stderr);
 }
 
 #[test]
 fn missing_libcupti_is_one_line_and_no_trace() {
-    let c = run_case("normal", &[("CUPROF_CUPTI_PATH", "/nonexistent/libcupti.so.13")]);
+    let c = run_case(
+        "normal",
+        &[("CUPROF_CUPTI_PATH", "/nonexistent/libcupti.so.13")],
+    );
     same_status(&c);
     assert!(c.dir.files().is_empty());
-    let lines: Vec<&str> = c.stderr.lines().filter(|l| l.starts_with("cuprof:")).collect();
+    let lines: Vec<&str> = c
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("cuprof:"))
+        .collect();
     assert_eq!(lines.len(), 1, "{}", c.stderr);
-    assert!(lines[0].contains("/nonexistent/libcupti.so.13"), "{}", lines[0]);
+    assert!(
+        lines[0].contains("/nonexistent/libcupti.so.13"),
+        "{}",
+        lines[0]
+    );
 }
 
 #[test]
@@ -169,7 +237,11 @@ fn cupti_refusals_are_one_line_each_and_the_program_runs() {
         let c = run_case("normal", &[("CUPTI_DOUBLE_FAIL", fail)]);
         same_status(&c);
         assert!(c.dir.files().is_empty(), "{fail}: {:?}", c.dir.files());
-        let lines: Vec<&str> = c.stderr.lines().filter(|l| l.starts_with("cuprof:")).collect();
+        let lines: Vec<&str> = c
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("cuprof:"))
+            .collect();
         assert_eq!(lines.len(), 1, "{fail}: {}", c.stderr);
         assert!(lines[0].contains(words), "{fail}: {}", lines[0]);
     }
@@ -180,7 +252,11 @@ fn an_unsupported_cupti_version_is_refused_in_one_line() {
     let c = run_case("normal", &[("CUPTI_DOUBLE_VERSION", "11")]);
     same_status(&c);
     assert!(c.dir.files().is_empty());
-    let lines: Vec<&str> = c.stderr.lines().filter(|l| l.starts_with("cuprof:")).collect();
+    let lines: Vec<&str> = c
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("cuprof:"))
+        .collect();
     assert_eq!(lines.len(), 1, "{}", c.stderr);
     assert!(lines[0].contains("version 11"), "{}", lines[0]);
 }

@@ -42,9 +42,30 @@ fn hta_breakdowns_agree_with_the_records() {
 
     // The steps recorded, and what HTA counts: GPU work launched before the last step begins
     // (HTA leaves the last, possibly incomplete, iteration out).
-    let steps: Vec<&RawEvent> = events.iter().filter(|e| e.v["name"].as_str().unwrap_or("").starts_with("ProfilerStep#")).collect();
-    let step_names: BTreeSet<&str> = steps.iter().map(|e| e.v["name"].as_str().unwrap()).collect();
-    assert_eq!(step_names, ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"].into_iter().collect());
+    let steps: Vec<&RawEvent> = events
+        .iter()
+        .filter(|e| {
+            e.v["name"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("ProfilerStep#")
+        })
+        .collect();
+    let step_names: BTreeSet<&str> = steps
+        .iter()
+        .map(|e| e.v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        step_names,
+        [
+            "ProfilerStep#1",
+            "ProfilerStep#2",
+            "ProfilerStep#3",
+            "ProfilerStep#4"
+        ]
+        .into_iter()
+        .collect()
+    );
     let last_step = steps.iter().map(|e| ns(&e.ts)).max().unwrap();
     let launched: BTreeSet<u64> = events
         .iter()
@@ -53,12 +74,21 @@ fn hta_breakdowns_agree_with_the_records() {
         .collect();
     let gpu: Vec<&RawEvent> = events
         .iter()
-        .filter(|e| ["kernel", "gpu_memcpy", "gpu_memset"].contains(&e.v["cat"].as_str().unwrap_or("")))
+        .filter(|e| {
+            ["kernel", "gpu_memcpy", "gpu_memset"].contains(&e.v["cat"].as_str().unwrap_or(""))
+        })
         .filter(|e| launched.contains(&e.v["args"]["correlation"].as_u64().unwrap()))
         .collect();
-    assert_eq!(gpu.len(), 3 * 5, "three complete steps of 3 kernels, a copy and a memset");
+    assert_eq!(
+        gpu.len(),
+        3 * 5,
+        "three complete steps of 3 kernels, a copy and a memset"
+    );
     let iv = |f: &dyn Fn(&&RawEvent) -> bool| -> Vec<(i64, i64)> {
-        gpu.iter().filter(|e| f(e)).map(|e| (ns(&e.ts), ns(&e.ts) + ns(&e.dur))).collect()
+        gpu.iter()
+            .filter(|e| f(e))
+            .map(|e| (ns(&e.ts), ns(&e.ts) + ns(&e.dur)))
+            .collect()
     };
     let all = iv(&|_| true);
     let span = all.iter().map(|i| i.1).max().unwrap() - all.iter().map(|i| i.0).min().unwrap();
@@ -69,26 +99,56 @@ fn hta_breakdowns_agree_with_the_records() {
     }));
     let mut per_name: BTreeMap<String, i64> = BTreeMap::new();
     for e in &gpu {
-        *per_name.entry(e.v["name"].as_str().unwrap().to_string()).or_default() += ns(&e.dur);
+        *per_name
+            .entry(e.v["name"].as_str().unwrap().to_string())
+            .or_default() += ns(&e.dur);
     }
 
-    let out = Command::new("python3").arg(apps().join("hta_check.py")).arg(dir.path()).output().expect("python3");
+    let out = Command::new("python3")
+        .arg(apps().join("hta_check.py"))
+        .arg(dir.path())
+        .output()
+        .expect("python3");
     assert!(
         out.status.success(),
         "HTA failed (is it installed? .ci/run installs HolisticTraceAnalysis): {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let hta: Value = serde_json::from_slice(out.stdout.split(|&b| b == b'\n').rfind(|l| !l.is_empty()).unwrap()).unwrap();
+    let hta: Value = serde_json::from_slice(
+        out.stdout
+            .split(|&b| b == b'\n')
+            .rfind(|l| !l.is_empty())
+            .unwrap(),
+    )
+    .unwrap();
     let close = |got: &Value, want_ns: i64, what: &str| {
-        let got = got.as_f64().unwrap_or_else(|| panic!("{what} missing in {hta}"));
-        assert!((got - want_ns as f64 / 1000.0).abs() < 0.01, "{what}: HTA {got} us, records {} us", want_ns as f64 / 1000.0);
+        let got = got
+            .as_f64()
+            .unwrap_or_else(|| panic!("{what} missing in {hta}"));
+        assert!(
+            (got - want_ns as f64 / 1000.0).abs() < 0.01,
+            "{what}: HTA {got} us, records {} us",
+            want_ns as f64 / 1000.0
+        );
     };
     close(&hta["temporal"]["kernel_time(us)"], span, "kernel time");
     close(&hta["temporal"]["idle_time(us)"], span - busy, "idle time");
-    close(&hta["temporal"]["compute_time(us)"], compute, "compute time");
-    close(&hta["temporal"]["non_compute_time(us)"], busy - compute, "non-compute time");
+    close(
+        &hta["temporal"]["compute_time(us)"],
+        compute,
+        "compute time",
+    );
+    close(
+        &hta["temporal"]["non_compute_time(us)"],
+        busy - compute,
+        "non-compute time",
+    );
     assert_eq!(
-        hta["kernels"].as_object().unwrap().keys().collect::<BTreeSet<_>>(),
+        hta["kernels"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<BTreeSet<_>>(),
         per_name.keys().collect::<BTreeSet<_>>()
     );
     for (name, total) in &per_name {

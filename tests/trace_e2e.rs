@@ -24,7 +24,12 @@ fn trace_workload(version: &str) -> Traced {
         .ok_json();
     assert_eq!(dir.files(), vec!["t-rank0.trace.json.gz"]);
     let path = dir.path().join("t-rank0.trace.json.gz");
-    Traced { events: raw_events(&path), trace: read_trace(&path), records: dump::read_dir(dumps.path()), corr }
+    Traced {
+        events: raw_events(&path),
+        trace: read_trace(&path),
+        records: dump::read_dir(dumps.path()),
+        corr,
+    }
 }
 
 fn by_cat<'a>(t: &'a Traced, cat: &str) -> Vec<&'a RawEvent> {
@@ -45,7 +50,9 @@ fn check_workload(version: &str, expected_cupti_version: u64) {
     for rec in &t.records.kernels {
         let e = kernels
             .iter()
-            .find(|e| e.v["args"]["correlation"] == rec.correlation && e.ts == us(rec.start as i64 - base))
+            .find(|e| {
+                e.v["args"]["correlation"] == rec.correlation && e.ts == us(rec.start as i64 - base)
+            })
             .unwrap_or_else(|| panic!("no kernel event for {rec:?}"));
         seen.insert((rec.correlation, rec.start));
         assert_eq!(e.dur, us((rec.end - rec.start) as i64));
@@ -76,23 +83,37 @@ fn check_workload(version: &str, expected_cupti_version: u64) {
     .map(|(k, n)| (k.to_string(), n))
     .collect();
     for (name, n) in &expected {
-        assert_eq!(kernel_names.get(name), Some(n), "kernel {name:?} in {kernel_names:?}");
+        assert_eq!(
+            kernel_names.get(name),
+            Some(n),
+            "kernel {name:?} in {kernel_names:?}"
+        );
     }
     assert_eq!(kernel_names.values().sum::<usize>(), 12);
 
     // Copies and memsets: exact bytes, names, times, bandwidth.
     let copies = by_cat(&t, "gpu_memcpy");
     assert_eq!(copies.len(), 2);
-    let h2d = copies.iter().find(|e| e.v["name"] == "Memcpy HtoD (Pageable -> Device)").expect("HtoD copy");
+    let h2d = copies
+        .iter()
+        .find(|e| e.v["name"] == "Memcpy HtoD (Pageable -> Device)")
+        .expect("HtoD copy");
     assert_eq!(h2d.v["args"]["bytes"], 1 << 20);
     assert_eq!(h2d.dur, "20.000");
     assert_eq!(h2d.v["args"]["memory bandwidth (GB/s)"], 52.4288);
     assert_eq!(h2d.v["args"]["correlation"], t.corr["h2d"]);
-    let d2h = copies.iter().find(|e| e.v["name"] == "Memcpy DtoH (Device -> Pinned)").expect("DtoH copy");
+    let d2h = copies
+        .iter()
+        .find(|e| e.v["name"] == "Memcpy DtoH (Device -> Pinned)")
+        .expect("DtoH copy");
     assert_eq!(d2h.v["args"]["bytes"], 4096);
     assert_eq!(d2h.v["args"]["correlation"], t.corr["d2h"]);
     for rec in t.records.copies.iter().filter(|c| c.kind == 1) {
-        assert!(copies.iter().any(|e| e.ts == us(rec.start as i64 - base) && e.dur == us((rec.end - rec.start) as i64)), "{rec:?}");
+        assert!(
+            copies.iter().any(|e| e.ts == us(rec.start as i64 - base)
+                && e.dur == us((rec.end - rec.start) as i64)),
+            "{rec:?}"
+        );
     }
     let memsets = by_cat(&t, "gpu_memset");
     assert_eq!(memsets.len(), 1);
@@ -127,7 +148,10 @@ fn check_workload(version: &str, expected_cupti_version: u64) {
     .collect();
     assert_eq!(api_names, want);
     for rec in &t.records.apis {
-        let e = api.iter().find(|e| e.v["args"]["correlation"] == rec.correlation).expect("api event");
+        let e = api
+            .iter()
+            .find(|e| e.v["args"]["correlation"] == rec.correlation)
+            .expect("api event");
         assert_eq!(e.ts, us(rec.start as i64 - base));
         assert_eq!(e.dur, us((rec.end - rec.start) as i64));
         assert_eq!(e.v["tid"], rec.tid);
@@ -136,30 +160,67 @@ fn check_workload(version: &str, expected_cupti_version: u64) {
     }
     let worker_tid = api
         .iter()
-        .find(|e| t.corr["k3"].as_array().unwrap().contains(&e.v["args"]["correlation"]))
+        .find(|e| {
+            t.corr["k3"]
+                .as_array()
+                .unwrap()
+                .contains(&e.v["args"]["correlation"])
+        })
         .unwrap()
         .v["tid"]
         .clone();
-    let main_tid = api.iter().find(|e| e.v["args"]["correlation"] == t.corr["h2d"]).unwrap().v["tid"].clone();
-    assert_ne!(worker_tid, main_tid, "the worker's launches are on its own OS thread");
+    let main_tid = api
+        .iter()
+        .find(|e| e.v["args"]["correlation"] == t.corr["h2d"])
+        .unwrap()
+        .v["tid"]
+        .clone();
+    assert_ne!(
+        worker_tid, main_tid,
+        "the worker's launches are on its own OS thread"
+    );
 
     // Flows: one `s` per launching call, one `f` at its first GPU event, ids unique per phase.
-    let starts: Vec<u64> = t.events.iter().filter(|e| e.v["ph"] == "s").map(|e| e.v["id"].as_u64().unwrap()).collect();
-    let ends: Vec<u64> = t.events.iter().filter(|e| e.v["ph"] == "f").map(|e| e.v["id"].as_u64().unwrap()).collect();
-    assert_eq!(starts.len(), 12, "8 kernel launches, 1 graph launch, 2 copies, 1 memset");
+    let starts: Vec<u64> = t
+        .events
+        .iter()
+        .filter(|e| e.v["ph"] == "s")
+        .map(|e| e.v["id"].as_u64().unwrap())
+        .collect();
+    let ends: Vec<u64> = t
+        .events
+        .iter()
+        .filter(|e| e.v["ph"] == "f")
+        .map(|e| e.v["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        starts.len(),
+        12,
+        "8 kernel launches, 1 graph launch, 2 copies, 1 memset"
+    );
     assert_eq!(ends.len(), 12);
-    assert_eq!(starts.iter().collect::<BTreeSet<_>>(), ends.iter().collect::<BTreeSet<_>>());
+    assert_eq!(
+        starts.iter().collect::<BTreeSet<_>>(),
+        ends.iter().collect::<BTreeSet<_>>()
+    );
     assert_eq!(starts.iter().collect::<BTreeSet<_>>().len(), 12);
     for e in t.events.iter().filter(|e| e.v["ph"] == "f") {
         let id = &e.v["id"];
-        let gpu = t.events.iter().find(|g| (g.v["cat"] == "kernel" || g.v["cat"] == "gpu_memcpy" || g.v["cat"] == "gpu_memset") && g.v["args"]["correlation"] == *id && g.ts == e.ts);
+        let gpu = t.events.iter().find(|g| {
+            (g.v["cat"] == "kernel" || g.v["cat"] == "gpu_memcpy" || g.v["cat"] == "gpu_memset")
+                && g.v["args"]["correlation"] == *id
+                && g.ts == e.ts
+        });
         assert!(gpu.is_some(), "flow end {id} sits on a GPU event's start");
         assert_eq!(e.v["bp"], "e");
     }
 
     // NVTX: nesting on the CPU thread, domains, and the projection onto the GPU.
     let ann = by_cat(&t, "user_annotation");
-    assert_eq!(names(&ann.iter().map(|e| &e.v).collect::<Vec<_>>()), vec!["inner", "train", "worker"]);
+    assert_eq!(
+        names(&ann.iter().map(|e| &e.v).collect::<Vec<_>>()),
+        vec!["inner", "train", "worker"]
+    );
     let get = |n: &str| ann.iter().find(|e| e.v["name"] == n).unwrap();
     let (train, inner, worker) = (get("train"), get("inner"), get("worker"));
     assert_eq!(train.v["tid"], main_tid);
@@ -169,13 +230,37 @@ fn check_workload(version: &str, expected_cupti_version: u64) {
     let t0: f64 = train.ts.parse().unwrap();
     let t1: f64 = t0 + train.dur.parse::<f64>().unwrap();
     let i0: f64 = inner.ts.parse().unwrap();
-    assert!(t0 <= i0 && i0 + inner.dur.parse::<f64>().unwrap() <= t1, "inner nests in train");
+    assert!(
+        t0 <= i0 && i0 + inner.dur.parse::<f64>().unwrap() <= t1,
+        "inner nests in train"
+    );
     let gpu_ann = by_cat(&t, "gpu_user_annotation");
-    let spans: BTreeSet<(String, u64)> = gpu_ann.iter().map(|e| (e.v["name"].as_str().unwrap().to_string(), e.v["tid"].as_u64().unwrap())).collect();
-    let want: BTreeSet<(String, u64)> = [("train", 7), ("train", 9), ("inner", 9), ("worker", 11)].iter().map(|(n, s)| (n.to_string(), *s)).collect();
+    let spans: BTreeSet<(String, u64)> = gpu_ann
+        .iter()
+        .map(|e| {
+            (
+                e.v["name"].as_str().unwrap().to_string(),
+                e.v["tid"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let want: BTreeSet<(String, u64)> = [("train", 7), ("train", 9), ("inner", 9), ("worker", 11)]
+        .iter()
+        .map(|(n, s)| (n.to_string(), *s))
+        .collect();
     assert_eq!(spans, want);
     // `inner` on stream 9 spans exactly its two kernels.
-    let k2: Vec<&dump::KernelRec> = t.records.kernels.iter().filter(|k| t.corr["k2"].as_array().unwrap().contains(&serde_json::json!(k.correlation))).collect();
+    let k2: Vec<&dump::KernelRec> = t
+        .records
+        .kernels
+        .iter()
+        .filter(|k| {
+            t.corr["k2"]
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::json!(k.correlation))
+        })
+        .collect();
     let inner_gpu = gpu_ann.iter().find(|e| e.v["name"] == "inner").unwrap();
     let first = k2.iter().map(|k| k.start).min().unwrap();
     let last = k2.iter().map(|k| k.end).max().unwrap();

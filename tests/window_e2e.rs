@@ -9,7 +9,12 @@ use std::path::Path;
 fn steps_of(trace: &Value) -> Vec<String> {
     let mut s: Vec<String> = events(trace, "user_annotation")
         .iter()
-        .filter_map(|e| e["name"].as_str().filter(|n| n.starts_with("ProfilerStep#")).map(String::from))
+        .filter_map(|e| {
+            e["name"]
+                .as_str()
+                .filter(|n| n.starts_with("ProfilerStep#"))
+                .map(String::from)
+        })
         .collect();
     s.sort();
     s
@@ -33,7 +38,13 @@ fn nvtx_steps_two_cycles_hold_exactly_their_recorded_steps() {
         .env("CUPROF_ACTIVE", "2")
         .env("CUPROF_REPEAT", "2")
         .ok_json();
-    assert_eq!(dir.files(), vec!["t-rank0-cycle1.trace.json.gz", "t-rank0-cycle2.trace.json.gz"]);
+    assert_eq!(
+        dir.files(),
+        vec![
+            "t-rank0-cycle1.trace.json.gz",
+            "t-rank0-cycle2.trace.json.gz"
+        ]
+    );
     let c1 = trace(&dir, "t-rank0-cycle1.trace.json.gz");
     let c2 = trace(&dir, "t-rank0-cycle2.trace.json.gz");
     assert_eq!(steps_of(&c1), vec!["ProfilerStep#2", "ProfilerStep#3"]);
@@ -43,11 +54,24 @@ fn nvtx_steps_two_cycles_hold_exactly_their_recorded_steps() {
         assert_eq!(events(c, "kernel").len(), 6);
         assert_eq!(events(c, "gpu_memcpy").len(), 2);
         assert_eq!(events(c, "gpu_memset").len(), 1 * 2);
-        assert_eq!(names(&events(c, "user_annotation")).iter().filter(|n| *n == "step").count(), 2);
-        assert_eq!(c["cuprof"]["cycle"].as_u64().unwrap() as usize, if std::ptr::eq(c, &c1) { 1 } else { 2 });
+        assert_eq!(
+            names(&events(c, "user_annotation"))
+                .iter()
+                .filter(|n| *n == "step")
+                .count(),
+            2
+        );
+        assert_eq!(
+            c["cuprof"]["cycle"].as_u64().unwrap() as usize,
+            if std::ptr::eq(c, &c1) { 1 } else { 2 }
+        );
     }
     // gemm lasts 40+i us in step i: cycle 1 holds steps 2 and 3.
-    let gemm: Vec<f64> = events(&c1, "kernel").iter().filter(|e| e["name"] == "gemm()").map(|e| e["dur"].as_f64().unwrap()).collect();
+    let gemm: Vec<f64> = events(&c1, "kernel")
+        .iter()
+        .filter(|e| e["name"] == "gemm()")
+        .map(|e| e["dur"].as_f64().unwrap())
+        .collect();
     assert_eq!(gemm, vec![42.0, 43.0]);
 }
 
@@ -66,7 +90,11 @@ fn cuprof_step_calls_drive_the_schedule_and_report_work() {
         assert_eq!(s["args"]["work"], 128.0);
     }
     assert_eq!(events(&t, "kernel").len(), 6);
-    let gemm: Vec<f64> = events(&t, "kernel").iter().filter(|e| e["name"] == "gemm()").map(|e| e["dur"].as_f64().unwrap()).collect();
+    let gemm: Vec<f64> = events(&t, "kernel")
+        .iter()
+        .filter(|e| e["name"] == "gemm()")
+        .map(|e| e["dur"].as_f64().unwrap())
+        .collect();
     assert_eq!(gemm, vec![42.0, 43.0]);
 }
 
@@ -76,7 +104,13 @@ fn check_ranges(kind: &str, capture: &str) {
         .env("CUPROF_CAPTURE_RANGE", capture)
         .env("CUPROF_REPEAT", "2")
         .ok_json();
-    assert_eq!(dir.files(), vec!["t-rank0-cycle1.trace.json.gz", "t-rank0-cycle2.trace.json.gz"]);
+    assert_eq!(
+        dir.files(),
+        vec![
+            "t-rank0-cycle1.trace.json.gz",
+            "t-rank0-cycle2.trace.json.gz"
+        ]
+    );
     let c1 = kernels_by_name(&trace(&dir, "t-rank0-cycle1.trace.json.gz"));
     let c2 = kernels_by_name(&trace(&dir, "t-rank0-cycle2.trace.json.gz"));
     assert_eq!(c1, [("inside0".to_string(), 2)].into_iter().collect());
@@ -114,10 +148,17 @@ fn delay_and_duration_bound_the_recording() {
         .collect();
     let produced = out["kernels"].as_u64().unwrap() as usize;
     // ~40 kernels in 0.4 s at one per 10 ms; none before the delay or after the duration.
-    assert!(starts.len() >= 10 && starts.len() < produced, "{} of {produced}", starts.len());
+    assert!(
+        starts.len() >= 10 && starts.len() < produced,
+        "{} of {produced}",
+        starts.len()
+    );
     for s in &starts {
         let since = s - init;
-        assert!((300_000_000..=700_000_000 + 50_000_000).contains(&since), "kernel {since} ns after CUDA init");
+        assert!(
+            (300_000_000..=700_000_000 + 50_000_000).contains(&since),
+            "kernel {since} ns after CUDA init"
+        );
     }
 }
 
@@ -125,12 +166,18 @@ fn delay_and_duration_bound_the_recording() {
 fn rank_comes_from_the_environment_and_names_never_collide() {
     let dir = TempDir::new("rank");
     for _ in 0..2 {
-        Run::python("steps.py", &["api", "2"], dir.path()).env("RANK", "3").env("WORLD_SIZE", "4").ok_json();
+        Run::python("steps.py", &["api", "2"], dir.path())
+            .env("RANK", "3")
+            .env("WORLD_SIZE", "4")
+            .ok_json();
     }
     let files = dir.files();
     assert_eq!(files.len(), 2, "{files:?}");
     assert_eq!(files[1], "t-rank3.trace.json.gz");
-    assert!(files[0].starts_with("t-rank3-pid") && files[0].ends_with(".trace.json.gz"), "{files:?}");
+    assert!(
+        files[0].starts_with("t-rank3-pid") && files[0].ends_with(".trace.json.gz"),
+        "{files:?}"
+    );
     let t = trace(&dir, "t-rank3.trace.json.gz");
     assert_eq!(t["distributedInfo"]["rank"], 3);
     assert_eq!(t["distributedInfo"]["world_size"], 4);
@@ -138,9 +185,11 @@ fn rank_comes_from_the_environment_and_names_never_collide() {
     let text = {
         use std::io::Read;
         let mut s = String::new();
-        flate2::read::GzDecoder::new(&std::fs::read(dir.path().join("t-rank3.trace.json.gz")).unwrap()[..])
-            .read_to_string(&mut s)
-            .unwrap();
+        flate2::read::GzDecoder::new(
+            &std::fs::read(dir.path().join("t-rank3.trace.json.gz")).unwrap()[..],
+        )
+        .read_to_string(&mut s)
+        .unwrap();
         s
     };
     assert!(text.contains("\"rank\": 3,"));
@@ -151,7 +200,10 @@ fn a_torchrun_like_parent_writes_nothing_and_each_rank_one_trace() {
     let dir = TempDir::new("parent");
     let (out, _) = Run::python("launcher_parent.py", &[], dir.path()).ok_json();
     assert_eq!(out["codes"], serde_json::json!([0, 0]));
-    assert_eq!(dir.files(), vec!["t-rank0.trace.json.gz", "t-rank1.trace.json.gz"]);
+    assert_eq!(
+        dir.files(),
+        vec!["t-rank0.trace.json.gz", "t-rank1.trace.json.gz"]
+    );
     for r in 0..2 {
         let t = trace(&dir, &format!("t-rank{r}.trace.json.gz"));
         assert_eq!(t["distributedInfo"]["rank"], r);
@@ -168,16 +220,39 @@ fn invalid_values_are_named_and_the_program_runs_on() {
         .output();
     assert!(out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(stderr.lines().filter(|l| l.contains("CUPROF_WAIT") && l.contains("abc")).count(), 1, "{stderr}");
-    assert_eq!(stderr.lines().filter(|l| l.contains("CUPROF_ACTIVITIES") && l.contains("BOGUS")).count(), 1, "{stderr}");
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(|l| l.contains("CUPROF_WAIT") && l.contains("abc"))
+            .count(),
+        1,
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(|l| l.contains("CUPROF_ACTIVITIES") && l.contains("BOGUS"))
+            .count(),
+        1,
+        "{stderr}"
+    );
     // Defaults used: the whole run is traced.
     assert_eq!(dir.files(), vec!["t-rank0.trace.json.gz"]);
 
     let off = TempDir::new("invalid-enabled");
-    let out = Run::python("steps.py", &["api", "2"], off.path()).env("CUPROF_ENABLED", "maybe").output();
+    let out = Run::python("steps.py", &["api", "2"], off.path())
+        .env("CUPROF_ENABLED", "maybe")
+        .output();
     assert!(out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(stderr.lines().filter(|l| l.contains("CUPROF_ENABLED") && l.contains("maybe")).count(), 1, "{stderr}");
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(|l| l.contains("CUPROF_ENABLED") && l.contains("maybe"))
+            .count(),
+        1,
+        "{stderr}"
+    );
     assert!(off.files().is_empty());
 }
 
@@ -206,7 +281,9 @@ fn cuprof_run_reports_the_files_after_the_program_ends() {
     let out = std::process::Command::new(cuprof_bin())
         .args(["run", "--dir"])
         .arg(dir.path())
-        .args(["--name", "job", "--wait", "1", "--active", "2", "--", "python3"])
+        .args([
+            "--name", "job", "--wait", "1", "--active", "2", "--", "python3",
+        ])
         .arg(apps().join("steps.py"))
         .args(["api", "5"])
         .env("PYTHONPATH", apps())
@@ -223,6 +300,10 @@ fn cuprof_run_reports_the_files_after_the_program_ends() {
     let path = dir.path().join("job-rank0.trace.json.gz");
     let n = t["traceEvents"].as_array().unwrap().len();
     let line = format!("cuprof: wrote {} ({n} events,", path.display());
-    assert_eq!(stderr.lines().filter(|l| l.starts_with(&line)).count(), 1, "{stderr}");
+    assert_eq!(
+        stderr.lines().filter(|l| l.starts_with(&line)).count(),
+        1,
+        "{stderr}"
+    );
     let _ = Path::new("");
 }

@@ -21,13 +21,18 @@ pub fn run(a: RepairArgs) -> anyhow::Result<()> {
         .with_context(|| format!("{} cannot be repaired", a.file.display()))?;
     let out = a.output.clone().unwrap_or_else(|| a.file.clone());
     if r.was_complete && a.output.is_none() {
-        eprintln!("{}: already complete ({} events); left as it is", a.file.display(), r.events);
+        eprintln!(
+            "{}: already complete ({} events); left as it is",
+            a.file.display(),
+            r.events
+        );
         return Ok(());
     }
     let gz = out.extension().is_some_and(|e| e == "gz");
     let tmp = out.with_extension("repair-tmp");
     {
-        let f = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let f =
+            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
         if gz {
             let mut e = GzEncoder::new(f, Compression::new(6));
             e.write_all(r.json.as_bytes())?;

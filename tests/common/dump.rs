@@ -55,7 +55,10 @@ fn u32_at(b: &[u8], o: usize) -> u32 {
 
 /// Reads every dump file in `dir`.
 pub fn read_dir(dir: &Path) -> Records {
-    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     files.sort();
     let mut out = Records::default();
     for f in files {
@@ -75,7 +78,10 @@ fn read_file(b: &[u8], out: &mut Records) {
     for _ in 0..patches {
         let off = u64::from_le_bytes(b[p..p + 8].try_into().unwrap()) as usize;
         let n = u32_at(b, p + 8) as usize;
-        strings.insert(off, String::from_utf8_lossy(&b[p + 12..p + 12 + n]).into_owned());
+        strings.insert(
+            off,
+            String::from_utf8_lossy(&b[p + 12..p + 12 + n]).into_owned(),
+        );
         p += 12 + n;
     }
     out.version = version;
@@ -113,13 +119,29 @@ fn read_file(b: &[u8], out: &mut Records) {
                 }
                 4 | 5 => {
                     let a: CUpti_ActivityAPI = std::ptr::read_unaligned(rec.as_ptr().cast());
-                    out.apis.push(ApiRec { cbid: a.cbid, start: a.start, end: a.end, tid: a.threadId, correlation: a.correlationId });
+                    out.apis.push(ApiRec {
+                        cbid: a.cbid,
+                        start: a.start,
+                        end: a.end,
+                        tid: a.threadId,
+                        correlation: a.correlationId,
+                    });
                     std::mem::size_of::<CUpti_ActivityAPI>()
                 }
                 1 => {
                     let m: CUpti_ActivityMemcpy5 = std::ptr::read_unaligned(rec.as_ptr().cast());
-                    let corr = if m.runtimeCorrelationId != 0 { m.runtimeCorrelationId } else { m.correlationId };
-                    out.copies.push(CopyRec { kind: 1, bytes: m.bytes, start: m.start, end: m.end, correlation: corr });
+                    let corr = if m.runtimeCorrelationId != 0 {
+                        m.runtimeCorrelationId
+                    } else {
+                        m.correlationId
+                    };
+                    out.copies.push(CopyRec {
+                        kind: 1,
+                        bytes: m.bytes,
+                        start: m.start,
+                        end: m.end,
+                        correlation: corr,
+                    });
                     if v12_8 {
                         std::mem::size_of::<CUpti_ActivityMemcpy6>()
                     } else {
@@ -128,11 +150,18 @@ fn read_file(b: &[u8], out: &mut Records) {
                 }
                 2 => {
                     let m: CUpti_ActivityMemset4 = std::ptr::read_unaligned(rec.as_ptr().cast());
-                    out.copies.push(CopyRec { kind: 2, bytes: m.bytes, start: m.start, end: m.end, correlation: m.correlationId });
+                    out.copies.push(CopyRec {
+                        kind: 2,
+                        bytes: m.bytes,
+                        start: m.start,
+                        end: m.end,
+                        correlation: m.correlationId,
+                    });
                     std::mem::size_of::<CUpti_ActivityMemset4>()
                 }
                 38 => {
-                    let s: CUpti_ActivitySynchronization = std::ptr::read_unaligned(rec.as_ptr().cast());
+                    let s: CUpti_ActivitySynchronization =
+                        std::ptr::read_unaligned(rec.as_ptr().cast());
                     out.syncs.push((s.start, s.end, s.correlationId));
                     if v12_8 {
                         std::mem::size_of::<CUpti_ActivitySynchronization2>()

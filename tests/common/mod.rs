@@ -14,13 +14,21 @@ pub fn artifacts() -> PathBuf {
 
 pub fn lib() -> PathBuf {
     let p = artifacts().join("libcuprof.so");
-    assert!(p.exists(), "{} missing: run `cargo build --workspace` first (scripts/test.sh does)", p.display());
+    assert!(
+        p.exists(),
+        "{} missing: run `cargo build --workspace` first (scripts/test.sh does)",
+        p.display()
+    );
     p
 }
 
 pub fn double() -> PathBuf {
     let p = artifacts().join("libcupti_double.so");
-    assert!(p.exists(), "{} missing: run `cargo build --workspace` first (scripts/test.sh does)", p.display());
+    assert!(
+        p.exists(),
+        "{} missing: run `cargo build --workspace` first (scripts/test.sh does)",
+        p.display()
+    );
     p
 }
 
@@ -85,7 +93,13 @@ impl Run {
             .env("CUPROF_DIR", dir)
             .env("CUPROF_NAME", "t")
             .env("PYTHONUNBUFFERED", "1");
-        for v in ["CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "RANK", "LOCAL_RANK", "WORLD_SIZE"] {
+        for v in [
+            "CUDA_INJECTION64_PATH",
+            "NVTX_INJECTION64_PATH",
+            "RANK",
+            "LOCAL_RANK",
+            "WORLD_SIZE",
+        ] {
             cmd.env_remove(v);
         }
         Run { cmd }
@@ -114,7 +128,12 @@ impl Run {
     pub fn ok_json(self) -> (Value, String) {
         let out = self.output();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "program failed: {:?}\nstdout: {}\nstderr: {stderr}", out.status, String::from_utf8_lossy(&out.stdout));
+        assert!(
+            out.status.success(),
+            "program failed: {:?}\nstdout: {}\nstderr: {stderr}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout)
+        );
         let stdout = String::from_utf8_lossy(&out.stdout);
         let last = stdout.lines().last().unwrap_or("{}");
         (serde_json::from_str(last).unwrap_or(Value::Null), stderr)
@@ -126,23 +145,38 @@ pub fn read_trace(path: &Path) -> Value {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut text = String::new();
     if bytes.starts_with(&[0x1f, 0x8b]) {
-        flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut text).unwrap();
+        flate2::read::GzDecoder::new(&bytes[..])
+            .read_to_string(&mut text)
+            .unwrap();
     } else {
         text = String::from_utf8(bytes).unwrap();
     }
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not valid JSON: {e}", path.display()))
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not valid JSON: {e}", path.display()))
 }
 
 pub fn events<'a>(trace: &'a Value, cat: &str) -> Vec<&'a Value> {
-    trace["traceEvents"].as_array().unwrap().iter().filter(|e| e["cat"] == cat).collect()
+    trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == cat)
+        .collect()
 }
 
 pub fn phs<'a>(trace: &'a Value, ph: &str) -> Vec<&'a Value> {
-    trace["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == ph).collect()
+    trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == ph)
+        .collect()
 }
 
 pub fn names(evs: &[&Value]) -> Vec<String> {
-    evs.iter().map(|e| e["name"].as_str().unwrap().to_string()).collect()
+    evs.iter()
+        .map(|e| e["name"].as_str().unwrap().to_string())
+        .collect()
 }
 
 pub fn count_by_name(evs: &[&Value]) -> BTreeMap<String, usize> {
@@ -191,14 +225,21 @@ fn raw_field(line: &str, key: &str) -> String {
 pub fn raw_events(path: &Path) -> Vec<RawEvent> {
     let bytes = std::fs::read(path).unwrap();
     let mut text = String::new();
-    flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut text).unwrap();
-    let start = text.find("\"traceEvents\": [\n").expect("traceEvents") + "\"traceEvents\": [\n".len();
+    flate2::read::GzDecoder::new(&bytes[..])
+        .read_to_string(&mut text)
+        .unwrap();
+    let start =
+        text.find("\"traceEvents\": [\n").expect("traceEvents") + "\"traceEvents\": [\n".len();
     let end = text.rfind("\n],").expect("end of traceEvents");
     text[start..end]
         .lines()
         .map(|l| {
             let l = l.strip_suffix(',').unwrap_or(l);
-            RawEvent { v: serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")), ts: raw_field(l, "ts"), dur: raw_field(l, "dur") }
+            RawEvent {
+                v: serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")),
+                ts: raw_field(l, "ts"),
+                dur: raw_field(l, "dur"),
+            }
         })
         .collect()
 }

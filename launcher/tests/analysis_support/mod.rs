@@ -1,6 +1,6 @@
 //! Builds cuprof traces with known content for the analysis tests: the JSON is written here,
 //! in the schema of docs/trace-format.md, and gzipped with flate2.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::too_many_arguments)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -54,7 +54,12 @@ pub fn repair(bytes: &[u8]) -> Result<Repaired, RepairError> {
     let text = String::from_utf8_lossy(&raw).into_owned();
     if parses(&text) {
         let events = count_events(&text);
-        return Ok(Repaired { json: text, events, was_complete: true, dropped_bytes: 0 });
+        return Ok(Repaired {
+            json: text,
+            events,
+            was_complete: true,
+            dropped_bytes: 0,
+        });
     }
     const OPEN: &str = "\"traceEvents\": [\n";
     let start = text.find(OPEN).ok_or(RepairError::NotATrace(raw.len()))? + OPEN.len();
@@ -67,7 +72,12 @@ pub fn repair(bytes: &[u8]) -> Result<Repaired, RepairError> {
         let candidate = format!("{}{}{}", &text[..start], body[..end].trim_end(), footer);
         if parses(&candidate) {
             let events = count_events(&candidate);
-            return Ok(Repaired { json: candidate, events, was_complete: false, dropped_bytes: body.len() - end });
+            return Ok(Repaired {
+                json: candidate,
+                events,
+                was_complete: false,
+                dropped_bytes: body.len() - end,
+            });
         }
     }
     let candidate = format!("{}{}", &text[..start], footer.trim_start_matches('\n'));
@@ -75,7 +85,12 @@ pub fn repair(bytes: &[u8]) -> Result<Repaired, RepairError> {
     if !ok {
         return Err(RepairError::NotATrace(raw.len()));
     }
-    Ok(Repaired { json: candidate, events: 0, was_complete: false, dropped_bytes: body.len() })
+    Ok(Repaired {
+        json: candidate,
+        events: 0,
+        was_complete: false,
+        dropped_bytes: body.len(),
+    })
 }
 
 fn count_events(text: &str) -> u64 {
@@ -84,7 +99,9 @@ fn count_events(text: &str) -> u64 {
         #[serde(rename = "traceEvents")]
         trace_events: Vec<serde::de::IgnoredAny>,
     }
-    serde_json::from_str::<Trace>(text).map(|t| t.trace_events.len() as u64).unwrap_or(0)
+    serde_json::from_str::<Trace>(text)
+        .map(|t| t.trace_events.len() as u64)
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -144,7 +161,12 @@ mod tests {
         assert!(!r.was_complete);
         assert_eq!(r.events, 10);
         let v: serde_json::Value = serde_json::from_str(&r.json).unwrap();
-        let names: Vec<&str> = v["traceEvents"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+        let names: Vec<&str> = v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap())
+            .collect();
         assert_eq!(names, (0..10).map(|i| format!("k{i}")).collect::<Vec<_>>());
         assert_eq!(v["cuprofStats"]["complete"], false);
     }
@@ -169,6 +191,9 @@ mod tests {
         // Cut after the header: repair gives an empty, valid trace.
         let r = repair(&full[..n]).unwrap();
         assert_eq!(r.events, 0);
-        assert!(matches!(repair(&full[..12]), Err(RepairError::NotATrace(_))));
+        assert!(matches!(
+            repair(&full[..12]),
+            Err(RepairError::NotATrace(_))
+        ));
     }
 }

@@ -65,14 +65,24 @@ pub enum Input {
     /// A finished NVTX range (or mark) from an application thread.
     Range(Range),
     /// A recorded step, annotated `ProfilerStep#N` on the thread that marked it.
-    Step { number: u64, pid: u32, tid: u32, start: u64, end: u64, work: Option<f64> },
+    Step {
+        number: u64,
+        pid: u32,
+        tid: u32,
+        start: u64,
+        end: u64,
+        work: Option<f64>,
+    },
     /// Recording of `cycle` begins at `ts` (the first active step starts).
     BeginRecording { ts: u64, cycle: u32 },
     /// Recording of the open cycle ends at `ts` (its last active step ended).
     EndRecording { ts: u64 },
     /// The call stack of an allocation call (`--with-stack`), captured unresolved on the
     /// allocating thread and symbolised here, off the program's path.
-    AllocationStack { correlation: u32, backtrace: std::backtrace::Backtrace },
+    AllocationStack {
+        correlation: u32,
+        backtrace: std::backtrace::Backtrace,
+    },
 }
 
 /// Where cycle files go: the preload library opens real files, tests use memory.
@@ -97,7 +107,9 @@ pub enum Action {
     None,
     /// Ask CUPTI for the buffers it holds: `forced` (cuptiActivityFlushAll(FORCED)) before a
     /// cycle closes, or the completed ones, periodically, so records reach the crash-safe file.
-    FlushCupti { forced: bool },
+    FlushCupti {
+        forced: bool,
+    },
 }
 
 type Writer = TraceWriter<Box<dyn Write + Send>>;
@@ -105,7 +117,10 @@ type Writer = TraceWriter<Box<dyn Write + Send>>;
 enum File {
     /// Not created yet: created at the first event.
     Pending,
-    Open { writer: Writer, path: PathBuf },
+    Open {
+        writer: Writer,
+        path: PathBuf,
+    },
     /// Creating or writing failed (reported once); the cycle's events are dropped.
     Failed,
 }
@@ -245,7 +260,9 @@ impl OpenCycle {
         }
         let mut out: Vec<(u64, u64, u32, u32, u64, Name)> = Vec::new();
         for (id, spans) in &self.extents {
-            let Some((name, _)) = self.ranges.get(id) else { continue };
+            let Some((name, _)) = self.ranges.get(id) else {
+                continue;
+            };
             for ((d, s), (a, b)) in spans {
                 out.push((*a, *id, *d, *s, *b, name.clone()));
             }
@@ -302,19 +319,28 @@ pub fn frames_of(text: &str) -> Vec<crate::memory::Frame> {
             // `at FILE:LINE:COL`
             let mut parts = at.rsplitn(3, ':');
             let (col, line_no, file) = (parts.next(), parts.next(), parts.next());
-            if let (Some(_), Some(l), Some(f), Some(last)) = (col, line_no, file, frames.last_mut()) {
+            if let (Some(_), Some(l), Some(f), Some(last)) = (col, line_no, file, frames.last_mut())
+            {
                 last.filename = f.to_string();
                 last.line = l.parse().unwrap_or(0);
             }
         } else if let Some((n, name)) = t.split_once(": ") {
             if n.chars().all(|c| c.is_ascii_digit()) {
-                frames.push(crate::memory::Frame { filename: String::new(), line: 0, name: name.to_string() });
+                frames.push(crate::memory::Frame {
+                    filename: String::new(),
+                    line: 0,
+                    name: name.to_string(),
+                });
             }
         }
     }
     let ours = |f: &crate::memory::Frame| {
         let n = f.name.as_str();
-        n.starts_with("std::") || n.starts_with("core::") || n.starts_with("cuprof::") || n.starts_with("<") || n.starts_with("__rust")
+        n.starts_with("std::")
+            || n.starts_with("core::")
+            || n.starts_with("cuprof::")
+            || n.starts_with("<")
+            || n.starts_with("__rust")
     };
     let skip = frames.iter().take_while(|f| ours(f)).count();
     frames.drain(..skip);
@@ -463,7 +489,14 @@ impl Session {
                 }
             }
             Input::Range(r) => self.range(&r),
-            Input::Step { number, pid, tid, start, end, work } => {
+            Input::Step {
+                number,
+                pid,
+                tid,
+                start,
+                end,
+                work,
+            } => {
                 let (cycles, mut o, _) = self.parts();
                 if let Some(c) = cycle_for(cycles, start, true) {
                     let r = Range {
@@ -488,9 +521,13 @@ impl Session {
                 // A cycle still recording ends where the new one begins.
                 self.end_recording(ts);
                 self.cycles.push(OpenCycle::new(cycle, ts));
+                self.memory_levels(ts);
             }
             Input::EndRecording { ts } => self.end_recording(ts),
-            Input::AllocationStack { correlation, backtrace } => {
+            Input::AllocationStack {
+                correlation,
+                backtrace,
+            } => {
                 if self.stacks.len() >= MAX_OUTSIDE {
                     self.stacks.clear();
                 }
@@ -527,7 +564,9 @@ impl Session {
 
     fn range(&mut self, r: &Range) {
         let (cycles, mut o, _) = self.parts();
-        let Some(c) = cycle_for(cycles, r.start, true) else { return };
+        let Some(c) = cycle_for(cycles, r.start, true) else {
+            return;
+        };
         if let Some(w) = c.writer(&mut o) {
             w.range(r, None);
         }
@@ -537,11 +576,36 @@ impl Session {
         }
     }
 
+    /// Starts each device's memory counter track at its level when a cycle begins.
+    fn memory_levels(&mut self, ts: u64) {
+        let Some(timeline) = self.memory.as_ref() else {
+            return;
+        };
+        let samples: Vec<_> = timeline
+            .devices()
+            .filter_map(|d| timeline.counter(d))
+            .collect();
+        if samples.is_empty() {
+            return;
+        }
+        let (cycles, mut o, _) = self.parts();
+        let Some(c) = cycles.last_mut() else { return };
+        let Some(w) = c.writer(&mut o) else { return };
+        for sample in samples {
+            let name = format!("GPU {} Memory", sample.device);
+            w.counter(&name, sample.device, ts, &sample.values);
+        }
+    }
+
     fn memory_event(&mut self, m: &Memory) {
-        let Some(timeline) = self.memory.as_mut() else { return };
+        let Some(timeline) = self.memory.as_mut() else {
+            return;
+        };
         self.memory_dirty = true;
         let frames = self.stacks.remove(&m.correlation);
-        let Some(sample) = timeline.record(m, frames) else { return };
+        let Some(sample) = timeline.record(m, frames) else {
+            return;
+        };
         let (cycles, mut o, _) = self.parts();
         if let Some(c) = cycle_for(cycles, sample.timestamp, true) {
             if let Some(w) = c.writer(&mut o) {
@@ -590,12 +654,16 @@ impl Session {
     }
 
     fn gpu(&mut self, e: &Event) {
-        let Some((start, corr)) = gpu_correlation(e) else { return };
+        let Some((start, corr)) = gpu_correlation(e) else {
+            return;
+        };
         let (cycles, mut o, outside) = self.parts();
         if outside.contains(&corr) {
             return;
         }
-        let Some(c) = cycle_for(cycles, start, false) else { return };
+        let Some(c) = cycle_for(cycles, start, false) else {
+            return;
+        };
         if c.record_to.is_some_and(|to| start >= to) {
             if c.deferred.len() < MAX_DEFERRED {
                 c.deferred.push(e.clone());
@@ -660,7 +728,11 @@ impl Session {
 
     /// The next instant the session must be looked at (a draining cycle, a pending sync).
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.cycles.iter().filter_map(|c| c.drain_deadline).chain(self.sync_due).min()
+        self.cycles
+            .iter()
+            .filter_map(|c| c.drain_deadline)
+            .chain(self.sync_due)
+            .min()
     }
 
     fn close_cycle(&mut self, i: usize) {
@@ -669,7 +741,9 @@ impl Session {
         // Work that ran after the end counts if a call recorded in the cycle launched it. With
         // no calls recorded (CPU activity off) there is nothing to tell by: keep it.
         for e in std::mem::take(&mut c.deferred) {
-            let Some((_, corr)) = gpu_correlation(&e) else { continue };
+            let Some((_, corr)) = gpu_correlation(&e) else {
+                continue;
+            };
             if !outside.contains(&corr) && (c.max_call == 0 || corr <= c.max_call) {
                 c.write_gpu(&mut o, &e);
             }
@@ -687,14 +761,19 @@ impl Session {
             .finish_counted(end, &stats)
             .and_then(|(mut out, events)| out.flush().map(|_| events));
         match finished {
-            Ok(events) => self.written.push(Written { path, events, cycle: c.cycle }),
+            Ok(events) => self.written.push(Written {
+                path,
+                events,
+                cycle: c.cycle,
+            }),
             Err(e) => self.errors.push(format!(
                 "cuprof: finishing {} failed: {e} (cuprof repair may recover it)",
                 path.display()
             )),
         }
         if let Err(e) = self.snapshot() {
-            self.errors.push(format!("cuprof: writing the memory snapshot failed: {e}"));
+            self.errors
+                .push(format!("cuprof: writing the memory snapshot failed: {e}"));
         }
     }
 
@@ -707,7 +786,9 @@ impl Session {
 
     /// Writes a snapshot pickle of device memory as it is now.
     fn snapshot(&mut self) -> io::Result<()> {
-        let Some(timeline) = self.memory.as_ref() else { return Ok(()) };
+        let Some(timeline) = self.memory.as_ref() else {
+            return Ok(());
+        };
         if !self.memory_dirty {
             return Ok(());
         }
@@ -718,8 +799,15 @@ impl Session {
         let (mut out, path) = self.sink.open_snapshot(unix)?;
         out.write_all(&timeline.snapshot_pickle())?;
         out.flush()?;
-        let events = timeline.devices().map(|d| timeline.trace(d).len() as u64).sum();
-        self.written.push(Written { path, events, cycle: 0 });
+        let events = timeline
+            .devices()
+            .map(|d| timeline.trace(d).len() as u64)
+            .sum();
+        self.written.push(Written {
+            path,
+            events,
+            cycle: 0,
+        });
         Ok(())
     }
 
@@ -728,7 +816,8 @@ impl Session {
     pub fn finish(mut self) -> (Vec<Written>, Vec<String>) {
         self.close();
         if let Err(e) = self.snapshot() {
-            self.errors.push(format!("cuprof: writing the memory snapshot failed: {e}"));
+            self.errors
+                .push(format!("cuprof: writing the memory snapshot failed: {e}"));
         }
         (self.written, self.errors)
     }

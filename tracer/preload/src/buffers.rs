@@ -73,7 +73,11 @@ impl Pool {
 
 /// CUPTI asks for a buffer (on its own thread or, in CUPTI 13's per-thread mode, on the
 /// application thread that needs one).
-pub unsafe extern "C" fn requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
+pub unsafe extern "C" fn requested(
+    buffer: *mut *mut u8,
+    size: *mut usize,
+    max_records: *mut usize,
+) {
     guard((), || {
         let got = tracer().and_then(|t| t.pool.take());
         let (p, n) = match got {
@@ -88,7 +92,6 @@ pub unsafe extern "C" fn requested(buffer: *mut *mut u8, size: *mut usize, max_r
         }
     })
 }
-
 
 /// CUPTI hands back a filled buffer: decode it, send the batch, recycle the buffer.
 pub unsafe extern "C" fn completed(
@@ -105,7 +108,8 @@ pub unsafe extern "C" fn completed(
         }
         let mut dropped: usize = 0;
         // SAFETY: CUPTI's own drop counter for this context/stream; writes one usize.
-        if unsafe { (t.cupti.cuptiActivityGetNumDroppedRecords)(ctx, stream_id, &mut dropped) } == SUCCESS
+        if unsafe { (t.cupti.cuptiActivityGetNumDroppedRecords)(ctx, stream_id, &mut dropped) }
+            == SUCCESS
             && dropped > 0
         {
             t.counters.dropped_cupti.fetch_add(dropped as u64, Relaxed);
@@ -137,18 +141,28 @@ pub static DRAINING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBo
 fn send(t: &crate::Tracer, events: Vec<cuprof_core::event::Event>) -> bool {
     let msg = crate::Msg::Input(Input::Events(events));
     if DRAINING.load(Relaxed) {
-        t.tx.send_timeout(msg, std::time::Duration::from_secs(2)).is_ok()
+        t.tx.send_timeout(msg, std::time::Duration::from_secs(2))
+            .is_ok()
     } else {
         t.tx.try_send(msg).is_ok()
     }
 }
 
 /// Decodes every record of a buffer; also returns the record offsets (for raw dumps).
-fn decode_all(t: &crate::Tracer, buffer: *mut u8, valid: usize, bytes: &[u8]) -> (Vec<cuprof_core::event::Event>, Vec<usize>) {
+fn decode_all(
+    t: &crate::Tracer,
+    buffer: *mut u8,
+    valid: usize,
+    bytes: &[u8],
+) -> (Vec<cuprof_core::event::Event>, Vec<usize>) {
     let mut events = Vec::with_capacity(valid / 128);
     let mut offsets = Vec::new();
-    let Ok(mut names) = t.names.lock() else { return (events, offsets) };
-    let Ok(mut decoder) = t.decoder.lock() else { return (events, offsets) };
+    let Ok(mut names) = t.names.lock() else {
+        return (events, offsets);
+    };
+    let Ok(mut decoder) = t.decoder.lock() else {
+        return (events, offsets);
+    };
     let mut record: *mut u8 = std::ptr::null_mut();
     loop {
         // SAFETY: buffer/valid are what CUPTI filled; CUPTI advances `record` within it.
@@ -169,8 +183,9 @@ fn decode_all(t: &crate::Tracer, buffer: *mut u8, valid: usize, bytes: &[u8]) ->
     }
     let lost = std::mem::take(&mut decoder.stats.kernels_without_timestamps);
     if lost > 0 {
-        t.counters.kernels_without_timestamps.fetch_add(lost, Relaxed);
+        t.counters
+            .kernels_without_timestamps
+            .fetch_add(lost, Relaxed);
     }
     (events, offsets)
 }
-

@@ -19,7 +19,11 @@ enum Driver {
     Steps(Window),
     Range(RangeWindow, RangeSource),
     /// `since`/`since_ns`: CUDA initialisation, on the monotonic and on the trace's clock.
-    Time { window: TimeWindow, since: Instant, since_ns: u64 },
+    Time {
+        window: TimeWindow,
+        since: Instant,
+        since_ns: u64,
+    },
 }
 
 struct State {
@@ -52,14 +56,19 @@ pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
         Capture::WholeRun => (Driver::WholeRun, None),
         Capture::Steps(schedule) => {
             if HAS_STEP_PATTERN.load(Relaxed) {
-                (Driver::Steps(Window::before_first_step(schedule.clone())), None)
+                (
+                    Driver::Steps(Window::before_first_step(schedule.clone())),
+                    None,
+                )
             } else {
                 let w = Window::new(schedule.clone());
                 let first = w.initial();
                 (Driver::Steps(w), Some(first))
             }
         }
-        Capture::Range { repeat, source } => (Driver::Range(RangeWindow::new(*repeat), *source), None),
+        Capture::Range { repeat, source } => {
+            (Driver::Range(RangeWindow::new(*repeat), *source), None)
+        }
         Capture::Time { delay, duration } => (
             Driver::Time {
                 window: TimeWindow::new(*delay, *duration),
@@ -89,7 +98,8 @@ pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
 
 fn send(t: &Tracer, input: Input) {
     // Window messages are few and must not be lost: a blocking send with a short timeout.
-    let _ = t.tx.send_timeout(Msg::Input(input), std::time::Duration::from_millis(200));
+    let _ =
+        t.tx.send_timeout(Msg::Input(input), std::time::Duration::from_millis(200));
 }
 
 fn set_collecting(t: &Tracer, on: bool) {
@@ -107,7 +117,9 @@ fn apply(t: &Tracer, tr: Transition, ts: u64) {
         s.step_tid = tid();
         if tr.record_starts {
             s.cycle = match (&s.driver, tr.step) {
-                (Driver::Steps(w), Some(step)) => w.schedule().cycle_of(step).unwrap_or(s.cycle + 1),
+                (Driver::Steps(w), Some(step)) => {
+                    w.schedule().cycle_of(step).unwrap_or(s.cycle + 1)
+                }
                 _ => s.cycle + 1,
             };
         }
@@ -252,7 +264,11 @@ pub fn range_stop(from: RangeSource) {
 pub fn poll_time() {
     let Some(t) = tracer() else { return };
     let polled = with_driver(|d| match d {
-        Driver::Time { window, since, since_ns } => {
+        Driver::Time {
+            window,
+            since,
+            since_ns,
+        } => {
             let due = window.next_deadline()?;
             let elapsed = since.elapsed();
             if elapsed < due {
@@ -293,9 +309,22 @@ pub fn at_exit() {
             let (start, stid, work) = STATE
                 .lock()
                 .ok()
-                .and_then(|mut g| g.as_mut().map(|s| (s.step_start, s.step_tid, s.step_work.take())))
+                .and_then(|mut g| {
+                    g.as_mut()
+                        .map(|s| (s.step_start, s.step_tid, s.step_work.take()))
+                })
                 .unwrap_or((ts, tid(), None));
-            send(t, Input::Step { number: n, pid: std::process::id(), tid: stid, start, end: ts, work });
+            send(
+                t,
+                Input::Step {
+                    number: n,
+                    pid: std::process::id(),
+                    tid: stid,
+                    start,
+                    end: ts,
+                    work,
+                },
+            );
         }
         send(t, Input::EndRecording { ts });
     }
@@ -320,14 +349,22 @@ pub fn push_correlation(id: u64) -> bool {
         return false;
     }
     // SAFETY: a plain CUPTI call with no pointers.
-    unsafe { (t.cupti.cuptiActivityPushExternalCorrelationId)(crate::cupti::EXTERNAL_KIND_CUPROF, id) == 0 }
+    unsafe {
+        (t.cupti.cuptiActivityPushExternalCorrelationId)(crate::cupti::EXTERNAL_KIND_CUPROF, id)
+            == 0
+    }
 }
 
 pub fn pop_correlation() {
     let Some(t) = tracer() else { return };
     let mut last = 0u64;
     // SAFETY: writes one u64.
-    unsafe { (t.cupti.cuptiActivityPopExternalCorrelationId)(crate::cupti::EXTERNAL_KIND_CUPROF, &mut last) };
+    unsafe {
+        (t.cupti.cuptiActivityPopExternalCorrelationId)(
+            crate::cupti::EXTERNAL_KIND_CUPROF,
+            &mut last,
+        )
+    };
 }
 
 /// Sends a finished NVTX range to the writer while collecting (ranges outside the window are

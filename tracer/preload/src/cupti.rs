@@ -198,9 +198,13 @@ pub fn load(explicit: Option<&str>) -> Result<(Cupti, Option<ApiFilter>), String
     );
     let filter = (!rt.is_null() && !drv.is_null()).then(|| ApiFilter {
         // SAFETY: both are CUPTI functions `CUptiResult (CUpti_CallbackId, uint8_t)`.
-        runtime: unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn(u32, u8) -> CuptiResult>(rt) },
+        runtime: unsafe {
+            std::mem::transmute::<*mut c_void, unsafe extern "C" fn(u32, u8) -> CuptiResult>(rt)
+        },
         // SAFETY: as above.
-        driver: unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn(u32, u8) -> CuptiResult>(drv) },
+        driver: unsafe {
+            std::mem::transmute::<*mut c_void, unsafe extern "C" fn(u32, u8) -> CuptiResult>(drv)
+        },
     });
     Ok((cupti, filter))
 }

@@ -3,8 +3,8 @@
 
 use crate::{control, guard, hooks, phase, say, set_phase, Phase};
 use cuprof_core::config::Config;
-use cuprof_core::window::{Capture, RangeSource};
 use cuprof_core::trace_writer::DeviceProps;
+use cuprof_core::window::{Capture, RangeSource};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::OnceLock;
@@ -73,7 +73,11 @@ fn on_load() {
                     Some(other) => say(&format!(
                         "{name} is already set to {} (another tool?); cuprof leaves it alone{}",
                         other.to_string_lossy(),
-                        if name.starts_with("NVTX") { ": NVTX ranges will not be traced" } else { "" }
+                        if name.starts_with("NVTX") {
+                            ": NVTX ranges will not be traced"
+                        } else {
+                            ""
+                        }
                     )),
                 }
             }
@@ -269,7 +273,8 @@ pub unsafe extern "C" fn cuptiActivityRegisterCallbacks(
         }
         // SAFETY: forwarding to CUPTI's function of the same signature.
         unsafe {
-            let f: unsafe extern "C" fn(*const c_void, *const c_void) -> u32 = std::mem::transmute(f);
+            let f: unsafe extern "C" fn(*const c_void, *const c_void) -> u32 =
+                std::mem::transmute(f);
             f(requested, completed)
         }
     })
@@ -302,9 +307,11 @@ pub fn device_properties() -> Vec<DeviceProps> {
     unsafe {
         let count: unsafe extern "C" fn(*mut c_int) -> CuResult = std::mem::transmute(count);
         let get: unsafe extern "C" fn(*mut c_int, c_int) -> CuResult = std::mem::transmute(get);
-        let name: unsafe extern "C" fn(*mut c_char, c_int, c_int) -> CuResult = std::mem::transmute(name);
+        let name: unsafe extern "C" fn(*mut c_char, c_int, c_int) -> CuResult =
+            std::mem::transmute(name);
         let mem: unsafe extern "C" fn(*mut usize, c_int) -> CuResult = std::mem::transmute(mem);
-        let attr: unsafe extern "C" fn(*mut c_int, c_int, c_int) -> CuResult = std::mem::transmute(attr);
+        let attr: unsafe extern "C" fn(*mut c_int, c_int, c_int) -> CuResult =
+            std::mem::transmute(attr);
         let mut n = 0;
         // cuInit may still be finishing on the thread that woke cuprof: wait for it, briefly.
         let mut tries = 0;

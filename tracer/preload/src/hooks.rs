@@ -84,11 +84,19 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
         let w = PIPES.request_w.load(Relaxed);
         let r = PIPES.done_r.load(Relaxed);
         if w >= 0 && r >= 0 {
-            let req = if default || sig == libc::SIGABRT { REQ_CLOSE } else { REQ_FLUSH };
+            let req = if default || sig == libc::SIGABRT {
+                REQ_CLOSE
+            } else {
+                REQ_FLUSH
+            };
             // SAFETY: write/poll/read are async-signal-safe; buffers are on the stack.
             unsafe {
                 libc::write(w, (&req as *const u8).cast(), 1);
-                let mut pfd = libc::pollfd { fd: r, events: libc::POLLIN, revents: 0 };
+                let mut pfd = libc::pollfd {
+                    fd: r,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
                 if libc::poll(&mut pfd, 1, SIGNAL_WAIT_MS) > 0 {
                     let mut b = 0u8;
                     libc::read(r, (&mut b as *mut u8).cast(), 1);
@@ -96,7 +104,10 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
             }
         }
     }
-    if default || handler == libc::SIG_IGN || sig == libc::SIGABRT && old.sa_flags & libc::SA_SIGINFO == 0 && default {
+    if default
+        || handler == libc::SIG_IGN
+        || sig == libc::SIGABRT && old.sa_flags & libc::SA_SIGINFO == 0 && default
+    {
         if handler == libc::SIG_IGN {
             return;
         }
@@ -205,11 +216,16 @@ type KillFn = unsafe extern "C" fn(libc::pid_t, libc::c_int) -> libc::c_int;
 pub unsafe extern "C" fn kill(pid: libc::pid_t, sig: libc::c_int) -> libc::c_int {
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() };
-    if (pid == me || pid == 0) && SIGNALS.contains(&sig) && phase() == Phase::Running && !forked_child() {
+    if (pid == me || pid == 0)
+        && SIGNALS.contains(&sig)
+        && phase() == Phase::Running
+        && !forked_child()
+    {
         // SAFETY: reading the current disposition into a zeroed struct.
         let default = unsafe {
             let mut cur: libc::sigaction = std::mem::zeroed();
-            libc::sigaction(sig, std::ptr::null(), &mut cur) == 0 && cur.sa_sigaction == libc::SIG_DFL
+            libc::sigaction(sig, std::ptr::null(), &mut cur) == 0
+                && cur.sa_sigaction == libc::SIG_DFL
         };
         if default {
             guard((), crate::writer::shutdown);

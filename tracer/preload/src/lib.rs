@@ -112,7 +112,10 @@ pub fn guard<R>(fallback: R, f: impl FnOnce() -> R) -> R {
 /// Nanoseconds of CLOCK_REALTIME: CUPTI's clock on Linux, so NVTX ranges and GPU records
 /// share one time base.
 pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes one timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64

@@ -19,8 +19,11 @@ type FunctionTable = *mut *mut *const c_void;
 #[repr(C)]
 struct ExportTableCallbacks {
     struct_size: usize,
-    get_module_function_table:
-        unsafe extern "C" fn(module: u32, out_table: *mut FunctionTable, out_size: *mut u32) -> c_int,
+    get_module_function_table: unsafe extern "C" fn(
+        module: u32,
+        out_table: *mut FunctionTable,
+        out_size: *mut u32,
+    ) -> c_int,
 }
 
 /// nvtxEventAttributes_v2 (x86-64 layout).
@@ -100,7 +103,9 @@ fn attr_message(a: *const EventAttributes) -> (Name, Option<f64>) {
         MESSAGE_ASCII => ascii(a.message as *const c_char),
         MESSAGE_UNICODE => Name::from(wide(a.message as *const i32)),
         // SAFETY: registered handles are the leaked `Name`s made by register_string.
-        MESSAGE_REGISTERED if !a.message.is_null() => unsafe { (*(a.message as *const Name)).clone() },
+        MESSAGE_REGISTERED if !a.message.is_null() => unsafe {
+            (*(a.message as *const Name)).clone()
+        },
         _ => Name::from(""),
     };
     let p = a.payload;
@@ -129,7 +134,16 @@ fn open(name: Name, domain: Option<Name>, payload: Option<f64>, parent: u64) -> 
         control::step_begin(start);
     }
     let pushed_correlation = control::push_correlation(id);
-    Open { id, parent, name, domain, start, payload, is_step, pushed_correlation }
+    Open {
+        id,
+        parent,
+        name,
+        domain,
+        start,
+        payload,
+        is_step,
+        pushed_correlation,
+    }
 }
 
 fn close(o: Open, kind: RangeKind) {
@@ -189,7 +203,10 @@ fn start(name: Name, domain: Option<Name>, payload: Option<f64>) -> u64 {
         if o.pushed_correlation {
             control::pop_correlation();
         }
-        let o = Open { pushed_correlation: false, ..o };
+        let o = Open {
+            pushed_correlation: false,
+            ..o
+        };
         if let Ok(mut m) = STARTED.lock() {
             m.get_or_insert_with(HashMap::new).insert(id, o);
         }
@@ -199,7 +216,10 @@ fn start(name: Name, domain: Option<Name>, payload: Option<f64>) -> u64 {
 
 fn end(id: u64) {
     crate::guard((), || {
-        let o = STARTED.lock().ok().and_then(|mut m| m.as_mut()?.remove(&id));
+        let o = STARTED
+            .lock()
+            .ok()
+            .and_then(|mut m| m.as_mut()?.remove(&id));
         if let Some(o) = o {
             close(o, RangeKind::StartEnd);
         }
@@ -279,8 +299,13 @@ unsafe extern "C" fn domain_range_push_ex(d: *const c_void, a: *const EventAttri
 unsafe extern "C" fn domain_range_pop(_d: *const c_void) -> c_int {
     pop()
 }
-unsafe extern "C" fn domain_register_string_a(_d: *const c_void, s: *const c_char) -> *const c_void {
-    crate::guard(std::ptr::null(), || Box::into_raw(Box::new(ascii(s))) as *const c_void)
+unsafe extern "C" fn domain_register_string_a(
+    _d: *const c_void,
+    s: *const c_char,
+) -> *const c_void {
+    crate::guard(std::ptr::null(), || {
+        Box::into_raw(Box::new(ascii(s))) as *const c_void
+    })
 }
 unsafe extern "C" fn domain_register_string_w(_d: *const c_void, s: *const i32) -> *const c_void {
     crate::guard(std::ptr::null(), || {
@@ -294,7 +319,9 @@ unsafe extern "C" fn domain_create_a(name: *const c_char) -> *const c_void {
 }
 unsafe extern "C" fn domain_create_w(name: *const i32) -> *const c_void {
     crate::guard(std::ptr::null(), || {
-        Box::into_raw(Box::new(Domain { name: Name::from(wide(name)) })) as *const c_void
+        Box::into_raw(Box::new(Domain {
+            name: Name::from(wide(name)),
+        })) as *const c_void
     })
 }
 unsafe extern "C" fn domain_destroy(_d: *const c_void) {
@@ -305,7 +332,11 @@ unsafe extern "C" fn domain_destroy(_d: *const c_void) {
 ///
 /// # Safety
 /// `callbacks` must be the NVTX loader's live callbacks export table.
-unsafe fn install(callbacks: &ExportTableCallbacks, module: u32, slots: &[(usize, *const c_void)]) -> bool {
+unsafe fn install(
+    callbacks: &ExportTableCallbacks,
+    module: u32,
+    slots: &[(usize, *const c_void)],
+) -> bool {
     let mut table: FunctionTable = std::ptr::null_mut();
     let mut size: u32 = 0;
     // SAFETY: the NVTX loader's function writes a table pointer and its size.
@@ -359,17 +390,31 @@ pub unsafe fn initialize(get_export_table: GetExportTable) -> c_int {
     ];
     let core2 = [
         (1, f!(domain_mark_ex as unsafe extern "C" fn(_, _))),
-        (2, f!(domain_range_start_ex as unsafe extern "C" fn(_, _) -> _)),
+        (
+            2,
+            f!(domain_range_start_ex as unsafe extern "C" fn(_, _) -> _),
+        ),
         (3, f!(domain_range_end as unsafe extern "C" fn(_, _))),
-        (4, f!(domain_range_push_ex as unsafe extern "C" fn(_, _) -> _)),
+        (
+            4,
+            f!(domain_range_push_ex as unsafe extern "C" fn(_, _) -> _),
+        ),
         (5, f!(domain_range_pop as unsafe extern "C" fn(_) -> _)),
-        (10, f!(domain_register_string_a as unsafe extern "C" fn(_, _) -> _)),
-        (11, f!(domain_register_string_w as unsafe extern "C" fn(_, _) -> _)),
+        (
+            10,
+            f!(domain_register_string_a as unsafe extern "C" fn(_, _) -> _),
+        ),
+        (
+            11,
+            f!(domain_register_string_w as unsafe extern "C" fn(_, _) -> _),
+        ),
         (12, f!(domain_create_a as unsafe extern "C" fn(_) -> _)),
         (13, f!(domain_create_w as unsafe extern "C" fn(_) -> _)),
         (14, f!(domain_destroy as unsafe extern "C" fn(_))),
     ];
     // SAFETY: callbacks is the loader's live table.
-    let ok = unsafe { install(callbacks, MODULE_CORE, &core) && install(callbacks, MODULE_CORE2, &core2) };
+    let ok = unsafe {
+        install(callbacks, MODULE_CORE, &core) && install(callbacks, MODULE_CORE2, &core2)
+    };
     ok as c_int
 }

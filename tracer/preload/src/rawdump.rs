@@ -28,7 +28,9 @@ pub fn encode(version: u32, data: &[u8], records: &[usize]) -> Vec<u8> {
     let mut body = data.to_vec();
     let mut patches: Vec<(u64, Vec<u8>)> = Vec::new();
     for &r in records {
-        let Some(k) = Decoder::kind_of(&data[r..]) else { continue };
+        let Some(k) = Decoder::kind_of(&data[r..]) else {
+            continue;
+        };
         for &f in pointer_fields(k) {
             let at = r + f;
             if at + 8 > data.len() {
@@ -40,7 +42,9 @@ pub fn encode(version: u32, data: &[u8], records: &[usize]) -> Vec<u8> {
             }
             // SAFETY: CUPTI's pointer fields point to NUL-terminated strings that live at least
             // as long as the buffer.
-            let s = unsafe { CStr::from_ptr(ptr as *const c_char) }.to_bytes().to_vec();
+            let s = unsafe { CStr::from_ptr(ptr as *const c_char) }
+                .to_bytes()
+                .to_vec();
             body[at..at + 8].fill(0);
             patches.push((at as u64, s));
         }
@@ -62,7 +66,10 @@ pub fn encode(version: u32, data: &[u8], records: &[usize]) -> Vec<u8> {
 /// Writes `dir/cupti-VERSION-pidP-N.bin`. Failures are silent: this is a debug aid.
 pub fn dump(dir: &Path, version: u32, data: &[u8], records: &[usize]) {
     let n = SEQ.fetch_add(1, Relaxed);
-    let path = dir.join(format!("cupti-{version}-pid{}-{n:05}.bin", std::process::id()));
+    let path = dir.join(format!(
+        "cupti-{version}-pid{}-{n:05}.bin",
+        std::process::id()
+    ));
     if let Ok(mut f) = std::fs::File::create(path) {
         let _ = f.write_all(&encode(version, data, records));
     }

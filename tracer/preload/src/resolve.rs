@@ -38,7 +38,11 @@ unsafe fn c_bytes<'a>(ptr: u64) -> &'a [u8] {
     unsafe { CStr::from_ptr(ptr as *const c_char) }.to_bytes()
 }
 
-fn intern(map: &mut HashMap<u64, (Box<[u8]>, Name)>, ptr: u64, make: impl Fn(&str) -> String) -> Name {
+fn intern(
+    map: &mut HashMap<u64, (Box<[u8]>, Name)>,
+    ptr: u64,
+    make: impl Fn(&str) -> String,
+) -> Name {
     // SAFETY: CUPTI hands out pointers to NUL-terminated names that live at least as long as
     // the buffer being decoded.
     let bytes = unsafe { c_bytes(ptr) };
@@ -54,7 +58,11 @@ fn intern(map: &mut HashMap<u64, (Box<[u8]>, Name)>, ptr: u64, make: impl Fn(&st
 
 impl Names {
     /// `lookup(domain, cbid)` names a callback id (cuptiGetCallbackName), for ids below `max`.
-    pub fn new(lookup: impl Fn(u32, u32) -> Option<String>, max_runtime: u32, max_driver: u32) -> Self {
+    pub fn new(
+        lookup: impl Fn(u32, u32) -> Option<String>,
+        max_runtime: u32,
+        max_driver: u32,
+    ) -> Self {
         let table = |domain: u32, max: u32, prefix: &str| -> Vec<Name> {
             (0..max)
                 .map(|cbid| {
@@ -82,7 +90,9 @@ impl Names {
 /// `cudaLaunchKernel_v7000` -> `cudaLaunchKernel`: the name users know (and Kineto writes).
 pub fn strip_version(raw: &str) -> &str {
     match raw.rfind("_v") {
-        Some(i) if i > 0 && raw[i + 2..].chars().all(|c| c.is_ascii_digit()) && raw.len() > i + 2 => {
+        Some(i)
+            if i > 0 && raw[i + 2..].chars().all(|c| c.is_ascii_digit()) && raw.len() > i + 2 =>
+        {
             &raw[..i]
         }
         _ => raw,

@@ -10,7 +10,13 @@ use std::sync::atomic::Ordering::Relaxed;
 pub fn capture(correlation: u32) {
     let Some(t) = tracer() else { return };
     let backtrace = std::backtrace::Backtrace::force_capture();
-    if t.tx.try_send(Msg::Input(Input::AllocationStack { correlation, backtrace })).is_err() {
+    if t.tx
+        .try_send(Msg::Input(Input::AllocationStack {
+            correlation,
+            backtrace,
+        }))
+        .is_err()
+    {
         t.counters.dropped_channel.fetch_add(1, Relaxed);
     }
 }

@@ -15,14 +15,38 @@ use std::sync::{Arc, Mutex};
 /// Allocation calls whose stacks `--with-stack` records: runtime (PyTorch's caching allocator
 /// uses cudaMalloc) and driver.
 const ALLOCATION_CALLS: [(u32, u32); 8] = [
-    (cupti::DOMAIN_RUNTIME, Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020.0),
-    (cupti::DOMAIN_RUNTIME, Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020.0),
-    (cupti::DOMAIN_RUNTIME, Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020.0),
-    (cupti::DOMAIN_RUNTIME, Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020.0),
-    (cupti::DOMAIN_RUNTIME, Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000.0),
-    (cupti::DOMAIN_DRIVER, Drv::CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2.0),
-    (cupti::DOMAIN_DRIVER, Drv::CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync.0),
-    (cupti::DOMAIN_DRIVER, Drv::CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged.0),
+    (
+        cupti::DOMAIN_RUNTIME,
+        Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020.0,
+    ),
+    (
+        cupti::DOMAIN_RUNTIME,
+        Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020.0,
+    ),
+    (
+        cupti::DOMAIN_RUNTIME,
+        Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020.0,
+    ),
+    (
+        cupti::DOMAIN_RUNTIME,
+        Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020.0,
+    ),
+    (
+        cupti::DOMAIN_RUNTIME,
+        Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000.0,
+    ),
+    (
+        cupti::DOMAIN_DRIVER,
+        Drv::CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2.0,
+    ),
+    (
+        cupti::DOMAIN_DRIVER,
+        Drv::CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync.0,
+    ),
+    (
+        cupti::DOMAIN_DRIVER,
+        Drv::CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged.0,
+    ),
 ];
 
 /// Messages the channel holds: each is one CUPTI buffer's batch or one NVTX range.
@@ -53,7 +77,12 @@ pub fn keep_runtime(name: &str) -> bool {
 /// Driver calls recorded by default: direct launches (Triton, CUTLASS Python) and graph
 /// launches; the driver calls the runtime makes underneath are already covered.
 pub fn keep_driver(name: &str) -> bool {
-    const KEEP: [&str; 4] = ["cuLaunch", "cuGraphLaunch", "cuCtxSynchronize", "cuStreamSynchronize"];
+    const KEEP: [&str; 4] = [
+        "cuLaunch",
+        "cuGraphLaunch",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+    ];
     KEEP.iter().any(|k| name.starts_with(k))
 }
 
@@ -64,13 +93,21 @@ pub fn filter_api_calls(t: &Tracer) {
     }
     let Some(f) = &t.api_filter else { return };
     let Ok(names) = t.names.lock() else { return };
-    for (cbid, name) in names.api_names(cuprof_core::event::ApiDomain::Runtime).iter().enumerate() {
+    for (cbid, name) in names
+        .api_names(cuprof_core::event::ApiDomain::Runtime)
+        .iter()
+        .enumerate()
+    {
         if !keep_runtime(name) {
             // SAFETY: plain CUPTI call with integers.
             unsafe { (f.runtime)(cbid as u32, 0) };
         }
     }
-    for (cbid, name) in names.api_names(cuprof_core::event::ApiDomain::Driver).iter().enumerate() {
+    for (cbid, name) in names
+        .api_names(cuprof_core::event::ApiDomain::Driver)
+        .iter()
+        .enumerate()
+    {
         if !keep_driver(name) {
             // SAFETY: as above.
             unsafe { (f.driver)(cbid as u32, 0) };
@@ -81,7 +118,12 @@ pub fn filter_api_calls(t: &Tracer) {
 fn kinds(cfg: &Config) -> Vec<u32> {
     let mut k = Vec::new();
     if cfg.activities.gpu {
-        k.extend([kind::CONCURRENT_KERNEL, kind::MEMCPY, kind::MEMSET, kind::SYNCHRONIZATION]);
+        k.extend([
+            kind::CONCURRENT_KERNEL,
+            kind::MEMCPY,
+            kind::MEMSET,
+            kind::SYNCHRONIZATION,
+        ]);
     }
     if cfg.activities.cpu {
         k.extend([kind::RUNTIME, kind::DRIVER, kind::EXTERNAL_CORRELATION]);
@@ -126,7 +168,10 @@ unsafe extern "C" fn on_callback(_user: *mut c_void, domain: u32, cbid: u32, dat
 
 /// Loads and configures CUPTI and starts the writer. Errors are one line for stderr.
 pub fn start(cfg: &Config) -> Result<(), String> {
-    let explicit = cfg.cupti_path.as_ref().map(|p| p.to_string_lossy().into_owned());
+    let explicit = cfg
+        .cupti_path
+        .as_ref()
+        .map(|p| p.to_string_lossy().into_owned());
     let (cupti, api_filter) = cupti::load(explicit.as_deref())?;
     let mut version = 0u32;
     // SAFETY: writes one u32.
@@ -136,9 +181,15 @@ pub fn start(cfg: &Config) -> Result<(), String> {
     // SAFETY: plain CUPTI calls; the callbacks are ours and live forever (nodelete).
     unsafe {
         (cupti.cuptiSetThreadIdType)(cupti::THREAD_ID_TYPE_SYSTEM);
-        let r = (cupti.cuptiActivityRegisterCallbacks)(crate::buffers::requested, crate::buffers::completed);
+        let r = (cupti.cuptiActivityRegisterCallbacks)(
+            crate::buffers::requested,
+            crate::buffers::completed,
+        );
         if r != SUCCESS {
-            return Err(format!("CUPTI refused the activity callbacks: {}; tracing is off", cupti.result_string(r)));
+            return Err(format!(
+                "CUPTI refused the activity callbacks: {}; tracing is off",
+                cupti.result_string(r)
+            ));
         }
     }
     let names = crate::resolve::Names::new(
@@ -187,7 +238,10 @@ pub fn start(cfg: &Config) -> Result<(), String> {
         // every live allocation, and allocations are rare in caching allocators.
         let r = unsafe { (cupti.cuptiActivityEnable)(k) };
         if r != SUCCESS {
-            say(&format!("CUPTI refused device-memory records: {}", cupti.result_string(r)));
+            say(&format!(
+                "CUPTI refused device-memory records: {}",
+                cupti.result_string(r)
+            ));
         }
     }
     let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAPACITY);

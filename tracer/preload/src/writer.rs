@@ -2,13 +2,13 @@
 //! sync-flushes and drains, and reports the files it wrote.
 
 use crate::{control, hooks, phase, say, tracer, Msg, Phase, Tracer, TRACER};
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use cuprof_core::config::report::ReportLine;
 use cuprof_core::config::Config;
 use cuprof_core::memory::MemoryTimeline;
 use cuprof_core::session::{Action, Session, Sink, Written};
-use cuprof_core::config::report::ReportLine;
 use cuprof_core::trace_writer::{base_time_ns, TraceMeta};
 use cuprof_core::window::StepPattern;
-use crossbeam_channel::{Receiver, RecvTimeoutError};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -39,10 +39,16 @@ impl Sink for FileSink {
         if let Some(note) = unique.renamed_note(&file_name) {
             say(&note);
         }
-        Ok((Box::new(std::io::BufWriter::with_capacity(1 << 20, unique.file)), unique.path))
+        Ok((
+            Box::new(std::io::BufWriter::with_capacity(1 << 20, unique.file)),
+            unique.path,
+        ))
     }
 
-    fn open_snapshot(&mut self, unix_time: u64) -> std::io::Result<(Box<dyn Write + Send>, PathBuf)> {
+    fn open_snapshot(
+        &mut self,
+        unix_time: u64,
+    ) -> std::io::Result<(Box<dyn Write + Send>, PathBuf)> {
         std::fs::create_dir_all(&self.dir)?;
         let file_name = cuprof_core::config::memory_file_name(&self.name, self.rank, unix_time);
         let unique = cuprof_core::config::unique_path(&self.dir, &file_name, std::process::id())?;
@@ -59,7 +65,10 @@ fn hostname() -> String {
 }
 
 fn clock(id: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: writes one timespec.
     unsafe { libc::clock_gettime(id, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -99,9 +108,19 @@ pub fn spawn(cfg: &Config, tracer: Tracer, rx: Receiver<Msg>) -> Result<(), Stri
         rank: cfg.rank.rank,
         multi_cycle: cfg.capture.multi_cycle(),
     };
-    let mut session = Session::new(meta, cfg.gzip_level, cfg.flush_interval, Box::new(sink), counters);
+    let mut session = Session::new(
+        meta,
+        cfg.gzip_level,
+        cfg.flush_interval,
+        Box::new(sink),
+        counters,
+    );
     if cfg.activities.mem {
-        session = session.with_memory(MemoryTimeline::new(cfg.max_mem_events as usize));
+        let mut timeline = MemoryTimeline::new(cfg.max_mem_events as usize);
+        if let Ok(conf) = std::env::var("PYTORCH_CUDA_ALLOC_CONF") {
+            timeline.allocator_settings_mut().pytorch_cuda_alloc_conf = conf;
+        }
+        session = session.with_memory(timeline);
     }
     let handle = std::thread::Builder::new()
         .name("cuprof-writer".into())
@@ -114,7 +133,11 @@ pub fn spawn(cfg: &Config, tracer: Tracer, rx: Receiver<Msg>) -> Result<(), Stri
     hooks::install_lifecycle();
     hooks::install_signals();
     if let Some(t) = TRACER.get() {
-        control::start(t, &cfg.capture, cfg.step_nvtx.as_deref().map(StepPattern::new));
+        control::start(
+            t,
+            &cfg.capture,
+            cfg.step_nvtx.as_deref().map(StepPattern::new),
+        );
     }
     Ok(())
 }
@@ -189,8 +212,19 @@ fn report(session: Session) {
     let mut lines = Vec::new();
     for Written { path, events, .. } in &written {
         let bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        say(&format!("wrote {} ({events} events, {})", path.display(), human(bytes)));
-        lines.push(ReportLine::File { path: path.clone(), events: *events, bytes }.to_line());
+        say(&format!(
+            "wrote {} ({events} events, {})",
+            path.display(),
+            human(bytes)
+        ));
+        lines.push(
+            ReportLine::File {
+                path: path.clone(),
+                events: *events,
+                bytes,
+            }
+            .to_line(),
+        );
     }
     if lost > 0 {
         let note = format!(
@@ -210,7 +244,11 @@ fn report(session: Session) {
         lines.push(ReportLine::Note(why).to_line());
     }
     if let Some(rf) = &t.report_file {
-        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).create(true).open(rf) {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(rf)
+        {
             let _ = f.write_all(lines.concat().as_bytes());
         }
     }
@@ -228,10 +266,9 @@ pub fn shutdown() {
     crate::buffers::DRAINING.store(true, Relaxed);
     t.flush_cupti(true);
     let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
-    let sent = t
-        .tx
-        .send_timeout(Msg::Shutdown(reply_tx), hooks::SHUTDOWN_WAIT)
-        .is_ok();
+    let sent =
+        t.tx.send_timeout(Msg::Shutdown(reply_tx), hooks::SHUTDOWN_WAIT)
+            .is_ok();
     if sent && reply_rx.recv_timeout(hooks::SHUTDOWN_WAIT).is_err() {
         say("the trace writer did not finish within 10 s; the trace may be incomplete (cuprof repair can close it)");
     }

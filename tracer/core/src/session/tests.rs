@@ -34,21 +34,37 @@ impl Sink for MemSink {
 
 impl MemSink {
     fn names(&self) -> Vec<String> {
-        self.0.lock().unwrap().iter().map(|(p, _)| p.display().to_string()).collect()
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(p, _)| p.display().to_string())
+            .collect()
     }
     fn trace(&self, name: &str) -> serde_json::Value {
         let files = self.0.lock().unwrap();
-        let (_, buf) = files.iter().find(|(p, _)| p.display().to_string() == name).expect("file");
+        let (_, buf) = files
+            .iter()
+            .find(|(p, _)| p.display().to_string() == name)
+            .expect("file");
         let bytes = buf.lock().unwrap().clone();
         let mut text = String::new();
         use std::io::Read;
-        flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut text).unwrap();
+        flate2::read::GzDecoder::new(&bytes[..])
+            .read_to_string(&mut text)
+            .unwrap();
         serde_json::from_str(&text).unwrap()
     }
 }
 
 fn session(sink: &MemSink) -> Session {
-    Session::new(TraceMeta::default(), 1, Duration::from_secs(1), Box::new(sink.clone()), Arc::new(Counters::default()))
+    Session::new(
+        TraceMeta::default(),
+        1,
+        Duration::from_secs(1),
+        Box::new(sink.clone()),
+        Arc::new(Counters::default()),
+    )
 }
 
 fn api(corr: u32, start: u64) -> Event {
@@ -107,7 +123,10 @@ fn kernel_names(t: &serde_json::Value) -> Vec<String> {
 fn gpu_work_is_routed_by_the_call_that_launched_it() {
     let sink = MemSink::default();
     let mut s = session(&sink);
-    s.handle(Input::BeginRecording { ts: 1_000, cycle: 1 });
+    s.handle(Input::BeginRecording {
+        ts: 1_000,
+        cycle: 1,
+    });
     s.handle(Input::Events(vec![
         // Warm-up call at 900; its kernel runs inside the window: not recorded.
         api(1, 900),
@@ -131,7 +150,13 @@ fn gpu_work_is_routed_by_the_call_that_launched_it() {
     assert_eq!(written.len(), 1);
     let t = sink.trace("cycle1.json.gz");
     assert_eq!(kernel_names(&t), vec!["k2", "k3"]);
-    let calls: Vec<u64> = t["traceEvents"].as_array().unwrap().iter().filter(|e| e["cat"] == "cuda_runtime").map(|e| e["args"]["correlation"].as_u64().unwrap()).collect();
+    let calls: Vec<u64> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cuda_runtime")
+        .map(|e| e["args"]["correlation"].as_u64().unwrap())
+        .collect();
     assert_eq!(calls, vec![2, 3]);
 }
 
@@ -139,7 +164,10 @@ fn gpu_work_is_routed_by_the_call_that_launched_it() {
 fn a_cycle_with_nothing_in_it_writes_no_file() {
     let sink = MemSink::default();
     let mut s = session(&sink);
-    s.handle(Input::BeginRecording { ts: 1_000, cycle: 1 });
+    s.handle(Input::BeginRecording {
+        ts: 1_000,
+        cycle: 1,
+    });
     s.handle(Input::EndRecording { ts: 2_000 });
     let (written, errors) = s.finish();
     assert!(written.is_empty() && errors.is_empty());
@@ -150,12 +178,25 @@ fn a_cycle_with_nothing_in_it_writes_no_file() {
 fn a_draining_cycle_keeps_its_late_gpu_work_while_the_next_records() {
     let sink = MemSink::default();
     let mut s = session(&sink);
-    s.handle(Input::BeginRecording { ts: 1_000, cycle: 1 });
+    s.handle(Input::BeginRecording {
+        ts: 1_000,
+        cycle: 1,
+    });
     s.handle(Input::Events(vec![api(1, 1_100)]));
-    s.handle(Input::BeginRecording { ts: 2_000, cycle: 2 });
-    s.handle(Input::Events(vec![api(2, 2_100), kernel(2, 2_200, 2_300), kernel(1, 1_900, 2_050)]));
+    s.handle(Input::BeginRecording {
+        ts: 2_000,
+        cycle: 2,
+    });
+    s.handle(Input::Events(vec![
+        api(2, 2_100),
+        kernel(2, 2_200, 2_300),
+        kernel(1, 1_900, 2_050),
+    ]));
     let (written, _) = s.finish();
-    assert_eq!(written.iter().map(|w| w.cycle).collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(
+        written.iter().map(|w| w.cycle).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
     assert_eq!(kernel_names(&sink.trace("cycle1.json.gz")), vec!["k1"]);
     assert_eq!(kernel_names(&sink.trace("cycle2.json.gz")), vec!["k2"]);
 }
@@ -164,7 +205,10 @@ fn a_draining_cycle_keeps_its_late_gpu_work_while_the_next_records() {
 fn nvtx_ranges_are_projected_onto_the_streams_of_their_work() {
     let sink = MemSink::default();
     let mut s = session(&sink);
-    s.handle(Input::BeginRecording { ts: 1_000, cycle: 1 });
+    s.handle(Input::BeginRecording {
+        ts: 1_000,
+        cycle: 1,
+    });
     let range = |id, parent, name: &str, start, end| Range {
         name: Name::from(name),
         domain: None,
@@ -177,12 +221,26 @@ fn nvtx_ranges_are_projected_onto_the_streams_of_their_work() {
         payload: None,
         kind: RangeKind::PushPop,
     };
-    let ext = |corr, id| Event::ExternalCorrelation(ExternalCorrelation { external_kind: crate::EXTERNAL_KIND_CUPROF, external_id: id, correlation: corr });
+    let ext = |corr, id| {
+        Event::ExternalCorrelation(ExternalCorrelation {
+            external_kind: crate::EXTERNAL_KIND_CUPROF,
+            external_id: id,
+            correlation: corr,
+        })
+    };
     // outer(1) holds inner(2); kernel 5 launched in inner, kernel 6 in outer.
-    s.handle(Input::Events(vec![ext(5, 2), api(5, 1_200), ext(6, 1), api(6, 1_600)]));
+    s.handle(Input::Events(vec![
+        ext(5, 2),
+        api(5, 1_200),
+        ext(6, 1),
+        api(6, 1_600),
+    ]));
     s.handle(Input::Range(range(2, 1, "inner", 1_150, 1_300)));
     s.handle(Input::Range(range(1, 0, "outer", 1_100, 1_700)));
-    s.handle(Input::Events(vec![kernel(5, 1_400, 1_500), kernel(6, 1_800, 1_900)]));
+    s.handle(Input::Events(vec![
+        kernel(5, 1_400, 1_500),
+        kernel(6, 1_800, 1_900),
+    ]));
     s.finish();
     let t = sink.trace("cycle1.json.gz");
     let gpu: Vec<(String, f64, f64)> = t["traceEvents"]
@@ -190,9 +248,21 @@ fn nvtx_ranges_are_projected_onto_the_streams_of_their_work() {
         .unwrap()
         .iter()
         .filter(|e| e["cat"] == "gpu_user_annotation")
-        .map(|e| (e["name"].as_str().unwrap().to_string(), e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap()))
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["ts"].as_f64().unwrap(),
+                e["dur"].as_f64().unwrap(),
+            )
+        })
         .collect();
-    assert_eq!(gpu, vec![("outer".to_string(), 1.4, 0.5), ("inner".to_string(), 1.4, 0.1)]);
+    assert_eq!(
+        gpu,
+        vec![
+            ("outer".to_string(), 1.4, 0.5),
+            ("inner".to_string(), 1.4, 0.1)
+        ]
+    );
 }
 
 #[test]
@@ -200,7 +270,14 @@ fn backtrace_text_becomes_frames_without_cuprofs_own() {
     let text = "   0: std::backtrace::Backtrace::force_capture\n             at /rustc/x/library/std/src/backtrace.rs:312:9\n   1: cuprof::stacks::capture\n             at tracer/preload/src/stacks.rs:20:13\n   2: double_malloc\n             at tests/cupti-double/src/lib.rs:162:5\n   3: ffi_call_unix64\n   4: _PyEval_EvalFrameDefault\n";
     let f = frames_of(text);
     let names: Vec<&str> = f.iter().map(|f| f.name.as_str()).collect();
-    assert_eq!(names, vec!["double_malloc", "ffi_call_unix64", "_PyEval_EvalFrameDefault"]);
+    assert_eq!(
+        names,
+        vec![
+            "double_malloc",
+            "ffi_call_unix64",
+            "_PyEval_EvalFrameDefault"
+        ]
+    );
     assert_eq!(f[0].filename, "tests/cupti-double/src/lib.rs");
     assert_eq!(f[0].line, 162);
     assert_eq!(f[1].line, 0);
