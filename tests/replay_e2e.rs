@@ -13,18 +13,14 @@ use std::path::{Path, PathBuf};
 const DATA: &str = "tests/data/cupti-130001-h100-steps10.bin";
 
 /// `_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_21CUDAFunctorOnSelf_addIfEESt5arrayIPcLm2EEEEviT0_T1_`
-/// as cpp_demangle renders it. c++filt (libiberty, as abi::__cxa_demangle) writes the
-/// literal `Lm2E` as `2ul`; cpp_demangle writes the same literal (unsigned long, 2) as
-/// `(unsigned long)2`. Otherwise identical.
+/// demangled as libstdc++'s `__cxa_demangle` (and c++filt, and Kineto) write it.
 const ADD: &str = "void at::native::vectorized_elementwise_kernel<4, \
-                   at::native::CUDAFunctorOnSelf_add<float>, std::array<char*, (unsigned long)2> \
-                   >(int, at::native::CUDAFunctorOnSelf_add<float>, std::array<char*, (unsigned \
-                   long)2>)";
-/// `_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_`
-/// (c++filt: `std::array<char*, 1ul>`).
+                   at::native::CUDAFunctorOnSelf_add<float>, std::array<char*, 2ul> >(int, \
+                   at::native::CUDAFunctorOnSelf_add<float>, std::array<char*, 2ul>)";
+/// `_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_`.
 const FILL: &str = "void at::native::vectorized_elementwise_kernel<4, \
-                    at::native::FillFunctor<float>, std::array<char*, (unsigned long)1> >(int, \
-                    at::native::FillFunctor<float>, std::array<char*, (unsigned long)1>)";
+                    at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, \
+                    at::native::FillFunctor<float>, std::array<char*, 1ul>)";
 
 fn u32_at(b: &[u8], o: usize) -> u32 {
     u32::from_le_bytes(b[o..o + 4].try_into().unwrap())

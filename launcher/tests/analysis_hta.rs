@@ -15,8 +15,8 @@ const US: i64 = 1000;
 
 /// A deterministic mix: per step, compute kernels on stream 7, an all-reduce on stream 13 that
 /// partly overlaps them, copies and a memset, host gaps and a cudaDeviceSynchronize. Times are
-/// whole microseconds (HTA rounds to them).
-fn rank_trace(rank: i64, world: i64) -> Trace {
+/// whole microseconds, or with `ns` nanosecond fractions added to the kernel durations.
+fn rank_trace(rank: i64, world: i64, ns: bool) -> Trace {
     let mut t = Trace::new(rank, world);
     t.metadata(&[0], &[(0, 7), (0, 13), (0, 21)], &[MAIN]);
     let mut seed: u64 = 0x9e37_79b9 + rank as u64;
@@ -40,7 +40,7 @@ fn rank_trace(rank: i64, world: i64) -> Trace {
         let mut api = now + 5 * US;
         for k in 0..8 {
             let name = kernels[(k + step as usize) % kernels.len()];
-            let dur = rnd(30, 400) * US;
+            let dur = rnd(30, 400) * US + if ns { rnd(1, 999) } else { 0 };
             t.launch(name, MAIN, api, 0, 7, gpu, dur);
             api += rnd(2, 10) * US;
             gpu += dur + rnd(0, 3) * US * (k as i64 % 2);
@@ -98,21 +98,13 @@ fn hta_available() -> bool {
         .unwrap_or(false)
 }
 
-#[test]
-fn report_agrees_with_hta() {
-    if !hta_available() {
-        let msg = "HTA is not installed: python3 -m pip install HolisticTraceAnalysis 'pandas<3' psutil pyyaml";
-        if std::env::var_os("CI").is_some() {
-            panic!("{msg}");
-        }
-        eprintln!("skipping report_agrees_with_hta: {msg}");
-        return;
-    }
+/// Writes two ranks, runs `cuprof report -o`, then the comparison script with `extra` args.
+fn check(ns: bool, extra: &[&str]) {
     let dir = tempdir("hta");
     let traces = dir.join("traces");
     std::fs::create_dir_all(&traces).unwrap();
     for r in 0..2 {
-        rank_trace(r, 2).write_gz(&traces.join(format!("hta-rank{r}.trace.json.gz")));
+        rank_trace(r, 2, ns).write_gz(&traces.join(format!("hta-rank{r}.trace.json.gz")));
     }
     let out = dir.join("out");
     cuprof_ok(&[
@@ -133,12 +125,12 @@ fn report_agrees_with_hta() {
     ] {
         assert!(s["gpu"][k].as_i64().unwrap() > 0, "{k} is 0");
     }
-
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/hta/compare_with_hta.py");
     let o = Command::new("python3")
         .arg(&script)
         .arg(&traces)
         .arg(out.join("summary.json"))
+        .args(extra)
         .output()
         .expect("run python3");
     let stdout = String::from_utf8_lossy(&o.stdout);
@@ -149,4 +141,33 @@ fn report_agrees_with_hta() {
         "{stdout}\n{stderr}"
     );
     eprintln!("{stdout}");
+}
+
+fn skip_without_hta() -> bool {
+    if hta_available() {
+        return false;
+    }
+    let msg = "HTA is not installed: python3 -m pip install HolisticTraceAnalysis 'pandas<3' psutil pyyaml";
+    if std::env::var_os("CI").is_some() {
+        panic!("{msg}");
+    }
+    eprintln!("skipping: {msg}");
+    true
+}
+
+/// Whole-microsecond times: HTA's own API figures, as it reports them.
+#[test]
+fn report_agrees_with_hta() {
+    if !skip_without_hta() {
+        check(false, &[]);
+    }
+}
+
+/// Nanosecond times, as real traces have: HTA's kernel-type breakdown truncates each segment to
+/// whole microseconds, so the kernel types are taken from HTA's intervals untruncated.
+#[test]
+fn report_agrees_with_hta_at_nanosecond_precision() {
+    if !skip_without_hta() {
+        check(true, &["--untruncated"]);
+    }
 }

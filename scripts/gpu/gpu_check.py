@@ -130,6 +130,10 @@ def check_transformer():
     except Exception as ex:  # noqa
         record("issue3.hta_breakdowns", False, error=repr(ex)[:500])
     shutil.copy(files[0], os.path.join(OUT, "transformer.trace.json.gz"))
+    rep = run([CUPROF, "report", d])
+    record("issue7.report_on_real_trace", rep.returncode == 0, output=rep.stdout[-1500:], stderr=rep.stderr[-300:])
+    queued = [e["args"].get("queued") for e in events(t, "kernel") if "queued" in e["args"]]
+    record("issue3.kernel_queued_times", len(queued) >= 0.9 * ours, with_queued=len(queued), kernels=ours)
 
 
 def check_window():
@@ -157,7 +161,7 @@ def check_window():
 
 def check_memory():
     d = fresh("mem")
-    r = run([CUPROF, "run", "--dir", d, "--name", "mem", "--activities", "CPU", "GPU", "MEM", "--",
+    r = run([CUPROF, "run", "--dir", d, "--name", "mem", "--activities", "CPU", "GPU", "MEM", "--with-stack", "--",
              sys.executable, os.path.join(HERE, "memory_churn.py")])
     pickles = glob.glob(f"{d}/*.pickle")
     if r.returncode != 0 or not pickles:
@@ -170,6 +174,12 @@ def check_memory():
     chk = run([sys.executable, os.path.join(HERE, "..", "..", "tests", "apps", "check_snapshot.py"), p, "--expect-peak", str(expected)])
     t = load(glob.glob(f"{d}/*.trace.json.gz")[0])
     counters = [e for e in t["traceEvents"] if e.get("ph") == "C"]
+    import pickle
+    snap = pickle.load(open(p, "rb"))
+    allocs = [e for dev in snap["device_traces"] for e in dev if e["action"] == "segment_alloc"]
+    stacked = [e for e in allocs if any("c10" in f["name"] or "cuda" in f["name"].lower() for f in e["frames"])]
+    record("issue5.with_stack_frames", allocs and len(stacked) == len(allocs), segment_allocs=len(allocs), with_native_stack=len(stacked),
+           example=[f["name"] for f in (allocs[0]["frames"] if allocs else [])][:8])
     record("issue5.memory_snapshot", plots == [0, 0] and chk.returncode == 0 and counters,
            max_memory_reserved=expected, memory_viz_rc=plots, check=chk.stdout.strip()[-300:] + chk.stderr.strip()[-300:],
            cuprof_memory=mem.stdout.strip()[-400:], counter_events=len(counters))

@@ -229,7 +229,8 @@ pub extern "C" fn double_zero_kernel_timestamps(n: u64) {
     state::ZERO_KERNEL_TIMESTAMPS.store(n, Relaxed);
 }
 
-/// Replays a raw buffer dump (see [`replay`]). Returns the number of records delivered, or
+/// Replays a raw buffer dump, its timestamps rebased to start at now + 1 ms and its
+/// processIds set to this process's (see [`replay`]). Returns the number of records delivered, or
 /// -1 malformed/unreadable, -2 version differs from the double's, -3 no buffer, -4 record
 /// of unknown kind.
 #[no_mangle]

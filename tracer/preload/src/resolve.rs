@@ -16,9 +16,57 @@ pub struct Names {
     driver: Vec<Name>,
 }
 
-/// `_Z...` and `__Z...` names demangled; others (already readable) kept.
+type CxaDemangle = unsafe extern "C" fn(
+    *const std::ffi::c_char,
+    *mut std::ffi::c_char,
+    *mut usize,
+    *mut std::ffi::c_int,
+) -> *mut std::ffi::c_char;
+
+/// libstdc++'s `__cxa_demangle`, the demangler Kineto uses, so kernel names match torch.profiler's
+/// traces character for character (cpp_demangle renders some literals differently).
+fn cxa_demangle() -> Option<CxaDemangle> {
+    static F: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let p = *F.get_or_init(|| {
+        for flags in [libc::RTLD_NOW | libc::RTLD_NOLOAD, libc::RTLD_NOW] {
+            // SAFETY: dlopen of the C++ runtime by its soname; never closed.
+            let h = unsafe { libc::dlopen(c"libstdc++.so.6".as_ptr(), flags) };
+            if !h.is_null() {
+                // SAFETY: live handle, valid name.
+                let f = unsafe { libc::dlsym(h, c"__cxa_demangle".as_ptr()) };
+                return (!f.is_null()).then_some(f as usize);
+            }
+        }
+        None
+    });
+    // SAFETY: the symbol is `__cxa_demangle` with exactly this signature.
+    p.map(|p| unsafe { std::mem::transmute::<usize, CxaDemangle>(p) })
+}
+
+fn demangle_cxa(raw: &str) -> Option<String> {
+    let f = cxa_demangle()?;
+    let c = std::ffi::CString::new(raw).ok()?;
+    let mut status: std::ffi::c_int = 0;
+    // SAFETY: a NUL-terminated input; NULL buffer asks __cxa_demangle to malloc the result,
+    // which is freed here.
+    unsafe {
+        let out = f(c.as_ptr(), std::ptr::null_mut(), std::ptr::null_mut(), &mut status);
+        if out.is_null() {
+            return None;
+        }
+        let s = CStr::from_ptr(out).to_string_lossy().into_owned();
+        libc::free(out.cast());
+        (status == 0).then_some(s)
+    }
+}
+
+/// `_Z...` and `__Z...` names demangled (as libstdc++ does, else with cpp_demangle); others
+/// (already readable) kept.
 pub fn demangle(raw: &str) -> String {
     if raw.starts_with("_Z") || raw.starts_with("__Z") {
+        if let Some(s) = demangle_cxa(raw) {
+            return s;
+        }
         if let Ok(sym) = cpp_demangle::Symbol::new(raw) {
             let opts = cpp_demangle::DemangleOptions::new();
             if let Ok(s) = sym.demangle(&opts) {
@@ -133,8 +181,12 @@ mod tests {
     }
 
     #[test]
-    fn mangled_kernel_names_are_demangled() {
+    fn mangled_kernel_names_are_demangled_as_libstdcxx_does() {
         assert_eq!(demangle("_Z6kernelPfi"), "kernel(float*, int)");
+        assert_eq!(
+            demangle("_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_"),
+            "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)"
+        );
         assert_eq!(demangle("ampere_sgemm_128x64_nn"), "ampere_sgemm_128x64_nn");
     }
 
