@@ -148,34 +148,39 @@ pub fn rank_from_name(path: &Path) -> Option<i64> {
     digits.parse().ok()
 }
 
+/// A progress bar over `reader` that appears once the read has taken more than a second (and
+/// only on a terminal). Call `finish_and_clear` on what the returned cell holds when done.
+pub fn progress(reader: &mut TraceReader<'_>, path: &Path) -> Rc<RefCell<Option<ProgressBar>>> {
+    let total = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let bar: Rc<RefCell<Option<ProgressBar>>> = Rc::new(RefCell::new(None));
+    let cell = bar.clone();
+    let started = Instant::now();
+    let label = path.display().to_string();
+    reader.on_progress(move |p| {
+        let mut b = cell.borrow_mut();
+        if b.is_none() && started.elapsed() > Duration::from_secs(1) {
+            let pb = ProgressBar::new(total.max(p.compressed));
+            pb.set_style(
+                ProgressStyle::with_template(
+                    "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+                )
+                .expect("valid template")
+                .progress_chars("=> "),
+            );
+            pb.set_message(label.clone());
+            *b = Some(pb);
+        }
+        if let Some(pb) = b.as_ref() {
+            pb.set_position(p.compressed);
+        }
+    });
+    bar
+}
+
 /// Reads `path` in one pass. A progress bar appears when the read takes more than a second.
 pub fn load(path: &Path, names: &mut Interner) -> Result<FileData> {
     let mut reader = TraceReader::open(path)?;
-    let total = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let bar: Rc<RefCell<Option<ProgressBar>>> = Rc::new(RefCell::new(None));
-    {
-        let bar = bar.clone();
-        let started = Instant::now();
-        let label = path.display().to_string();
-        reader.on_progress(move |p| {
-            let mut b = bar.borrow_mut();
-            if b.is_none() && started.elapsed() > Duration::from_secs(1) {
-                let pb = ProgressBar::new(total.max(p.compressed));
-                pb.set_style(
-                    ProgressStyle::with_template(
-                        "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-                    )
-                    .expect("valid template")
-                    .progress_chars("=> "),
-                );
-                pb.set_message(label.clone());
-                *b = Some(pb);
-            }
-            if let Some(pb) = b.as_ref() {
-                pb.set_position(p.compressed);
-            }
-        });
-    }
+    let bar = progress(&mut reader, path);
     let mut b = Builder {
         names,
         data: FileData {

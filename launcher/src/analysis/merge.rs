@@ -254,6 +254,7 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
         let rank = *rank;
         let shift = placements[i].shift_ns;
         let mut reader = TraceReader::open(path)?;
+        let bar = super::load::progress(&mut reader, path);
         let mut failure: Option<anyhow::Error> = None;
         let mut named: BTreeSet<i64> = BTreeSet::new();
         let mut sorted: BTreeSet<i64> = BTreeSet::new();
@@ -329,6 +330,9 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
             }
             ControlFlow::Continue(())
         })?;
+        if let Some(pb) = bar.borrow_mut().take() {
+            pb.finish_and_clear();
+        }
         if let Some(f) = failure {
             return Err(f);
         }

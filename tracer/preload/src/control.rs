@@ -297,14 +297,15 @@ pub fn time_deadline() -> Option<Instant> {
 pub fn at_exit() {
     let Some(t) = tracer() else { return };
     let ts = now_ns();
-    let partial = with_driver(|d| match d {
-        Driver::WholeRun => Some((None, true)),
-        Driver::Steps(w) => w.at_exit().map(|_| (w.current_step(), true)),
-        Driver::Range(w, _) => w.at_exit().map(|_| (None, true)),
-        Driver::Time { window, .. } => window.at_exit().map(|_| (None, true)),
+    // `Some(running step)` when a cycle is being recorded (the step is `None` without steps).
+    let recording = with_driver(|d| match d {
+        Driver::WholeRun => Some(None),
+        Driver::Steps(w) => w.at_exit().map(|_| w.current_step()),
+        Driver::Range(w, _) => w.at_exit().map(|_| None),
+        Driver::Time { window, .. } => window.at_exit().map(|_| None),
     })
     .flatten();
-    if let Some((running_step, _)) = partial {
+    if let Some(running_step) = recording {
         if let Some(n) = running_step {
             let (start, stid, work) = STATE
                 .lock()
@@ -314,11 +315,12 @@ pub fn at_exit() {
                         .map(|s| (s.step_start, s.step_tid, s.step_work.take()))
                 })
                 .unwrap_or((ts, tid(), None));
+            let pid = std::process::id();
             send(
                 t,
                 Input::Step {
                     number: n,
-                    pid: std::process::id(),
+                    pid,
                     tid: stid,
                     start,
                     end: ts,

@@ -104,13 +104,7 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
             }
         }
     }
-    if default
-        || handler == libc::SIG_IGN
-        || sig == libc::SIGABRT && old.sa_flags & libc::SA_SIGINFO == 0 && default
-    {
-        if handler == libc::SIG_IGN {
-            return;
-        }
+    if default {
         // Restore the program's disposition and deliver the signal again: the process ends
         // exactly as it would have without cuprof (same signal, same status, core dump if any).
         // SAFETY: sigaction/raise are async-signal-safe; old is the saved disposition.
@@ -122,6 +116,9 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
             libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
             libc::raise(sig);
         }
+        return;
+    }
+    if handler == libc::SIG_IGN {
         return;
     }
     // Chain to the program's own handler, as it asked to be called.
