@@ -94,6 +94,7 @@ pub struct Range {
 #[derive(Debug, Clone, Copy)]
 pub struct Step {
     pub number: i64,
+    pub start: i64,
     pub dur: i64,
     pub work: Option<f64>,
 }
@@ -316,6 +317,7 @@ impl Builder<'_> {
                 if let Some(number) = step_number(&e.name) {
                     self.data.steps.push(Step {
                         number,
+                        start,
                         dur: end - start,
                         work: e.args.work,
                     });

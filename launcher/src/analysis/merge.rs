@@ -5,14 +5,22 @@
 //!   prefix and sort indices the same offset, so each rank is one contiguous group of processes.
 //! * flow ids: `R * 2^32 + id` (string ids: `rR:id`), unique across the merged file.
 //! * clocks: each file's times are moved onto the reference file's (the lowest rank's) base and
-//!   clock: `ts' = ts + (base_R - base_ref) - skew_R`. The skew comes from `cuprof.clock`, the
-//!   CLOCK_REALTIME / CLOCK_MONOTONIC pair each rank read at one instant: on one host the
-//!   monotonic clock is shared, so `skew_R = (realtime_R - monotonic_R) - (realtime_ref -
-//!   monotonic_ref)` is how far rank R's wall clock ran ahead. Across hosts the monotonic clocks
-//!   are unrelated, the skew cannot be estimated from the anchors, and it is taken as 0 (wall
-//!   clocks synchronised by NTP/PTP); the output says which case applied to each rank.
+//!   clock: `ts' = ts + (base_R - base_ref) - skew_R`, where `skew_R` is how far rank R's wall
+//!   clock runs ahead of the reference's. Event times are CLOCK_REALTIME (CUPTI's clock), so:
+//!   - on the reference's host (same `cuprof.hostname`) every process reads the one system
+//!     clock: the skew is 0. The `cuprof.clock` anchors (CLOCK_REALTIME and CLOCK_MONOTONIC read
+//!     at one instant) are compared all the same: on one host the monotonic clock is shared too,
+//!     so `(realtime_R - monotonic_R) - (realtime_ref - monotonic_ref)` is how much the wall
+//!     clock was stepped or slewed (NTP) between the two anchors; it is reported as
+//!     `anchor_drift_ns`, not applied (the step moved both processes' clocks alike).
+//!   - on another host the anchors cannot relate the clocks (monotonic clocks count from each
+//!     host's boot). The skew is estimated from collectives instead: a NCCL kernel ends at
+//!     nearly the same instant on every rank, so the skew is the median, over the communication
+//!     kernels matched by (step, name, order within the step), of `end_R - end_ref`. Without a
+//!     collective to match it is taken as 0 (wall clocks synchronised by NTP/PTP).
+//!   The output says which case applied to each rank.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::ops::ControlFlow;
@@ -24,7 +32,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use serde::Serialize;
 
-use super::load::rank_from_name;
+use super::load::{load, rank_from_name, Interner, OpKind};
 use super::render::{dur, Table};
 
 /// pid offset per rank.
@@ -59,6 +67,9 @@ pub struct Placement {
     pub shift_ns: i64,
     /// How the skew was obtained.
     pub method: String,
+    /// Same host only: change of `realtime - monotonic` between the reference's anchor and this
+    /// file's (NTP steps or slew in between); informative, not applied.
+    pub anchor_drift_ns: Option<i64>,
     pub pid_offset: i64,
     pub events: u64,
     pub truncated: Option<String>,
@@ -73,22 +84,105 @@ fn is_merged(meta: &TraceMeta) -> bool {
     })
 }
 
-/// Skew and method of `m` against the reference `r`.
-pub(crate) fn skew(m: &TraceMeta, r: &TraceMeta) -> (i64, String) {
-    match (m.clock, r.clock) {
-        (Some(c), Some(rc)) => match (&m.hostname, &r.hostname) {
-            (Some(h), Some(rh)) if h == rh => (
-                (c.realtime_ns - c.monotonic_ns) - (rc.realtime_ns - rc.monotonic_ns),
-                format!("cuprof.clock anchors, monotonic clock shared on host {h}"),
-            ),
-            _ => (
-                0,
-                "different hosts: monotonic clocks unrelated, wall clocks taken as synchronised"
-                    .to_string(),
-            ),
-        },
-        _ => (0, "no cuprof.clock anchor: assumed 0".to_string()),
+/// Absolute end times (base + end, ns) of a file's communication kernels, keyed by (step number
+/// of the launching call, or -1; kernel name; order among those of that step and name).
+pub(crate) type CollectiveEnds = BTreeMap<(i64, String, usize), i64>;
+
+pub(crate) fn collective_ends(path: &Path) -> Result<CollectiveEnds> {
+    let mut names = Interner::default();
+    let f = load(path, &mut names)?;
+    let base = f.meta.base_time_ns.unwrap_or(0);
+    let mut by_corr: BTreeMap<i64, i64> = BTreeMap::new();
+    for a in &f.apis {
+        if a.corr >= 0 {
+            by_corr.entry(a.corr).or_insert(a.start);
+        }
     }
+    let mut steps: Vec<(i64, i64, i64)> = f
+        .steps
+        .iter()
+        .map(|s| (s.start, s.start + s.dur, s.number))
+        .collect();
+    steps.sort_unstable();
+    let step_of = |t: i64| -> i64 {
+        let i = steps.partition_point(|s| s.0 <= t);
+        match i.checked_sub(1).map(|i| steps[i]) {
+            Some((_, end, n)) if t <= end => n,
+            _ => -1,
+        }
+    };
+    let mut comm: Vec<(i64, i64, u32, i64)> = f
+        .ops
+        .iter()
+        .filter(|o| o.kind == OpKind::Comm)
+        .map(|o| {
+            let step = by_corr.get(&o.corr).map_or(-1, |&t| step_of(t));
+            (step, o.start, o.name, o.end)
+        })
+        .collect();
+    comm.sort_unstable();
+    let mut out = CollectiveEnds::new();
+    let mut seen: BTreeMap<(i64, u32), usize> = BTreeMap::new();
+    for (step, _, name, end) in comm {
+        let k = seen.entry((step, name)).or_default();
+        out.insert((step, names.name(name).to_string(), *k), base + end);
+        *k += 1;
+    }
+    Ok(out)
+}
+
+/// Median of `end_R - end_ref` over the collectives both have, and how many matched.
+pub(crate) fn collective_skew(
+    r: &CollectiveEnds,
+    reference: &CollectiveEnds,
+) -> Option<(i64, usize)> {
+    let mut d: Vec<i64> = r
+        .iter()
+        .filter_map(|(k, e)| reference.get(k).map(|re| e - re))
+        .collect();
+    if d.is_empty() {
+        return None;
+    }
+    d.sort_unstable();
+    let n = d.len();
+    let median = if n % 2 == 1 {
+        d[n / 2]
+    } else {
+        (d[n / 2 - 1] + d[n / 2]).div_euclid(2)
+    };
+    Some((median, n))
+}
+
+/// Skew, method and anchor drift of `m` against the reference `r`; `collectives` is the
+/// collective-based estimate, used across hosts.
+pub(crate) fn skew(
+    m: &TraceMeta,
+    r: &TraceMeta,
+    collectives: impl FnOnce() -> Result<Option<(i64, usize)>>,
+) -> Result<(i64, String, Option<i64>)> {
+    if let (Some(h), Some(rh)) = (&m.hostname, &r.hostname) {
+        if h == rh {
+            let drift = match (m.clock, r.clock) {
+                (Some(c), Some(rc)) => {
+                    Some((c.realtime_ns - c.monotonic_ns) - (rc.realtime_ns - rc.monotonic_ns))
+                }
+                _ => None,
+            };
+            return Ok((0, format!("same host {h}: one CLOCK_REALTIME"), drift));
+        }
+    }
+    Ok(match collectives()? {
+        Some((s, n)) => (
+            s,
+            format!("other host: median end offset of {n} matched NCCL kernels"),
+            None,
+        ),
+        None => (
+            0,
+            "other host, no NCCL kernels to match: assumed 0 (NTP)".to_string(),
+            None,
+        ),
+    })
 }
 
 fn us(ns: i64) -> String {
@@ -158,6 +252,13 @@ pub fn merge(args: MergeArgs) -> Result<()> {
         "skew source",
     ]);
     for p in &placements {
+        let mut how = p.method.clone();
+        if let Some(d) = p.anchor_drift_ns.filter(|d| *d != 0) {
+            how.push_str(&format!(
+                " (anchors drifted {}, not applied)",
+                dur(d as f64)
+            ));
+        }
         t.row(vec![
             p.rank.to_string(),
             p.file.clone(),
@@ -165,7 +266,7 @@ pub fn merge(args: MergeArgs) -> Result<()> {
             dur(p.skew_ns as f64),
             dur(p.shift_ns as f64),
             p.events.to_string(),
-            p.method.clone(),
+            how,
         ]);
     }
     print!("{}", t.text());
@@ -200,23 +301,32 @@ pub fn merge(args: MergeArgs) -> Result<()> {
 fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<Placement>> {
     let (_, _, reference) = &ranked[0];
     let base0 = reference.base_time_ns.unwrap_or(0);
-    let mut placements: Vec<Placement> = ranked
-        .iter()
-        .map(|(rank, path, m)| {
-            let (skew_ns, method) = skew(m, reference);
-            Placement {
-                rank: *rank,
-                file: path.display().to_string(),
-                hostname: m.hostname.clone(),
-                skew_ns,
-                shift_ns: (m.base_time_ns.unwrap_or(base0) - base0) - skew_ns,
-                method,
-                pid_offset: rank * PID_STRIDE,
-                events: 0,
-                truncated: None,
+    let mut reference_ends: Option<CollectiveEnds> = None;
+    let mut placements: Vec<Placement> = Vec::with_capacity(ranked.len());
+    for (rank, path, m) in ranked {
+        let (skew_ns, method, anchor_drift_ns) = skew(m, reference, || {
+            if reference_ends.is_none() {
+                reference_ends = Some(collective_ends(&ranked[0].1)?);
             }
-        })
-        .collect();
+            let mine = collective_ends(path)?;
+            Ok(collective_skew(
+                &mine,
+                reference_ends.as_ref().expect("loaded"),
+            ))
+        })?;
+        placements.push(Placement {
+            rank: *rank,
+            file: path.display().to_string(),
+            hostname: m.hostname.clone(),
+            skew_ns,
+            shift_ns: (m.base_time_ns.unwrap_or(base0) - base0) - skew_ns,
+            method,
+            anchor_drift_ns,
+            pid_offset: rank * PID_STRIDE,
+            events: 0,
+            truncated: None,
+        });
+    }
 
     let file = File::create(out).with_context(|| {
         format!(
@@ -384,7 +494,7 @@ mod tests {
     use cuprof_core::reader::ClockAnchor;
 
     #[test]
-    fn skew_only_on_one_host() {
+    fn skew_by_host() {
         let mk = |host: &str, rt: i64, mono: i64| TraceMeta {
             hostname: Some(host.to_string()),
             clock: Some(ClockAnchor {
@@ -394,10 +504,34 @@ mod tests {
             ..Default::default()
         };
         let r = mk("h", 1_000_000, 500);
-        assert_eq!(skew(&mk("h", 2_000_250, 1_000_500), &r).0, 250);
-        assert_eq!(skew(&mk("other", 2_000_250, 7), &r).0, 0);
-        assert_eq!(skew(&TraceMeta::default(), &r).0, 0);
+        let never = || -> Result<Option<(i64, usize)>> { panic!("same host needs no collectives") };
+        let (s, _, drift) = skew(&mk("h", 2_000_250, 1_000_500), &r, never).unwrap();
+        assert_eq!((s, drift), (0, Some(250)));
+        let (s, m, _) = skew(&mk("other", 2_000_250, 7), &r, || Ok(Some((-42, 3)))).unwrap();
+        assert_eq!(s, -42);
+        assert!(m.contains("3 matched"), "{m}");
+        let (s, m, _) = skew(&TraceMeta::default(), &r, || Ok(None)).unwrap();
+        assert_eq!(s, 0);
+        assert!(m.contains("assumed 0"), "{m}");
         assert_eq!(us(-1500), "-1.500");
         assert_eq!(us(1_000_001), "1000.001");
+    }
+
+    #[test]
+    fn collective_median() {
+        let k = |s: i64, i: usize| (s, "ncclDevKernel_AllReduce".to_string(), i);
+        let a: CollectiveEnds = [
+            (k(1, 0), 1100),
+            (k(1, 1), 2090),
+            (k(2, 0), 3300),
+            (k(3, 0), 9),
+        ]
+        .into_iter()
+        .collect();
+        let r: CollectiveEnds = [(k(1, 0), 1000), (k(1, 1), 2000), (k(2, 0), 3000)]
+            .into_iter()
+            .collect();
+        assert_eq!(collective_skew(&a, &r), Some((100, 3)));
+        assert_eq!(collective_skew(&a, &CollectiveEnds::new()), None);
     }
 }

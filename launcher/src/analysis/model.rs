@@ -855,6 +855,7 @@ mod tests {
             .enumerate()
             .map(|(i, &d)| Step {
                 number: i as i64,
+                start: 0,
                 dur: d,
                 work: Some(10.0),
             })

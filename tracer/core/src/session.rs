@@ -113,12 +113,14 @@ pub enum Action {
 }
 
 type Writer = TraceWriter<Box<dyn Write + Send>>;
+/// Where on the GPU a range's work ran: (device, stream) -> (first start, last end).
+type Spans = HashMap<(u32, u32), (u64, u64)>;
 
 enum File {
     /// Not created yet: created at the first event.
     Pending,
     Open {
-        writer: Writer,
+        writer: Box<Writer>,
         path: PathBuf,
     },
     /// Creating or writing failed (reported once); the cycle's events are dropped.
@@ -144,7 +146,7 @@ struct OpenCycle {
     /// NVTX range id -> (name, parent id), for ranges that ended in this cycle.
     ranges: HashMap<u64, (Name, u64)>,
     /// NVTX range id -> (device, stream) -> first start and last end of its GPU work.
-    extents: HashMap<u64, HashMap<(u32, u32), (u64, u64)>>,
+    extents: HashMap<u64, Spans>,
     /// GPU work whose external correlation had not arrived yet.
     unlinked: Vec<(u32, u32, u32, u64, u64)>,
 }
@@ -181,7 +183,10 @@ impl OpenCycle {
     fn writer(&mut self, o: &mut Opener) -> Option<&mut Writer> {
         if let File::Pending = self.file {
             self.file = match open_trace(o, self.cycle) {
-                Ok((writer, path)) => File::Open { writer, path },
+                Ok((writer, path)) => File::Open {
+                    writer: Box::new(writer),
+                    path,
+                },
                 Err(e) => {
                     o.errors.push(format!(
                         "cuprof: cannot write the trace of cycle {}: {e}; this cycle is not traced (make CUPROF_DIR writable or choose another)",
@@ -240,10 +245,10 @@ impl OpenCycle {
                 extend(&mut self.extents, range, device, stream, start, end);
             }
         }
-        let innermost: Vec<(u64, Vec<((u32, u32), (u64, u64))>)> = self
+        let innermost: Vec<(u64, Spans)> = self
             .extents
             .iter()
-            .map(|(id, m)| (*id, m.iter().map(|(k, v)| (*k, *v)).collect()))
+            .map(|(id, m)| (*id, m.clone()))
             .collect();
         for (id, spans) in innermost {
             let mut parent = self.ranges.get(&id).map_or(0, |r| r.1);
@@ -362,7 +367,7 @@ fn is_launch(name: &str) -> bool {
 }
 
 fn extend(
-    extents: &mut HashMap<u64, HashMap<(u32, u32), (u64, u64)>>,
+    extents: &mut HashMap<u64, Spans>,
     range: u64,
     device: u32,
     stream: u32,
@@ -757,7 +762,7 @@ impl Session {
             stats.memory_events_dropped = m.devices().map(|d| m.dropped_events(d)).sum();
         }
         let end = c.record_to.unwrap_or(c.last_ts).max(c.last_ts);
-        let finished = writer
+        let finished = (*writer)
             .finish_counted(end, &stats)
             .and_then(|(mut out, events)| out.flush().map(|_| events));
         match finished {

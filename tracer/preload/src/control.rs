@@ -57,11 +57,11 @@ pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
         Capture::Steps(schedule) => {
             if HAS_STEP_PATTERN.load(Relaxed) {
                 (
-                    Driver::Steps(Window::before_first_step(schedule.clone())),
+                    Driver::Steps(Window::before_first_step(*schedule)),
                     None,
                 )
             } else {
-                let w = Window::new(schedule.clone());
+                let w = Window::new(*schedule);
                 let first = w.initial();
                 (Driver::Steps(w), Some(first))
             }

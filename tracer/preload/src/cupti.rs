@@ -180,9 +180,7 @@ pub fn load(explicit: Option<&str>) -> Result<(Cupti, Option<ApiFilter>), String
         }
     }
     let Some((h, path)) = handle else {
-        return Err(format!(
-            "libcupti not found (tried libcupti.so.13, libcupti.so.12, $CUDA_HOME/lib64, /usr/local/cuda/lib64): install the CUDA toolkit's CUPTI or the nvidia-cuda-cupti wheel, or set CUPROF_CUPTI_PATH"
-        ));
+        return Err("libcupti not found (tried libcupti.so.13, libcupti.so.12, $CUDA_HOME/lib64, /usr/local/cuda/lib64): install the CUDA toolkit's CUPTI or the nvidia-cuda-cupti wheel, or set CUPROF_CUPTI_PATH".to_string());
     };
     // SAFETY: h is a live handle from dlopen.
     let cupti = unsafe { Cupti::from_handle(h, path.clone()) }
