@@ -1,11 +1,13 @@
 use super::*;
 use std::sync::Mutex;
 
+type Buffer = Arc<Mutex<Vec<u8>>>;
+
 /// Files in memory, by name.
 #[derive(Clone, Default)]
-struct MemSink(Arc<Mutex<Vec<(PathBuf, Arc<Mutex<Vec<u8>>>)>>>);
+struct MemSink(Arc<Mutex<Vec<(PathBuf, Buffer)>>>);
 
-struct MemFile(Arc<Mutex<Vec<u8>>>);
+struct MemFile(Buffer);
 
 impl Write for MemFile {
     fn write(&mut self, b: &[u8]) -> io::Result<usize> {
