@@ -5,12 +5,12 @@ mod analysis_support;
 use analysis_support::*;
 use serde_json::Value;
 
-fn kernel_ts(v: &Value, pid: i64) -> Vec<String> {
+fn kernel_ts(v: &Value, pid: i64, name: &str) -> Vec<String> {
     v["traceEvents"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["cat"] == "kernel" && e["pid"] == pid)
+        .filter(|e| e["cat"] == "kernel" && e["pid"] == pid && e["name"] == name)
         .map(|e| e["ts"].to_string())
         .collect()
 }
@@ -21,24 +21,29 @@ fn merge_three_ranks() {
     let traces = dir.join("traces");
     std::fs::create_dir_all(&traces).unwrap();
 
+    const NCCL: &str = "ncclDevKernel_AllReduce_Sum_f32_RING_LL";
     let mut r0 = Trace::new(0, 3);
     r0.metadata(&[0], &[(0, 7)], &[MAIN]);
     r0.launch("gemm", MAIN, 1_000, 0, 7, 1_000_000, 5_000);
+    r0.launch(NCCL, MAIN, 2_000, 0, 13, 1_500_000, 500_000);
     r0.write_gz(&traces.join("job-rank0.trace.json.gz"));
 
-    // Same host: its wall clock reads 250 ns ahead of rank 0's at the same monotonic instant.
+    // Same host: one CLOCK_REALTIME, no skew, though the anchors' realtime - monotonic moved
+    // by 250 ns (NTP slew between them), which is reported.
     let mut r1 = Trace::new(1, 3);
     r1.clock = (BASE + 1_000_000_000 + 7_000 + 250, 5_000_000_000 + 7_000);
     r1.metadata(&[0], &[(0, 7)], &[MAIN]);
     r1.launch("gemm", MAIN, 1_000, 0, 7, 1_000_000, 5_000);
     r1.write_gz(&traces.join("job-rank1.trace.json.gz"));
 
-    // Another host (skew not estimable: 0), and a base one second later.
+    // Another host whose clock runs 300 ns ahead (its all-reduce ends 300 ns "later"), with a
+    // base one second earlier.
     let mut r2 = Trace::new(2, 3);
     r2.hostname = "node1".into();
     r2.clock = (BASE + 77, 123);
-    r2.base = BASE + 1_000_000_000;
-    r2.launch("gemm", MAIN, 1_000, 0, 7, 5_000, 5_000);
+    r2.base = BASE - 1_000_000_000;
+    r2.launch("gemm", MAIN, 1_000, 0, 7, 1_000_005_000, 5_000);
+    r2.launch(NCCL, MAIN, 2_000, 0, 13, 1_001_500_300, 500_000);
     r2.write_gz(&traces.join("job-rank2.trace.json.gz"));
 
     let out = dir.join("merged.trace.json.gz");
@@ -49,10 +54,17 @@ fn merge_three_ranks() {
         out.to_str().unwrap(),
     ]);
     assert!(
-        stdout.contains("estimated clock skew against rank 0 (max |skew| 250 ns)"),
+        stdout.contains("estimated clock skew against rank 0 (max |skew| 300 ns)"),
         "{stdout}"
     );
-    assert!(stdout.contains("different hosts"), "{stdout}");
+    assert!(
+        stdout.contains("anchors drifted 250 ns, not applied"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("median end offset of 1 matched NCCL kernels"),
+        "{stdout}"
+    );
 
     let m = read_gz_json(&out);
     assert_eq!(m["baseTimeNanoseconds"], BASE);
@@ -67,12 +79,14 @@ fn merge_three_ranks() {
             )
         })
         .collect();
-    assert_eq!(placed, [(0, 0, 0), (1, 250, -250), (2, 0, 1_000_000_000)]);
+    assert_eq!(placed, [(0, 0, 0), (1, 0, 0), (2, 300, -1_000_000_300)]);
+    assert_eq!(ranks[1]["anchor_drift_ns"], 250);
 
-    // Kernels: pid = rank * 10^7 + device; times moved by the shift.
-    assert_eq!(kernel_ts(&m, 0), ["1000.0"]);
-    assert_eq!(kernel_ts(&m, 10_000_000), ["999.75"]);
-    assert_eq!(kernel_ts(&m, 20_000_000), ["1000005.0"]);
+    // Kernels: pid = rank * 10^7 + device; times moved by the shift, the all-reduces aligned.
+    assert_eq!(kernel_ts(&m, 0, "gemm"), ["1000.0"]);
+    assert_eq!(kernel_ts(&m, 10_000_000, "gemm"), ["1000.0"]);
+    assert_eq!(kernel_ts(&m, 20_000_000, "gemm"), ["4.7"]);
+    assert_eq!(kernel_ts(&m, 0, NCCL), kernel_ts(&m, 20_000_000, NCCL));
     let text = {
         use std::io::Read;
         let mut s = String::new();
@@ -81,7 +95,7 @@ fn merge_three_ranks() {
             .unwrap();
         s
     };
-    assert!(text.contains("\"ts\": 999.750"), "three decimals kept");
+    assert!(text.contains("\"ts\": 4.700"), "three decimals kept");
 
     let events = m["traceEvents"].as_array().unwrap();
     let names: Vec<(i64, String)> = events
@@ -130,7 +144,7 @@ fn merge_three_ranks() {
         .map(|e| e["id"].as_i64().unwrap())
         .collect();
     ids.sort();
-    assert_eq!(ids, [1, (1 << 32) + 1, (2 << 32) + 1]);
+    assert_eq!(ids, [1, 2, (1 << 32) + 1, (2 << 32) + 1, (2 << 32) + 2]);
 
     // Merging again skips the merged file sitting beside the traces.
     let again = traces.join("merged.trace.json.gz");

@@ -18,7 +18,8 @@
 //!     nearly the same instant on every rank, so the skew is the median, over the communication
 //!     kernels matched by (step, name, order within the step), of `end_R - end_ref`. Without a
 //!     collective to match it is taken as 0 (wall clocks synchronised by NTP/PTP).
-//!   The output says which case applied to each rank.
+//!
+//! The output says which case applied to each rank.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
