@@ -9,6 +9,9 @@ fn main() {
         .nth(3)
         .expect("OUT_DIR is nested under target/<profile>")
         .to_path_buf();
-    println!("cargo:rustc-env=CUPROF_ARTIFACT_DIR={}", profile_dir.display());
+    println!(
+        "cargo:rustc-env=CUPROF_ARTIFACT_DIR={}",
+        profile_dir.display()
+    );
     println!("cargo:rerun-if-changed=build.rs");
 }

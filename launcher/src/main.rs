@@ -8,7 +8,11 @@ mod run;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "cuprof", version, about = "GPU activity tracer for CUDA and PyTorch programs")]
+#[command(
+    name = "cuprof",
+    version,
+    about = "GPU activity tracer for CUDA and PyTorch programs"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -4,15 +4,15 @@
 //! preload crate) --> [`window`] decides what is kept --> [`trace_writer`] streams gzip JSON,
 //! [`memory`] builds the device-memory timeline and snapshot pickles.
 
-pub mod event;
-pub mod memory;
-pub mod reader;
-pub mod window;
 pub mod config;
 pub mod decode;
+pub mod event;
 pub mod json;
-pub mod trace_writer;
+pub mod memory;
+pub mod reader;
 pub mod session;
+pub mod trace_writer;
+pub mod window;
 
 /// The CUPTI external-correlation kind cuprof pushes NVTX range ids under
 /// (CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2; Kineto uses CUSTOM0 and CUSTOM1).

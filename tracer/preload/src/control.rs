@@ -56,10 +56,7 @@ pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
         Capture::WholeRun => (Driver::WholeRun, None),
         Capture::Steps(schedule) => {
             if HAS_STEP_PATTERN.load(Relaxed) {
-                (
-                    Driver::Steps(Window::before_first_step(*schedule)),
-                    None,
-                )
+                (Driver::Steps(Window::before_first_step(*schedule)), None)
             } else {
                 let w = Window::new(*schedule);
                 let first = w.initial();
