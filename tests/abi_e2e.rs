@@ -34,6 +34,7 @@ fn the_library_exports_exactly_the_documented_entry_points() {
             "cuprof_stop",
             "cuptiActivityRegisterCallbacks",
             "cuptiSubscribe",
+            "cuptiSubscribe_v2",
             "kill",
         ]
     );

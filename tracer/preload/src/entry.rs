@@ -132,6 +132,11 @@ pub extern "C" fn InitializeInjection() -> c_int {
         }
         if let Err(e) = crate::start::start(cfg) {
             say(&e);
+            if let Some(rf) = &cfg.report_file {
+                let note =
+                    cuprof_core::config::report::ReportLine::Note(format!("not traced: {e}"));
+                let _ = cuprof_core::config::report::append(rf, &note);
+            }
             set_phase(Phase::Inert);
         }
         1
@@ -252,6 +257,36 @@ pub unsafe extern "C" fn cuptiSubscribe(
             let f: unsafe extern "C" fn(*mut *mut c_void, *const c_void, *mut c_void) -> u32 =
                 std::mem::transmute(f);
             f(subscriber, callback, userdata)
+        }
+    })
+}
+
+/// Interposed `cuptiSubscribe_v2` (CUPTI 13+): a second CUPTI client is starting.
+///
+/// # Safety
+/// Same contract as CUPTI's `cuptiSubscribe_v2`.
+#[no_mangle]
+pub unsafe extern "C" fn cuptiSubscribe_v2(
+    subscriber: *mut *mut c_void,
+    callback: *const c_void,
+    userdata: *mut c_void,
+    params: *mut c_void,
+) -> u32 {
+    guard(CUPTI_ERROR_NOT_INITIALIZED, || {
+        step_aside("cuptiSubscribe_v2");
+        let f = real(c"cuptiSubscribe_v2");
+        if f.is_null() {
+            return CUPTI_ERROR_NOT_INITIALIZED;
+        }
+        // SAFETY: forwarding to CUPTI's function of the same signature.
+        unsafe {
+            let f: unsafe extern "C" fn(
+                *mut *mut c_void,
+                *const c_void,
+                *mut c_void,
+                *mut c_void,
+            ) -> u32 = std::mem::transmute(f);
+            f(subscriber, callback, userdata, params)
         }
     })
 }

@@ -265,17 +265,58 @@ pub fn start(cfg: &Config) -> Result<(), String> {
     crate::writer::spawn(cfg, tracer, rx)
 }
 
+/// CUpti_SubscriberParams (CUPTI 13.0+): names cuprof to other tools and learns who holds CUPTI.
+#[repr(C)]
+struct SubscriberParams {
+    struct_size: usize,
+    subscriber_name: *const std::ffi::c_char,
+    old_subscriber_name: *mut std::ffi::c_char,
+    old_subscriber_size: usize,
+}
+
+type SubscribeV2 = unsafe extern "C" fn(
+    *mut *mut c_void,
+    cupti::CallbackFunc,
+    *mut c_void,
+    *mut SubscriberParams,
+) -> u32;
+
 fn subscribe(cupti: &Cupti) -> Result<(), String> {
     let mut sub: *mut c_void = std::ptr::null_mut();
-    // SAFETY: CUPTI writes the handle; the callback lives forever.
-    let r = unsafe { (cupti.cuptiSubscribe)(&mut sub, on_callback, std::ptr::null_mut()) };
+    let mut holder = [0 as std::ffi::c_char; 256];
+    let r = match cupti.raw_symbol(c"cuptiSubscribe_v2") {
+        Some(f) => {
+            let mut params = SubscriberParams {
+                struct_size: std::mem::size_of::<SubscriberParams>(),
+                subscriber_name: c"cuprof".as_ptr(),
+                old_subscriber_name: holder.as_mut_ptr(),
+                old_subscriber_size: holder.len(),
+            };
+            // SAFETY: CUPTI's cuptiSubscribe_v2; params and its buffer outlive the call.
+            unsafe {
+                let f: SubscribeV2 = std::mem::transmute(f);
+                f(&mut sub, on_callback, std::ptr::null_mut(), &mut params)
+            }
+        }
+        // SAFETY: CUPTI writes the handle; the callback lives forever.
+        None => unsafe { (cupti.cuptiSubscribe)(&mut sub, on_callback, std::ptr::null_mut()) },
+    };
+    // SAFETY: the buffer is zeroed and CUPTI writes at most its size, NUL-terminated.
+    let holder = unsafe { std::ffi::CStr::from_ptr(holder.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
+    let who = if holder.is_empty() {
+        "e.g. nsys, torch.profiler or another tracer".to_string()
+    } else {
+        format!("held by {holder:?}")
+    };
     match r {
         SUCCESS => {
             SUBSCRIBER.store(sub, Relaxed);
             Ok(())
         }
         cupti::ERROR_MULTIPLE_SUBSCRIBERS => Err(format!(
-            "another profiler already holds CUPTI in this process ({}; e.g. nsys, torch.profiler or another tracer); cuprof stays passive and the program runs untraced by it",
+            "another profiler already holds CUPTI in this process ({who}; {}); cuprof stays passive and the program runs untraced by it",
             cupti.result_string(r)
         )),
         cupti::ERROR_INSUFFICIENT_PRIVILEGES => Err(format!(

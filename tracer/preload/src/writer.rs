@@ -238,7 +238,10 @@ fn report(session: Session) {
         let why = if control::steps_seen() == 0 && crate::entry::expects_steps() {
             "no step was recorded: no NVTX range matched the step pattern and cuprof_step() was never called".to_string()
         } else {
-            "nothing was recorded in the profiling window".to_string()
+            format!(
+                "process {} initialised CUDA but did no GPU work in the profiling window: no trace written",
+                t.pid
+            )
         };
         say(&why);
         lines.push(ReportLine::Note(why).to_line());
