@@ -206,17 +206,7 @@ fn h100_cupti13_buffer_replayed_under_the_tracer() {
             other => panic!("unexpected kernel {other}"),
         };
         assert_eq!(e.v["name"], name);
-        assert_eq!(e.ts, us(rec.start as i64 - base));
-        assert_eq!(e.dur, us((rec.end - rec.start) as i64));
-        assert_eq!(e.v["pid"], 0);
-        assert_eq!(e.v["tid"], rec.stream);
-        let a = &e.v["args"];
-        assert_eq!(a["stream"], rec.stream);
-        assert_eq!(a["device"], 0);
-        assert_eq!(a["grid"], serde_json::json!(rec.grid));
-        assert_eq!(a["block"], serde_json::json!(rec.block));
-        assert_eq!(a["registers per thread"], rec.registers);
-        assert_eq!(a["shared memory"], rec.shared);
+        assert_kernel_matches(e, rec, base);
     }
 
     // Runtime calls: by name and count, exact times, the recorded threads, our pid.

@@ -55,19 +55,7 @@ fn check_workload(version: &str, expected_cupti_version: u64) {
             })
             .unwrap_or_else(|| panic!("no kernel event for {rec:?}"));
         seen.insert((rec.correlation, rec.start));
-        assert_eq!(e.dur, us((rec.end - rec.start) as i64));
-        assert_eq!(e.v["pid"], 0);
-        assert_eq!(e.v["tid"], rec.stream);
-        let a = &e.v["args"];
-        assert_eq!(a["stream"], rec.stream);
-        assert_eq!(a["device"], 0);
-        assert_eq!(a["grid"], serde_json::json!(rec.grid));
-        assert_eq!(a["block"], serde_json::json!(rec.block));
-        assert_eq!(a["registers per thread"], rec.registers);
-        assert_eq!(a["shared memory"], rec.shared);
-        if rec.graph_node_id != 0 {
-            assert_eq!(a["graph node id"], rec.graph_node_id);
-        }
+        assert_kernel_matches(e, rec, base);
     }
     assert_eq!(seen.len(), 12);
     let kernel_names = count_by_name(&kernels.iter().map(|e| &e.v).collect::<Vec<_>>());

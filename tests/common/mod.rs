@@ -243,3 +243,22 @@ pub fn raw_events(path: &Path) -> Vec<RawEvent> {
         })
         .collect()
 }
+
+/// Holds a kernel event against the record CUPTI handed over: exact times, Kineto's args.
+pub fn assert_kernel_matches(e: &RawEvent, rec: &dump::KernelRec, base: i64) {
+    assert_eq!(e.ts, us(rec.start as i64 - base), "{rec:?}");
+    assert_eq!(e.dur, us((rec.end - rec.start) as i64), "{rec:?}");
+    assert_eq!(e.v["pid"], 0);
+    assert_eq!(e.v["tid"], rec.stream);
+    let a = &e.v["args"];
+    assert_eq!(a["stream"], rec.stream);
+    assert_eq!(a["device"], 0);
+    assert_eq!(a["correlation"], rec.correlation);
+    assert_eq!(a["grid"], serde_json::json!(rec.grid));
+    assert_eq!(a["block"], serde_json::json!(rec.block));
+    assert_eq!(a["registers per thread"], rec.registers);
+    assert_eq!(a["shared memory"], rec.shared);
+    if rec.graph_node_id != 0 {
+        assert_eq!(a["graph node id"], rec.graph_node_id);
+    }
+}

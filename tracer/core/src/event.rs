@@ -208,3 +208,33 @@ impl Event {
         }
     }
 }
+
+#[cfg(test)]
+impl Kernel {
+    /// A plain kernel on device 0, stream 7, for tests.
+    pub(crate) fn sample(name: &str, correlation: u32, start: u64, end: u64) -> Kernel {
+        Kernel {
+            name: Name::from(name),
+            start,
+            end,
+            queued: 0,
+            submitted: 0,
+            device: 0,
+            context: 1,
+            stream: 7,
+            correlation,
+            registers_per_thread: 32,
+            static_shared_memory: 0,
+            dynamic_shared_memory: 0,
+            grid: [1, 1, 1],
+            block: [32, 1, 1],
+            cluster: [0, 0, 0],
+            graph_id: 0,
+            graph_node_id: 0,
+            launch_type: 0,
+            channel_id: 0,
+            channel_type: 0,
+            is_device_launched: None,
+        }
+    }
+}

@@ -111,29 +111,7 @@ mod tests {
     use crate::trace_writer::{TraceMeta, TraceStats, TraceWriter};
 
     fn kernel(i: u64) -> Kernel {
-        Kernel {
-            name: Name::from(format!("k{i}")),
-            start: 1_000 + i * 100,
-            end: 1_050 + i * 100,
-            queued: 0,
-            submitted: 0,
-            device: 0,
-            context: 1,
-            stream: 7,
-            correlation: i as u32,
-            registers_per_thread: 32,
-            static_shared_memory: 0,
-            dynamic_shared_memory: 0,
-            grid: [1, 1, 1],
-            block: [32, 1, 1],
-            cluster: [0, 0, 0],
-            graph_id: 0,
-            graph_node_id: 0,
-            launch_type: 0,
-            channel_id: 0,
-            channel_type: 0,
-            is_device_launched: None,
-        }
+        Kernel::sample(&format!("k{i}"), i as u32, 1_000 + i * 100, 1_050 + i * 100)
     }
 
     /// A gzip trace with 10 events flushed, 5 more written but not flushed, then cut.

@@ -84,29 +84,7 @@ fn api(corr: u32, start: u64) -> Event {
 }
 
 fn kernel(corr: u32, start: u64, end: u64) -> Event {
-    Event::Kernel(Kernel {
-        name: Name::from(format!("k{corr}")),
-        start,
-        end,
-        queued: 0,
-        submitted: 0,
-        device: 0,
-        context: 1,
-        stream: 7,
-        correlation: corr,
-        registers_per_thread: 0,
-        static_shared_memory: 0,
-        dynamic_shared_memory: 0,
-        grid: [1, 1, 1],
-        block: [1, 1, 1],
-        cluster: [0, 0, 0],
-        graph_id: 0,
-        graph_node_id: 0,
-        launch_type: 0,
-        channel_id: 0,
-        channel_type: 0,
-        is_device_launched: None,
-    })
+    Event::Kernel(Kernel::sample(&format!("k{corr}"), corr, start, end))
 }
 
 fn kernel_names(t: &serde_json::Value) -> Vec<String> {
