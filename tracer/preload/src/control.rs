@@ -106,6 +106,7 @@ fn set_collecting(t: &Tracer, on: bool) {
 
 /// Acts on one transition of the window at time `ts`.
 fn apply(t: &Tracer, tr: Transition, ts: u64) {
+    tracing::debug!(?tr, ts, "window transition");
     let (step_start, step_tid, work, cycle) = {
         let Ok(mut g) = STATE.lock() else { return };
         let Some(s) = g.as_mut() else { return };

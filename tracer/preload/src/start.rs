@@ -115,6 +115,24 @@ pub fn filter_api_calls(t: &Tracer) {
     }
 }
 
+/// CUPROF_LOG=error|warn|info|debug|trace: cuprof's own diagnostics on stderr (CUPTI setup,
+/// window transitions, flushes, files). Off by default: the host's stderr is not ours.
+fn init_logging() {
+    let level = match std::env::var("CUPROF_LOG").as_deref().map(str::trim) {
+        Ok("error") => tracing::Level::ERROR,
+        Ok("warn") => tracing::Level::WARN,
+        Ok("info") => tracing::Level::INFO,
+        Ok("debug") => tracing::Level::DEBUG,
+        Ok("trace") => tracing::Level::TRACE,
+        _ => return,
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(level)
+        .with_target(false)
+        .try_init();
+}
+
 fn kinds(cfg: &Config) -> Vec<u32> {
     let mut k = Vec::new();
     if cfg.activities.gpu {
@@ -168,6 +186,7 @@ unsafe extern "C" fn on_callback(_user: *mut c_void, domain: u32, cbid: u32, dat
 
 /// Loads and configures CUPTI and starts the writer. Errors are one line for stderr.
 pub fn start(cfg: &Config) -> Result<(), String> {
+    init_logging();
     let explicit = cfg
         .cupti_path
         .as_ref()
@@ -177,6 +196,7 @@ pub fn start(cfg: &Config) -> Result<(), String> {
     // SAFETY: writes one u32.
     unsafe { (cupti.cuptiGetVersion)(&mut version) };
     let family = LayoutFamily::from_version(version).map_err(|e| e.to_string())?;
+    tracing::debug!(path = %cupti.path, version, ?family, "libcupti loaded");
     subscribe(&cupti)?;
     // SAFETY: plain CUPTI calls; the callbacks are ours and live forever (nodelete).
     unsafe {
@@ -244,6 +264,7 @@ pub fn start(cfg: &Config) -> Result<(), String> {
             ));
         }
     }
+    tracing::debug!(kinds = ?kinds(cfg), memory = cfg.activities.mem, with_stack = cfg.with_stack, api_filter = ?cfg.api, "activity kinds");
     let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
     let tracer = Tracer {
         api_filter,

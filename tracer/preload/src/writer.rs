@@ -174,6 +174,7 @@ fn run(mut session: Session, rx: Receiver<Msg>) {
         }
         control::poll_time();
         if let Action::FlushCupti { forced } = session.tick(Instant::now()) {
+            tracing::trace!(forced, "CUPTI flush");
             if let Some(t) = TRACER.get() {
                 t.flush_cupti(forced);
             }
@@ -201,6 +202,12 @@ fn report(session: Session) {
     }
     let Some(t) = TRACER.get() else { return };
     let stats = t.counters.snapshot();
+    tracing::debug!(
+        ?written,
+        ?stats,
+        records = t.counters.records.load(Relaxed),
+        "session finished"
+    );
     // Under `cuprof run` the launcher prints the lines once the program has ended (stderr may be
     // closed by then, or interleaved with the program's own output).
     let say = |m: &str| {
