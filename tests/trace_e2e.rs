@@ -277,3 +277,41 @@ fn cupti13_layout_trace_holds_every_record_exactly() {
 fn cupti12_layout_trace_holds_every_record_exactly() {
     check_workload("12", 28);
 }
+
+fn driver_launches(api: Option<&str>) -> (Value, Value) {
+    let dir = TempDir::new("driver");
+    let mut run = Run::python("driver_launch.py", &[], dir.path());
+    if let Some(api) = api {
+        run = run.env("CUPROF_API", api);
+    }
+    let (corr, _) = run.ok_json();
+    (read_trace(&dir.path().join("t-rank0.trace.json.gz")), corr)
+}
+
+#[test]
+fn direct_driver_launches_get_their_cpu_partner_and_flow() {
+    // Default: from CUPTI callbacks on the launch calls alone; `all`: from the DRIVER kind.
+    for api in [None, Some("all")] {
+        let (t, corr) = driver_launches(api);
+        let driver = events(&t, "cuda_driver");
+        let launches: Vec<&&Value> = driver.iter().filter(|e| e["name"] == "cuLaunchKernel").collect();
+        assert_eq!(launches.len(), 3, "{api:?}");
+        let want: Vec<&Value> = corr["driver"].as_array().unwrap().iter().collect();
+        let got: Vec<&Value> = launches.iter().map(|e| &e["args"]["correlation"]).collect();
+        assert_eq!(got, want, "{api:?}");
+        for e in &launches {
+            assert_eq!(e["args"]["cbid"], 307);
+            assert!(e["dur"].as_f64().unwrap() >= 0.0);
+        }
+        let kernels = events(&t, "kernel");
+        assert_eq!(kernels.len(), 4);
+        for c in want {
+            let k = kernels.iter().find(|k| k["args"]["correlation"] == *c).expect("kernel of the launch");
+            assert_eq!(k["name"], "triton_poi_fused_add_0");
+            let s = phs(&t, "s").into_iter().filter(|f| f["id"] == *c).count();
+            let f = phs(&t, "f").into_iter().filter(|f| f["id"] == *c).count();
+            assert_eq!((s, f), (1, 1), "{api:?}: one flow pair per driver launch");
+        }
+        assert_eq!(events(&t, "cuda_runtime").len(), 1);
+    }
+}

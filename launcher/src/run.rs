@@ -78,6 +78,10 @@ struct Options {
     #[arg(long)]
     with_stack: bool,
 
+    /// Kernels' queued/submitted times (the `queued` arg); costs time on every launch
+    #[arg(long)]
+    queued: bool,
+
     /// Idle steps at the start of each cycle [default: 0]
     #[arg(long, value_name = "N")]
     wait: Option<u64>,
@@ -124,7 +128,8 @@ struct Options {
     #[arg(long, value_name = "LIST", value_parser = ranks)]
     ranks: Option<String>,
 
-    /// Which API calls to keep: filtered (launches, copies, syncs, allocations...) or all
+    /// Which API calls to keep: filtered (launches, copies, syncs, allocations...), runtime
+    /// (the same without driver API records) or all
     #[arg(long, value_enum, ignore_case = true)]
     api: Option<Api>,
 
@@ -161,6 +166,8 @@ enum Api {
     Filtered,
     #[value(name = "all")]
     All,
+    #[value(name = "runtime")]
+    Runtime,
 }
 
 fn file_prefix(s: &str) -> Result<String, String> {
@@ -264,6 +271,9 @@ fn child_env(
         }
         env.push((vars::ACTIVITIES, names.join(",").into()));
     }
+    if a.queued {
+        env.push((vars::QUEUED, "1".into()));
+    }
     if a.with_stack {
         env.push((vars::WITH_STACK, "1".into()));
     }
@@ -306,6 +316,7 @@ fn child_env(
         let v = match api {
             Api::Filtered => "filtered",
             Api::All => "all",
+            Api::Runtime => "runtime",
         };
         env.push((vars::API, v.into()));
     }

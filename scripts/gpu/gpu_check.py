@@ -93,7 +93,7 @@ def dump_buffers():
 
 def check_transformer():
     d = fresh("tx")
-    r = run([CUPROF, "run", "--dir", d, "--name", "tx", "--step-nvtx", "step", "--wait", "3", "--active", "1", "--",
+    r = run([CUPROF, "run", "--dir", d, "--name", "tx", "--queued", "--step-nvtx", "step", "--wait", "3", "--active", "1", "--",
              sys.executable, os.path.join(HERE, "transformer_step.py"), "5"], timeout=600)
     files = glob.glob(f"{d}/*.trace.json.gz")
     info = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}

@@ -79,6 +79,10 @@ _SIGNATURES = {
         _U32,
         [c_char_p, c_uint32, c_uint32, c_int, c_int, c_int, c_int, c_int, c_int, c_uint64],
     ),
+    "double_driver_launch_kernel": (
+        _U32,
+        [c_char_p, c_uint32, c_uint32, c_int, c_int, c_int, c_int, c_int, c_int, c_uint64],
+    ),
     "double_launch_graph": (_U32, [c_uint32, c_uint32, c_uint32, c_char_p, c_uint64]),
     "double_memcpy": (
         _U32,

@@ -31,6 +31,7 @@ pub mod cbid {
     pub const CUDA_MALLOC_ASYNC: u32 = 373; // cudaMallocAsync_v11020
     pub const CUDA_FREE_ASYNC: u32 = 375; // cudaFreeAsync_v11020
 
+    pub const CU_LAUNCH_KERNEL: u32 = 307; // cuLaunchKernel
     pub const CU_MEMCPY_HTOD_V2: u32 = 276;
     pub const CU_MEMCPY_HTOD_ASYNC_V2: u32 = 277;
     pub const CU_MEMCPY_DTOH_V2: u32 = 278;
@@ -236,7 +237,17 @@ fn kernel_record(l: &KernelLaunch, corr: u32, t0: u64, graph: Option<(u32, u64)>
 
 /// cudaLaunchKernel. Returns (correlation id, records emitted).
 pub fn launch_kernel(l: &KernelLaunch, callbacks: bool) -> (u32, u64) {
-    let call = ApiCall::begin(DOMAIN_RUNTIME, cbid::CUDA_LAUNCH_KERNEL, l.name, callbacks);
+    launch_kernel_via(DOMAIN_RUNTIME, cbid::CUDA_LAUNCH_KERNEL, l, callbacks)
+}
+
+/// cuLaunchKernel, straight to the driver (as Triton's launcher does): driver-domain callbacks
+/// and a DRIVER API record, no runtime one. Returns (correlation id, records emitted).
+pub fn launch_kernel_driver(l: &KernelLaunch) -> (u32, u64) {
+    launch_kernel_via(DOMAIN_DRIVER, cbid::CU_LAUNCH_KERNEL, l, true)
+}
+
+fn launch_kernel_via(domain: u32, cbid: u32, l: &KernelLaunch, callbacks: bool) -> (u32, u64) {
+    let call = ApiCall::begin(domain, cbid, l.name, callbacks);
     let t0 = call.start;
     let mut n = call.record(t0 + 2000);
     n += kernel_record(l, call.corr, t0, None);

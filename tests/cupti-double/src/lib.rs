@@ -84,6 +84,35 @@ pub unsafe extern "C" fn double_launch_kernel(
     })
 }
 
+/// cuLaunchKernel (driver cbid 307) of `name`, as a program launching through the driver API
+/// directly does (Triton): driver callbacks, a DRIVER API record (when that kind and cbid are
+/// on), EXTERNAL_CORRELATION records, a kernel record. Returns the correlation id.
+#[no_mangle]
+pub unsafe extern "C" fn double_driver_launch_kernel(
+    name: *const c_char,
+    device: u32,
+    stream: u32,
+    gx: c_int,
+    gy: c_int,
+    gz: c_int,
+    bx: c_int,
+    by: c_int,
+    bz: c_int,
+    duration_ns: u64,
+) -> u32 {
+    guard(0, || {
+        let l = control::KernelLaunch {
+            name: state::intern(&bytes_of(name, b"kernel")),
+            device,
+            stream,
+            grid: [gx, gy, gz],
+            block: [bx, by, bz],
+            duration: duration_ns,
+        };
+        control::launch_kernel_driver(&l).0
+    })
+}
+
 /// cudaGraphLaunch (cbid 311) of a graph called `name` with `n_kernels` kernel nodes, all
 /// named `name`, sharing the launch's correlation id; graphId is fixed per graph name,
 /// graphNodeId = 1..=n. Returns the correlation id.

@@ -509,7 +509,7 @@ fn measure<T>(reps: usize, mut f: impl FnMut() -> T) -> (f64, f64) {
 
 /// The figures, each the median of `reps` passes over the fixture.
 fn figures(fx: &Fixture, reps: usize, lines: &mut Vec<String>, json: &mut Vec<String>) {
-    let mut row = |key: &str, what: &str, n: u64, (wall, cpu): (f64, f64)| {
+    let row = |lines: &mut Vec<String>, json: &mut Vec<String>, key: &str, what: &str, n: u64, (wall, cpu): (f64, f64)| {
         lines.push(format!(
             "{what:52} {:8.1} ns/record CPU {:7.2} M/s CPU {:7.2} M/s wall",
             cpu / n as f64,
@@ -525,7 +525,7 @@ fn figures(fx: &Fixture, reps: usize, lines: &mut Vec<String>, json: &mut Vec<St
         let mut d = Decoder::new(LayoutFamily::Cupti13);
         let mut names = PtrNames::new();
         let t = measure(reps, || bufs.iter().map(|b| decode_buffer(&mut d, &mut names, b.bytes())).collect::<Vec<_>>());
-        row(&format!("decode_{label}"), &format!("decode ({label})"), n, t);
+        row(lines, json, &format!("decode_{label}"), &format!("decode ({label})"), n, t);
     }
     {
         // decode + try_send on this thread; a consumer thread receives and drops the batches,
@@ -541,7 +541,7 @@ fn figures(fx: &Fixture, reps: usize, lines: &mut Vec<String>, json: &mut Vec<St
                 tx.try_send(Input::Events(events)).expect("room in the channel");
             }
         });
-        row("callback_mix", "callback: decode + try_send (mix)", n, t);
+        row(lines, json, "callback_mix", "callback: decode + try_send (mix)", n, t);
         drop(tx);
         consumer.join().unwrap();
     }
@@ -550,12 +550,37 @@ fn figures(fx: &Fixture, reps: usize, lines: &mut Vec<String>, json: &mut Vec<St
         let decoded = fx.decoded(bufs);
         let mut copies: Vec<_> = (0..reps).map(|_| decoded.clone()).collect();
         let t = measure(reps, || write_session(copies.pop().unwrap(), 1));
-        row(&format!("writer_{label}"), &format!("writer: session + gzip 1 ({label})"), n, t);
+        row(lines, json, &format!("writer_{label}"), &format!("writer: session + gzip 1 ({label})"), n, t);
+    }
+    for (label, bufs) in [("mix", &fx.mix), ("kernels_only", &fx.kernels)] {
+        // What compression alone costs: the session's JSON, gzipped again in 64 KiB writes.
+        let n = records(bufs);
+        let sink = CountingSink { keep: Some(Default::default()), ..Default::default() };
+        let mut s = session(sink.clone(), 0);
+        for b in fx.decoded(bufs) {
+            s.handle(Input::Events(b));
+        }
+        let _ = s.finish();
+        let stored = sink.keep.unwrap().lock().unwrap().clone();
+        let mut json_text = Vec::new();
+        io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&stored[..]), &mut json_text).unwrap();
+        lines.push(format!("{label}: {:.0} bytes of JSON per record", json_text.len() as f64 / n as f64));
+        json.push(format!("\"json_bytes_per_record_{label}\": {:.1}", json_text.len() as f64 / n as f64));
+        for level in [1u32, 2] {
+            let t = measure(reps, || {
+                let mut gz = flate2::write::GzEncoder::new(io::sink(), flate2::Compression::new(level));
+                for chunk in json_text.chunks(1 << 16) {
+                    gz.write_all(chunk).unwrap();
+                }
+                gz.finish().unwrap();
+            });
+            row(lines, json, &format!("gzip{level}_alone_{label}"), &format!("gzip {level} alone on that JSON ({label})"), n, t);
+        }
     }
     for (label, bufs) in [("mix", &fx.mix), ("kernels_only", &fx.kernels)] {
         let n = records(bufs);
         let t = measure(reps, || end_to_end(bufs, 1));
-        row(&format!("e2e_{label}"), &format!("end to end, one core, gzip 1 ({label})"), n, t);
+        row(lines, json, &format!("e2e_{label}"), &format!("end to end, one core, gzip 1 ({label})"), n, t);
     }
 }
 
@@ -599,6 +624,9 @@ fn summary(fx: &Fixture) {
         let v: serde_json::Value = serde_json::from_str(&text).expect("the trace is valid JSON");
         let n = v["traceEvents"].as_array().unwrap().iter().filter(|e| e["cat"] == "kernel").count();
         assert_eq!(n, fx.mix[0].kernels);
+        if let Some(path) = std::env::var_os("CUPROF_BENCH_DUMP") {
+            std::fs::write(path, &text).unwrap();
+        }
         if std::env::var_os("CUPROF_BENCH_SHOW").is_some() {
             for l in text.lines().filter(|l| l.starts_with("{\"ph\"")).take(12) {
                 println!("{l}");
@@ -630,7 +658,11 @@ fn summary(fx: &Fixture) {
     for (label, bufs) in [("mix", &fx.mix), ("kernels_only", &fx.kernels)] {
         let kernels: u64 = bufs.iter().map(|b| b.kernels as u64).sum();
         let decoded = fx.decoded(bufs);
-        for level in [0u32, 1, 2, 3, 4, 6] {
+        let levels: Vec<u32> = std::env::var("CUPROF_BENCH_LEVELS")
+            .ok()
+            .map(|v| v.split(',').filter_map(|l| l.trim().parse().ok()).collect())
+            .unwrap_or_else(|| vec![0, 1, 2, 3, 4, 6]);
+        for &level in &levels {
             let (bytes, events) = write_session(decoded.clone(), level);
             let mut copies: Vec<_> = (0..3).map(|_| decoded.clone()).collect();
             let (_, cpu) = measure(3, || write_session(copies.pop().unwrap(), level));
@@ -653,6 +685,9 @@ fn summary(fx: &Fixture) {
         println!("{l}");
     }
     println!();
+    if let Some(path) = std::env::var_os("CUPROF_BENCH_SUMMARY") {
+        let _ = std::fs::write(path, format!("{{{}}}\n", json.join(", ")));
+    }
     let dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"))
@@ -800,8 +835,31 @@ fn main() {
         .measurement_time(Duration::from_secs(4))
         .sample_size(20)
         .configure_from_args();
+    // `CUPROF_BENCH_LOOP=decode|writer|e2e[:LEVEL]`: run one stage for ~5 s and exit (for perf).
+    if let Ok(stage) = std::env::var("CUPROF_BENCH_LOOP") {
+        // `stage:level:iterations` runs a fixed count instead (for instruction counts).
+        let mut parts = stage.split(':');
+        let stage = parts.next().unwrap_or("e2e").to_string();
+        let level: u32 = parts.next().and_then(|l| l.parse().ok()).unwrap_or(1);
+        let iterations: Option<u32> = parts.next().and_then(|l| l.parse().ok());
+        let decoded = fx.decoded(&fx.mix);
+        let t = Instant::now();
+        let mut done = 0;
+        while iterations.map_or(t.elapsed() < Duration::from_secs(5), |n| done < n) {
+            done += 1;
+            match stage.as_str() {
+                "decode" => drop(fx.decoded(&fx.mix)),
+                "writer" => drop(write_session(decoded.clone(), level)),
+                _ => drop(end_to_end(&fx.mix, level)),
+            }
+        }
+        return;
+    }
     if std::env::var_os("CUPROF_BENCH_NO_SUMMARY").is_none() {
         summary(&fx);
+    }
+    if std::env::var_os("CUPROF_BENCH_NO_CRITERION").is_some() {
+        return;
     }
     bench_decode(&mut c, &fx);
     bench_channel(&mut c, &fx);

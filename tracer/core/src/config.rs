@@ -31,6 +31,7 @@ pub mod vars {
     pub const ACTIVITIES: &str = "CUPROF_ACTIVITIES";
     pub const API: &str = "CUPROF_API";
     pub const WITH_STACK: &str = "CUPROF_WITH_STACK";
+    pub const QUEUED: &str = "CUPROF_QUEUED";
     pub const WAIT: &str = "CUPROF_WAIT";
     pub const WARMUP: &str = "CUPROF_WARMUP";
     pub const ACTIVE: &str = "CUPROF_ACTIVE";
@@ -150,6 +151,10 @@ pub enum ApiFilter {
     Filtered,
     /// Every runtime and driver API call.
     All,
+    /// The filtered runtime calls only, no driver API records: cheapest for programs that make
+    /// many driver calls (cuBLAS, cuDNN), at the cost of the flows from direct driver launches
+    /// (Triton kernels).
+    Runtime,
 }
 
 /// This process's place in a distributed job.
@@ -183,6 +188,9 @@ pub struct Config {
     pub activities: Activities,
     pub api: ApiFilter,
     pub with_stack: bool,
+    /// `CUPROF_QUEUED`: ask CUPTI for kernels' queued/submitted times (Kineto's `queued`
+    /// argument); it costs time on every launch, so it is off by default.
+    pub queued: bool,
     /// The step source and window.
     pub capture: Capture,
     /// With [`Capture::Steps`]: the NVTX pattern whose range starts are the steps; `None`:
@@ -220,6 +228,7 @@ impl Default for Config {
             activities: Activities::default(),
             api: ApiFilter::default(),
             with_stack: false,
+            queued: false,
             capture: Capture::WholeRun,
             step_nvtx: None,
             ranks: None,
@@ -507,10 +516,12 @@ impl Parser<'_> {
             match v.to_ascii_lowercase().as_str() {
                 "filtered" => c.api = ApiFilter::Filtered,
                 "all" => c.api = ApiFilter::All,
-                _ => self.warn(vars::API, &v, "expected filtered or all", api_fallback),
+                "runtime" => c.api = ApiFilter::Runtime,
+                _ => self.warn(vars::API, &v, "expected filtered, runtime or all", api_fallback),
             }
         }
         c.with_stack = self.boolean(vars::WITH_STACK);
+        c.queued = self.boolean(vars::QUEUED);
         c.quiet = self.boolean(vars::QUIET);
 
         self.capture(&mut c);

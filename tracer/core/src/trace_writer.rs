@@ -87,7 +87,19 @@ pub struct TraceWriter<W: Write> {
     gpu_threads: BTreeSet<(u32, u32)>,
     cpu_threads: BTreeSet<(u32, u32)>,
     context_device: BTreeMap<u32, u32>,
+    /// The last (device, context, stream) noted: consecutive GPU work is mostly on one stream,
+    /// so the sets above are only searched when it changes.
+    last_gpu: Option<(u32, u32, u32)>,
+    /// Reused for names built per event (memcpy, memset), so none allocates.
+    scratch: String,
+    /// A write error met while spilling between events, reported by the next `pump`.
+    failed: Option<io::Error>,
 }
+
+/// Formatted events are handed to the compressor in chunks of about this size, also in the
+/// middle of a batch: the buffer stays cache-sized instead of growing to a whole CUPTI buffer's
+/// JSON (tens of MB) between two `pump`s.
+const CHUNK: usize = 1 << 16;
 
 fn memory_kind_name(kind: u8) -> &'static str {
     match kind {
@@ -120,12 +132,29 @@ fn copy_kind_name(kind: u8) -> &'static str {
 
 /// `Memcpy DtoH (Device -> Pinned)`, Kineto's name for a copy.
 pub fn memcpy_name(m: &Memcpy) -> String {
-    format!(
-        "Memcpy {} ({} -> {})",
-        copy_kind_name(m.copy_kind),
-        memory_kind_name(m.src_kind),
-        memory_kind_name(m.dst_kind)
-    )
+    let mut s = String::new();
+    write_memcpy_name(&mut s, m);
+    s
+}
+
+/// [`memcpy_name`] into a reused buffer (the writer formats one per copy).
+fn write_memcpy_name(s: &mut String, m: &Memcpy) {
+    s.clear();
+    s.push_str("Memcpy ");
+    s.push_str(copy_kind_name(m.copy_kind));
+    s.push_str(" (");
+    s.push_str(memory_kind_name(m.src_kind));
+    s.push_str(" -> ");
+    s.push_str(memory_kind_name(m.dst_kind));
+    s.push(')');
+}
+
+/// `Memset (Device)`, Kineto's name for a memset, into a reused buffer.
+fn write_memset_name(s: &mut String, m: &Memset) {
+    s.clear();
+    s.push_str("Memset (");
+    s.push_str(memory_kind_name(m.memory_kind as u8));
+    s.push(')');
 }
 
 pub fn sync_name(sync_type: u32) -> &'static str {
@@ -182,6 +211,9 @@ impl<W: Write> TraceWriter<W> {
             gpu_threads: BTreeSet::new(),
             cpu_threads: BTreeSet::new(),
             context_device: BTreeMap::new(),
+            last_gpu: None,
+            scratch: String::new(),
+            failed: None,
         };
         w.header()?;
         Ok(w)
@@ -219,7 +251,20 @@ impl<W: Write> TraceWriter<W> {
         self.out.get_ref().as_ref().len()
     }
 
+    /// Hands what is formatted to the compressor; an error is kept for the next `pump`.
+    fn spill(&mut self) {
+        if self.failed.is_none() {
+            if let Err(e) = self.out.write_all(&self.buf) {
+                self.failed = Some(e);
+            }
+        }
+        self.buf.clear();
+    }
+
     fn begin(&mut self, ph: &str) {
+        if self.buf.len() >= CHUNK {
+            self.spill();
+        }
         if self.events > 0 {
             self.buf.extend_from_slice(b",\n");
         }
@@ -295,6 +340,10 @@ impl<W: Write> TraceWriter<W> {
     }
 
     fn note_gpu(&mut self, device: u32, context: u32, stream: u32) {
+        if self.last_gpu == Some((device, context, stream)) {
+            return;
+        }
+        self.last_gpu = Some((device, context, stream));
         self.gpu_threads.insert((device, stream));
         self.context_device.insert(context, device);
     }
@@ -359,8 +408,10 @@ impl<W: Write> TraceWriter<W> {
     /// call's when there is one), so that HTA and the flows find its CPU partner.
     pub fn memcpy(&mut self, m: &Memcpy, correlation: u32) {
         self.note_gpu(m.device, m.context, m.stream);
-        let name = memcpy_name(m);
+        let mut name = std::mem::take(&mut self.scratch);
+        write_memcpy_name(&mut name, m);
         self.complete("gpu_memcpy", &name, m.device, m.stream, m.start, m.end);
+        self.scratch = name;
         self.gpu_common_args(m.device, m.context, m.stream, correlation);
         self.arg_u64("bytes", m.bytes);
         self.bandwidth(m.bytes, m.start, m.end);
@@ -381,8 +432,10 @@ impl<W: Write> TraceWriter<W> {
 
     pub fn memset(&mut self, m: &Memset) {
         self.note_gpu(m.device, m.context, m.stream);
-        let name = format!("Memset ({})", memory_kind_name(m.memory_kind as u8));
+        let mut name = std::mem::take(&mut self.scratch);
+        write_memset_name(&mut name, m);
         self.complete("gpu_memset", &name, m.device, m.stream, m.start, m.end);
+        self.scratch = name;
         self.gpu_common_args(m.device, m.context, m.stream, m.correlation);
         self.arg_u64("bytes", m.bytes);
         self.bandwidth(m.bytes, m.start, m.end);
@@ -525,7 +578,10 @@ impl<W: Write> TraceWriter<W> {
 
     /// Moves formatted events into the compressor once enough have gathered.
     pub fn pump(&mut self) -> io::Result<()> {
-        if self.buf.len() >= 1 << 16 {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        if self.buf.len() >= CHUNK {
             self.out.write_all(&self.buf)?;
             self.buf.clear();
         }
@@ -534,6 +590,9 @@ impl<W: Write> TraceWriter<W> {
 
     /// Ends a complete deflate block: everything written so far survives a SIGKILL.
     pub fn sync_flush(&mut self) -> io::Result<()> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
         self.out.write_all(&self.buf)?;
         self.buf.clear();
         self.out.flush()
@@ -563,6 +622,9 @@ impl<W: Write> TraceWriter<W> {
 
     /// [`TraceWriter::finish`], also returning how many events the file holds.
     pub fn finish_counted(mut self, end_ns: u64, stats: &TraceStats) -> io::Result<(W, u64)> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
         let pid = self.meta.pid;
         let pname = self.meta.process_name.clone();
         self.metadata("process_name", pid, 0, "name", MetaValue::Str(pname));
@@ -600,6 +662,9 @@ impl<W: Write> TraceWriter<W> {
             serde_json::to_string(&self.meta.trace_name).map_err(io::Error::other)?
         );
         self.buf.extend_from_slice(footer.as_bytes());
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
         self.out.write_all(&self.buf)?;
         self.buf.clear();
         let events = self.events;

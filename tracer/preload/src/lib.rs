@@ -19,6 +19,7 @@
 mod buffers;
 mod control;
 mod cupti;
+mod driver_calls;
 mod entry;
 mod hooks;
 mod nvtx;

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# CPU-side overhead figures of cuprof (issue 8), on any machine (no GPU needed):
+#
+#  1. `cargo bench -p cuprof-core --bench pipeline` (criterion): decode of real-layout CUPTI 13.0
+#     record buffers, the channel hand-off, the gzip JSON writer, end to end on one core; plus
+#     the per-stage figures on the thread's CPU clock, bytes on disk per kernel per gzip level,
+#     and the event model's sizes. Prints one table at the end.
+#  2. A preloaded process: python3 + ctypes driving the libcupti test double at RATE records/s
+#     (default 1,000,000: `double_burst` = one runtime API record + one kernel record per
+#     launch) for SECONDS (default 2) under the release libcuprof.so; reports records produced
+#     by the double versus kernels in the trace, cuprofStats' drop counters, and the peak RSS
+#     the tracer adds (the same run with CUPROF_ENABLED=0 as the baseline).
+#
+# Usage: scripts/bench-cpu.sh [--quick] [--no-criterion] [--no-preload]
+#   --quick         criterion with short measurement times (about 1 minute instead of ~4)
+#   --no-criterion  only the summary figures of the bench binary (no criterion groups)
+#   --no-preload    skip part 2
+# Environment: RATE, BENCH_SECONDS (part 2), BENCH_REPS (medians over this many passes, default 5),
+#   CARGO_TARGET_DIR (default target/). Benchmarks are noisy while other builds run on the
+#   machine: the CPU-clock figures are steadier than the wall-clock ones; repeat and compare
+#   medians.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+target=${CARGO_TARGET_DIR:-$root/target}
+quick=0 criterion=1 preload=1
+for a in "$@"; do
+  case $a in
+    --quick) quick=1 ;;
+    --no-criterion) criterion=0 ;;
+    --no-preload) preload=0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $a" >&2; exit 2 ;;
+  esac
+done
+rate=${RATE:-1000000}
+seconds=${BENCH_SECONDS:-2}
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+
+echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# ------------------------------------------------------------------ 1. cargo bench
+summary="$log/summary.json"
+args=()
+if [ $criterion = 0 ]; then
+  export CUPROF_BENCH_NO_CRITERION=1   # the bench binary prints its summary and stops
+elif [ $quick = 1 ]; then
+  args=(--warm-up-time 0.5 --measurement-time 1.5)
+fi
+echo "== cargo bench -p cuprof-core --bench pipeline -- ${args[*]:-}"
+CUPROF_BENCH_SUMMARY="$summary" CUPROF_BENCH_REPS="${BENCH_REPS:-5}" \
+  cargo bench -p cuprof-core --bench pipeline -- ${args[@]+"${args[@]}"} 2>&1 | tee "$log/bench.txt" \
+  | grep -E '^(==|size_of|one |mix|kernels_only|decode|callback|writer|gzip|end to end|[a-z_]+/)' || true
+
+python3 - "$summary" "$target/criterion" <<'PY'
+import json, os, sys
+s = json.load(open(sys.argv[1]))
+crit = sys.argv[2]
+print()
+print("== summary (per-stage medians on the thread's CPU clock; wall clock in brackets)")
+rows = [
+    ("decode, mix (callback thread)", "decode_mix"),
+    ("decode, kernels only", "decode_kernels_only"),
+    ("decode + try_send, mix (callback total)", "callback_mix"),
+    ("writer: session + gzip 1, mix", "writer_mix"),
+    ("writer: session + gzip 1, kernels only", "writer_kernels_only"),
+    ("gzip 1 alone on the writer's JSON, mix", "gzip1_alone_mix"),
+    ("end to end on one core, mix", "e2e_mix"),
+    ("end to end on one core, kernels only", "e2e_kernels_only"),
+]
+print(f"{'stage':44} {'ns/record':>10} {'M records/s':>12} {'(wall)':>8}")
+for label, k in rows:
+    if f"{k}_ns_per_record_cpu" in s:
+        print(f"{label:44} {s[k + '_ns_per_record_cpu']:10.1f} {s[k + '_per_s_cpu'] / 1e6:12.2f} {s[k + '_per_s_wall'] / 1e6:8.2f}")
+print()
+print(f"{'gzip level':12} {'B/kernel mix':>13} {'B/event mix':>12} {'B/kernel GPU-only':>18} {'writer M rec/s (mix)':>21}")
+for lv in range(10):
+    k = f"bytes_per_kernel_mix_gzip{lv}"
+    if k in s:
+        print(f"{lv:<12} {s[k]:13.1f} {s[f'bytes_per_event_mix_gzip{lv}']:12.1f} "
+              f"{s.get(f'bytes_per_kernel_kernels_only_gzip{lv}', float('nan')):18.1f} "
+              f"{s[f'writer_mix_gzip{lv}_per_s_cpu'] / 1e6:21.2f}")
+print()
+print(f"size_of::<Event>() = {s['size_of_Event']} B; records per 8 MiB buffer (mix) = {s['records_per_buffer']}; "
+      f"JSON per record: mix {s.get('json_bytes_per_record_mix', 0):.0f} B, kernels only {s.get('json_bytes_per_record_kernels_only', 0):.0f} B")
+# criterion's own estimates (wall clock), when it ran
+out = []
+for group in ["decode", "channel", "callback", "writer", "end_to_end"]:
+    gdir = os.path.join(crit, group)
+    if not os.path.isdir(gdir):
+        continue
+    for root, dirs, files in os.walk(gdir):
+        if root.endswith("/new") and "estimates.json" in files and "benchmark.json" in files:
+            est = json.load(open(os.path.join(root, "estimates.json")))
+            b = json.load(open(os.path.join(root, "benchmark.json")))
+            tp = (b.get("throughput") or {}).get("Elements")
+            med = est["median"]["point_estimate"]
+            out.append((b["full_id"], med, tp))
+if out:
+    print()
+    print("== criterion (wall clock, median of its samples; latest run of each)")
+    print(f"{'benchmark':55} {'time/iter':>12} {'ns/element':>11} {'M elem/s':>9}")
+    for fid, med, tp in sorted(out):
+        per = med / tp if tp else float("nan")
+        print(f"{fid:55} {med / 1e6:10.2f}ms {per:11.1f} {1e3 / per if tp else float('nan'):9.2f}")
+PY
+
+[ $preload = 1 ] || exit 0
+
+# ------------------------------------------------------------------ 2. preloaded process
+echo
+echo "== cargo build --release -p cuprof-preload -p cupti-double"
+cargo build --release -p cuprof-preload -p cupti-double 2>&1 | tail -1
+lib=$target/release/libcuprof.so
+dbl=$target/release/libcupti_double.so
+for f in "$lib" "$dbl"; do [ -f "$f" ] || { echo "missing $f" >&2; exit 1; }; done
+
+driver=$log/burst.py
+cat >"$driver" <<'PY'
+"""Drives the libcupti double at RATE records/s for SECONDS: double_burst(n) = n launches, each
+one runtime API record + one kernel record (subscriber callbacks off, as in a hot loop)."""
+import json, os, resource, sys, time
+import double as dbl
+rate, seconds = float(sys.argv[1]), float(sys.argv[2])
+d = dbl.load()
+assert d.cuInit(0) == 0
+chunk = 500                       # launches per call: 1,000 records
+total = int(rate * seconds)
+made, calls, late = 0, 0, 0.0
+t0 = time.perf_counter()
+while made < total:
+    target = t0 + made / rate
+    now = time.perf_counter()
+    if now < target:
+        time.sleep(target - now)
+    else:
+        late = max(late, now - target)
+    made += d.double_burst(chunk, 7)
+    calls += 1
+elapsed = time.perf_counter() - t0
+d.cuptiActivityFlushAll(1)
+print(json.dumps({
+    "records_made": made, "seconds": round(elapsed, 3), "rate": round(made / elapsed),
+    "max_lag_s": round(late, 4),
+    "produced": d.double_records_produced(0),
+    "produced_kernels": d.double_records_produced(dbl.KIND_CONCURRENT_KERNEL),
+    "delivered": d.double_records_delivered(0),
+    "dropped_by_double": d.double_records_dropped(),
+    "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+}), flush=True)
+PY
+
+run_burst() { # enabled outdir
+  env -u CUDA_INJECTION64_PATH -u NVTX_INJECTION64_PATH \
+    PYTHONPATH="$root/tests/apps" CUPTI_DOUBLE_LIB="$dbl" LD_PRELOAD="$lib" \
+    CUPROF_ENABLED="$1" CUPROF_CUPTI_PATH="$dbl" CUPROF_DIR="$2" CUPROF_NAME=burst \
+    python3 "$driver" "$rate" "$seconds"
+}
+echo "== preloaded: python3 + libcupti double at $rate records/s for $seconds s (launch + kernel records)"
+mkdir -p "$log/off" "$log/on"
+base=$(run_burst 0 "$log/off" 2>"$log/off.err" | tail -1)
+t_start=$(date +%s.%N)
+traced=$(run_burst 1 "$log/on" 2>"$log/on.err" | tail -1)
+t_end=$(date +%s.%N)
+python3 - "$base" "$traced" "$log/on" "$t_start" "$t_end" "$log/on.err" <<'PY'
+import glob, gzip, json, re, sys, zlib
+base, traced, outdir = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+wall = float(sys.argv[5]) - float(sys.argv[4])
+files = glob.glob(outdir + "/*.trace.json.gz")
+if not files:
+    sys.exit("no trace written; stderr:\n" + open(sys.argv[6]).read())
+path = files[0]
+# Stream the file: count kernel events without loading a multi-GB JSON document.
+kernels, tail, size = 0, b"", 0
+needle = b'"cat": "kernel"'
+with gzip.open(path, "rb") as f:
+    while True:
+        chunk = f.read(1 << 22)
+        if not chunk:
+            break
+        buf = tail + chunk
+        kernels += buf.count(needle)
+        tail = buf[-(len(needle) - 1):]
+        size += len(chunk)
+        last = buf[-4096:]
+stats = json.loads(re.search(rb'"cuprofStats": (\{[^}]*\})', last).group(1))
+import os
+lost = stats["dropped_channel"] + stats["dropped_cupti"] + stats["dropped_buffers"]
+print(f"records produced by the double : {traced['produced']:,} ({traced['produced_kernels']:,} kernel records) "
+      f"at {traced['rate']:,} records/s (target met within {traced['max_lag_s'] * 1e3:.1f} ms)")
+print(f"kernels in the trace           : {kernels:,} "
+      f"({'all of them' if kernels == traced['produced_kernels'] else 'MISSING ' + str(traced['produced_kernels'] - kernels)})")
+print(f"cuprofStats                    : events={stats['events']:,} dropped_channel={stats['dropped_channel']} "
+      f"dropped_cupti={stats['dropped_cupti']} dropped_buffers={stats['dropped_buffers']} "
+      f"kernels_without_timestamps={stats['kernels_without_timestamps']} (lost: {lost})")
+print(f"trace file                     : {os.path.getsize(path) / 1e6:.1f} MB gz, {size / 1e6:.0f} MB JSON, "
+      f"{os.path.getsize(path) / max(kernels, 1):.1f} B/kernel on disk")
+print(f"peak RSS                       : {traced['maxrss_kb'] / 1024:.0f} MiB traced vs {base['maxrss_kb'] / 1024:.0f} MiB untraced "
+      f"(+{(traced['maxrss_kb'] - base['maxrss_kb']) / 1024:.0f} MiB for {traced['produced_kernels']:,} kernels)")
+print(f"process wall time              : {wall:.2f} s traced (driving {traced['seconds']:.2f} s; the rest is the writer draining at exit)")
+print(json.dumps({"preload": {"produced": traced["produced"], "kernels_produced": traced["produced_kernels"],
+                             "kernels_in_trace": kernels, "stats": stats, "rate": traced["rate"],
+                             "rss_added_mib": round((traced["maxrss_kb"] - base["maxrss_kb"]) / 1024, 1),
+                             "wall_s": round(wall, 2), "gz_bytes": os.path.getsize(path)}}))
+PY
