@@ -15,6 +15,7 @@
 #   --quick         criterion with short measurement times (about 1 minute instead of ~4)
 #   --no-criterion  only the summary figures of the bench binary (no criterion groups)
 #   --no-preload    skip part 2
+#   --preload-only  only part 2
 # Environment: RATE, BENCH_SECONDS (part 2), BENCH_REPS (medians over this many passes, default 5),
 #   CARGO_TARGET_DIR (default target/). Benchmarks are noisy while other builds run on the
 #   machine: the CPU-clock figures are steadier than the wall-clock ones; repeat and compare
@@ -23,13 +24,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
-quick=0 criterion=1 preload=1
+quick=0 criterion=1 preload=1 cargo_bench=1
 for a in "$@"; do
   case $a in
     --quick) quick=1 ;;
     --no-criterion) criterion=0 ;;
     --no-preload) preload=0 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    --preload-only) cargo_bench=0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "unknown argument: $a" >&2; exit 2 ;;
   esac
 done
@@ -42,6 +44,7 @@ echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d
 
 # ------------------------------------------------------------------ 1. cargo bench
 summary="$log/summary.json"
+if [ $cargo_bench = 1 ]; then
 args=()
 if [ $criterion = 0 ]; then
   export CUPROF_BENCH_NO_CRITERION=1   # the bench binary prints its summary and stops
@@ -53,10 +56,10 @@ CUPROF_BENCH_SUMMARY="$summary" CUPROF_BENCH_REPS="${BENCH_REPS:-5}" \
   cargo bench -p cuprof-core --bench pipeline -- ${args[@]+"${args[@]}"} 2>&1 | tee "$log/bench.txt" \
   | grep -E '^(==|size_of|one |mix|kernels_only|decode|callback|writer|gzip|end to end|[a-z_]+/)' || true
 
-python3 - "$summary" "$target/criterion" <<'PY'
+python3 - "$summary" "$target/criterion" "$criterion" <<'PY'
 import json, os, sys
 s = json.load(open(sys.argv[1]))
-crit = sys.argv[2]
+crit = sys.argv[2] if sys.argv[3] == "1" else "/nonexistent"
 print()
 print("== summary (per-stage medians on the thread's CPU clock; wall clock in brackets)")
 rows = [
@@ -105,6 +108,7 @@ if out:
         per = med / tp if tp else float("nan")
         print(f"{fid:55} {med / 1e6:10.2f}ms {per:11.1f} {1e3 / per if tp else float('nan'):9.2f}")
 PY
+fi
 
 [ $preload = 1 ] || exit 0
 
@@ -125,23 +129,23 @@ import double as dbl
 rate, seconds = float(sys.argv[1]), float(sys.argv[2])
 d = dbl.load()
 assert d.cuInit(0) == 0
-chunk = 500                       # launches per call: 1,000 records
-total = int(rate * seconds)
-made, calls, late = 0, 0, 0.0
+chunk = 500                       # launches per call: 1,000 records when tracing
+launches = int(rate * seconds / 2)
+done, made, late = 0, 0, 0.0
 t0 = time.perf_counter()
-while made < total:
-    target = t0 + made / rate
+while done < launches:
+    target = t0 + 2 * done / rate
     now = time.perf_counter()
     if now < target:
         time.sleep(target - now)
     else:
         late = max(late, now - target)
-    made += d.double_burst(chunk, 7)
-    calls += 1
+    made += d.double_burst(chunk, 7)  # records made: 0 when no tool enabled any kind
+    done += chunk
 elapsed = time.perf_counter() - t0
 d.cuptiActivityFlushAll(1)
 print(json.dumps({
-    "records_made": made, "seconds": round(elapsed, 3), "rate": round(made / elapsed),
+    "records_made": made, "seconds": round(elapsed, 3), "rate": round(2 * done / elapsed),
     "max_lag_s": round(late, 4),
     "produced": d.double_records_produced(0),
     "produced_kernels": d.double_records_produced(dbl.KIND_CONCURRENT_KERNEL),

@@ -290,7 +290,7 @@ fn driver_launches(api: Option<&str>) -> (Value, Value) {
 
 #[test]
 fn direct_driver_launches_get_their_cpu_partner_and_flow() {
-    // Default: from CUPTI callbacks on the launch calls alone; `all`: from the DRIVER kind.
+    // Default: the DRIVER kind filtered to launches, graph launches and syncs; `all`: unfiltered.
     for api in [None, Some("all")] {
         let (t, corr) = driver_launches(api);
         let driver = events(&t, "cuda_driver");

@@ -117,7 +117,10 @@ impl PtrNames {
                 })
             })
             .collect();
-        PtrNames { kernels: HashMap::new(), runtime }
+        PtrNames {
+            kernels: HashMap::new(),
+            runtime,
+        }
     }
 }
 
@@ -211,12 +214,20 @@ struct Gen {
 
 impl Gen {
     fn new() -> Self {
-        Gen { rng: Rng(0x9e37_79b9_7f4a_7c15), now: BASE_NS + 1_000_000, gpu: BASE_NS + 1_000_000, corr: 1, launch: 0 }
+        Gen {
+            rng: Rng(0x9e37_79b9_7f4a_7c15),
+            now: BASE_NS + 1_000_000,
+            gpu: BASE_NS + 1_000_000,
+            corr: 1,
+            launch: 0,
+        }
     }
 }
 
 /// Fills one buffer of `bytes` with the mix; `kernels_only` leaves out API records, memcpys
 /// and memsets (`CUPROF_ACTIVITIES=GPU` on a launch-bound loop).
+// `%` rather than `is_multiple_of` (Rust 1.87): the workspace's rust-version is 1.80.
+#[allow(clippy::manual_is_multiple_of)]
 fn fill_buffer(g: &mut Gen, names: &[CString], bytes: usize, kernels_only: bool) -> Buffer {
     let mut words = vec![0u64; bytes / 8];
     // SAFETY: viewing the u64 storage as bytes.
@@ -241,7 +252,14 @@ fn fill_buffer(g: &mut Gen, names: &[CString], bytes: usize, kernels_only: bool)
         };
         let launch_dur = 2_500 + g.rng.below(1_500);
         if !kernels_only {
-            api(&mut Writer { b: &mut raw[at..at + API] }, g, CBID_LAUNCH_KERNEL, launch_dur);
+            api(
+                &mut Writer {
+                    b: &mut raw[at..at + API],
+                },
+                g,
+                CBID_LAUNCH_KERNEL,
+                launch_dur,
+            );
             at += API;
             records += 1;
         }
@@ -250,7 +268,9 @@ fn fill_buffer(g: &mut Gen, names: &[CString], bytes: usize, kernels_only: bool)
         let dur = 1_500 + (which as u64 * 733) % 30_000 + g.rng.below(800);
         {
             use off::kernel as k;
-            let mut w = Writer { b: &mut raw[at..at + KERNEL] };
+            let mut w = Writer {
+                b: &mut raw[at..at + KERNEL],
+            };
             w.u32(0, 10);
             w.u16(k::REGISTERS_PER_THREAD, 32 + (which as u16 % 5) * 16);
             w.u64(k::START, start);
@@ -265,8 +285,14 @@ fn fill_buffer(g: &mut Gen, names: &[CString], bytes: usize, kernels_only: bool)
                 w.i32(k::BLOCK_X + 4 * i, block[i]);
                 w.u32(k::CLUSTER_X + 4 * i, 0);
             }
-            w.i32(k::STATIC_SHARED_MEMORY, if which % 3 == 0 { 0 } else { 16_384 });
-            w.i32(k::DYNAMIC_SHARED_MEMORY, if which % 5 == 0 { 49_152 } else { 0 });
+            w.i32(
+                k::STATIC_SHARED_MEMORY,
+                if which % 3 == 0 { 0 } else { 16_384 },
+            );
+            w.i32(
+                k::DYNAMIC_SHARED_MEMORY,
+                if which % 5 == 0 { 49_152 } else { 0 },
+            );
             w.u32(k::CORRELATION_ID, g.corr);
             w.u64(k::NAME, names[which].as_ptr() as u64);
             w.u8(k::LAUNCH_TYPE, 0);
@@ -288,13 +314,22 @@ fn fill_buffer(g: &mut Gen, names: &[CString], bytes: usize, kernels_only: bool)
                 continue;
             }
             let api_dur = 3_000 + g.rng.below(2_000);
-            api(&mut Writer { b: &mut raw[at..at + API] }, g, cbid, api_dur);
+            api(
+                &mut Writer {
+                    b: &mut raw[at..at + API],
+                },
+                g,
+                cbid,
+                api_dur,
+            );
             at += API;
             let start = g.gpu.max(g.now + 3_000);
             let dur = 2_000 + g.rng.below(5_000);
             if cbid == CBID_MEMCPY_ASYNC {
                 use off::memcpy as m;
-                let mut w = Writer { b: &mut raw[at..at + MEMCPY] };
+                let mut w = Writer {
+                    b: &mut raw[at..at + MEMCPY],
+                };
                 w.u32(0, 1);
                 let dtoh = g.launch % 100 == 0;
                 w.u8(m::COPY_KIND, if dtoh { 2 } else { 1 });
@@ -311,7 +346,9 @@ fn fill_buffer(g: &mut Gen, names: &[CString], bytes: usize, kernels_only: bool)
                 at += MEMCPY;
             } else {
                 use off::memset as m;
-                let mut w = Writer { b: &mut raw[at..at + MEMSET] };
+                let mut w = Writer {
+                    b: &mut raw[at..at + MEMSET],
+                };
                 w.u32(0, 2);
                 w.u32(m::VALUE, 0);
                 w.u64(m::BYTES, 1 << 20);
@@ -331,7 +368,12 @@ fn fill_buffer(g: &mut Gen, names: &[CString], bytes: usize, kernels_only: bool)
         }
     }
     words.truncate(at.div_ceil(8));
-    Buffer { words, valid: at, records, kernels }
+    Buffer {
+        words,
+        valid: at,
+        records,
+        kernels,
+    }
 }
 
 /// `cuptiActivityGetNextRecord`, for the kinds in these buffers: records are packed, each the
@@ -387,7 +429,10 @@ impl Write for CountingFile {
 
 impl Sink for CountingSink {
     fn open(&mut self, _cycle: u32) -> io::Result<(Box<dyn Write + Send>, PathBuf)> {
-        Ok((Box::new(CountingFile(self.clone())), PathBuf::from("bench.trace.json.gz")))
+        Ok((
+            Box::new(CountingFile(self.clone())),
+            PathBuf::from("bench.trace.json.gz"),
+        ))
     }
     fn open_snapshot(&mut self, _unix_time: u64) -> io::Result<(Box<dyn Write + Send>, PathBuf)> {
         Ok((Box::new(io::sink()), PathBuf::from("bench.pickle")))
@@ -430,8 +475,17 @@ fn meta() -> TraceMeta {
 }
 
 fn session(sink: CountingSink, level: u32) -> Session {
-    let mut s = Session::new(meta(), level, Duration::from_secs(1), Box::new(sink), Arc::new(Counters::default()));
-    s.handle(Input::BeginRecording { ts: BASE_NS, cycle: 1 });
+    let mut s = Session::new(
+        meta(),
+        level,
+        Duration::from_secs(1),
+        Box::new(sink),
+        Arc::new(Counters::default()),
+    );
+    s.handle(Input::BeginRecording {
+        ts: BASE_NS,
+        cycle: 1,
+    });
     s
 }
 
@@ -462,16 +516,26 @@ impl Fixture {
     fn new(buffers: usize) -> Self {
         let names = kernel_names();
         let mut g = Gen::new();
-        let mix = (0..buffers).map(|_| fill_buffer(&mut g, &names, BUFFER_BYTES, false)).collect();
+        let mix = (0..buffers)
+            .map(|_| fill_buffer(&mut g, &names, BUFFER_BYTES, false))
+            .collect();
         let mut g = Gen::new();
-        let kernels = (0..buffers).map(|_| fill_buffer(&mut g, &names, BUFFER_BYTES, true)).collect();
-        Fixture { names, mix, kernels }
+        let kernels = (0..buffers)
+            .map(|_| fill_buffer(&mut g, &names, BUFFER_BYTES, true))
+            .collect();
+        Fixture {
+            names,
+            mix,
+            kernels,
+        }
     }
 
     fn decoded(&self, bufs: &[Buffer]) -> Vec<Vec<Event>> {
         let mut d = Decoder::new(LayoutFamily::Cupti13);
         let mut n = PtrNames::new();
-        bufs.iter().map(|b| decode_buffer(&mut d, &mut n, b.bytes())).collect()
+        bufs.iter()
+            .map(|b| decode_buffer(&mut d, &mut n, b.bytes()))
+            .collect()
     }
 }
 
@@ -483,7 +547,10 @@ fn records(bufs: &[Buffer]) -> u64 {
 
 /// CPU time of the calling thread: what the stage costs, whatever else the machine runs.
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: writes one timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -509,23 +576,45 @@ fn measure<T>(reps: usize, mut f: impl FnMut() -> T) -> (f64, f64) {
 
 /// The figures, each the median of `reps` passes over the fixture.
 fn figures(fx: &Fixture, reps: usize, lines: &mut Vec<String>, json: &mut Vec<String>) {
-    let row = |lines: &mut Vec<String>, json: &mut Vec<String>, key: &str, what: &str, n: u64, (wall, cpu): (f64, f64)| {
+    let row = |lines: &mut Vec<String>,
+               json: &mut Vec<String>,
+               key: &str,
+               what: &str,
+               n: u64,
+               (wall, cpu): (f64, f64)| {
         lines.push(format!(
             "{what:52} {:8.1} ns/record CPU {:7.2} M/s CPU {:7.2} M/s wall",
             cpu / n as f64,
             n as f64 / cpu * 1e3,
             n as f64 / wall * 1e3
         ));
-        json.push(format!("\"{key}_ns_per_record_cpu\": {:.2}", cpu / n as f64));
+        json.push(format!(
+            "\"{key}_ns_per_record_cpu\": {:.2}",
+            cpu / n as f64
+        ));
         json.push(format!("\"{key}_per_s_cpu\": {:.0}", n as f64 / cpu * 1e9));
-        json.push(format!("\"{key}_per_s_wall\": {:.0}", n as f64 / wall * 1e9));
+        json.push(format!(
+            "\"{key}_per_s_wall\": {:.0}",
+            n as f64 / wall * 1e9
+        ));
     };
     for (label, bufs) in [("mix", &fx.mix), ("kernels_only", &fx.kernels)] {
         let n = records(bufs);
         let mut d = Decoder::new(LayoutFamily::Cupti13);
         let mut names = PtrNames::new();
-        let t = measure(reps, || bufs.iter().map(|b| decode_buffer(&mut d, &mut names, b.bytes())).collect::<Vec<_>>());
-        row(lines, json, &format!("decode_{label}"), &format!("decode ({label})"), n, t);
+        let t = measure(reps, || {
+            bufs.iter()
+                .map(|b| decode_buffer(&mut d, &mut names, b.bytes()))
+                .collect::<Vec<_>>()
+        });
+        row(
+            lines,
+            json,
+            &format!("decode_{label}"),
+            &format!("decode ({label})"),
+            n,
+            t,
+        );
     }
     {
         // decode + try_send on this thread; a consumer thread receives and drops the batches,
@@ -538,10 +627,18 @@ fn figures(fx: &Fixture, reps: usize, lines: &mut Vec<String>, json: &mut Vec<St
         let t = measure(reps, || {
             for b in &fx.mix {
                 let events = decode_buffer(&mut d, &mut names, b.bytes());
-                tx.try_send(Input::Events(events)).expect("room in the channel");
+                tx.try_send(Input::Events(events))
+                    .expect("room in the channel");
             }
         });
-        row(lines, json, "callback_mix", "callback: decode + try_send (mix)", n, t);
+        row(
+            lines,
+            json,
+            "callback_mix",
+            "callback: decode + try_send (mix)",
+            n,
+            t,
+        );
         drop(tx);
         consumer.join().unwrap();
     }
@@ -550,12 +647,22 @@ fn figures(fx: &Fixture, reps: usize, lines: &mut Vec<String>, json: &mut Vec<St
         let decoded = fx.decoded(bufs);
         let mut copies: Vec<_> = (0..reps).map(|_| decoded.clone()).collect();
         let t = measure(reps, || write_session(copies.pop().unwrap(), 1));
-        row(lines, json, &format!("writer_{label}"), &format!("writer: session + gzip 1 ({label})"), n, t);
+        row(
+            lines,
+            json,
+            &format!("writer_{label}"),
+            &format!("writer: session + gzip 1 ({label})"),
+            n,
+            t,
+        );
     }
     for (label, bufs) in [("mix", &fx.mix), ("kernels_only", &fx.kernels)] {
         // What compression alone costs: the session's JSON, gzipped again in 64 KiB writes.
         let n = records(bufs);
-        let sink = CountingSink { keep: Some(Default::default()), ..Default::default() };
+        let sink = CountingSink {
+            keep: Some(Default::default()),
+            ..Default::default()
+        };
         let mut s = session(sink.clone(), 0);
         for b in fx.decoded(bufs) {
             s.handle(Input::Events(b));
@@ -563,24 +670,49 @@ fn figures(fx: &Fixture, reps: usize, lines: &mut Vec<String>, json: &mut Vec<St
         let _ = s.finish();
         let stored = sink.keep.unwrap().lock().unwrap().clone();
         let mut json_text = Vec::new();
-        io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&stored[..]), &mut json_text).unwrap();
-        lines.push(format!("{label}: {:.0} bytes of JSON per record", json_text.len() as f64 / n as f64));
-        json.push(format!("\"json_bytes_per_record_{label}\": {:.1}", json_text.len() as f64 / n as f64));
+        io::Read::read_to_end(
+            &mut flate2::read::GzDecoder::new(&stored[..]),
+            &mut json_text,
+        )
+        .unwrap();
+        lines.push(format!(
+            "{label}: {:.0} bytes of JSON per record",
+            json_text.len() as f64 / n as f64
+        ));
+        json.push(format!(
+            "\"json_bytes_per_record_{label}\": {:.1}",
+            json_text.len() as f64 / n as f64
+        ));
         for level in [1u32, 2] {
             let t = measure(reps, || {
-                let mut gz = flate2::write::GzEncoder::new(io::sink(), flate2::Compression::new(level));
+                let mut gz =
+                    flate2::write::GzEncoder::new(io::sink(), flate2::Compression::new(level));
                 for chunk in json_text.chunks(1 << 16) {
                     gz.write_all(chunk).unwrap();
                 }
                 gz.finish().unwrap();
             });
-            row(lines, json, &format!("gzip{level}_alone_{label}"), &format!("gzip {level} alone on that JSON ({label})"), n, t);
+            row(
+                lines,
+                json,
+                &format!("gzip{level}_alone_{label}"),
+                &format!("gzip {level} alone on that JSON ({label})"),
+                n,
+                t,
+            );
         }
     }
     for (label, bufs) in [("mix", &fx.mix), ("kernels_only", &fx.kernels)] {
         let n = records(bufs);
         let t = measure(reps, || end_to_end(bufs, 1));
-        row(lines, json, &format!("e2e_{label}"), &format!("end to end, one core, gzip 1 ({label})"), n, t);
+        row(
+            lines,
+            json,
+            &format!("e2e_{label}"),
+            &format!("end to end, one core, gzip 1 ({label})"),
+            n,
+            t,
+        );
     }
 }
 
@@ -600,21 +732,79 @@ fn end_to_end(bufs: &[Buffer], level: u32) -> u64 {
     sink.bytes.load(Relaxed)
 }
 
+// ------------------------------------------------------------------ memory
+
+fn proc_status_kib(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+/// Peak RSS added by decode + channel + session + writer for a window of `kernels` launches
+/// (the mix: launch records + kernel records + copies), one buffer generated at a time, all on
+/// this thread (so no channel backlog: the writer keeps up by construction). Run first, before
+/// the fixture exists, so that the high-water mark is this stage's.
+fn memory_window(kernels: u64) -> (u64, u64, u64) {
+    let before = proc_status_kib("VmRSS:");
+    let names = kernel_names();
+    let mut g = Gen::new();
+    let mut d = Decoder::new(LayoutFamily::Cupti13);
+    let mut resolver = PtrNames::new();
+    let (tx, rx) = crossbeam_channel::bounded::<Input>(CHANNEL_CAPACITY);
+    let sink = CountingSink::default();
+    let mut s = session(sink.clone(), 1);
+    let mut seen = 0u64;
+    while seen < kernels {
+        let buf = fill_buffer(&mut g, &names, BUFFER_BYTES, false);
+        seen += buf.kernels as u64;
+        let events = decode_buffer(&mut d, &mut resolver, buf.bytes());
+        drop(buf);
+        tx.try_send(Input::Events(events)).unwrap();
+        s.handle(rx.recv().unwrap());
+    }
+    let at_end = proc_status_kib("VmHWM:");
+    let _ = s.finish();
+    (before, at_end, sink.bytes.load(Relaxed))
+}
+
 // ------------------------------------------------------------------ summary (sizes)
 
-fn summary(fx: &Fixture) {
+fn summary(fx: &Fixture, memory: Option<(String, String)>) {
     let mut lines = Vec::new();
     let mut json = Vec::new();
+    if let Some((line, j)) = memory {
+        lines.push(line);
+        json.push(j);
+    }
     // Correctness first: the mix decodes to what was generated, names demangled, and the
     // session's output is valid JSON with every kernel in it.
     {
         let batches = fx.decoded(&fx.mix[..1]);
         let evs = &batches[0];
         assert_eq!(evs.len(), fx.mix[0].records);
-        let kernels: Vec<_> = evs.iter().filter_map(|e| if let Event::Kernel(k) = e { Some(k) } else { None }).collect();
+        let kernels: Vec<_> = evs
+            .iter()
+            .filter_map(|e| {
+                if let Event::Kernel(k) = e {
+                    Some(k)
+                } else {
+                    None
+                }
+            })
+            .collect();
         assert_eq!(kernels.len(), fx.mix[0].kernels);
-        assert!(kernels.iter().any(|k| k.name.starts_with("void at::native::vectorized_elementwise_kernel<4,")));
-        let sink = CountingSink { keep: Some(Default::default()), ..Default::default() };
+        assert!(kernels.iter().any(|k| k
+            .name
+            .starts_with("void at::native::vectorized_elementwise_kernel<4,")));
+        let sink = CountingSink {
+            keep: Some(Default::default()),
+            ..Default::default()
+        };
         let mut s = session(sink.clone(), 1);
         s.handle(Input::Events(batches.into_iter().next().unwrap()));
         let _ = s.finish();
@@ -622,7 +812,12 @@ fn summary(fx: &Fixture) {
         let mut text = String::new();
         io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&gz[..]), &mut text).unwrap();
         let v: serde_json::Value = serde_json::from_str(&text).expect("the trace is valid JSON");
-        let n = v["traceEvents"].as_array().unwrap().iter().filter(|e| e["cat"] == "kernel").count();
+        let n = v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == "kernel")
+            .count();
         assert_eq!(n, fx.mix[0].kernels);
         if let Some(path) = std::env::var_os("CUPROF_BENCH_DUMP") {
             std::fs::write(path, &text).unwrap();
@@ -636,7 +831,10 @@ fn summary(fx: &Fixture) {
     let sizes = [
         ("Event", std::mem::size_of::<Event>()),
         ("Kernel", std::mem::size_of::<cuprof_core::event::Kernel>()),
-        ("ApiCall", std::mem::size_of::<cuprof_core::event::ApiCall>()),
+        (
+            "ApiCall",
+            std::mem::size_of::<cuprof_core::event::ApiCall>(),
+        ),
         ("Memcpy", std::mem::size_of::<cuprof_core::event::Memcpy>()),
         ("Input", std::mem::size_of::<Input>()),
     ];
@@ -654,7 +852,10 @@ fn summary(fx: &Fixture) {
         b.valid / 128 * std::mem::size_of::<Event>()
     ));
     json.push(format!("\"records_per_buffer\": {}", b.records));
-    json.push(format!("\"batch_vec_bytes\": {}", b.valid / 128 * std::mem::size_of::<Event>()));
+    json.push(format!(
+        "\"batch_vec_bytes\": {}",
+        b.valid / 128 * std::mem::size_of::<Event>()
+    ));
     for (label, bufs) in [("mix", &fx.mix), ("kernels_only", &fx.kernels)] {
         let kernels: u64 = bufs.iter().map(|b| b.kernels as u64).sum();
         let decoded = fx.decoded(bufs);
@@ -673,12 +874,24 @@ fn summary(fx: &Fixture) {
                 bytes as f64 / 1e6,
                 records(bufs) as f64 / cpu * 1e3,
             ));
-            json.push(format!("\"bytes_per_kernel_{label}_gzip{level}\": {:.2}", bytes as f64 / kernels as f64));
-            json.push(format!("\"bytes_per_event_{label}_gzip{level}\": {:.2}", bytes as f64 / events as f64));
-            json.push(format!("\"writer_{label}_gzip{level}_per_s_cpu\": {:.0}", records(bufs) as f64 / cpu * 1e9));
+            json.push(format!(
+                "\"bytes_per_kernel_{label}_gzip{level}\": {:.2}",
+                bytes as f64 / kernels as f64
+            ));
+            json.push(format!(
+                "\"bytes_per_event_{label}_gzip{level}\": {:.2}",
+                bytes as f64 / events as f64
+            ));
+            json.push(format!(
+                "\"writer_{label}_gzip{level}_per_s_cpu\": {:.0}",
+                records(bufs) as f64 / cpu * 1e9
+            ));
         }
     }
-    let reps = std::env::var("CUPROF_BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let reps = std::env::var("CUPROF_BENCH_REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
     figures(fx, reps, &mut lines, &mut json);
     println!("\n== cuprof CPU path: sizes and per-stage figures (median of {reps}) ==");
     for l in &lines {
@@ -693,7 +906,10 @@ fn summary(fx: &Fixture) {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"))
         .join("criterion");
     let _ = std::fs::create_dir_all(&dir);
-    let _ = std::fs::write(dir.join("cuprof-summary.json"), format!("{{{}}}\n", json.join(", ")));
+    let _ = std::fs::write(
+        dir.join("cuprof-summary.json"),
+        format!("{{{}}}\n", json.join(", ")),
+    );
 }
 
 // ------------------------------------------------------------------ benches
@@ -757,25 +973,19 @@ fn bench_callback(c: &mut Criterion, fx: &Fixture) {
     let mut d = Decoder::new(LayoutFamily::Cupti13);
     let mut names = PtrNames::new();
     let (tx, rx) = crossbeam_channel::bounded::<Input>(CHANNEL_CAPACITY);
-    let (back_tx, back_rx) = crossbeam_channel::unbounded::<Input>();
-    // The consumer hands the batches back to be dropped off the clock.
-    let consumer = std::thread::spawn(move || {
-        while let Ok(i) = rx.recv() {
-            let _ = back_tx.send(i);
-        }
-    });
+    // The consumer drops each batch as it comes, as the writer does once it has written it.
+    let consumer = std::thread::spawn(move || while rx.recv().is_ok() {});
     g.bench_function(BenchmarkId::new("decode_try_send", "mix"), |b| {
         b.iter(|| {
             for buf in bufs {
                 let events = decode_buffer(&mut d, &mut names, buf.bytes());
-                tx.try_send(Input::Events(events)).expect("channel has room");
+                tx.try_send(Input::Events(events))
+                    .expect("channel has room");
             }
         });
-        while back_rx.try_recv().is_ok() {}
     });
     drop(tx);
     consumer.join().unwrap();
-    while back_rx.try_recv().is_ok() {}
     g.finish();
 }
 
@@ -786,7 +996,11 @@ fn bench_writer(c: &mut Criterion, fx: &Fixture) {
         let decoded = fx.decoded(bufs);
         g.throughput(Throughput::Elements(records(bufs)));
         g.bench_function(BenchmarkId::new("session_gzip1", label), |b| {
-            b.iter_batched(|| decoded.clone(), |batches| write_session(batches, 1), BatchSize::PerIteration)
+            b.iter_batched(
+                || decoded.clone(),
+                |batches| write_session(batches, 1),
+                BatchSize::PerIteration,
+            )
         });
     }
     // The trace writer alone on kernel events, per gzip level.
@@ -794,7 +1008,13 @@ fn bench_writer(c: &mut Criterion, fx: &Fixture) {
         .decoded(&fx.kernels[..1])
         .into_iter()
         .flatten()
-        .filter_map(|e| if let Event::Kernel(k) = e { Some(k) } else { None })
+        .filter_map(|e| {
+            if let Event::Kernel(k) = e {
+                Some(k)
+            } else {
+                None
+            }
+        })
         .collect();
     g.throughput(Throughput::Elements(kernels.len() as u64));
     for level in [0u32, 1, 3, 6] {
@@ -828,7 +1048,24 @@ fn bench_end_to_end(c: &mut Criterion, fx: &Fixture) {
 }
 
 fn main() {
-    let buffers: usize = std::env::var("CUPROF_BENCH_BUFFERS").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
+    // Peak memory of a 1-million-kernel window, measured before anything else is allocated.
+    let memory = std::env::var("CUPROF_BENCH_LOOP").is_err().then(|| {
+        let n = 1_000_000;
+        let (before, peak, bytes) = memory_window(n);
+        let line = format!(
+            "1,000,000-kernel window (mix, one thread): peak RSS {:.0} MiB over {:.0} MiB before (+{:.0} MiB), {:.1} MB gz written",
+            peak as f64 / 1024.0,
+            before as f64 / 1024.0,
+            (peak.saturating_sub(before)) as f64 / 1024.0,
+            bytes as f64 / 1e6
+        );
+        let json = format!("\"rss_added_mib_1m_kernels\": {:.1}", (peak.saturating_sub(before)) as f64 / 1024.0);
+        (line, json)
+    });
+    let buffers: usize = std::env::var("CUPROF_BENCH_BUFFERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
     let fx = Fixture::new(buffers);
     let mut c = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
@@ -856,7 +1093,7 @@ fn main() {
         return;
     }
     if std::env::var_os("CUPROF_BENCH_NO_SUMMARY").is_none() {
-        summary(&fx);
+        summary(&fx, memory);
     }
     if std::env::var_os("CUPROF_BENCH_NO_CRITERION").is_some() {
         return;

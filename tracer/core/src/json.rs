@@ -123,7 +123,8 @@ pub fn push_us(out: &mut Vec<u8>, ns: i64) {
     let ns = ns.unsigned_abs();
     push_u64(out, ns / 1000);
     let frac = (ns % 1000) as u32;
-    let tail = b'.' as u32 | (b'0' as u32 + frac / 100) << 8 | (PAIRS[(frac % 100) as usize] as u32) << 16;
+    let tail =
+        b'.' as u32 | (b'0' as u32 + frac / 100) << 8 | (PAIRS[(frac % 100) as usize] as u32) << 16;
     out.extend_from_slice(&tail.to_le_bytes());
 }
 
@@ -178,7 +179,21 @@ mod tests {
 
     #[test]
     fn integers_match_the_standard_formatting() {
-        let mut values = vec![0u64, 1, 9, 10, 11, 99, 100, 101, 999, 1000, 65_535, u32::MAX as u64, u64::MAX];
+        let mut values = vec![
+            0u64,
+            1,
+            9,
+            10,
+            11,
+            99,
+            100,
+            101,
+            999,
+            1000,
+            65_535,
+            u32::MAX as u64,
+            u64::MAX,
+        ];
         for p in 0..20 {
             let x = 10u64.pow(p);
             values.extend([x - 1, x, x + 1]);
@@ -206,7 +221,10 @@ mod tests {
     fn strings_escape_quotes_and_control_characters() {
         assert_eq!(s(|o| push_str(o, "a\"b\\c")), r#""a\"b\\c""#);
         assert_eq!(s(|o| push_str(o, "x\u{1}y\nz")), r#""x\u0001y\nz""#);
-        assert_eq!(s(|o| push_str(o, "void f<int>(float*)")), "\"void f<int>(float*)\"");
+        assert_eq!(
+            s(|o| push_str(o, "void f<int>(float*)")),
+            "\"void f<int>(float*)\""
+        );
         let round: String = serde_json::from_str(&s(|o| push_str(o, "t\u{7f}\u{1f}é"))).unwrap();
         assert_eq!(round, "t\u{7f}\u{1f}é");
     }

@@ -173,7 +173,8 @@ pub fn occupancy(k: &Kernel, d: &DeviceProps) -> Option<(f64, f64, i64)> {
     if d.num_sms <= 0 || d.warp_size <= 0 {
         return None;
     }
-    let threads = (k.block[0].max(1) as i64) * (k.block[1].max(1) as i64) * (k.block[2].max(1) as i64);
+    let threads =
+        (k.block[0].max(1) as i64) * (k.block[1].max(1) as i64) * (k.block[2].max(1) as i64);
     let blocks = (k.grid[0].max(1) as i64) * (k.grid[1].max(1) as i64) * (k.grid[2].max(1) as i64);
     let warps_per_block = (threads + d.warp_size as i64 - 1) / d.warp_size as i64;
     let blocks_per_sm = blocks as f64 / d.num_sms as f64;
@@ -426,7 +427,11 @@ impl<W: Write> TraceWriter<W> {
         // bytes per nanosecond is GB/s.
         let dur = end.saturating_sub(start);
         self.key("memory bandwidth (GB/s)");
-        let gbps = if dur == 0 { 0.0 } else { bytes as f64 / dur as f64 };
+        let gbps = if dur == 0 {
+            0.0
+        } else {
+            bytes as f64 / dur as f64
+        };
         push_f64(&mut self.buf, gbps, 6);
     }
 
@@ -452,11 +457,22 @@ impl<W: Write> TraceWriter<W> {
         let device = self.device_of_context(s.context);
         let tid = if s.stream == NO_STREAM { 0 } else { s.stream };
         self.gpu_threads.insert((device, tid));
-        self.complete("cuda_sync", sync_name(s.sync_type), device, tid, s.start, s.end);
+        self.complete(
+            "cuda_sync",
+            sync_name(s.sync_type),
+            device,
+            tid,
+            s.start,
+            s.end,
+        );
         self.args_open();
         self.first_arg("cuda_sync_kind");
         push_str(&mut self.buf, sync_name(s.sync_type));
-        let stream = if s.stream == NO_STREAM { -1 } else { s.stream as i64 };
+        let stream = if s.stream == NO_STREAM {
+            -1
+        } else {
+            s.stream as i64
+        };
         self.arg_i64("wait_on_stream", if s.sync_type == 2 { stream } else { -1 });
         self.arg_i64("stream", stream);
         self.arg_u64("correlation", s.correlation as u64);
@@ -628,24 +644,66 @@ impl<W: Write> TraceWriter<W> {
         let pid = self.meta.pid;
         let pname = self.meta.process_name.clone();
         self.metadata("process_name", pid, 0, "name", MetaValue::Str(pname));
-        self.metadata("process_sort_index", pid, 0, "sort_index", MetaValue::Int(pid as u64));
+        self.metadata(
+            "process_sort_index",
+            pid,
+            0,
+            "sort_index",
+            MetaValue::Int(pid as u64),
+        );
         let threads: Vec<_> = self.cpu_threads.iter().copied().collect();
         for (p, t) in threads {
             let label = format!("thread {t} ({})", thread_name(p, t));
             self.metadata("thread_name", p, t, "name", MetaValue::Str(label));
-            self.metadata("thread_sort_index", p, t, "sort_index", MetaValue::Int(t as u64));
+            self.metadata(
+                "thread_sort_index",
+                p,
+                t,
+                "sort_index",
+                MetaValue::Int(t as u64),
+            );
         }
         let devices: BTreeSet<u32> = self.gpu_threads.iter().map(|(d, _)| *d).collect();
         for d in devices {
-            self.metadata("process_name", d, 0, "name", MetaValue::Str(format!("GPU {d}")));
-            self.metadata("process_labels", d, 0, "labels", MetaValue::Str(format!("GPU {d}")));
+            self.metadata(
+                "process_name",
+                d,
+                0,
+                "name",
+                MetaValue::Str(format!("GPU {d}")),
+            );
+            self.metadata(
+                "process_labels",
+                d,
+                0,
+                "labels",
+                MetaValue::Str(format!("GPU {d}")),
+            );
             let sort = GPU_SORT_BASE + d as u64;
-            self.metadata("process_sort_index", d, 0, "sort_index", MetaValue::Int(sort));
+            self.metadata(
+                "process_sort_index",
+                d,
+                0,
+                "sort_index",
+                MetaValue::Int(sort),
+            );
         }
         let streams: Vec<_> = self.gpu_threads.iter().copied().collect();
         for (d, s) in streams {
-            self.metadata("thread_name", d, s, "name", MetaValue::Str(format!("stream {s} ")));
-            self.metadata("thread_sort_index", d, s, "sort_index", MetaValue::Int(s as u64));
+            self.metadata(
+                "thread_name",
+                d,
+                s,
+                "name",
+                MetaValue::Str(format!("stream {s} ")),
+            );
+            self.metadata(
+                "thread_sort_index",
+                d,
+                s,
+                "sort_index",
+                MetaValue::Int(s as u64),
+            );
         }
         self.begin("i");
         self.arg_str("s", "g");

@@ -334,11 +334,6 @@ pub fn at_exit() {
     COLLECTING.store(false, Relaxed);
 }
 
-/// CUPTI's activity kinds are on (warm-up or recording).
-pub fn collecting() -> bool {
-    COLLECTING.load(Relaxed)
-}
-
 /// Number of step boundaries seen (for the "no step matched" message).
 pub fn steps_seen() -> u64 {
     STEPS_SEEN.load(Relaxed)

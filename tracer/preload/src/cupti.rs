@@ -95,9 +95,10 @@ cupti_table! {
     cuptiActivityPopExternalCorrelationId: fn(u32, *mut u64);
 }
 
-/// Optional entry point (CUPTI 12.5+): silence individual runtime API calls.
+/// Optional entry points (CUPTI 12.5+): silence individual API calls.
 pub struct ApiFilter {
     pub runtime: unsafe extern "C" fn(u32, u8) -> CuptiResult,
+    pub driver: unsafe extern "C" fn(u32, u8) -> CuptiResult,
 }
 
 const SONAMES: [&str; 3] = ["libcupti.so.13", "libcupti.so.12", "libcupti.so"];
@@ -189,11 +190,18 @@ pub fn load(explicit: Option<&str>) -> Result<(Cupti, Option<ApiFilter>), String
         // SAFETY: live handle, valid C string.
         unsafe { libc::dlsym(h, c.as_ptr()) }
     };
-    let rt = sym("cuptiActivityEnableRuntimeApi");
-    let filter = (!rt.is_null()).then(|| ApiFilter {
-        // SAFETY: CUPTI's `CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId, uint8_t)`.
+    let (rt, drv) = (
+        sym("cuptiActivityEnableRuntimeApi"),
+        sym("cuptiActivityEnableDriverApi"),
+    );
+    let filter = (!rt.is_null() && !drv.is_null()).then(|| ApiFilter {
+        // SAFETY: both are CUPTI functions `CUptiResult (CUpti_CallbackId, uint8_t)`.
         runtime: unsafe {
             std::mem::transmute::<*mut c_void, unsafe extern "C" fn(u32, u8) -> CuptiResult>(rt)
+        },
+        // SAFETY: as above.
+        driver: unsafe {
+            std::mem::transmute::<*mut c_void, unsafe extern "C" fn(u32, u8) -> CuptiResult>(drv)
         },
     });
     Ok((cupti, filter))
@@ -247,11 +255,26 @@ mod tests {
     #[test]
     fn callback_data_matches_cuptis_layout() {
         use cupti_sys::CUpti_CallbackData as C;
-        assert_eq!(offset_of!(CallbackData, callback_site), offset_of!(C, callbackSite));
-        assert_eq!(offset_of!(CallbackData, function_name), offset_of!(C, functionName));
-        assert_eq!(offset_of!(CallbackData, symbol_name), offset_of!(C, symbolName));
-        assert_eq!(offset_of!(CallbackData, correlation_data), offset_of!(C, correlationData));
-        assert_eq!(offset_of!(CallbackData, correlation_id), offset_of!(C, correlationId));
+        assert_eq!(
+            offset_of!(CallbackData, callback_site),
+            offset_of!(C, callbackSite)
+        );
+        assert_eq!(
+            offset_of!(CallbackData, function_name),
+            offset_of!(C, functionName)
+        );
+        assert_eq!(
+            offset_of!(CallbackData, symbol_name),
+            offset_of!(C, symbolName)
+        );
+        assert_eq!(
+            offset_of!(CallbackData, correlation_data),
+            offset_of!(C, correlationData)
+        );
+        assert_eq!(
+            offset_of!(CallbackData, correlation_id),
+            offset_of!(C, correlationId)
+        );
         assert_eq!(offset_of!(CallbackData, correlation_id), 64);
     }
 }

@@ -19,7 +19,6 @@
 mod buffers;
 mod control;
 mod cupti;
-mod driver_calls;
 mod entry;
 mod hooks;
 mod nvtx;

@@ -49,20 +49,6 @@ const ALLOCATION_CALLS: [(u32, u32); 8] = [
     ),
 ];
 
-/// Direct driver launches (Triton, CUTLASS Python) recorded through CUPTI callbacks on just these
-/// calls: the DRIVER activity kind, even filtered per call, costs time on every driver call, and
-/// libraries such as cuBLAS and cuDNN make many (measured on an H100: see BENCHMARKS.md).
-const DRIVER_LAUNCHES: [u32; 8] = [
-    Drv::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel.0,
-    Drv::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz.0,
-    Drv::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx.0,
-    Drv::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz.0,
-    Drv::CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel.0,
-    Drv::CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz.0,
-    Drv::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch.0,
-    Drv::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz.0,
-];
-
 /// Messages the channel holds: each is one CUPTI buffer's batch or one NVTX range.
 const CHANNEL_CAPACITY: usize = 4096;
 
@@ -88,6 +74,18 @@ pub fn keep_runtime(name: &str) -> bool {
     KEEP.iter().any(|k| name.starts_with(k)) || name.ends_with("Synchronize")
 }
 
+/// Driver calls recorded by default: direct launches (Triton, CUTLASS Python) and graph
+/// launches; the driver calls the runtime makes underneath are already covered.
+pub fn keep_driver(name: &str) -> bool {
+    const KEEP: [&str; 4] = [
+        "cuLaunch",
+        "cuGraphLaunch",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+    ];
+    KEEP.iter().any(|k| name.starts_with(k))
+}
+
 /// Silences the API calls that do not matter (CUPTI 12.5+), unless CUPROF_API=all.
 pub fn filter_api_calls(t: &Tracer) {
     if t.api_all || !t.cpu_activity {
@@ -103,6 +101,16 @@ pub fn filter_api_calls(t: &Tracer) {
         if !keep_runtime(name) {
             // SAFETY: plain CUPTI call with integers.
             unsafe { (f.runtime)(cbid as u32, 0) };
+        }
+    }
+    for (cbid, name) in names
+        .api_names(cuprof_core::event::ApiDomain::Driver)
+        .iter()
+        .enumerate()
+    {
+        if !keep_driver(name) {
+            // SAFETY: as above.
+            unsafe { (f.driver)(cbid as u32, 0) };
         }
     }
 }
@@ -137,7 +145,7 @@ fn kinds(cfg: &Config) -> Vec<u32> {
     }
     if cfg.activities.cpu {
         k.push(kind::RUNTIME);
-        if cfg.api == cuprof_core::config::ApiFilter::All {
+        if cfg.api != cuprof_core::config::ApiFilter::Runtime {
             k.push(kind::DRIVER);
         }
         k.push(kind::EXTERNAL_CORRELATION);
@@ -161,12 +169,7 @@ unsafe extern "C" fn on_callback(_user: *mut c_void, domain: u32, cbid: u32, dat
             let stop = (runtime && cbid == Rt::CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000.0)
                 || (!runtime && cbid == Drv::CUPTI_DRIVER_TRACE_CBID_cuProfilerStop.0);
             let reset = runtime && cbid == Rt::CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020.0;
-            if !runtime && DRIVER_LAUNCHES.contains(&cbid) {
-                // SAFETY: as above; `correlation_data` is CUPTI's per-call slot, shared by the
-                // call's enter and exit callbacks.
-                let d = unsafe { &*(data as *const cupti::CallbackData) };
-                crate::driver_calls::on_launch(site, cbid, d);
-            } else if site == cupti::API_EXIT && ALLOCATION_CALLS.contains(&(domain, cbid)) {
+            if site == cupti::API_EXIT && ALLOCATION_CALLS.contains(&(domain, cbid)) {
                 // SAFETY: as above.
                 let correlation = unsafe { (*(data as *const cupti::CallbackData)).correlation_id };
                 crate::stacks::capture(correlation);
@@ -236,11 +239,6 @@ pub fn start(cfg: &Config) -> Result<(), String> {
         }
         // CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING
         (cupti.cuptiEnableCallback)(1, sub, cupti::DOMAIN_RESOURCE, 2);
-        if cfg.activities.cpu && cfg.api == cuprof_core::config::ApiFilter::Filtered {
-            for cbid in DRIVER_LAUNCHES {
-                (cupti.cuptiEnableCallback)(1, sub, cupti::DOMAIN_DRIVER, cbid);
-            }
-        }
         if cfg.with_stack && cfg.activities.mem {
             for (domain, cbid) in ALLOCATION_CALLS {
                 (cupti.cuptiEnableCallback)(1, sub, domain, cbid);
@@ -248,8 +246,11 @@ pub fn start(cfg: &Config) -> Result<(), String> {
         }
     }
     // Queued/submitted times on kernel records (Kineto's `queued` arg) exist only when asked for,
-    // and cost time on every launch: only with CUPROF_QUEUED.
-    if let Some(f) = cupti.raw_symbol(c"cuptiActivityEnableLatencyTimestamps").filter(|_| cfg.queued) {
+    // and cost time on every launch (about 1.2 us on an H100): only with CUPROF_QUEUED.
+    if let Some(f) = cupti
+        .raw_symbol(c"cuptiActivityEnableLatencyTimestamps")
+        .filter(|_| cfg.queued)
+    {
         // SAFETY: CUPTI's `CUptiResult cuptiActivityEnableLatencyTimestamps(uint8_t)`.
         unsafe {
             let f: unsafe extern "C" fn(u8) -> u32 = std::mem::transmute(f);
