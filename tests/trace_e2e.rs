@@ -294,7 +294,10 @@ fn direct_driver_launches_get_their_cpu_partner_and_flow() {
     for api in [None, Some("all")] {
         let (t, corr) = driver_launches(api);
         let driver = events(&t, "cuda_driver");
-        let launches: Vec<&&Value> = driver.iter().filter(|e| e["name"] == "cuLaunchKernel").collect();
+        let launches: Vec<&&Value> = driver
+            .iter()
+            .filter(|e| e["name"] == "cuLaunchKernel")
+            .collect();
         assert_eq!(launches.len(), 3, "{api:?}");
         let want: Vec<&Value> = corr["driver"].as_array().unwrap().iter().collect();
         let got: Vec<&Value> = launches.iter().map(|e| &e["args"]["correlation"]).collect();
@@ -306,7 +309,10 @@ fn direct_driver_launches_get_their_cpu_partner_and_flow() {
         let kernels = events(&t, "kernel");
         assert_eq!(kernels.len(), 4);
         for c in want {
-            let k = kernels.iter().find(|k| k["args"]["correlation"] == *c).expect("kernel of the launch");
+            let k = kernels
+                .iter()
+                .find(|k| k["args"]["correlation"] == *c)
+                .expect("kernel of the launch");
             assert_eq!(k["name"], "triton_poi_fused_add_0");
             let s = phs(&t, "s").into_iter().filter(|f| f["id"] == *c).count();
             let f = phs(&t, "f").into_iter().filter(|f| f["id"] == *c).count();

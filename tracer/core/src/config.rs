@@ -517,7 +517,12 @@ impl Parser<'_> {
                 "filtered" => c.api = ApiFilter::Filtered,
                 "all" => c.api = ApiFilter::All,
                 "runtime" => c.api = ApiFilter::Runtime,
-                _ => self.warn(vars::API, &v, "expected filtered, runtime or all", api_fallback),
+                _ => self.warn(
+                    vars::API,
+                    &v,
+                    "expected filtered, runtime or all",
+                    api_fallback,
+                ),
             }
         }
         c.with_stack = self.boolean(vars::WITH_STACK);

@@ -50,7 +50,12 @@ fn demangle_cxa(raw: &str) -> Option<String> {
     // SAFETY: a NUL-terminated input; NULL buffer asks __cxa_demangle to malloc the result,
     // which is freed here.
     unsafe {
-        let out = f(c.as_ptr(), std::ptr::null_mut(), std::ptr::null_mut(), &mut status);
+        let out = f(
+            c.as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &mut status,
+        );
         if out.is_null() {
             return None;
         }
