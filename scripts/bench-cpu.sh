@@ -54,7 +54,7 @@ fi
 echo "== cargo bench -p cuprof-core --bench pipeline -- ${args[*]:-}"
 CUPROF_BENCH_SUMMARY="$summary" CUPROF_BENCH_REPS="${BENCH_REPS:-5}" \
   cargo bench -p cuprof-core --bench pipeline -- ${args[@]+"${args[@]}"} 2>&1 | tee "$log/bench.txt" \
-  | grep -E '^(==|size_of|one |mix|kernels_only|decode|callback|writer|gzip|end to end|[a-z_]+/)' || true
+  | grep -E "^(==|size_of|one |1,000,000|mix|kernels_only|decode|callback|writer|gzip|end to end|[a-z_]+/)" || true
 
 python3 - "$summary" "$target/criterion" "$criterion" <<'PY'
 import json, os, sys
@@ -85,6 +85,9 @@ for lv in range(10):
               f"{s.get(f'bytes_per_kernel_kernels_only_gzip{lv}', float('nan')):18.1f} "
               f"{s[f'writer_mix_gzip{lv}_per_s_cpu'] / 1e6:21.2f}")
 print()
+if "rss_added_mib_1m_kernels" in s:
+    print(f"peak RSS added by decode + channel + session + writer for a 1,000,000-kernel window (one thread): "
+          f"{s['rss_added_mib_1m_kernels']:.0f} MiB")
 print(f"size_of::<Event>() = {s['size_of_Event']} B; records per 8 MiB buffer (mix) = {s['records_per_buffer']}; "
       f"JSON per record: mix {s.get('json_bytes_per_record_mix', 0):.0f} B, kernels only {s.get('json_bytes_per_record_kernels_only', 0):.0f} B")
 # criterion's own estimates (wall clock), when it ran

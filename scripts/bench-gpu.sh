@@ -97,10 +97,14 @@ launch_bin = os.path.join(tmp, "launch_bench")
 cupti_flags = ["-I" + os.path.dirname(inc), "-I" + os.path.join(cuda, "include")] + \
     [f"-L{d}" for d in libdirs] + ["-lcupti"]
 floor_src = os.path.join(bench, "cupti_floor.c")
+# libcupti is found through the floor's RPATH, so that no mode runs with a different
+# LD_LIBRARY_PATH than the others (compare.sh exported $CUDA_HOME/lib64 to every run instead).
 builds = [
     # The floor as a preloaded library: gcc, or nvcc as compare.sh does when there is no gcc.
-    ([env0["CC"], "-O2", "-shared", "-fPIC", floor_src, "-o", floor_so] + cupti_flags,
-     [env0["NVCC"], "-O2", "-shared", "-Xcompiler", "-fPIC", floor_src, "-o", floor_so] + cupti_flags),
+    ([env0["CC"], "-O2", "-shared", "-fPIC", floor_src, "-o", floor_so] + cupti_flags
+     + [f"-Wl,-rpath,{d}" for d in libdirs],
+     [env0["NVCC"], "-O2", "-shared", "-Xcompiler", "-fPIC", floor_src, "-o", floor_so] + cupti_flags
+     + [a for d in libdirs for a in ("-Xlinker", "-rpath", "-Xlinker", d)]),
     ([env0["NVCC"], "-O2", os.path.join(bench, "launch_bench.cu"), "-o", launch_bin], None),
 ]
 for cmd, fallback in builds:
@@ -119,7 +123,6 @@ for cmd, fallback in builds:
     if r != 0:
         log.flush()
         sys.exit(f"bench-gpu: build failed: {' '.join(cmd)} (see {log_path})")
-env0["LD_LIBRARY_PATH"] = ":".join(libdirs + [p for p in env0.get("LD_LIBRARY_PATH", "").split(":") if p])
 
 
 # ------------------------------------------------------------------ the runs

@@ -1112,7 +1112,7 @@ mod tests {
                 &["empty", "default (CPU,GPU)"],
                 |c| c.activities == Activities::default(),
             ),
-            ("CUPROF_API", "some", &["filtered or all"], |c| {
+            ("CUPROF_API", "some", &["filtered, runtime or all"], |c| {
                 c.api == ApiFilter::Filtered
             }),
             ("CUPROF_WITH_STACK", "maybe", &["1/true/yes/on"], |c| {

@@ -157,6 +157,8 @@ struct Opener<'a> {
     meta: &'a TraceMeta,
     gzip_level: u32,
     errors: &'a mut Vec<String>,
+    /// Launch-to-GPU flow arrows are written (API calls are recorded).
+    flows: bool,
 }
 
 impl OpenCycle {
@@ -225,7 +227,10 @@ impl OpenCycle {
             }
             _ => return,
         };
-        if self.flow_ends.insert(corr) {
+        // One arrow per launch: only a graph launch has several GPU ops with one id, so only
+        // those need remembering (bounded memory however long the window).
+        let first = !in_graph(e) || self.flow_ends.insert(corr);
+        if first && o.flows {
             if let Some(w) = self.writer(o) {
                 w.flow("f", corr, device, stream, start);
             }
@@ -233,8 +238,16 @@ impl OpenCycle {
         self.last_ts = self.last_ts.max(end);
         match self.external.get(&corr) {
             Some(&range) => extend(&mut self.extents, range, device, stream, start, end),
-            None => self.unlinked.push((corr, device, stream, start, end)),
+            // Its range link may still come, but only if NVTX ranges are in play at all.
+            None if self.nvtx_seen() && self.unlinked.len() < MAX_DEFERRED => {
+                self.unlinked.push((corr, device, stream, start, end))
+            }
+            None => {}
         }
+    }
+
+    fn nvtx_seen(&self) -> bool {
+        !self.external.is_empty() || !self.ranges.is_empty()
     }
 
     /// Writes `gpu_user_annotation`s: each NVTX range spans, on each stream, the GPU work that
@@ -301,6 +314,16 @@ fn memcpy_correlation(m: &Memcpy) -> u32 {
         m.runtime_correlation
     } else {
         m.correlation
+    }
+}
+
+/// A GPU op launched as part of a CUDA graph (it shares its launch's correlation id).
+fn in_graph(e: &Event) -> bool {
+    match e {
+        Event::Kernel(k) => k.graph_id != 0,
+        Event::Memcpy(m) => m.graph_id != 0,
+        Event::Memset(m) => m.graph_id != 0,
+        _ => false,
     }
 }
 
@@ -412,6 +435,9 @@ pub struct Session {
     /// Allocation call stacks by correlation id, waiting for their memory records.
     stacks: HashMap<u32, crate::memory::Frames>,
     last_periodic_flush: Instant,
+    /// Write `ac2g` flow arrows: off when no API call is recorded (GPU activity only), where
+    /// every arrow would have no start.
+    flows: bool,
     /// When open files are next sync-flushed: shortly after a periodic CUPTI flush, so the
     /// records it brought reach the disk.
     sync_due: Option<Instant>,
@@ -442,6 +468,7 @@ impl Session {
             outside: HashSet::new(),
             stacks: HashMap::new(),
             last_periodic_flush: Instant::now(),
+            flows: true,
             sync_due: None,
         }
     }
@@ -450,6 +477,12 @@ impl Session {
     /// end and at exit.
     pub fn with_memory(mut self, timeline: MemoryTimeline) -> Self {
         self.memory = Some(timeline);
+        self
+    }
+
+    /// No flow arrows (the API calls that would start them are not recorded).
+    pub fn without_flows(mut self) -> Self {
+        self.flows = false;
         self
     }
 
@@ -481,6 +514,7 @@ impl Session {
                 meta: &self.meta,
                 gzip_level: self.gzip_level,
                 errors: &mut self.errors,
+                flows: self.flows,
             },
             &mut self.outside,
         )

@@ -138,14 +138,35 @@ pub unsafe extern "C" fn completed(
 /// (bounded) instead of dropping them. Otherwise never block the thread CUPTI called us on.
 pub static DRAINING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Decoded events waiting for the writer, across all batches in the channel.
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+/// The most events allowed to wait (136 bytes each: about 270 MB): past it, batches are
+/// dropped and counted, so a writer that falls behind (a slow disk) costs records, never the
+/// program's memory.
+const MAX_IN_FLIGHT: usize = 2_000_000;
+
+/// The writer took `n` events off the channel.
+pub fn taken(n: usize) {
+    IN_FLIGHT.fetch_sub(n, Relaxed);
+}
+
 fn send(t: &crate::Tracer, events: Vec<cuprof_core::event::Event>) -> bool {
+    let n = events.len();
+    if IN_FLIGHT.fetch_add(n, Relaxed) + n > MAX_IN_FLIGHT && !DRAINING.load(Relaxed) {
+        IN_FLIGHT.fetch_sub(n, Relaxed);
+        return false;
+    }
     let msg = crate::Msg::Input(Input::Events(events));
-    if DRAINING.load(Relaxed) {
+    let sent = if DRAINING.load(Relaxed) {
         t.tx.send_timeout(msg, std::time::Duration::from_secs(2))
             .is_ok()
     } else {
         t.tx.try_send(msg).is_ok()
+    };
+    if !sent {
+        IN_FLIGHT.fetch_sub(n, Relaxed);
     }
+    sent
 }
 
 /// Decodes every record of a buffer; also returns the record offsets (for raw dumps).

@@ -6,7 +6,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use cuprof_core::config::report::ReportLine;
 use cuprof_core::config::Config;
 use cuprof_core::memory::MemoryTimeline;
-use cuprof_core::session::{Action, Session, Sink, Written};
+use cuprof_core::session::{Action, Input, Session, Sink, Written};
 use cuprof_core::trace_writer::{base_time_ns, TraceMeta};
 use cuprof_core::window::StepPattern;
 use std::io::Write;
@@ -115,6 +115,9 @@ pub fn spawn(cfg: &Config, tracer: Tracer, rx: Receiver<Msg>) -> Result<(), Stri
         Box::new(sink),
         counters,
     );
+    if !cfg.activities.cpu {
+        session = session.without_flows();
+    }
     if cfg.activities.mem {
         let mut timeline = MemoryTimeline::new(cfg.max_mem_events as usize);
         if let Ok(conf) = std::env::var("PYTORCH_CUDA_ALLOC_CONF") {
@@ -153,7 +156,12 @@ fn run(mut session: Session, rx: Receiver<Msg>) {
             .map(|d| d.saturating_duration_since(now))
             .fold(TICK, Duration::min);
         match rx.recv_timeout(wait) {
-            Ok(Msg::Input(i)) => session.handle(i),
+            Ok(Msg::Input(i)) => {
+                if let Input::Events(events) = &i {
+                    crate::buffers::taken(events.len());
+                }
+                session.handle(i);
+            }
             Ok(Msg::SyncFlush(reply)) => {
                 session.sync_flush();
                 let _ = reply.send(());
