@@ -55,6 +55,24 @@ fn bytes_of(s: *const c_char, default: &[u8]) -> Vec<u8> {
 
 // ------------------------------------------------------------------ simulated CUDA calls
 
+fn kernel_launch(
+    name: *const c_char,
+    device: u32,
+    stream: u32,
+    grid: [c_int; 3],
+    block: [c_int; 3],
+    duration: u64,
+) -> control::KernelLaunch {
+    control::KernelLaunch {
+        name: state::intern(&bytes_of(name, b"kernel")),
+        device,
+        stream,
+        grid,
+        block,
+        duration,
+    }
+}
+
 /// cudaLaunchKernel of `name` (mangled) on `device`/`stream`: runtime callbacks, a RUNTIME
 /// API record (cbid 211), EXTERNAL_CORRELATION records, a kernel record. Returns the
 /// correlation id.
@@ -72,14 +90,14 @@ pub unsafe extern "C" fn double_launch_kernel(
     duration_ns: u64,
 ) -> u32 {
     guard(0, || {
-        let l = control::KernelLaunch {
-            name: state::intern(&bytes_of(name, b"kernel")),
+        let l = kernel_launch(
+            name,
             device,
             stream,
-            grid: [gx, gy, gz],
-            block: [bx, by, bz],
-            duration: duration_ns,
-        };
+            [gx, gy, gz],
+            [bx, by, bz],
+            duration_ns,
+        );
         control::launch_kernel(&l, true).0
     })
 }
@@ -101,14 +119,14 @@ pub unsafe extern "C" fn double_driver_launch_kernel(
     duration_ns: u64,
 ) -> u32 {
     guard(0, || {
-        let l = control::KernelLaunch {
-            name: state::intern(&bytes_of(name, b"kernel")),
+        let l = kernel_launch(
+            name,
             device,
             stream,
-            grid: [gx, gy, gz],
-            block: [bx, by, bz],
-            duration: duration_ns,
-        };
+            [gx, gy, gz],
+            [bx, by, bz],
+            duration_ns,
+        );
         control::launch_kernel_driver(&l).0
     })
 }
