@@ -1,7 +1,7 @@
 //! `cuprof run [options] -- CMD ARGS...`: run a program with libcuprof.so preloaded.
 //!
 //! The options become `CUPROF_*` variables (the library reads only its environment, so the
-//! same works without the launcher; see docs/env.md). The program runs as a child process
+//! same works without the launcher; see README.md, "Configuration"). The program runs as a child process
 //! (`fork` + `exec`, through `std::process::Command`): it is the program itself, with its own
 //! signals and exit status. The launcher stays to:
 //!
@@ -40,7 +40,7 @@ Examples:
 
 With no step source, everything from CUDA initialisation to exit is recorded.
 Files go to --dir (default $CACHE_DIT_TORCH_PROFILER_DIR, else /tmp/cache_dit_profiles).
-Every option has a CUPROF_* environment variable equivalent (see docs/env.md).";
+Every option has a CUPROF_* environment variable equivalent (see README.md, "Configuration").";
 
 #[derive(Args, Debug)]
 #[command(after_help = EXAMPLES, override_usage = "cuprof run [OPTIONS] -- <CMD> [ARGS]...")]

@@ -1,5 +1,5 @@
 //! The injected library's configuration, read from `CUPROF_*` environment variables
-//! (documented, one row each, in `docs/env.md`), plus the naming of the files it writes and
+//! (documented, one row each, in README.md, "Configuration"), plus the naming of the files it writes and
 //! the report file through which it tells the launcher what it wrote ([`report`]).
 //!
 //! Parsing is a pure function over a lookup ([`Config::from_lookup`], [`Config::from_vars`]);
