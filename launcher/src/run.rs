@@ -40,7 +40,7 @@ Examples:
 
 With no step source, everything from CUDA initialisation to exit is recorded.
 Files go to --dir (default $CACHE_DIT_TORCH_PROFILER_DIR, else /tmp/cache_dit_profiles).
-Every option has a CUPROF_* environment variable equivalent (see README.md, "Configuration").";
+Every option has a CUPROF_* environment variable equivalent (see the Configuration section of README.md).";
 
 #[derive(Args, Debug)]
 #[command(after_help = EXAMPLES, override_usage = "cuprof run [OPTIONS] -- <CMD> [ARGS]...")]
