@@ -62,7 +62,9 @@ fn on_load() {
         // A panic inside cuprof is caught at its entry points (`guard`); the default hook would
         // still print it into the host's stderr. This hook is cuprof's own (its own copy of std),
         // so a Rust host keeps its hook.
-        std::panic::set_hook(Box::new(|info| tracing::error!("cuprof: internal error: {info}")));
+        std::panic::set_hook(Box::new(|info| {
+            tracing::error!("cuprof: internal error: {info}")
+        }));
         let Some(me) = own_path() else { return };
         // SAFETY: setenv with valid C strings; the constructor runs before the program's own
         // threads, so nothing reads the environment concurrently.
