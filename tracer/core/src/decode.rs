@@ -342,10 +342,9 @@ impl Decoder {
         let flags = u32_at(b, m::FLAGS);
         let id = u32_at(b, m::ID);
         let ts = u64_at(b, m::TIMESTAMP);
-        let string = |names: &mut dyn FnMut(u64) -> Name, ptr: u64| (ptr != 0).then(|| names(ptr));
-        let mut resolve = |p: u64| names.string(p);
-        let name = string(&mut resolve, u64_at(b, m::NAME));
-        let domain = string(&mut resolve, u64_at(b, m::DOMAIN));
+        let (name_ptr, domain_ptr) = (u64_at(b, m::NAME), u64_at(b, m::DOMAIN));
+        let name = (name_ptr != 0).then(|| names.string(name_ptr));
+        let domain = (domain_ptr != 0).then(|| names.string(domain_ptr));
         let range = |name: Option<Name>, kind| Range {
             name: name.unwrap_or_else(|| Name::from("")),
             domain: domain.clone(),

@@ -527,7 +527,7 @@ impl Session {
                     self.event(e);
                 }
             }
-            Input::Range(r) => self.range(&r),
+            Input::Range(r) => self.range(&r, None),
             Input::Step {
                 number,
                 pid,
@@ -536,25 +536,19 @@ impl Session {
                 end,
                 work,
             } => {
-                let (cycles, mut o, _) = self.parts();
-                if let Some(c) = cycle_for(cycles, start, true) {
-                    let r = Range {
-                        name: Name::from(format!("ProfilerStep#{number}")),
-                        domain: None,
-                        start,
-                        end,
-                        pid,
-                        tid,
-                        id: 0,
-                        parent: 0,
-                        payload: None,
-                        kind: RangeKind::Step,
-                    };
-                    if let Some(w) = c.writer(&mut o) {
-                        w.range(&r, work);
-                    }
-                    c.last_ts = c.last_ts.max(end);
-                }
+                let step = Range {
+                    name: Name::from(format!("ProfilerStep#{number}")),
+                    domain: None,
+                    start,
+                    end,
+                    pid,
+                    tid,
+                    id: 0,
+                    parent: 0,
+                    payload: None,
+                    kind: RangeKind::Step,
+                };
+                self.range(&step, work);
             }
             Input::BeginRecording { ts, cycle } => {
                 // A cycle still recording ends where the new one begins.
@@ -601,13 +595,14 @@ impl Session {
         self.errors.extend(failures);
     }
 
-    fn range(&mut self, r: &Range) {
+    /// An NVTX range or a step annotation (with the work it reported) on its CPU thread.
+    fn range(&mut self, r: &Range, work: Option<f64>) {
         let (cycles, mut o, _) = self.parts();
         let Some(c) = cycle_for(cycles, r.start, true) else {
             return;
         };
         if let Some(w) = c.writer(&mut o) {
-            w.range(r, None);
+            w.range(r, work);
         }
         c.last_ts = c.last_ts.max(r.end);
         if r.id != 0 {
@@ -657,7 +652,7 @@ impl Session {
     fn event(&mut self, e: &Event) {
         match e {
             Event::Api(a) => self.api(a),
-            Event::Range(r) => self.range(r),
+            Event::Range(r) => self.range(r, None),
             Event::Memory(m) => self.memory_event(m),
             Event::ExternalCorrelation(x) => {
                 if x.external_kind == crate::EXTERNAL_KIND_CUPROF {

@@ -9,7 +9,7 @@ use crate::cupti::SUCCESS;
 use crate::{guard, tracer};
 use cuprof_core::session::Input;
 use std::alloc::{alloc, dealloc, Layout};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 
 const ALIGN: usize = 8;
@@ -22,7 +22,6 @@ pub struct Pool {
     limit: usize,
     outstanding: AtomicUsize,
     free: Mutex<Vec<usize>>,
-    pub overflow_handed_out: AtomicU64,
 }
 
 impl Pool {
@@ -32,7 +31,6 @@ impl Pool {
             limit,
             outstanding: AtomicUsize::new(0),
             free: Mutex::new(Vec::new()),
-            overflow_handed_out: AtomicU64::new(0),
         }
     }
 
@@ -50,7 +48,6 @@ impl Pool {
             }
         }
         self.outstanding.fetch_sub(1, Relaxed);
-        self.overflow_handed_out.fetch_add(1, Relaxed);
         // SAFETY: as above.
         let p = unsafe { alloc(Layout::from_size_align(OVERFLOW_SIZE, ALIGN).ok()?) };
         (!p.is_null()).then_some((p, OVERFLOW_SIZE, false))

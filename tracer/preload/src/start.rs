@@ -272,7 +272,8 @@ pub fn start(cfg: &Config) -> Result<(), String> {
             ));
         }
     }
-    tracing::debug!(kinds = ?kinds(cfg), memory = cfg.activities.mem, with_stack = cfg.with_stack, api_filter = ?cfg.api, "activity kinds");
+    let kinds = kinds(cfg);
+    tracing::debug!(kinds = ?kinds, memory = cfg.activities.mem, with_stack = cfg.with_stack, api_filter = ?cfg.api, "activity kinds");
     let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
     let tracer = Tracer {
         api_filter,
@@ -283,7 +284,7 @@ pub fn start(cfg: &Config) -> Result<(), String> {
         pool: crate::buffers::Pool::new(cfg.buffer_size, cfg.buffers),
         tx,
         counters: Arc::new(Default::default()),
-        kinds: kinds(cfg),
+        kinds,
         cpu_activity: cfg.activities.cpu,
         dump_dir: cfg.dump_buffers.clone(),
         pid: std::process::id(),
