@@ -24,6 +24,12 @@
 #   floor-k     the same with FLOOR_KINDS=kernel
 #   cuprof      LD_PRELOAD=libcuprof.so CUPROF_ENABLED=1 (default activities, whole run)
 #   cuprof-gpu  the same with CUPROF_ACTIVITIES=GPU (kernels, copies, sets, syncs; no API records)
+#   cuprof-en   default activities, CUPROF_API_SELECT=enable (API kinds off, kept calls on)
+#   cuprof-rt   default activities, CUPROF_API=runtime (no driver API records)
+#   cuprof-rten CUPROF_API=runtime and CUPROF_API_SELECT=enable
+#               (the three variants decide how the kept API calls are best chosen: see
+#               BENCHMARKS.md; they write the same trace as cuprof, less the driver launches
+#               for the -rt ones)
 #   torch       workloads.py --mode torch-cuda (python workloads only)
 # Prints the median per (workload, mode), the ratio to none, the overhead relative to the floor's
 # and to torch.profiler's, and the targets; writes all of it, with every run, as JSON.
@@ -59,7 +65,7 @@ import json, os, shutil, statistics, subprocess, sys, tempfile, time
 T0 = time.monotonic()
 env0 = dict(os.environ)
 for v in ("LD_PRELOAD", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "CUPROF_ENABLED",
-          "CUPROF_ACTIVITIES", "FLOOR_PRELOAD", "FLOOR_KINDS"):
+          "CUPROF_ACTIVITIES", "CUPROF_API", "CUPROF_API_SELECT", "FLOOR_PRELOAD", "FLOOR_KINDS"):
     env0.pop(v, None)
 bench = env0["BENCH_DIR"]
 cuda = env0["CUDA_HOME"]
@@ -139,12 +145,17 @@ MODES = {
     "floor-k": ({"FLOOR_PRELOAD": "1", "FLOOR_KINDS": "kernel", "LD_PRELOAD": floor_so}, "none"),
     "cuprof": ({"LD_PRELOAD": lib, "CUPROF_ENABLED": "1"}, "none"),
     "cuprof-gpu": ({"LD_PRELOAD": lib, "CUPROF_ENABLED": "1", "CUPROF_ACTIVITIES": "GPU"}, "none"),
+    "cuprof-en": ({"LD_PRELOAD": lib, "CUPROF_ENABLED": "1", "CUPROF_API_SELECT": "enable"}, "none"),
+    "cuprof-rt": ({"LD_PRELOAD": lib, "CUPROF_ENABLED": "1", "CUPROF_API": "runtime"}, "none"),
+    "cuprof-rten": ({"LD_PRELOAD": lib, "CUPROF_ENABLED": "1", "CUPROF_API": "runtime",
+                     "CUPROF_API_SELECT": "enable"}, "none"),
     "torch": ({}, "torch-cuda"),
 }
+VARIANTS = ["cuprof-en", "cuprof-rt", "cuprof-rten"]
 WORKLOADS = {
-    "native": ["none", "floor", "floor-k", "cuprof", "cuprof-gpu"],
-    "launch": ["none", "floor", "floor-k", "cuprof", "cuprof-gpu", "torch"],
-    "transformer": ["none", "floor", "floor-k", "cuprof", "cuprof-gpu", "torch"],
+    "native": ["none", "floor", "floor-k", "cuprof", "cuprof-gpu"] + VARIANTS,
+    "launch": ["none", "floor", "floor-k", "cuprof", "cuprof-gpu", "torch"] + VARIANTS,
+    "transformer": ["none", "floor", "floor-k", "cuprof", "cuprof-gpu", "torch"] + VARIANTS,
 }
 UNIT = {"native": "ns/launch", "launch": "ms/step", "transformer": "ms/step"}
 runs, skipped = [], []

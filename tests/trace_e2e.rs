@@ -321,3 +321,124 @@ fn direct_driver_launches_get_their_cpu_partner_and_flow() {
         assert_eq!(events(&t, "cuda_runtime").len(), 1);
     }
 }
+
+/// What one run of api_selection.py left in CUPTI's switches and in the trace.
+struct Selection {
+    switches: BTreeMap<&'static str, Value>,
+    /// (category, name) of the API events in the trace, by correlation id.
+    api: BTreeMap<u64, (String, String)>,
+    kernels: usize,
+    corr: Value,
+}
+
+fn api_selection(api: &str, select: &str) -> Selection {
+    let dir = TempDir::new("apisel");
+    let (out, _) = Run::python("api_selection.py", &[], dir.path())
+        .env("CUPROF_API", api)
+        .env("CUPROF_API_SELECT", select)
+        .env("CUPROF_CAPTURE_RANGE", "cudaProfilerApi")
+        .ok_json();
+    let t = read_trace(&dir.path().join("t-rank0.trace.json.gz"));
+    let mut found = BTreeMap::new();
+    for cat in ["cuda_runtime", "cuda_driver"] {
+        for e in events(&t, cat) {
+            let c = e["args"]["correlation"].as_u64().unwrap();
+            let name = e["name"].as_str().unwrap().to_string();
+            assert!(found.insert(c, (cat.to_string(), name)).is_none());
+        }
+    }
+    let mut switches = BTreeMap::new();
+    for when in ["before", "inside", "after"] {
+        switches.insert(when, out[when]["switches"].clone());
+    }
+    Selection {
+        switches,
+        api: found,
+        kernels: events(&t, "kernel").len(),
+        corr: out,
+    }
+}
+
+fn switch_state(kinds: [u8; 2], calls: [u8; 4]) -> Value {
+    serde_json::json!({
+        "kind_runtime": kinds[0], "kind_driver": kinds[1],
+        "cudaLaunchKernel": calls[0], "cudaGetDevice": calls[1],
+        "cuLaunchKernel": calls[2], "cuCtxGetCurrent": calls[3],
+    })
+}
+
+#[test]
+fn api_calls_are_chosen_per_call_by_silencing_or_by_enabling() {
+    let off = switch_state([0, 0], [0, 0, 0, 0]);
+    // (CUPROF_API, CUPROF_API_SELECT, switches inside the range, API calls kept)
+    let cases: [(&str, &str, Value, &[&str]); 6] = [
+        (
+            "filtered",
+            "silence",
+            switch_state([1, 1], [1, 0, 1, 0]),
+            &["cudaLaunchKernel", "cuLaunchKernel"],
+        ),
+        (
+            "filtered",
+            "enable",
+            switch_state([0, 0], [1, 0, 1, 0]),
+            &["cudaLaunchKernel", "cuLaunchKernel"],
+        ),
+        (
+            "runtime",
+            "silence",
+            switch_state([1, 0], [1, 0, 0, 0]),
+            &["cudaLaunchKernel"],
+        ),
+        (
+            "runtime",
+            "enable",
+            switch_state([0, 0], [1, 0, 0, 0]),
+            &["cudaLaunchKernel"],
+        ),
+        (
+            "all",
+            "silence",
+            switch_state([1, 1], [1, 1, 1, 1]),
+            &[
+                "cudaGetDevice",
+                "cuCtxGetCurrent",
+                "cudaLaunchKernel",
+                "cuLaunchKernel",
+            ],
+        ),
+        (
+            "all",
+            "enable",
+            switch_state([1, 1], [1, 1, 1, 1]),
+            &[
+                "cudaGetDevice",
+                "cuCtxGetCurrent",
+                "cudaLaunchKernel",
+                "cuLaunchKernel",
+            ],
+        ),
+    ];
+    for (api, select, inside, kept) in cases {
+        let s = api_selection(api, select);
+        let what = format!("CUPROF_API={api} CUPROF_API_SELECT={select}");
+        assert_eq!(s.switches["before"], off, "{what}");
+        assert_eq!(s.switches["inside"], inside, "{what}");
+        assert_eq!(s.switches["after"], off, "{what}");
+        // Only the calls made inside the range, and of those only the kept ones.
+        let want: BTreeMap<u64, (String, String)> = kept
+            .iter()
+            .map(|name| {
+                let cat = if name.starts_with("cuda") {
+                    "cuda_runtime"
+                } else {
+                    "cuda_driver"
+                };
+                let c = s.corr["inside"]["corr"][*name].as_u64().unwrap();
+                (c, (cat.to_string(), name.to_string()))
+            })
+            .collect();
+        assert_eq!(s.api, want, "{what}");
+        assert_eq!(s.kernels, 2, "{what}");
+    }
+}

@@ -159,6 +159,48 @@ def check_window():
            files=sorted(os.listdir(d)), rc=r.returncode, stderr=r.stderr[-300:])
 
 
+def check_api_selection():
+    """Triton's direct driver launches get their CPU partner, the same with either way of
+    choosing API calls in CUPTI (CUPROF_API_SELECT), and none with CUPROF_API=runtime."""
+    # Query calls PyTorch makes on every op: never kept by the default filter.
+    queries = {"cudaGetDevice", "cudaGetLastError", "cudaPeekAtLastError", "cudaStreamIsCapturing",
+               "cudaDeviceGetAttribute", "cudaGetDeviceCount", "cuCtxGetCurrent"}
+    seen = {}
+    for label, extra in [("silence", {}), ("enable", {"CUPROF_API_SELECT": "enable"}),
+                         ("runtime", {"CUPROF_API": "runtime"})]:
+        d = fresh(f"api_{label}")
+        env = preload_env(d, "api", CUPROF_CAPTURE_RANGE="cudaProfilerApi", **extra)
+        r = run([sys.executable, os.path.join(HERE, "api_mix.py")], env, timeout=600)
+        files = glob.glob(f"{d}/*.trace.json.gz")
+        if r.returncode != 0 or not files:
+            record(f"issue8.api_selection[{label}]", False, rc=r.returncode, files=files, stderr=r.stderr[-800:])
+            return
+        t = load(files[0])
+        kernels = events(t, "kernel")
+        triton = [k for k in kernels if k["name"].startswith("triton")]
+        driver = [e for e in events(t, "cuda_driver")]
+        launch_corr = {e["args"]["correlation"] for e in driver if e["name"].startswith("cuLaunch")}
+        pairs = {e["id"] for e in events(t, ph="s")} & {e["id"] for e in events(t, ph="f")}
+        names = lambda es: {n: sum(1 for e in es if e["name"] == n) for n in sorted({e["name"] for e in es})}
+        seen[label] = {
+            "kernels": len(kernels), "triton": len(triton),
+            "triton_with_driver_launch": sum(1 for k in triton if k["args"]["correlation"] in launch_corr),
+            "triton_with_flow": sum(1 for k in triton if k["args"]["correlation"] in pairs),
+            "runtime": names(events(t, "cuda_runtime")), "driver": names(driver),
+        }
+        seen[label]["queries_kept"] = sorted(queries & (set(seen[label]["runtime"]) | set(seen[label]["driver"])))
+    s, e, rt = seen["silence"], seen["enable"], seen["runtime"]
+    record("issue8.triton_driver_launches_have_cpu_partner",
+           s["triton"] >= 10 and s["triton_with_driver_launch"] == s["triton"] and s["triton_with_flow"] == s["triton"]
+           and not s["queries_kept"], **s)
+    record("issue8.api_select_enable_same_trace",
+           all(e[k] == s[k] for k in ("kernels", "triton", "triton_with_driver_launch", "runtime", "driver")),
+           silence={k: s[k] for k in ("kernels", "runtime", "driver")}, enable={k: e[k] for k in ("kernels", "runtime", "driver")})
+    record("issue8.api_runtime_only_has_no_driver_records",
+           rt["kernels"] == s["kernels"] and rt["driver"] == {} and rt["runtime"] == s["runtime"],
+           kernels=rt["kernels"], runtime=rt["runtime"], driver=rt["driver"])
+
+
 def check_memory():
     d = fresh("mem")
     r = run([CUPROF, "run", "--dir", d, "--name", "mem", "--activities", "CPU", "GPU", "MEM", "--with-stack", "--",
@@ -216,7 +258,7 @@ def main():
     print("torch", torch.__version__, "cuda", torch.version.cuda, flush=True)
     only = sys.argv[1:]
     for name, fn in [("basic", check_basic), ("inject", check_injection_only), ("dump", dump_buffers),
-                     ("transformer", check_transformer), ("window", check_window), ("memory", check_memory),
+                     ("transformer", check_transformer), ("window", check_window), ("api", check_api_selection), ("memory", check_memory),
                      ("faults", check_faults)]:
         if only and name not in only:
             continue

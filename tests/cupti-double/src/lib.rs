@@ -156,6 +156,20 @@ pub unsafe extern "C" fn double_launch_graph(
     })
 }
 
+/// An API call that makes no GPU work (a query such as cudaGetDevice, cbid 17, or the driver's
+/// cuCtxGetCurrent, 304): callbacks and, if switched on, its API record. Returns the
+/// correlation id.
+#[no_mangle]
+pub extern "C" fn double_api_call(domain: u32, cbid: u32, duration_ns: u64) -> u32 {
+    guard(0, || {
+        let call = control::ApiCall::begin(domain, cbid, std::ptr::null(), true);
+        call.record(call.start + duration_ns);
+        let corr = call.corr;
+        call.finish();
+        corr
+    })
+}
+
 /// cudaMemcpy (cbid 31) or cudaMemcpyAsync (41) with a nested driver call: the MEMCPY
 /// record has correlationId = the driver call's id and runtimeCorrelationId = the runtime
 /// call's id, which is returned.

@@ -30,6 +30,7 @@ pub mod vars {
     pub const NAME: &str = "CUPROF_NAME";
     pub const ACTIVITIES: &str = "CUPROF_ACTIVITIES";
     pub const API: &str = "CUPROF_API";
+    pub const API_SELECT: &str = "CUPROF_API_SELECT";
     pub const WITH_STACK: &str = "CUPROF_WITH_STACK";
     pub const QUEUED: &str = "CUPROF_QUEUED";
     pub const WAIT: &str = "CUPROF_WAIT";
@@ -157,6 +158,18 @@ pub enum ApiFilter {
     Runtime,
 }
 
+/// How CUPTI is told which API calls to record (with CUPTI 12.5+, which can choose per call).
+/// Both give the same trace; they differ in what CUPTI does on the calls that are not kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ApiSelect {
+    /// Enable the whole RUNTIME (and DRIVER) activity kinds, then switch the other calls off.
+    #[default]
+    Silence,
+    /// Leave the API kinds off and switch on only the kept calls: what cupti_activity.h
+    /// advises for collecting a small set of calls.
+    Enable,
+}
+
 /// This process's place in a distributed job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RankInfo {
@@ -187,6 +200,8 @@ pub struct Config {
     pub name: String,
     pub activities: Activities,
     pub api: ApiFilter,
+    /// `CUPROF_API_SELECT`: how the kept API calls are chosen in CUPTI.
+    pub api_select: ApiSelect,
     pub with_stack: bool,
     /// `CUPROF_QUEUED`: ask CUPTI for kernels' queued/submitted times (Kineto's `queued`
     /// argument); it costs time on every launch, so it is off by default.
@@ -227,6 +242,7 @@ impl Default for Config {
             name: String::from("profile"),
             activities: Activities::default(),
             api: ApiFilter::default(),
+            api_select: ApiSelect::default(),
             with_stack: false,
             queued: false,
             capture: Capture::WholeRun,
@@ -522,6 +538,19 @@ impl Parser<'_> {
                     &v,
                     "expected filtered, runtime or all",
                     api_fallback,
+                ),
+            }
+        }
+        let select_fallback = "using the default (silence)";
+        if let Some(v) = self.text(vars::API_SELECT, select_fallback) {
+            match v.to_ascii_lowercase().as_str() {
+                "silence" => c.api_select = ApiSelect::Silence,
+                "enable" => c.api_select = ApiSelect::Enable,
+                _ => self.warn(
+                    vars::API_SELECT,
+                    &v,
+                    "expected silence or enable",
+                    select_fallback,
                 ),
             }
         }
@@ -957,6 +986,7 @@ mod tests {
             }
         );
         assert_eq!(c.api, ApiFilter::Filtered);
+        assert_eq!(c.api_select, ApiSelect::Silence);
         assert!(!c.with_stack && !c.quiet);
         assert_eq!(c.capture, Capture::WholeRun);
         assert_eq!(c.step_nvtx, None);
@@ -991,6 +1021,7 @@ mod tests {
             ("CUPROF_NAME", "run1"),
             ("CUPROF_ACTIVITIES", "cpu gpu,MEM"),
             ("CUPROF_API", "ALL"),
+            ("CUPROF_API_SELECT", "Enable"),
             ("CUPROF_WITH_STACK", "yes"),
             ("CUPROF_QUIET", "1"),
             ("CUPROF_WAIT", "1"),
@@ -1025,6 +1056,7 @@ mod tests {
             }
         );
         assert_eq!(c.api, ApiFilter::All);
+        assert_eq!(c.api_select, ApiSelect::Enable);
         assert!(c.with_stack && c.quiet);
         let s = Schedule::new(1, 2, 3)
             .unwrap()
@@ -1115,6 +1147,12 @@ mod tests {
             ("CUPROF_API", "some", &["filtered, runtime or all"], |c| {
                 c.api == ApiFilter::Filtered
             }),
+            (
+                "CUPROF_API_SELECT",
+                "on",
+                &["silence or enable", "default (silence)"],
+                |c| c.api_select == ApiSelect::Silence,
+            ),
             ("CUPROF_WITH_STACK", "maybe", &["1/true/yes/on"], |c| {
                 !c.with_stack
             }),

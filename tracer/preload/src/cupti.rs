@@ -95,7 +95,7 @@ cupti_table! {
     cuptiActivityPopExternalCorrelationId: fn(u32, *mut u64);
 }
 
-/// Optional entry points (CUPTI 12.5+): silence individual API calls.
+/// Optional entry points (CUPTI 12.5+): switch the records of one API call on or off.
 pub struct ApiFilter {
     pub runtime: unsafe extern "C" fn(u32, u8) -> CuptiResult,
     pub driver: unsafe extern "C" fn(u32, u8) -> CuptiResult,

@@ -16,6 +16,7 @@
 //! `InitializeInjection` (libcuda calls it inside cuInit), so a process that never initialises
 //! CUDA loads no CUPTI, starts no thread and writes nothing.
 
+mod api;
 mod buffers;
 mod control;
 mod cupti;
@@ -47,8 +48,8 @@ pub enum Msg {
 /// Everything the running tracer holds. Built once, at CUDA initialisation.
 pub struct Tracer {
     pub cupti: cupti::Cupti,
-    pub api_filter: Option<cupti::ApiFilter>,
-    pub api_all: bool,
+    /// Per-call API switches (`None`: the API kinds record every call).
+    pub api: Option<api::ApiPlan>,
     pub cupti_version: u32,
     pub decoder: Mutex<Decoder>,
     pub names: Mutex<resolve::Names>,
@@ -154,8 +155,8 @@ impl Tracer {
                 }
             }
         }
-        if on {
-            start::filter_api_calls(self);
+        if let Some(api) = &self.api {
+            api.apply(on);
         }
     }
 

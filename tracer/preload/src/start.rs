@@ -55,66 +55,6 @@ const CHANNEL_CAPACITY: usize = 4096;
 /// Our CUPTI subscriber handle (null when not subscribed).
 pub static SUBSCRIBER: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 
-/// Runtime calls recorded by default: the ones that make or wait for GPU work.
-pub fn keep_runtime(name: &str) -> bool {
-    const KEEP: [&str; 12] = [
-        "cudaLaunch",
-        "cudaGraphLaunch",
-        "cudaMemcpy",
-        "cudaMemset",
-        "cudaMalloc",
-        "cudaFree",
-        "cudaStreamWaitEvent",
-        "cudaEventRecord",
-        "cudaProfilerSt",
-        "cudaDeviceReset",
-        "cudaDeviceSynchronize",
-        "cudaHostAlloc",
-    ];
-    KEEP.iter().any(|k| name.starts_with(k)) || name.ends_with("Synchronize")
-}
-
-/// Driver calls recorded by default: direct launches (Triton, CUTLASS Python) and graph
-/// launches; the driver calls the runtime makes underneath are already covered.
-pub fn keep_driver(name: &str) -> bool {
-    const KEEP: [&str; 4] = [
-        "cuLaunch",
-        "cuGraphLaunch",
-        "cuCtxSynchronize",
-        "cuStreamSynchronize",
-    ];
-    KEEP.iter().any(|k| name.starts_with(k))
-}
-
-/// Silences the API calls that do not matter (CUPTI 12.5+), unless CUPROF_API=all.
-pub fn filter_api_calls(t: &Tracer) {
-    if t.api_all || !t.cpu_activity {
-        return;
-    }
-    let Some(f) = &t.api_filter else { return };
-    let Ok(names) = t.names.lock() else { return };
-    for (cbid, name) in names
-        .api_names(cuprof_core::event::ApiDomain::Runtime)
-        .iter()
-        .enumerate()
-    {
-        if !keep_runtime(name) {
-            // SAFETY: plain CUPTI call with integers.
-            unsafe { (f.runtime)(cbid as u32, 0) };
-        }
-    }
-    for (cbid, name) in names
-        .api_names(cuprof_core::event::ApiDomain::Driver)
-        .iter()
-        .enumerate()
-    {
-        if !keep_driver(name) {
-            // SAFETY: as above.
-            unsafe { (f.driver)(cbid as u32, 0) };
-        }
-    }
-}
-
 /// CUPROF_LOG=error|warn|info|debug|trace: cuprof's own diagnostics on stderr (CUPTI setup,
 /// window transitions, flushes, files). Off by default: the host's stderr is not ours.
 fn init_logging() {
@@ -133,7 +73,7 @@ fn init_logging() {
         .try_init();
 }
 
-fn kinds(cfg: &Config) -> Vec<u32> {
+fn kinds(cfg: &Config, api: Option<&crate::api::ApiPlan>) -> Vec<u32> {
     let mut k = Vec::new();
     if cfg.activities.gpu {
         k.extend([
@@ -144,10 +84,7 @@ fn kinds(cfg: &Config) -> Vec<u32> {
         ]);
     }
     if cfg.activities.cpu {
-        k.push(kind::RUNTIME);
-        if cfg.api != cuprof_core::config::ApiFilter::Runtime {
-            k.push(kind::DRIVER);
-        }
+        k.extend(crate::api::api_kinds(cfg, api));
         k.push(kind::EXTERNAL_CORRELATION);
     }
     k
@@ -272,12 +209,12 @@ pub fn start(cfg: &Config) -> Result<(), String> {
             ));
         }
     }
-    let kinds = kinds(cfg);
-    tracing::debug!(kinds = ?kinds, memory = cfg.activities.mem, with_stack = cfg.with_stack, api_filter = ?cfg.api, "activity kinds");
+    let api = crate::api::ApiPlan::new(cfg, api_filter, &names);
+    let kinds = kinds(cfg, api.as_ref());
+    tracing::debug!(kinds = ?kinds, memory = cfg.activities.mem, with_stack = cfg.with_stack, api = ?cfg.api, api_select = ?cfg.api_select, per_call = api.is_some(), "activity kinds");
     let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
     let tracer = Tracer {
-        api_filter,
-        api_all: cfg.api == cuprof_core::config::ApiFilter::All,
+        api,
         cupti_version: version,
         decoder: Mutex::new(Decoder::new(family)),
         names: Mutex::new(names),
