@@ -201,6 +201,24 @@ def check_api_selection():
            kernels=rt["kernels"], runtime=rt["runtime"], driver=rt["driver"])
 
 
+def check_driver_probe():
+    """Data for the next design step (see driver_probe.py): which driver calls CUPTI's callbacks
+    see during eager PyTorch and during Triton's first launch."""
+    r = run([sys.executable, os.path.join(HERE, "driver_probe.py")], timeout=600)
+    try:
+        doc = json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        record("issue8.driver_probe", False, rc=r.returncode, stderr=r.stderr[-800:])
+        return
+    phases = doc["phases"]
+    loads = lambda p: sum(n for k, n in phases.get(p, {}).items() if k.startswith(("cuModuleLoad", "cuLibraryLoad")))
+    launches = lambda p: sum(n for k, n in phases.get(p, {}).items() if k.startswith("cuLaunchKernel"))
+    record("issue8.driver_probe_triton_loads_and_launches_through_driver",
+           loads("compile_first") >= 1 and launches("compile_again") >= 1,
+           runtime_internal_loads_visible=loads("setup") + loads("eager_first") > 0,
+           nested_launch_callbacks_in_eager=launches("eager_again"), phases=phases)
+
+
 def check_memory():
     d = fresh("mem")
     r = run([CUPROF, "run", "--dir", d, "--name", "mem", "--activities", "CPU", "GPU", "MEM", "--with-stack", "--",
@@ -258,7 +276,7 @@ def main():
     print("torch", torch.__version__, "cuda", torch.version.cuda, flush=True)
     only = sys.argv[1:]
     for name, fn in [("basic", check_basic), ("inject", check_injection_only), ("dump", dump_buffers),
-                     ("transformer", check_transformer), ("window", check_window), ("api", check_api_selection), ("memory", check_memory),
+                     ("transformer", check_transformer), ("window", check_window), ("api", check_api_selection), ("api", check_driver_probe), ("memory", check_memory),
                      ("faults", check_faults)]:
         if only and name not in only:
             continue
