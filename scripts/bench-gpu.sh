@@ -31,8 +31,9 @@
 #               BENCHMARKS.md; they write the same trace as cuprof, less the driver launches
 #               for the -rt ones)
 #   torch       workloads.py --mode torch-cuda (python workloads only)
-# Prints the median per (workload, mode), the ratio to none, the overhead relative to the floor's
-# and to torch.profiler's, and the issue's targets; writes all of it, with every run, as JSON.
+# Prints the median per (workload, mode), its spread over the rounds, the ratio to none, the
+# overhead relative to the floor's and to torch.profiler's, and the issue's targets; writes all
+# of it, with every run, as JSON.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -221,14 +222,25 @@ for rnd in range(1, rounds + 1):
             run_one(w, mode, rnd)
 
 # ------------------------------------------------------------------ the table
+def values(w, mode):
+    return [r["value"] for r in runs if r["workload"] == w and r["mode"] == mode and r["value"] is not None]
+
+
 def med(w, mode):
-    xs = [r["value"] for r in runs if r["workload"] == w and r["mode"] == mode and r["value"] is not None]
+    xs = values(w, mode)
     return (statistics.median(xs), len(xs)) if xs else (None, 0)
+
+
+def spread(w, mode):
+    """(max - min) / min over the rounds: how far apart the runs of one mode fell, to judge
+    whether a difference between modes is larger than the machine's noise."""
+    xs = values(w, mode)
+    return (max(xs) - min(xs)) / min(xs) if len(xs) > 1 and min(xs) > 0 else None
 
 
 table = []
 say("")
-say(f"{'workload':12} {'mode':11} {'median':>10} {'n':>2} {'vs none':>9} {'overhead':>9} {'/ floor':>8} {'/ floor-k':>9} {'/ torch':>8}")
+say(f"{'workload':12} {'mode':11} {'median':>10} {'n':>2} {'spread':>7} {'vs none':>9} {'overhead':>9} {'/ floor':>8} {'/ floor-k':>9} {'/ torch':>8}")
 for w, modes in WORKLOADS.items():
     base, _ = med(w, "none")
     fl, _ = med(w, "floor")
@@ -237,7 +249,7 @@ for w, modes in WORKLOADS.items():
     ov = lambda m: None if (m is None or not base) else m / base - 1.0
     for mode in modes:
         m, n = med(w, mode)
-        row = {"workload": w, "mode": mode, "unit": UNIT[w], "median": m, "n": n,
+        row = {"workload": w, "mode": mode, "unit": UNIT[w], "median": m, "n": n, "spread": spread(w, mode),
                "ratio_vs_none": None if m is None or not base else m / base, "overhead": ov(m)}
 
         def rel(ref):
@@ -248,7 +260,8 @@ for w, modes in WORKLOADS.items():
         row["overhead_vs_torch"] = rel(tor)
         table.append(row)
         f = lambda v, fmt: "-" if v is None else format(v, fmt)
-        say(f"{w:12} {mode:11} {f(m, '10.2f')} {n:>2} {f(row['ratio_vs_none'], '9.3f')} "
+        sp = None if row["spread"] is None else 100 * row["spread"]
+        say(f"{w:12} {mode:11} {f(m, '10.2f')} {n:>2} {f(sp, '6.1f')}% {f(row['ratio_vs_none'], '9.3f')} "
             f"{f(None if row['overhead'] is None else 100 * row['overhead'], '+8.1f')}% "
             f"{f(row['overhead_vs_floor'], '8.2f')} {f(row['overhead_vs_floor_kernel'], '9.2f')} {f(row['overhead_vs_torch'], '8.2f')}")
 
