@@ -68,10 +68,13 @@ pub mod vars {
 
 pub const DEFAULT_DIR: &str = "/tmp/cache_dit_profiles";
 pub const DEFAULT_MAX_MEM_EVENTS: u64 = 100_000;
-pub const DEFAULT_BUFFER_SIZE: usize = 8 << 20;
+/// 2 MiB: with CUPTI 13's per-thread buffers every CUDA thread holds one, and the pool keeps
+/// what it allocated, so the size sets the tracer's memory; at 1 M records/s, 1 to 16 MiB lose
+/// nothing and RSS grows with the size (BENCHMARKS.md, "Buffer size").
+pub const DEFAULT_BUFFER_SIZE: usize = 2 << 20;
 pub const MIN_BUFFER_SIZE: usize = 1 << 20;
 pub const MAX_BUFFER_SIZE: usize = 64 << 20;
-pub const DEFAULT_BUFFERS: usize = 64;
+pub const DEFAULT_BUFFERS: usize = 128;
 pub const MAX_BUFFERS: usize = 1024;
 pub const DEFAULT_FLUSH_MS: u64 = 1000;
 pub const DEFAULT_GZIP_LEVEL: u32 = 1;
@@ -566,7 +569,7 @@ impl Parser<'_> {
         c.max_mem_events = self
             .integer(vars::MAX_MEM_EVENTS, 1, u64::MAX, "100000")
             .unwrap_or(DEFAULT_MAX_MEM_EVENTS);
-        let size_fallback = "using the default (8 MiB)";
+        let size_fallback = "using the default (2 MiB)";
         if let Some(v) = self.text(vars::BUFFER_SIZE, size_fallback) {
             match parse_size(&v) {
                 Some(n) if (MIN_BUFFER_SIZE..=MAX_BUFFER_SIZE).contains(&n) => {
@@ -579,7 +582,7 @@ impl Parser<'_> {
             }
         }
         c.buffers = self
-            .integer(vars::BUFFERS, 1, MAX_BUFFERS as u64, "64")
+            .integer(vars::BUFFERS, 1, MAX_BUFFERS as u64, "128")
             .map_or(DEFAULT_BUFFERS, |n| n as usize);
         c.flush_interval = Duration::from_millis(
             self.integer(vars::FLUSH_MS, 1, u64::MAX, "1000")
@@ -999,8 +1002,8 @@ mod tests {
             }
         );
         assert_eq!(c.max_mem_events, 100_000);
-        assert_eq!(c.buffer_size, 8 << 20);
-        assert_eq!(c.buffers, 64);
+        assert_eq!(c.buffer_size, 2 << 20);
+        assert_eq!(c.buffers, 128);
         assert_eq!(c.flush_interval, Duration::from_secs(1));
         assert_eq!(c.gzip_level, 1);
         assert_eq!(
@@ -1202,17 +1205,17 @@ mod tests {
             (
                 "CUPROF_BUFFER_SIZE",
                 "128M",
-                &["1 MiB to 64 MiB", "default (8 MiB)"],
-                |c| c.buffer_size == 8 << 20,
+                &["1 MiB to 64 MiB", "default (2 MiB)"],
+                |c| c.buffer_size == 2 << 20,
             ),
             ("CUPROF_BUFFER_SIZE", "lots", &["1 MiB to 64 MiB"], |c| {
-                c.buffer_size == 8 << 20
+                c.buffer_size == 2 << 20
             }),
             (
                 "CUPROF_BUFFERS",
                 "0",
-                &["from 1 to 1024", "default (64)"],
-                |c| c.buffers == 64,
+                &["from 1 to 1024", "default (128)"],
+                |c| c.buffers == 128,
             ),
             (
                 "CUPROF_FLUSH_MS",
