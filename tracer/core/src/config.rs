@@ -438,6 +438,27 @@ impl Parser<'_> {
         })
     }
 
+    /// One of `choices`, by name, ignoring case; `None` if unset, empty or invalid (with a
+    /// warning naming the choices).
+    fn choice<T: Copy>(&mut self, var: &str, choices: &[(&str, T)], fallback: &str) -> Option<T> {
+        let v = self.text(var, fallback)?;
+        if let Some(&(_, t)) = choices
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(&v))
+        {
+            return Some(t);
+        }
+        let names: Vec<&str> = choices.iter().map(|&(name, _)| name).collect();
+        let accepted = match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => {
+                format!("expected {} or {last}", rest.join(", "))
+            }
+            _ => format!("expected {}", names.concat()),
+        };
+        self.warn(var, &v, &accepted, fallback);
+        None
+    }
+
     /// An integer in `min..=max`; `None` if unset, empty or invalid (with a warning).
     fn integer(&mut self, var: &str, min: u64, max: u64, default: &str) -> Option<u64> {
         let fallback = format!("using the default ({default})");
@@ -530,32 +551,20 @@ impl Parser<'_> {
                 }
             }
         }
-        let api_fallback = "using the default (filtered)";
-        if let Some(v) = self.text(vars::API, api_fallback) {
-            match v.to_ascii_lowercase().as_str() {
-                "filtered" => c.api = ApiFilter::Filtered,
-                "all" => c.api = ApiFilter::All,
-                "runtime" => c.api = ApiFilter::Runtime,
-                _ => self.warn(
-                    vars::API,
-                    &v,
-                    "expected filtered, runtime or all",
-                    api_fallback,
-                ),
-            }
+        let api = [
+            ("filtered", ApiFilter::Filtered),
+            ("runtime", ApiFilter::Runtime),
+            ("all", ApiFilter::All),
+        ];
+        if let Some(a) = self.choice(vars::API, &api, "using the default (filtered)") {
+            c.api = a;
         }
-        let select_fallback = "using the default (silence)";
-        if let Some(v) = self.text(vars::API_SELECT, select_fallback) {
-            match v.to_ascii_lowercase().as_str() {
-                "silence" => c.api_select = ApiSelect::Silence,
-                "enable" => c.api_select = ApiSelect::Enable,
-                _ => self.warn(
-                    vars::API_SELECT,
-                    &v,
-                    "expected silence or enable",
-                    select_fallback,
-                ),
-            }
+        let select = [
+            ("silence", ApiSelect::Silence),
+            ("enable", ApiSelect::Enable),
+        ];
+        if let Some(a) = self.choice(vars::API_SELECT, &select, "using the default (silence)") {
+            c.api_select = a;
         }
         c.with_stack = self.boolean(vars::WITH_STACK);
         c.queued = self.boolean(vars::QUEUED);
@@ -626,22 +635,11 @@ impl Parser<'_> {
         .with_skip_first_wait(skip_first_wait);
 
         let nvtx = self.text(vars::STEP_NVTX, "NVTX ranges do not mark steps");
-        let range_fallback = "no capture range";
-        let range = self
-            .text(vars::CAPTURE_RANGE, range_fallback)
-            .and_then(|v| match v.to_ascii_lowercase().as_str() {
-                "cudaprofilerapi" => Some(RangeSource::CudaProfilerApi),
-                "cuprof" => Some(RangeSource::Cuprof),
-                _ => {
-                    self.warn(
-                        vars::CAPTURE_RANGE,
-                        &v,
-                        "expected cudaProfilerApi or cuprof",
-                        range_fallback,
-                    );
-                    None
-                }
-            });
+        let ranges = [
+            ("cudaProfilerApi", RangeSource::CudaProfilerApi),
+            ("cuprof", RangeSource::Cuprof),
+        ];
+        let range = self.choice(vars::CAPTURE_RANGE, &ranges, "no capture range");
         let delay = self.seconds(vars::DELAY, "0: from CUDA initialisation");
         let duration = self.seconds(vars::DURATION, "0: until exit");
         let time_var = match (delay.is_some(), duration.is_some()) {
