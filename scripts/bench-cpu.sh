@@ -10,12 +10,16 @@
 #     launch) for SECONDS (default 2) under the release libcuprof.so; reports records produced
 #     by the double versus kernels in the trace, cuprofStats' drop counters, and the peak RSS
 #     the tracer adds (the same run with CUPROF_ENABLED=0 as the baseline).
+#  3. NVTX ranges under the preload (part of --preload-only): the real NVTX3 loader (the `nvtx`
+#     package) calling cuprof's NVTX injection; ns added per push+pop on the application
+#     thread, against the same loop untraced (NVTX calls are no-ops without an injection), and
+#     every range checked in the trace.
 #
 # Usage: scripts/bench-cpu.sh [--quick] [--no-criterion] [--no-preload]
 #   --quick         criterion with short measurement times (about 1 minute instead of ~4)
 #   --no-criterion  only the summary figures of the bench binary (no criterion groups)
-#   --no-preload    skip part 2
-#   --preload-only  only part 2
+#   --no-preload    skip parts 2 and 3
+#   --preload-only  only parts 2 and 3
 # Environment: RATE, BENCH_SECONDS (part 2), BENCH_REPS (medians over this many passes, default 5),
 #   CARGO_TARGET_DIR (default target/). Benchmarks are noisy while other builds run on the
 #   machine: the CPU-clock figures are steadier than the wall-clock ones; repeat and compare
@@ -211,3 +215,60 @@ print(json.dumps({"preload": {"produced": traced["produced"], "kernels_produced"
                              "rss_added_mib": round((traced["maxrss_kb"] - base["maxrss_kb"]) / 1024, 1),
                              "wall_s": round(wall, 2), "gz_bytes": os.path.getsize(path)}}))
 PY
+
+# ------------------------------------------------------------------ 3. NVTX ranges
+ranges=$log/ranges.py
+cat >"$ranges" <<'PY'
+"""BATCHES x 1,000 NVTX push/pop pairs through the `nvtx` package; only the loops are timed,
+with a 2 ms pause between batches so that the writer keeps up (the cost measured is the
+application thread's, not a full channel's). Prints JSON: median ns per push+pop over batches."""
+import json, os, statistics, sys, time
+import nvtx
+if os.environ.get("CUPROF_ENABLED") == "1":
+    import double as dbl
+    assert dbl.load().cuInit(0) == 0   # tracing starts with CUDA
+dom = nvtx.get_domain("bench")
+attr = dom.get_event_attributes(message="range")
+per = []
+for _ in range(int(sys.argv[1])):
+    t = time.perf_counter_ns()
+    for _ in range(1000):
+        dom.push_range(attr)
+        dom.pop_range()
+    per.append((time.perf_counter_ns() - t) / 1000)
+    time.sleep(0.002)
+print(json.dumps({"ns_per_range": statistics.median(per), "ranges": 1000 * len(per)}))
+PY
+run_ranges() { # enabled outdir
+  env -u CUDA_INJECTION64_PATH -u NVTX_INJECTION64_PATH OPENBLAS_NUM_THREADS=1 \
+    PYTHONPATH="$root/tests/apps" CUPTI_DOUBLE_LIB="$dbl" LD_PRELOAD="$lib" \
+    CUPROF_ENABLED="$1" CUPROF_CUPTI_PATH="$dbl" CUPROF_DIR="$2" CUPROF_NAME=ranges \
+    python3 "$ranges" 100
+}
+if python3 -c "import nvtx" 2>/dev/null; then
+  echo "== NVTX ranges: 100 x 1,000 push/pop pairs, untraced and traced, 3 alternating rounds"
+  for r in 1 2 3; do
+    mkdir -p "$log/r$r-off" "$log/r$r-on"
+    run_ranges 0 "$log/r$r-off" 2>/dev/null | tail -1 >"$log/r$r-off.json"
+    run_ranges 1 "$log/r$r-on" 2>"$log/r$r-on.err" | tail -1 >"$log/r$r-on.json"
+  done
+  python3 - "$log" <<'PY'
+import glob, gzip, json, statistics, sys
+log = sys.argv[1]
+off = [json.load(open(f"{log}/r{r}-off.json"))["ns_per_range"] for r in (1, 2, 3)]
+on = [json.load(open(f"{log}/r{r}-on.json"))["ns_per_range"] for r in (1, 2, 3)]
+kept = []
+for r in (1, 2, 3):
+    files = glob.glob(f"{log}/r{r}-on/*.trace.json.gz")
+    t = json.load(gzip.open(files[0])) if files else {"traceEvents": []}
+    n = sum(1 for e in t["traceEvents"] if e.get("cat") == "user_annotation" and e.get("name") == "range")
+    kept.append((n, t.get("cuprofStats", {}).get("dropped_channel")))
+print(f"untraced            : {statistics.median(off):.0f} ns per push+pop (rounds: {', '.join(f'{x:.0f}' for x in off)})")
+print(f"traced              : {statistics.median(on):.0f} ns per push+pop (rounds: {', '.join(f'{x:.0f}' for x in on)})")
+print(f"added by cuprof     : {statistics.median(on) - statistics.median(off):.0f} ns per range")
+print(f"ranges in the trace : {', '.join(f'{n:,} (dropped {d})' for n, d in kept)} of 100,000 per round")
+print(json.dumps({"nvtx": {"untraced_ns": off, "traced_ns": on, "kept": kept}}))
+PY
+else
+  echo "== NVTX ranges: skipped (pip install nvtx)"
+fi

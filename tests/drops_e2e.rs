@@ -34,9 +34,18 @@ fn an_exhausted_pool_and_cupti_drops_are_counted_exactly() {
     assert_eq!(stats["dropped_cupti"], 7);
     let lost = dropped_buffers + 7 + stats["dropped_channel"].as_u64().unwrap();
     let line = format!("cuprof: {lost} records were lost");
-    assert_eq!(
-        stderr.lines().filter(|l| l.starts_with(&line)).count(),
-        1,
-        "{stderr}"
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with(&line)).collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    // The advice names what to change for each cause that happened, and only those.
+    let mut advice = Vec::new();
+    if stats["dropped_channel"] != 0 {
+        advice.push("the writer fell behind: narrow the window or record less (CUPROF_ACTIVITIES, CUPROF_API)");
+    }
+    advice.push("CUPTI ran out of buffer room: raise CUPROF_BUFFER_SIZE");
+    advice.push("more threads held buffers than the pool allows: raise CUPROF_BUFFERS");
+    assert!(
+        lines[0].ends_with(&format!("): {}", advice.join("; "))),
+        "{}",
+        lines[0]
     );
 }

@@ -128,7 +128,7 @@ fn apply(t: &Tracer, tr: Transition, ts: u64) {
             t,
             Input::Step {
                 number: n,
-                pid: std::process::id(),
+                pid: crate::pid(),
                 tid: step_tid,
                 start: step_start,
                 end: ts,
@@ -313,7 +313,7 @@ pub fn at_exit() {
                         .map(|s| (s.step_start, s.step_tid, s.step_work.take()))
                 })
                 .unwrap_or((ts, tid(), None));
-            let pid = std::process::id();
+            let pid = crate::pid();
             send(
                 t,
                 Input::Step {

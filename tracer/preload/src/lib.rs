@@ -122,10 +122,25 @@ pub fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// The calling thread's OS id (what CUPTI reports with CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM).
+/// The calling thread's OS id (what CUPTI reports with CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM),
+/// read once per thread: it is a system call, and NVTX ranges need it every time. A forked
+/// child inherits the forking thread's value, but a forked child never traces.
 pub fn tid() -> u32 {
-    // SAFETY: gettid has no preconditions.
-    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+    thread_local!(static TID: std::cell::Cell<u32> = const { std::cell::Cell::new(0) });
+    TID.with(|t| {
+        if t.get() == 0 {
+            // SAFETY: gettid has no preconditions.
+            t.set(unsafe { libc::syscall(libc::SYS_gettid) } as u32);
+        }
+        t.get()
+    })
+}
+
+/// This process's id, read once (getpid is a system call too). As with [`tid`], only the
+/// process that started tracing uses it.
+pub fn pid() -> u32 {
+    static PID: OnceLock<u32> = OnceLock::new();
+    *PID.get_or_init(std::process::id)
 }
 
 /// One line on stderr, prefixed `cuprof:`, unless CUPROF_QUIET is set.

@@ -243,8 +243,11 @@ fn report(session: Session) {
     }
     if lost > 0 {
         let note = format!(
-            "{lost} records were lost ({} channel full, {} dropped by CUPTI, {} buffer pool exhausted): raise CUPROF_BUFFERS or narrow the window",
-            stats.dropped_channel, stats.dropped_cupti, stats.dropped_buffers
+            "{lost} records were lost ({} channel full, {} dropped by CUPTI, {} buffer pool exhausted): {}",
+            stats.dropped_channel,
+            stats.dropped_cupti,
+            stats.dropped_buffers,
+            loss_advice(&stats)
         );
         say(&note);
         lines.push(ReportLine::Note(note).to_line());
@@ -310,4 +313,21 @@ pub fn flush_before_teardown() {
     if let Some(t) = tracer() {
         t.flush_cupti(true);
     }
+}
+
+/// What to change for each cause of loss that happened.
+fn loss_advice(stats: &cuprof_core::trace_writer::TraceStats) -> String {
+    let mut advice = Vec::new();
+    if stats.dropped_channel > 0 {
+        advice.push(
+            "the writer fell behind: narrow the window or record less (CUPROF_ACTIVITIES, CUPROF_API)",
+        );
+    }
+    if stats.dropped_cupti > 0 {
+        advice.push("CUPTI ran out of buffer room: raise CUPROF_BUFFER_SIZE");
+    }
+    if stats.dropped_buffers > 0 {
+        advice.push("more threads held buffers than the pool allows: raise CUPROF_BUFFERS");
+    }
+    advice.join("; ")
 }
