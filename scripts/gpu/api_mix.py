@@ -1,6 +1,7 @@
 """Runtime launches (eager add_, a cuBLAS matmul) and driver launches (a torch.compile'd, so
 Triton, pointwise function) inside one cudaProfilerStart/Stop range of 10 iterations. Compiling
-and warming up happen before the range. Prints JSON with what ran."""
+and warming up happen before the range; each iteration is an NVTX range "iter", which reaches
+the GPU timeline through CUPTI's external correlation records. Prints JSON with what ran."""
 import json
 
 import torch
@@ -19,9 +20,10 @@ for _ in range(3):
 torch.cuda.synchronize()
 torch.cuda.profiler.start()
 for _ in range(10):
-    y = fused(x)
-    z = x @ x
-    x.add_(1)
+    with torch.cuda.nvtx.range("iter"):
+        y = fused(x)
+        z = x @ x
+        x.add_(1)
 torch.cuda.synchronize()
 torch.cuda.profiler.stop()
 print(json.dumps({"iterations": 10, "checksum": float(y.sum() + z.sum())}))

@@ -187,15 +187,16 @@ def check_api_selection():
             "triton_with_driver_launch": sum(1 for k in triton if k["args"]["correlation"] in launch_corr),
             "triton_with_flow": sum(1 for k in triton if k["args"]["correlation"] in pairs),
             "runtime": names(events(t, "cuda_runtime")), "driver": names(driver),
+            "gpu_annotations": names(events(t, "gpu_user_annotation")),
         }
         seen[label]["queries_kept"] = sorted(queries & (set(seen[label]["runtime"]) | set(seen[label]["driver"])))
     s, e, rt = seen["silence"], seen["enable"], seen["runtime"]
     record("issue8.triton_driver_launches_have_cpu_partner",
            s["triton"] >= 10 and s["triton_with_driver_launch"] == s["triton"] and s["triton_with_flow"] == s["triton"]
-           and not s["queries_kept"], **s)
-    record("issue8.api_select_enable_same_trace",
-           all(e[k] == s[k] for k in ("kernels", "triton", "triton_with_driver_launch", "runtime", "driver")),
-           silence={k: s[k] for k in ("kernels", "runtime", "driver")}, enable={k: e[k] for k in ("kernels", "runtime", "driver")})
+           and not s["queries_kept"] and s["gpu_annotations"].get("iter") == 10, **s)
+    same = ("kernels", "triton", "triton_with_driver_launch", "runtime", "driver", "gpu_annotations")
+    record("issue8.api_select_enable_same_trace", all(e[k] == s[k] for k in same),
+           silence={k: s[k] for k in same}, enable={k: e[k] for k in same})
     record("issue8.api_runtime_only_has_no_driver_records",
            rt["kernels"] == s["kernels"] and rt["driver"] == {} and rt["runtime"] == s["runtime"],
            kernels=rt["kernels"], runtime=rt["runtime"], driver=rt["driver"])
