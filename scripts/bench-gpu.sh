@@ -27,9 +27,10 @@
 #   cuprof-en   default activities, CUPROF_API_SELECT=enable (API kinds off, kept calls on)
 #   cuprof-rt   default activities, CUPROF_API=runtime (no driver API records)
 #   cuprof-rten CUPROF_API=runtime and CUPROF_API_SELECT=enable
-#               (the three variants decide how the kept API calls are best chosen: see
+#   cuprof-auto CUPROF_API=auto (runtime until the program loads GPU code through the driver)
+#               (the four variants decide how the kept API calls are best chosen: see
 #               BENCHMARKS.md; they write the same trace as cuprof, less the driver launches
-#               for the -rt ones)
+#               for the -rt ones, and for -auto those made before the first driver code load)
 #   torch       workloads.py --mode torch-cuda (python workloads only)
 # Prints the median per (workload, mode), its spread over the rounds, the ratio to none, the
 # overhead relative to the floor's and to torch.profiler's, and the targets; writes all
@@ -150,9 +151,10 @@ MODES = {
     "cuprof-rt": ({"LD_PRELOAD": lib, "CUPROF_ENABLED": "1", "CUPROF_API": "runtime"}, "none"),
     "cuprof-rten": ({"LD_PRELOAD": lib, "CUPROF_ENABLED": "1", "CUPROF_API": "runtime",
                      "CUPROF_API_SELECT": "enable"}, "none"),
+    "cuprof-auto": ({"LD_PRELOAD": lib, "CUPROF_ENABLED": "1", "CUPROF_API": "auto"}, "none"),
     "torch": ({}, "torch-cuda"),
 }
-VARIANTS = ["cuprof-en", "cuprof-rt", "cuprof-rten"]
+VARIANTS = ["cuprof-en", "cuprof-rt", "cuprof-rten", "cuprof-auto"]
 WORKLOADS = {
     "native": ["none", "floor", "floor-k", "cuprof", "cuprof-gpu"] + VARIANTS,
     "launch": ["none", "floor", "floor-k", "cuprof", "cuprof-gpu", "torch"] + VARIANTS,

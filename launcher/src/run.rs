@@ -129,7 +129,8 @@ struct Options {
     ranks: Option<String>,
 
     /// Which API calls to keep: filtered (launches, copies, syncs, allocations...), runtime
-    /// (the same without driver API records) or all
+    /// (the same without driver API records), auto (runtime until the program loads GPU code
+    /// through the driver, as Triton does, then filtered) or all
     #[arg(long, value_enum, ignore_case = true)]
     api: Option<Api>,
 
@@ -168,6 +169,8 @@ enum Api {
     All,
     #[value(name = "runtime")]
     Runtime,
+    #[value(name = "auto")]
+    Auto,
 }
 
 fn file_prefix(s: &str) -> Result<String, String> {
@@ -317,6 +320,7 @@ fn child_env(
             Api::Filtered => "filtered",
             Api::All => "all",
             Api::Runtime => "runtime",
+            Api::Auto => "auto",
         };
         env.push((vars::API, v.into()));
     }

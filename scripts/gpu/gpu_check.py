@@ -159,6 +159,10 @@ def check_window():
            files=sorted(os.listdir(d)), rc=r.returncode, stderr=r.stderr[-300:])
 
 
+# What libcuprof.so logs (CUPROF_LOG=info) when CUPROF_API=auto switches driver records on.
+SWITCHED_ON = "the program loads GPU code through the driver: driver launch records on"
+
+
 def check_api_selection():
     """Triton's direct driver launches get their CPU partner, the same with either way of
     choosing API calls in CUPTI (CUPROF_API_SELECT), and none with CUPROF_API=runtime."""
@@ -167,7 +171,8 @@ def check_api_selection():
                "cudaDeviceGetAttribute", "cudaGetDeviceCount", "cuCtxGetCurrent"}
     seen = {}
     for label, extra in [("silence", {}), ("enable", {"CUPROF_API_SELECT": "enable"}),
-                         ("runtime", {"CUPROF_API": "runtime"})]:
+                         ("runtime", {"CUPROF_API": "runtime"}),
+                         ("auto", {"CUPROF_API": "auto", "CUPROF_LOG": "info"})]:
         d = fresh(f"api_{label}")
         env = preload_env(d, "api", CUPROF_CAPTURE_RANGE="cudaProfilerApi", **extra)
         r = run([sys.executable, os.path.join(HERE, "api_mix.py")], env, timeout=600)
@@ -190,6 +195,7 @@ def check_api_selection():
             "gpu_annotations": names(events(t, "gpu_user_annotation")),
         }
         seen[label]["queries_kept"] = sorted(queries & (set(seen[label]["runtime"]) | set(seen[label]["driver"])))
+        seen[label]["driver_switched_on"] = SWITCHED_ON in r.stderr
     s, e, rt = seen["silence"], seen["enable"], seen["runtime"]
     record("issue8.triton_driver_launches_have_cpu_partner",
            s["triton"] >= 10 and s["triton_with_driver_launch"] == s["triton"] and s["triton_with_flow"] == s["triton"]
@@ -197,6 +203,21 @@ def check_api_selection():
     same = ("kernels", "triton", "triton_with_driver_launch", "runtime", "driver", "gpu_annotations")
     record("issue8.api_select_enable_same_trace", all(e[k] == s[k] for k in same),
            silence={k: s[k] for k in same}, enable={k: e[k] for k in same})
+    a = seen["auto"]
+    record("issue8.api_auto_matches_filtered_once_triton_loaded",
+           a["driver_switched_on"] and all(a[k] == s[k] for k in same),
+           auto={k: a[k] for k in same}, switched_on=a["driver_switched_on"])
+    # Eager PyTorch alone under auto: are driver records left off? Only if the runtime's own
+    # module loading does not show up as cuModuleLoad*/cuLibraryLoad* callbacks (a figure: see
+    # driver_probe.py).
+    d = fresh("api_auto_eager")
+    r = run([sys.executable, os.path.join(HERE, "steps10.py")],
+            preload_env(d, "eager", CUPROF_API="auto", CUPROF_LOG="info"), timeout=300)
+    files = glob.glob(f"{d}/*.trace.json.gz")
+    t = load(files[0]) if files else {"traceEvents": []}
+    record("issue8.api_auto_eager_pytorch", r.returncode == 0 and len(events(t, "kernel")) == 51,
+           driver_switched_on=SWITCHED_ON in r.stderr, driver_events=len(events(t, "cuda_driver")),
+           kernels=len(events(t, "kernel")), stderr=r.stderr[-300:])
     record("issue8.api_runtime_only_has_no_driver_records",
            rt["kernels"] == s["kernels"] and rt["driver"] == {} and rt["runtime"] == s["runtime"],
            kernels=rt["kernels"], runtime=rt["runtime"], driver=rt["driver"])

@@ -159,6 +159,9 @@ pub enum ApiFilter {
     /// many driver calls (cuBLAS, cuDNN), at the cost of the flows from direct driver launches
     /// (Triton kernels).
     Runtime,
+    /// `Runtime` until the program loads GPU code through the driver itself (Triton, NVRTC,
+    /// CuPy: `cuModuleLoad*`/`cuLibraryLoad*`), then `Filtered`.
+    Auto,
 }
 
 /// How CUPTI is told which API calls to record (with CUPTI 12.5+, which can choose per call).
@@ -555,6 +558,7 @@ impl Parser<'_> {
             ("filtered", ApiFilter::Filtered),
             ("runtime", ApiFilter::Runtime),
             ("all", ApiFilter::All),
+            ("auto", ApiFilter::Auto),
         ];
         if let Some(a) = self.choice(vars::API, &api, "using the default (filtered)") {
             c.api = a;
@@ -932,6 +936,20 @@ mod tests {
         parse(&v)
     }
 
+    #[test]
+    fn api_choices_by_name_ignoring_case() {
+        for (v, want) in [
+            ("filtered", ApiFilter::Filtered),
+            ("Runtime", ApiFilter::Runtime),
+            ("ALL", ApiFilter::All),
+            ("auto", ApiFilter::Auto),
+        ] {
+            let (c, w) = on(&[("CUPROF_API", v)]);
+            assert!(w.is_empty(), "{w:#?}");
+            assert_eq!(c.api, want, "{v}");
+        }
+    }
+
     fn one_warning(w: &[String], needles: &[&str]) {
         assert_eq!(w.len(), 1, "{w:#?}");
         assert!(!w[0].contains('\n'));
@@ -1145,9 +1163,12 @@ mod tests {
                 &["empty", "default (CPU,GPU)"],
                 |c| c.activities == Activities::default(),
             ),
-            ("CUPROF_API", "some", &["filtered, runtime or all"], |c| {
-                c.api == ApiFilter::Filtered
-            }),
+            (
+                "CUPROF_API",
+                "some",
+                &["filtered, runtime, all or auto"],
+                |c| c.api == ApiFilter::Filtered,
+            ),
             (
                 "CUPROF_API_SELECT",
                 "on",

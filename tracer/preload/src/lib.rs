@@ -43,6 +43,8 @@ pub enum Msg {
     Shutdown(crossbeam_channel::Sender<()>),
     /// Make what is written so far survive a crash; the sender waits on the reply (bounded).
     SyncFlush(crossbeam_channel::Sender<()>),
+    /// Work is waiting outside the channel (`CUPROF_API=auto` switching driver records on).
+    Wake,
 }
 
 /// Everything the running tracer holds. Built once, at CUDA initialisation.

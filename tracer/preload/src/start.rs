@@ -106,6 +106,13 @@ unsafe extern "C" fn on_callback(_user: *mut c_void, domain: u32, cbid: u32, dat
             let stop = (runtime && cbid == Rt::CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000.0)
                 || (!runtime && cbid == Drv::CUPTI_DRIVER_TRACE_CBID_cuProfilerStop.0);
             let reset = runtime && cbid == Rt::CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020.0;
+            if site == cupti::API_EXIT && !runtime {
+                if let Some(api) = crate::tracer().and_then(|t| t.api.as_ref()) {
+                    if api.code_loads().contains(&cbid) && api.note_code_load() {
+                        crate::writer::wake();
+                    }
+                }
+            }
             if site == cupti::API_EXIT && ALLOCATION_CALLS.contains(&(domain, cbid)) {
                 // SAFETY: as above.
                 let correlation = unsafe { (*(data as *const cupti::CallbackData)).correlation_id };
@@ -210,6 +217,10 @@ pub fn start(cfg: &Config) -> Result<(), String> {
         }
     }
     let api = crate::api::ApiPlan::new(cfg, api_filter, &names);
+    for &cbid in api.as_ref().map_or(&[][..], |a| a.code_loads()) {
+        // SAFETY: enabling our subscriber's callback; integer arguments.
+        unsafe { (cupti.cuptiEnableCallback)(1, sub, cupti::DOMAIN_DRIVER, cbid) };
+    }
     let kinds = kinds(cfg, api.as_ref());
     tracing::debug!(kinds = ?kinds, memory = cfg.activities.mem, with_stack = cfg.with_stack, api = ?cfg.api, api_select = ?cfg.api_select, per_call = api.is_some(), "activity kinds");
     let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
