@@ -90,8 +90,9 @@ fn kinds(cfg: &Config, api: Option<&crate::api::ApiPlan>) -> Vec<u32> {
     k
 }
 
-/// The subscriber callback: window ranges (cudaProfilerStart/Stop) and flushes before the
-/// program tears CUDA down (cudaDeviceReset, context destruction).
+/// The subscriber callback: window ranges (cudaProfilerStart/Stop), flushes before the
+/// program tears CUDA down (cudaDeviceReset, context destruction), allocation stacks
+/// (`--with-stack`) and GPU code loaded through the driver (`CUPROF_API=auto`).
 unsafe extern "C" fn on_callback(_user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
     crate::guard((), || {
         if data.is_null() {
