@@ -20,7 +20,7 @@
 #   --no-criterion  only the summary figures of the bench binary (no criterion groups)
 #   --no-preload    skip parts 2 and 3
 #   --preload-only  only parts 2 and 3
-# Environment: RATE, BENCH_SECONDS (part 2), BENCH_REPS (medians over this many passes, default 5),
+# Environment: RATE, BENCH_SECONDS, BENCH_NVTX=1 (part 2: launches inside NVTX ranges), BENCH_REPS (medians over this many passes, default 5),
 #   CARGO_TARGET_DIR (default target/). Benchmarks are noisy while other builds run on the
 #   machine: the CPU-clock figures are steadier than the wall-clock ones; repeat and compare
 #   medians.
@@ -131,9 +131,16 @@ driver=$log/burst.py
 cat >"$driver" <<'PY'
 """Drives the libcupti double at RATE records/s for SECONDS: double_burst(n) = n launches, each
 one runtime API record + one kernel record (subscriber callbacks off, as in a hot loop)."""
-import json, os, resource, sys, time
+import contextlib, json, os, resource, sys, time
 import double as dbl
 rate, seconds = float(sys.argv[1]), float(sys.argv[2])
+# BENCH_NVTX=1: each chunk of launches inside an NVTX range (every launch then carries an
+# external correlation record linking it to the range, as in a program with step ranges).
+if os.environ.get("BENCH_NVTX") == "1":
+    import nvtx
+    in_range = lambda: nvtx.annotate("chunk")
+else:
+    in_range = contextlib.nullcontext
 d = dbl.load()
 assert d.cuInit(0) == 0
 chunk = 500                       # launches per call: 1,000 records when tracing
@@ -147,7 +154,8 @@ while done < launches:
         time.sleep(target - now)
     else:
         late = max(late, now - target)
-    made += d.double_burst(chunk, 7)  # records made: 0 when no tool enabled any kind
+    with in_range():
+        made += d.double_burst(chunk, 7)  # records made: 0 when no tool enabled any kind
     done += chunk
 elapsed = time.perf_counter() - t0
 d.cuptiActivityFlushAll(1)

@@ -30,8 +30,15 @@ use std::time::{Duration, Instant};
 pub const DRAIN: Duration = Duration::from_millis(300);
 /// Bound on remembered outside-recording calls; past it the set starts over.
 const MAX_OUTSIDE: usize = 1 << 20;
-/// Bound on GPU events held back per cycle after its end.
-const MAX_DEFERRED: usize = 1 << 18;
+/// Bound on GPU events held back per cycle: after its end, or waiting for their NVTX link.
+const MAX_DEFERRED: usize = if cfg!(test) { 1 << 12 } else { 1 << 18 };
+/// Bound on remembered call -> NVTX range links per cycle (one per call made inside a range);
+/// past it the older half goes: their GPU work arrived long before. (Smaller in unit tests,
+/// which cross it through the whole gzip writer in a debug build.)
+const MAX_LINKS: usize = if cfg!(test) { 1 << 14 } else { 1 << 18 };
+/// Bound on NVTX ranges per cycle projected onto the GPU timeline (their names, parents and
+/// spans wait for the cycle's end); later ranges stay on the CPU timeline only, said once.
+const MAX_PROJECTED: usize = if cfg!(test) { 1 << 12 } else { 1 << 18 };
 
 /// Process-wide loss counters, shared with the callback threads.
 #[derive(Debug, Default)]
@@ -141,14 +148,23 @@ struct OpenCycle {
     deferred: Vec<Event>,
     /// Correlation ids whose flow end (`f`) was written: one arrow per launch.
     flow_ends: HashSet<u32>,
-    /// CUPTI correlation id -> innermost NVTX range id open when the call was made.
+    /// CUPTI correlation id -> innermost NVTX range id open when the call was made (bounded by
+    /// [`MAX_LINKS`]).
     external: HashMap<u32, u64>,
+    /// The newest correlation id in `external`.
+    newest_link: u32,
+    /// More ranges than [`MAX_PROJECTED`] came (and that was said).
+    too_many_ranges: bool,
     /// NVTX range id -> (name, parent id), for ranges that ended in this cycle.
     ranges: HashMap<u64, (Name, u64)>,
     /// NVTX range id -> (device, stream) -> first start and last end of its GPU work.
     extents: HashMap<u64, Spans>,
-    /// GPU work whose external correlation had not arrived yet.
-    unlinked: Vec<(u32, u32, u32, u64, u64)>,
+    /// GPU work whose call -> range link had not arrived yet, by correlation id: (device,
+    /// stream, start, end). Linked as soon as the link comes; bounded by [`MAX_DEFERRED`] (the
+    /// oldest go first: work launched outside any range never gets a link).
+    unlinked: HashMap<u32, Vec<(u32, u32, u64, u64)>>,
+    /// GPU operations in `unlinked`.
+    unlinked_ops: usize,
 }
 
 /// How a cycle's file gets created when its first event comes.
@@ -175,9 +191,12 @@ impl OpenCycle {
             deferred: Vec::new(),
             flow_ends: HashSet::new(),
             external: HashMap::new(),
+            newest_link: 0,
+            too_many_ranges: false,
             ranges: HashMap::new(),
             extents: HashMap::new(),
-            unlinked: Vec::new(),
+            unlinked: HashMap::new(),
+            unlinked_ops: 0,
         }
     }
 
@@ -239,10 +258,55 @@ impl OpenCycle {
         match self.external.get(&corr) {
             Some(&range) => extend(&mut self.extents, range, device, stream, start, end),
             // Its range link may still come, but only if NVTX ranges are in play at all.
-            None if self.nvtx_seen() && self.unlinked.len() < MAX_DEFERRED => {
-                self.unlinked.push((corr, device, stream, start, end))
-            }
+            None if self.nvtx_seen() => self.wait_for_link(corr, (device, stream, start, end)),
             None => {}
+        }
+    }
+
+    /// Holds GPU work until the link of the call that launched it comes.
+    fn wait_for_link(&mut self, corr: u32, op: (u32, u32, u64, u64)) {
+        if self.unlinked_ops >= MAX_DEFERRED {
+            // Keep the newer half: work this old has either been linked or never will be.
+            let newest = self.unlinked.keys().copied().fold(corr, u32::max);
+            let keep = (MAX_DEFERRED / 2) as u32;
+            self.unlinked.retain(|&c, _| newest.wrapping_sub(c) < keep);
+            self.unlinked_ops = self.unlinked.values().map(Vec::len).sum();
+        }
+        self.unlinked.entry(corr).or_default().push(op);
+        self.unlinked_ops += 1;
+    }
+
+    /// Remembers that call `corr` was made inside NVTX range `range`, and links the GPU work
+    /// of that call that came first.
+    fn link(&mut self, corr: u32, range: u64) {
+        if let Some(ops) = self.unlinked.remove(&corr) {
+            self.unlinked_ops -= ops.len();
+            for (device, stream, start, end) in ops {
+                extend(&mut self.extents, range, device, stream, start, end);
+            }
+        }
+        if self.external.len() >= MAX_LINKS {
+            // Correlation ids grow with every call (wrapping at 2^32): keep the newer half.
+            let newest = self.newest_link;
+            let keep = (MAX_LINKS / 2) as u32;
+            self.external.retain(|&c, _| newest.wrapping_sub(c) < keep);
+        }
+        if self.external.is_empty() || corr.wrapping_sub(self.newest_link) < 1 << 31 {
+            self.newest_link = corr;
+        }
+        self.external.insert(corr, range);
+    }
+
+    /// Remembers an ended NVTX range for the projection at the cycle's end, within bounds.
+    fn remember_range(&mut self, r: &Range, errors: &mut Vec<String>) {
+        if self.ranges.len() < MAX_PROJECTED {
+            self.ranges.insert(r.id, (r.name.clone(), r.parent));
+        } else if !self.too_many_ranges {
+            self.too_many_ranges = true;
+            errors.push(format!(
+                "cuprof: cycle {} has more than {MAX_PROJECTED} NVTX ranges: the later ones are on the CPU timeline but not projected onto the GPU streams (narrow the window)",
+                self.cycle
+            ));
         }
     }
 
@@ -253,11 +317,9 @@ impl OpenCycle {
     /// Writes `gpu_user_annotation`s: each NVTX range spans, on each stream, the GPU work that
     /// calls made inside it (or inside ranges nested in it) launched.
     fn project_ranges(&mut self, o: &mut Opener) {
-        for (corr, device, stream, start, end) in std::mem::take(&mut self.unlinked) {
-            if let Some(&range) = self.external.get(&corr) {
-                extend(&mut self.extents, range, device, stream, start, end);
-            }
-        }
+        // What is still unlinked was launched outside every range.
+        self.unlinked = HashMap::new();
+        self.unlinked_ops = 0;
         let innermost: Vec<(u64, Spans)> = self
             .extents
             .iter()
@@ -397,6 +459,9 @@ fn extend(
     start: u64,
     end: u64,
 ) {
+    if extents.len() >= MAX_PROJECTED && !extents.contains_key(&range) {
+        return;
+    }
     let e = extents
         .entry(range)
         .or_default()
@@ -606,7 +671,7 @@ impl Session {
         }
         c.last_ts = c.last_ts.max(r.end);
         if r.id != 0 {
-            c.ranges.insert(r.id, (r.name.clone(), r.parent));
+            c.remember_range(r, o.errors);
         }
     }
 
@@ -657,7 +722,7 @@ impl Session {
             Event::ExternalCorrelation(x) => {
                 if x.external_kind == crate::EXTERNAL_KIND_CUPROF {
                     for c in &mut self.cycles {
-                        c.external.insert(x.correlation, x.external_id);
+                        c.link(x.correlation, x.external_id);
                     }
                 }
             }

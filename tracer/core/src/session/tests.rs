@@ -245,6 +245,181 @@ fn nvtx_ranges_are_projected_onto_the_streams_of_their_work() {
     );
 }
 
+fn nvtx_range(id: u64, name: &str, start: u64, end: u64) -> Range {
+    Range {
+        name: Name::from(name),
+        domain: None,
+        start,
+        end,
+        pid: 1,
+        tid: 1,
+        id,
+        parent: 0,
+        payload: None,
+        kind: RangeKind::PushPop,
+    }
+}
+
+fn link(corr: u32, range: u64) -> Event {
+    Event::ExternalCorrelation(ExternalCorrelation {
+        external_kind: crate::EXTERNAL_KIND_CUPROF,
+        external_id: range,
+        correlation: corr,
+    })
+}
+
+fn gpu_annotations(t: &serde_json::Value) -> Vec<(String, f64, f64)> {
+    t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "gpu_user_annotation")
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["ts"].as_f64().unwrap(),
+                e["dur"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn call_to_range_links_stay_bounded_in_a_long_window() {
+    let sink = MemSink::default();
+    let mut s = session(&sink);
+    s.handle(Input::BeginRecording {
+        ts: 1_000,
+        cycle: 1,
+    });
+    // Every call of a long window made inside NVTX range 7, as with a step range: 1.5 x the
+    // bound of links, each call's kernel arriving soon after its link.
+    let calls = (MAX_LINKS + MAX_LINKS / 2) as u32;
+    for batch in (1..=calls).collect::<Vec<u32>>().chunks(256) {
+        s.handle(Input::Events(batch.iter().map(|&c| link(c, 7)).collect()));
+        s.handle(Input::Events(
+            batch
+                .iter()
+                .map(|&c| kernel(c, 2_000 + c as u64, 2_001 + c as u64))
+                .collect(),
+        ));
+        assert!(s.cycles[0].external.len() <= MAX_LINKS);
+    }
+    // The links held are the newest ones.
+    let held = &s.cycles[0].external;
+    assert!(held.len() > MAX_LINKS / 2, "{}", held.len());
+    assert!(held.contains_key(&calls) && !held.contains_key(&1));
+    s.handle(Input::Range(nvtx_range(7, "step", 1_500, 3_000_000)));
+    let (_, errors) = s.finish();
+    assert!(errors.is_empty(), "{errors:?}");
+    // Every kernel arrived while its link was held: the range spans all of them.
+    let t = sink.trace("cycle1.json.gz");
+    assert_eq!(
+        gpu_annotations(&t),
+        vec![("step".to_string(), 2.001, calls as f64 / 1_000.0)]
+    );
+}
+
+#[test]
+fn gpu_work_arriving_before_its_link_is_linked_when_the_link_comes() {
+    let sink = MemSink::default();
+    let mut s = session(&sink);
+    s.handle(Input::BeginRecording {
+        ts: 1_000,
+        cycle: 1,
+    });
+    // NVTX is in play (range 1's link); kernel 2 comes before its link to range 2.
+    s.handle(Input::Events(vec![link(1, 1), kernel(2, 5_000, 6_000)]));
+    s.handle(Input::Events(vec![link(2, 2)]));
+    // Then more links than the bound holds: link 2 goes, kernel 2 is linked already.
+    let later = 20_000_000..20_000_000 + 2 * MAX_LINKS as u32;
+    for batch in later.clone().collect::<Vec<u32>>().chunks(256) {
+        s.handle(Input::Events(batch.iter().map(|&c| link(c, 1)).collect()));
+    }
+    assert!(!s.cycles[0].external.contains_key(&2));
+    s.handle(Input::Events(vec![
+        link(3, 2),
+        kernel(3, 8_000, 9_000),
+        kernel(later.end - 1, 10_000, 11_000),
+    ]));
+    s.handle(Input::Range(nvtx_range(1, "outer", 1_100, 1_200)));
+    s.handle(Input::Range(nvtx_range(2, "inner", 1_300, 1_400)));
+    s.finish();
+    let t = sink.trace("cycle1.json.gz");
+    assert_eq!(
+        gpu_annotations(&t),
+        vec![
+            ("inner".to_string(), 5.0, 4.0),
+            ("outer".to_string(), 10.0, 1.0)
+        ]
+    );
+}
+
+#[test]
+fn work_launched_outside_every_range_is_not_held_without_bound() {
+    let sink = MemSink::default();
+    let mut s = session(&sink);
+    s.handle(Input::BeginRecording {
+        ts: 1_000,
+        cycle: 1,
+    });
+    s.handle(Input::Events(vec![link(1, 1)]));
+    // More kernels launched outside every range than the bound: none will ever link.
+    let outside = 10..10 + MAX_DEFERRED as u32 + 100;
+    for batch in outside.clone().collect::<Vec<u32>>().chunks(256) {
+        s.handle(Input::Events(
+            batch.iter().map(|&c| kernel(c, 2_000, 2_001)).collect(),
+        ));
+        assert!(s.cycles[0].unlinked_ops <= MAX_DEFERRED);
+    }
+    assert!(s.cycles[0].unlinked_ops > MAX_DEFERRED / 2);
+    // A kernel of range 1 arriving just before its link is still linked.
+    let c = outside.end;
+    s.handle(Input::Events(vec![kernel(c, 3_000, 4_000), link(c, 1)]));
+    s.handle(Input::Range(nvtx_range(1, "step", 1_100, 5_000)));
+    s.finish();
+    let t = sink.trace("cycle1.json.gz");
+    assert_eq!(gpu_annotations(&t), vec![("step".to_string(), 3.0, 1.0)]);
+}
+
+#[test]
+fn ranges_past_the_projection_bound_stay_on_the_cpu_timeline_and_are_said_once() {
+    let sink = MemSink::default();
+    let mut s = session(&sink);
+    s.handle(Input::BeginRecording {
+        ts: 1_000,
+        cycle: 1,
+    });
+    let n = MAX_PROJECTED as u64 + 2;
+    for id in 1..=n {
+        s.handle(Input::Events(vec![link(id as u32, id)]));
+        s.handle(Input::Range(nvtx_range(
+            id,
+            "layer",
+            1_000 + id,
+            1_001 + id,
+        )));
+        s.handle(Input::Events(vec![kernel(
+            id as u32,
+            1_001 + id,
+            1_002 + id,
+        )]));
+    }
+    assert_eq!(s.cycles[0].ranges.len(), MAX_PROJECTED);
+    assert_eq!(s.cycles[0].extents.len(), MAX_PROJECTED);
+    let (_, errors) = s.finish();
+    assert_eq!(
+        errors,
+        vec![format!("cuprof: cycle 1 has more than {MAX_PROJECTED} NVTX ranges: the later ones are on the CPU timeline but not projected onto the GPU streams (narrow the window)")]
+    );
+    let t = sink.trace("cycle1.json.gz");
+    let cpu = (t["traceEvents"].as_array().unwrap().iter())
+        .filter(|e| e["cat"] == "user_annotation" && e["name"] == "layer")
+        .count();
+    assert_eq!(cpu as u64, n);
+    assert_eq!(gpu_annotations(&t).len(), MAX_PROJECTED);
+}
+
 #[test]
 fn backtrace_text_becomes_frames_without_cuprofs_own() {
     let text = "   0: std::backtrace::Backtrace::force_capture\n             at /rustc/x/library/std/src/backtrace.rs:312:9\n   1: cuprof::stacks::capture\n             at tracer/preload/src/stacks.rs:20:13\n   2: double_malloc\n             at tests/cupti-double/src/lib.rs:162:5\n   3: ffi_call_unix64\n   4: _PyEval_EvalFrameDefault\n";
