@@ -69,6 +69,16 @@ fn session(sink: &MemSink) -> Session {
     )
 }
 
+/// A session whose cycle 1 records from 1,000 ns.
+fn recording(sink: &MemSink) -> Session {
+    let mut s = session(sink);
+    s.handle(Input::BeginRecording {
+        ts: 1_000,
+        cycle: 1,
+    });
+    s
+}
+
 fn api(corr: u32, start: u64) -> Event {
     Event::Api(ApiCall {
         domain: ApiDomain::Runtime,
@@ -102,11 +112,7 @@ fn kernel_names(t: &serde_json::Value) -> Vec<String> {
 #[test]
 fn gpu_work_is_routed_by_the_call_that_launched_it() {
     let sink = MemSink::default();
-    let mut s = session(&sink);
-    s.handle(Input::BeginRecording {
-        ts: 1_000,
-        cycle: 1,
-    });
+    let mut s = recording(&sink);
     s.handle(Input::Events(vec![
         // Warm-up call at 900; its kernel runs inside the window: not recorded.
         api(1, 900),
@@ -143,11 +149,7 @@ fn gpu_work_is_routed_by_the_call_that_launched_it() {
 #[test]
 fn a_cycle_with_nothing_in_it_writes_no_file() {
     let sink = MemSink::default();
-    let mut s = session(&sink);
-    s.handle(Input::BeginRecording {
-        ts: 1_000,
-        cycle: 1,
-    });
+    let mut s = recording(&sink);
     s.handle(Input::EndRecording { ts: 2_000 });
     let (written, errors) = s.finish();
     assert!(written.is_empty() && errors.is_empty());
@@ -157,11 +159,7 @@ fn a_cycle_with_nothing_in_it_writes_no_file() {
 #[test]
 fn a_draining_cycle_keeps_its_late_gpu_work_while_the_next_records() {
     let sink = MemSink::default();
-    let mut s = session(&sink);
-    s.handle(Input::BeginRecording {
-        ts: 1_000,
-        cycle: 1,
-    });
+    let mut s = recording(&sink);
     s.handle(Input::Events(vec![api(1, 1_100)]));
     s.handle(Input::BeginRecording {
         ts: 2_000,
@@ -181,71 +179,7 @@ fn a_draining_cycle_keeps_its_late_gpu_work_while_the_next_records() {
     assert_eq!(kernel_names(&sink.trace("cycle2.json.gz")), vec!["k2"]);
 }
 
-#[test]
-fn nvtx_ranges_are_projected_onto_the_streams_of_their_work() {
-    let sink = MemSink::default();
-    let mut s = session(&sink);
-    s.handle(Input::BeginRecording {
-        ts: 1_000,
-        cycle: 1,
-    });
-    let range = |id, parent, name: &str, start, end| Range {
-        name: Name::from(name),
-        domain: None,
-        start,
-        end,
-        pid: 1,
-        tid: 1,
-        id,
-        parent,
-        payload: None,
-        kind: RangeKind::PushPop,
-    };
-    let ext = |corr, id| {
-        Event::ExternalCorrelation(ExternalCorrelation {
-            external_kind: crate::EXTERNAL_KIND_CUPROF,
-            external_id: id,
-            correlation: corr,
-        })
-    };
-    // outer(1) holds inner(2); kernel 5 launched in inner, kernel 6 in outer.
-    s.handle(Input::Events(vec![
-        ext(5, 2),
-        api(5, 1_200),
-        ext(6, 1),
-        api(6, 1_600),
-    ]));
-    s.handle(Input::Range(range(2, 1, "inner", 1_150, 1_300)));
-    s.handle(Input::Range(range(1, 0, "outer", 1_100, 1_700)));
-    s.handle(Input::Events(vec![
-        kernel(5, 1_400, 1_500),
-        kernel(6, 1_800, 1_900),
-    ]));
-    s.finish();
-    let t = sink.trace("cycle1.json.gz");
-    let gpu: Vec<(String, f64, f64)> = t["traceEvents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["cat"] == "gpu_user_annotation")
-        .map(|e| {
-            (
-                e["name"].as_str().unwrap().to_string(),
-                e["ts"].as_f64().unwrap(),
-                e["dur"].as_f64().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(
-        gpu,
-        vec![
-            ("outer".to_string(), 1.4, 0.5),
-            ("inner".to_string(), 1.4, 0.1)
-        ]
-    );
-}
-
-fn nvtx_range(id: u64, name: &str, start: u64, end: u64) -> Range {
+fn nvtx_range(id: u64, parent: u64, name: &str, start: u64, end: u64) -> Range {
     Range {
         name: Name::from(name),
         domain: None,
@@ -254,7 +188,7 @@ fn nvtx_range(id: u64, name: &str, start: u64, end: u64) -> Range {
         pid: 1,
         tid: 1,
         id,
-        parent: 0,
+        parent,
         payload: None,
         kind: RangeKind::PushPop,
     }
@@ -285,13 +219,37 @@ fn gpu_annotations(t: &serde_json::Value) -> Vec<(String, f64, f64)> {
 }
 
 #[test]
+fn nvtx_ranges_are_projected_onto_the_streams_of_their_work() {
+    let sink = MemSink::default();
+    let mut s = recording(&sink);
+    // outer(1) holds inner(2); kernel 5 launched in inner, kernel 6 in outer.
+    s.handle(Input::Events(vec![
+        link(5, 2),
+        api(5, 1_200),
+        link(6, 1),
+        api(6, 1_600),
+    ]));
+    s.handle(Input::Range(nvtx_range(2, 1, "inner", 1_150, 1_300)));
+    s.handle(Input::Range(nvtx_range(1, 0, "outer", 1_100, 1_700)));
+    s.handle(Input::Events(vec![
+        kernel(5, 1_400, 1_500),
+        kernel(6, 1_800, 1_900),
+    ]));
+    s.finish();
+    let t = sink.trace("cycle1.json.gz");
+    assert_eq!(
+        gpu_annotations(&t),
+        vec![
+            ("outer".to_string(), 1.4, 0.5),
+            ("inner".to_string(), 1.4, 0.1)
+        ]
+    );
+}
+
+#[test]
 fn call_to_range_links_stay_bounded_in_a_long_window() {
     let sink = MemSink::default();
-    let mut s = session(&sink);
-    s.handle(Input::BeginRecording {
-        ts: 1_000,
-        cycle: 1,
-    });
+    let mut s = recording(&sink);
     // Every call of a long window made inside NVTX range 7, as with a step range: 1.5 x the
     // bound of links, each call's kernel arriving soon after its link.
     let calls = (MAX_LINKS + MAX_LINKS / 2) as u32;
@@ -309,7 +267,7 @@ fn call_to_range_links_stay_bounded_in_a_long_window() {
     let held = &s.cycles[0].external;
     assert!(held.len() > MAX_LINKS / 2, "{}", held.len());
     assert!(held.contains_key(&calls) && !held.contains_key(&1));
-    s.handle(Input::Range(nvtx_range(7, "step", 1_500, 3_000_000)));
+    s.handle(Input::Range(nvtx_range(7, 0, "step", 1_500, 3_000_000)));
     let (_, errors) = s.finish();
     assert!(errors.is_empty(), "{errors:?}");
     // Every kernel arrived while its link was held: the range spans all of them.
@@ -323,11 +281,7 @@ fn call_to_range_links_stay_bounded_in_a_long_window() {
 #[test]
 fn gpu_work_arriving_before_its_link_is_linked_when_the_link_comes() {
     let sink = MemSink::default();
-    let mut s = session(&sink);
-    s.handle(Input::BeginRecording {
-        ts: 1_000,
-        cycle: 1,
-    });
+    let mut s = recording(&sink);
     // NVTX is in play (range 1's link); kernel 2 comes before its link to range 2.
     s.handle(Input::Events(vec![link(1, 1), kernel(2, 5_000, 6_000)]));
     s.handle(Input::Events(vec![link(2, 2)]));
@@ -342,8 +296,8 @@ fn gpu_work_arriving_before_its_link_is_linked_when_the_link_comes() {
         kernel(3, 8_000, 9_000),
         kernel(later.end - 1, 10_000, 11_000),
     ]));
-    s.handle(Input::Range(nvtx_range(1, "outer", 1_100, 1_200)));
-    s.handle(Input::Range(nvtx_range(2, "inner", 1_300, 1_400)));
+    s.handle(Input::Range(nvtx_range(1, 0, "outer", 1_100, 1_200)));
+    s.handle(Input::Range(nvtx_range(2, 0, "inner", 1_300, 1_400)));
     s.finish();
     let t = sink.trace("cycle1.json.gz");
     assert_eq!(
@@ -358,11 +312,7 @@ fn gpu_work_arriving_before_its_link_is_linked_when_the_link_comes() {
 #[test]
 fn work_launched_outside_every_range_is_not_held_without_bound() {
     let sink = MemSink::default();
-    let mut s = session(&sink);
-    s.handle(Input::BeginRecording {
-        ts: 1_000,
-        cycle: 1,
-    });
+    let mut s = recording(&sink);
     s.handle(Input::Events(vec![link(1, 1)]));
     // More kernels launched outside every range than the bound: none will ever link.
     let outside = 10..10 + MAX_DEFERRED as u32 + 100;
@@ -376,7 +326,7 @@ fn work_launched_outside_every_range_is_not_held_without_bound() {
     // A kernel of range 1 arriving just before its link is still linked.
     let c = outside.end;
     s.handle(Input::Events(vec![kernel(c, 3_000, 4_000), link(c, 1)]));
-    s.handle(Input::Range(nvtx_range(1, "step", 1_100, 5_000)));
+    s.handle(Input::Range(nvtx_range(1, 0, "step", 1_100, 5_000)));
     s.finish();
     let t = sink.trace("cycle1.json.gz");
     assert_eq!(gpu_annotations(&t), vec![("step".to_string(), 3.0, 1.0)]);
@@ -385,16 +335,13 @@ fn work_launched_outside_every_range_is_not_held_without_bound() {
 #[test]
 fn ranges_past_the_projection_bound_stay_on_the_cpu_timeline_and_are_said_once() {
     let sink = MemSink::default();
-    let mut s = session(&sink);
-    s.handle(Input::BeginRecording {
-        ts: 1_000,
-        cycle: 1,
-    });
+    let mut s = recording(&sink);
     let n = MAX_PROJECTED as u64 + 2;
     for id in 1..=n {
         s.handle(Input::Events(vec![link(id as u32, id)]));
         s.handle(Input::Range(nvtx_range(
             id,
+            0,
             "layer",
             1_000 + id,
             1_001 + id,
