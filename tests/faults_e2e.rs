@@ -91,55 +91,59 @@ fn same_status(c: &Case) {
     );
 }
 
+/// Runs `case` with and without cuprof: the same status both ways, `status` it is, and every
+/// kernel produced is in the trace (valid, or repaired unless `complete`).
+fn ends_as(case: &str, status: &str, complete: bool) -> Case {
+    let c = run_case(case, &[]);
+    same_status(&c);
+    assert_eq!(status_text(c.with), status);
+    assert_eq!(kernels_kept(&c, complete), PRODUCED);
+    c
+}
+
+/// cuprof said exactly one line, holding `words`, and wrote nothing.
+fn one_line_no_trace(c: &Case, words: &str, what: &str) {
+    assert!(c.dir.files().is_empty(), "{what}: {:?}", c.dir.files());
+    let lines: Vec<&str> = c
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("cuprof:"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{what}: {}", c.stderr);
+    assert!(lines[0].contains(words), "{what}: {}", lines[0]);
+}
+
 #[test]
 fn normal_exit() {
-    let c = run_case("normal", &[]);
-    same_status(&c);
-    assert_eq!(status_text(c.with), "exit 0");
-    assert_eq!(kernels_kept(&c, true), PRODUCED);
+    ends_as("normal", "exit 0", true);
 }
 
 #[test]
 fn sigterm_closes_the_trace_then_kills_as_before() {
-    let c = run_case("sigterm", &[]);
-    same_status(&c);
-    assert_eq!(status_text(c.with), "signal 15");
-    assert_eq!(kernels_kept(&c, true), PRODUCED);
+    ends_as("sigterm", "signal 15", true);
 }
 
 #[test]
 fn sigint_through_pythons_own_handler() {
     // Python turns SIGINT into KeyboardInterrupt, then exits by re-sending SIGINT to itself
     // with the default disposition (skipping atexit): the trace is closed on the way.
-    let c = run_case("sigint", &[]);
-    same_status(&c);
-    assert_eq!(status_text(c.with), "signal 2");
+    let c = ends_as("sigint", "signal 2", true);
     assert!(c.stderr.contains("KeyboardInterrupt"));
-    assert_eq!(kernels_kept(&c, true), PRODUCED);
 }
 
 #[test]
 fn sigkill_leaves_a_repairable_trace_with_everything_flushed() {
-    let c = run_case("sigkill", &[]);
-    same_status(&c);
-    assert_eq!(status_text(c.with), "signal 9");
-    assert_eq!(kernels_kept(&c, false), PRODUCED);
+    ends_as("sigkill", "signal 9", false);
 }
 
 #[test]
 fn abort_closes_the_trace_and_still_aborts() {
-    let c = run_case("abort", &[]);
-    same_status(&c);
-    assert_eq!(status_text(c.with), "signal 6");
-    assert_eq!(kernels_kept(&c, true), PRODUCED);
+    ends_as("abort", "signal 6", true);
 }
 
 #[test]
 fn os_exit_closes_the_trace_and_keeps_the_status() {
-    let c = run_case("os_exit", &[]);
-    same_status(&c);
-    assert_eq!(status_text(c.with), "exit 7");
-    assert_eq!(kernels_kept(&c, true), PRODUCED);
+    ends_as("os_exit", "exit 7", true);
 }
 
 #[test]
@@ -212,18 +216,7 @@ fn missing_libcupti_is_one_line_and_no_trace() {
         &[("CUPROF_CUPTI_PATH", "/nonexistent/libcupti.so.13")],
     );
     same_status(&c);
-    assert!(c.dir.files().is_empty());
-    let lines: Vec<&str> = c
-        .stderr
-        .lines()
-        .filter(|l| l.starts_with("cuprof:"))
-        .collect();
-    assert_eq!(lines.len(), 1, "{}", c.stderr);
-    assert!(
-        lines[0].contains("/nonexistent/libcupti.so.13"),
-        "{}",
-        lines[0]
-    );
+    one_line_no_trace(&c, "/nonexistent/libcupti.so.13", "missing libcupti");
 }
 
 #[test]
@@ -236,14 +229,7 @@ fn cupti_refusals_are_one_line_each_and_the_program_runs() {
     ] {
         let c = run_case("normal", &[("CUPTI_DOUBLE_FAIL", fail)]);
         same_status(&c);
-        assert!(c.dir.files().is_empty(), "{fail}: {:?}", c.dir.files());
-        let lines: Vec<&str> = c
-            .stderr
-            .lines()
-            .filter(|l| l.starts_with("cuprof:"))
-            .collect();
-        assert_eq!(lines.len(), 1, "{fail}: {}", c.stderr);
-        assert!(lines[0].contains(words), "{fail}: {}", lines[0]);
+        one_line_no_trace(&c, words, fail);
     }
 }
 
@@ -251,12 +237,5 @@ fn cupti_refusals_are_one_line_each_and_the_program_runs() {
 fn an_unsupported_cupti_version_is_refused_in_one_line() {
     let c = run_case("normal", &[("CUPTI_DOUBLE_VERSION", "11")]);
     same_status(&c);
-    assert!(c.dir.files().is_empty());
-    let lines: Vec<&str> = c
-        .stderr
-        .lines()
-        .filter(|l| l.starts_with("cuprof:"))
-        .collect();
-    assert_eq!(lines.len(), 1, "{}", c.stderr);
-    assert!(lines[0].contains("version 11"), "{}", lines[0]);
+    one_line_no_trace(&c, "version 11", "CUPTI 11");
 }
