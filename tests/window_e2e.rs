@@ -211,6 +211,14 @@ fn a_torchrun_like_parent_writes_nothing_and_each_rank_one_trace() {
     }
 }
 
+/// Lines of `stderr` naming both `var` and its `value`.
+fn lines_naming(stderr: &str, var: &str, value: &str) -> usize {
+    stderr
+        .lines()
+        .filter(|l| l.contains(var) && l.contains(value))
+        .count()
+}
+
 #[test]
 fn invalid_values_are_named_and_the_program_runs_on() {
     let dir = TempDir::new("invalid");
@@ -220,19 +228,9 @@ fn invalid_values_are_named_and_the_program_runs_on() {
         .output();
     assert!(out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(lines_naming(&stderr, "CUPROF_WAIT", "abc"), 1, "{stderr}");
     assert_eq!(
-        stderr
-            .lines()
-            .filter(|l| l.contains("CUPROF_WAIT") && l.contains("abc"))
-            .count(),
-        1,
-        "{stderr}"
-    );
-    assert_eq!(
-        stderr
-            .lines()
-            .filter(|l| l.contains("CUPROF_ACTIVITIES") && l.contains("BOGUS"))
-            .count(),
+        lines_naming(&stderr, "CUPROF_ACTIVITIES", "BOGUS"),
         1,
         "{stderr}"
     );
@@ -246,10 +244,7 @@ fn invalid_values_are_named_and_the_program_runs_on() {
     assert!(out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
-        stderr
-            .lines()
-            .filter(|l| l.contains("CUPROF_ENABLED") && l.contains("maybe"))
-            .count(),
+        lines_naming(&stderr, "CUPROF_ENABLED", "maybe"),
         1,
         "{stderr}"
     );
