@@ -628,24 +628,7 @@ impl DeviceState {
         );
         self.pool_blocks.insert(addr, base);
         if let Some(b) = ended {
-            self.entry(
-                TraceAction::FreeRequested,
-                base,
-                b.size,
-                b.stream,
-                ts,
-                &None,
-                max,
-            );
-            self.entry(
-                TraceAction::FreeCompleted,
-                base,
-                b.size,
-                b.stream,
-                ts,
-                &None,
-                max,
-            );
+            self.block_freed(base, &b, ts, &None, max);
         }
         self.entry(TraceAction::Alloc, addr, size, stream, ts, &frames, max);
         false
@@ -690,28 +673,25 @@ impl DeviceState {
             return false;
         };
         let from_pool = seg.from_pool;
-        self.entry(
-            TraceAction::FreeRequested,
-            addr,
-            block.size,
-            block.stream,
-            ts,
-            frames,
-            max,
-        );
-        self.entry(
-            TraceAction::FreeCompleted,
-            addr,
-            block.size,
-            block.stream,
-            ts,
-            frames,
-            max,
-        );
+        self.block_freed(addr, &block, ts, frames, max);
         if from_pool {
             self.free_segment(seg_addr, ts, frames, max);
         }
         from_pool
+    }
+
+    /// A block's free as the caching allocator reports it: requested, then completed.
+    fn block_freed(
+        &mut self,
+        addr: u64,
+        block: &Block,
+        ts: u64,
+        frames: &Option<Frames>,
+        max: usize,
+    ) {
+        for action in [TraceAction::FreeRequested, TraceAction::FreeCompleted] {
+            self.entry(action, addr, block.size, block.stream, ts, frames, max);
+        }
     }
 
     /// Frees a segment, and first any pool blocks still inside it.
@@ -721,24 +701,7 @@ impl DeviceState {
         };
         for (&b, block) in &seg.blocks {
             self.pool_blocks.remove(&b);
-            self.entry(
-                TraceAction::FreeRequested,
-                b,
-                block.size,
-                block.stream,
-                ts,
-                frames,
-                max,
-            );
-            self.entry(
-                TraceAction::FreeCompleted,
-                b,
-                block.size,
-                block.stream,
-                ts,
-                frames,
-                max,
-            );
+            self.block_freed(b, block, ts, frames, max);
         }
         self.entry(
             TraceAction::SegmentFree,
