@@ -101,7 +101,7 @@ impl ApiPlan {
     /// or a CUPTI without per-call switches (`auto` then records every driver call too).
     pub fn new(
         cfg: &Config,
-        set: Option<cupti::ApiFilter>,
+        set: Option<cupti::ApiSwitches>,
         names: &crate::resolve::Names,
     ) -> Option<ApiPlan> {
         let set = set.filter(|_| cfg.activities.cpu && cfg.api != ApiFilter::All)?;

@@ -96,7 +96,7 @@ cupti_table! {
 }
 
 /// Optional entry points (CUPTI 12.5+): switch the records of one API call on or off.
-pub struct ApiFilter {
+pub struct ApiSwitches {
     pub runtime: unsafe extern "C" fn(u32, u8) -> CuptiResult,
     pub driver: unsafe extern "C" fn(u32, u8) -> CuptiResult,
 }
@@ -150,7 +150,7 @@ fn candidates(explicit: Option<&str>) -> Vec<String> {
 }
 
 /// Finds and loads libcupti. The error lists what was tried.
-pub fn load(explicit: Option<&str>) -> Result<(Cupti, Option<ApiFilter>), String> {
+pub fn load(explicit: Option<&str>) -> Result<(Cupti, Option<ApiSwitches>), String> {
     let flags_noload = libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_GLOBAL;
     let mut handle = None;
     if explicit.is_none() {
@@ -194,7 +194,7 @@ pub fn load(explicit: Option<&str>) -> Result<(Cupti, Option<ApiFilter>), String
         sym("cuptiActivityEnableRuntimeApi"),
         sym("cuptiActivityEnableDriverApi"),
     );
-    let filter = (!rt.is_null() && !drv.is_null()).then(|| ApiFilter {
+    let filter = (!rt.is_null() && !drv.is_null()).then(|| ApiSwitches {
         // SAFETY: both are CUPTI functions `CUptiResult (CUpti_CallbackId, uint8_t)`.
         runtime: unsafe {
             std::mem::transmute::<*mut c_void, unsafe extern "C" fn(u32, u8) -> CuptiResult>(rt)

@@ -140,7 +140,7 @@ pub fn start(cfg: &Config) -> Result<(), String> {
         .cupti_path
         .as_ref()
         .map(|p| p.to_string_lossy().into_owned());
-    let (cupti, api_filter) = cupti::load(explicit.as_deref())?;
+    let (cupti, api_switches) = cupti::load(explicit.as_deref())?;
     let mut version = 0u32;
     // SAFETY: writes one u32.
     unsafe { (cupti.cuptiGetVersion)(&mut version) };
@@ -217,7 +217,7 @@ pub fn start(cfg: &Config) -> Result<(), String> {
             ));
         }
     }
-    let api = crate::api::ApiPlan::new(cfg, api_filter, &names);
+    let api = crate::api::ApiPlan::new(cfg, api_switches, &names);
     for &cbid in api.as_ref().map_or(&[][..], |a| a.code_loads()) {
         // SAFETY: enabling our subscriber's callback; integer arguments.
         unsafe { (cupti.cuptiEnableCallback)(1, sub, cupti::DOMAIN_DRIVER, cbid) };
