@@ -4,37 +4,51 @@
 #
 #   BENCH_DIR=/path/to/bench bash scripts/bench-gpu.sh [rounds]
 #
+# Relative paths in BENCH_DIR, CUPROF_BIN and OUT are taken from the repository root.
 # BENCH_DIR (required unless ../shared/bench sits beside the repository): a copy of the shared
 #   bench folder (workloads.py, launch_bench.cu, cupti_floor.c).
 # CUPROF_BIN (default target/release): the folder holding libcuprof.so (built elsewhere, copied).
 # CUDA_HOME (default /usr/local/cuda): nvcc, cupti.h and libcupti (lib64 or extras/CUPTI).
-# OUT (default the current directory): where bench-gpu.json goes (and bench-gpu.log, every
-#   run's stderr).
-# ROUNDS (or the first argument, default 3), LAUNCH_STEPS (default 8), TRANSFORMER_STEPS
-#   (default 12), NATIVE_LAUNCHES (default 100000), RUN_TIMEOUT (seconds per run, default 120),
-#   BUDGET (seconds for all runs, default 540: the whole script stays inside 10 minutes; runs
-#   that would start after it are skipped and reported).
-# PYTHON, NVCC, CC: the tools (default python3, $CUDA_HOME/bin/nvcc or nvcc, gcc).
+# OUT (default the repository root): where bench-gpu.json goes (and bench-gpu.log, the build
+#   output and every run's command, stdout and stderr).
+# ROUNDS (or the first argument, which wins; default 3), LAUNCH_STEPS (default 8),
+#   TRANSFORMER_STEPS (default 12), NATIVE_LAUNCHES (default 100000), RUN_TIMEOUT (seconds per
+#   run, default 120), BUDGET (seconds from the start, builds included, default 540: the whole
+#   script stays inside 10 minutes; a run that would end after it, judged by the slowest earlier
+#   run of the same workload and mode or 30 s for the first, is skipped and reported).
+# BENCH_CPUS (a taskset CPU list; default 0-(k-1), the first k of the CPUs this process may use
+#   with k = min(8, their number), when taskset is on PATH; empty or "none": no pinning): every
+#   measured run, of every workload and mode, starts under taskset -c $BENCH_CPUS. Why: unpinned,
+#   on a 16-core H100 machine, native runs fell anywhere from about 4,100 to 8,800 ns/launch
+#   by where the process was scheduled, so the rounds of one mode spread by tens of percent;
+#   with every run on CPUs 0-7 the spreads were much narrower (BENCHMARKS.md has both runs).
+# PYTHON, NVCC, CC: the tools (default python3, $CUDA_HOME/bin/nvcc or nvcc, gcc; the floor is
+#   built with nvcc when CC fails).
+# LD_PRELOAD, CUDA_INJECTION64_PATH, NVTX_INJECTION64_PATH, CUPROF_ENABLED, CUPROF_ACTIVITIES,
+#   CUPROF_API, FLOOR_PRELOAD and FLOOR_KINDS are not passed on from the
+#   caller: each mode sets its own.
 #
-# Workloads: native (launch_bench.cu: ns per launch), launch (workloads.py: 20,000 one-element
-# kernels per step), transformer (workloads.py: a 12-layer bf16 encoder training step).
+# Workloads and their modes:
+#   native       launch_bench.cu, NATIVE_LAUNCHES launches: ns per launch
+#                none floor floor-k cuprof cuprof-gpu cuprof-rt
+#   launch       workloads.py --workload launch: 20,000 one-element kernels per step, ms per step
+#                none floor cuprof cuprof-gpu torch cuprof-rt
+#   transformer  workloads.py --workload transformer: a 12-layer bf16 encoder training step
+#                none floor cuprof cuprof-gpu torch cuprof-rt
 # Modes, interleaved and repeated (A B C ... A B C ...; the order rotates each round):
 #   none        the workload alone
 #   floor       cupti_floor.c preloaded: kernel + memcpy + memset + runtime-API records, counted
-#   floor-k     the same with FLOOR_KINDS=kernel
-#   cuprof      LD_PRELOAD=libcuprof.so CUPROF_ENABLED=1 (default activities, whole run)
+#   floor-k     the same with FLOOR_KINDS=kernel (native only)
+#   cuprof      LD_PRELOAD=libcuprof.so CUPROF_ENABLED=1 (default activities, whole run; the
+#               trace goes to a scratch folder, its size is recorded, then it is deleted)
 #   cuprof-gpu  the same with CUPROF_ACTIVITIES=GPU (kernels, copies, sets, syncs; no API records)
-#   cuprof-en   default activities, CUPROF_API_SELECT=enable (API kinds off, kept calls on)
-#   cuprof-rt   default activities, CUPROF_API=runtime (no driver API records)
-#   cuprof-rten CUPROF_API=runtime and CUPROF_API_SELECT=enable
-#   cuprof-auto CUPROF_API=auto (runtime until the program loads GPU code through the driver)
-#               (the four variants decide how the kept API calls are best chosen: see
-#               BENCHMARKS.md; they write the same trace as cuprof, less the driver launches
-#               for the -rt ones, and for -auto those made before the first driver code load)
+#   cuprof-rt   default activities with CUPROF_API=runtime (no driver API records: the cost of
+#               the DRIVER activity kind)
 #   torch       workloads.py --mode torch-cuda (python workloads only)
 # Prints the median per (workload, mode), its spread over the rounds, the ratio to none, the
-# overhead relative to the floor's and to torch.profiler's, and the issue's targets; writes all
-# of it, with every run, as JSON.
+# overhead relative to the floor's, to the kernel-only floor's (native) and to torch.profiler's,
+# and the issue's targets; writes all of it, with every run and the settings (the pinning
+# included), as JSON.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -67,7 +81,7 @@ import json, os, shutil, statistics, subprocess, sys, tempfile, time
 T0 = time.monotonic()
 env0 = dict(os.environ)
 for v in ("LD_PRELOAD", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "CUPROF_ENABLED",
-          "CUPROF_ACTIVITIES", "CUPROF_API", "CUPROF_API_SELECT", "FLOOR_PRELOAD", "FLOOR_KINDS"):
+          "CUPROF_ACTIVITIES", "CUPROF_API", "FLOOR_PRELOAD", "FLOOR_KINDS"):
     env0.pop(v, None)
 bench = env0["BENCH_DIR"]
 cuda = env0["CUDA_HOME"]
@@ -133,12 +147,47 @@ for cmd, fallback in builds:
         sys.exit(f"bench-gpu: build failed: {' '.join(cmd)} (see {log_path})")
 
 
+# ------------------------------------------------------------------ the pinning
+def cpu_list(cpus):
+    """[0, 1, 2, 3, 6] -> "0-3,6"."""
+    parts, i = [], 0
+    while i < len(cpus):
+        j = i
+        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
+            j += 1
+        parts.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+allowed = sorted(os.sched_getaffinity(0))
+taskset = shutil.which("taskset")
+cpus_env = env0.get("BENCH_CPUS")
+if cpus_env is None:
+    # The first min(8, n) CPUs this process may use: 0-(k-1) on an unrestricted machine.
+    cpus = cpu_list(allowed[:min(8, len(allowed))]) if taskset else None
+    cpus_from = "default" if taskset else "default: no taskset on PATH"
+elif cpus_env.strip().lower() in ("", "none"):
+    cpus, cpus_from = None, "BENCH_CPUS=" + cpus_env.strip()
+else:
+    cpus, cpus_from = cpus_env.strip(), "BENCH_CPUS"
+    if not taskset:
+        sys.exit(f"bench-gpu: BENCH_CPUS={cpus} needs taskset on PATH (or set BENCH_CPUS=none)")
+pin = [taskset, "-c", cpus] if cpus else []
+if pin:
+    r = subprocess.run(pin + ["true"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        sys.exit(f"bench-gpu: taskset -c {cpus} fails here ({r.stdout.strip()}); this process may use "
+                 f"CPUs {cpu_list(allowed)}: set BENCH_CPUS to some of them, or to none")
+pin_desc = f"CPUs {cpus} (taskset -c {cpus}, {cpus_from})" if pin else f"not pinned ({cpus_from})"
+
+
 # ------------------------------------------------------------------ the runs
 def workload_cmd(w, mode):
     if w == "native":
-        return [launch_bin, str(native_launches)]
+        return pin + [launch_bin, str(native_launches)]
     steps = launch_steps if w == "launch" else transformer_steps
-    return [py, os.path.join(bench, "workloads.py"), "--workload", w, "--mode", mode, "--steps", str(steps)]
+    return pin + [py, os.path.join(bench, "workloads.py"), "--workload", w, "--mode", mode, "--steps", str(steps)]
 
 
 MODES = {
@@ -147,18 +196,14 @@ MODES = {
     "floor-k": ({"FLOOR_PRELOAD": "1", "FLOOR_KINDS": "kernel", "LD_PRELOAD": floor_so}, "none"),
     "cuprof": ({"LD_PRELOAD": lib, "CUPROF_ENABLED": "1"}, "none"),
     "cuprof-gpu": ({"LD_PRELOAD": lib, "CUPROF_ENABLED": "1", "CUPROF_ACTIVITIES": "GPU"}, "none"),
-    "cuprof-en": ({"LD_PRELOAD": lib, "CUPROF_ENABLED": "1", "CUPROF_API_SELECT": "enable"}, "none"),
     "cuprof-rt": ({"LD_PRELOAD": lib, "CUPROF_ENABLED": "1", "CUPROF_API": "runtime"}, "none"),
-    "cuprof-rten": ({"LD_PRELOAD": lib, "CUPROF_ENABLED": "1", "CUPROF_API": "runtime",
-                     "CUPROF_API_SELECT": "enable"}, "none"),
-    "cuprof-auto": ({"LD_PRELOAD": lib, "CUPROF_ENABLED": "1", "CUPROF_API": "auto"}, "none"),
     "torch": ({}, "torch-cuda"),
 }
-VARIANTS = ["cuprof-en", "cuprof-rt", "cuprof-rten", "cuprof-auto"]
+VARIANTS = ["cuprof-rt"]
 WORKLOADS = {
     "native": ["none", "floor", "floor-k", "cuprof", "cuprof-gpu"] + VARIANTS,
-    "launch": ["none", "floor", "floor-k", "cuprof", "cuprof-gpu", "torch"] + VARIANTS,
-    "transformer": ["none", "floor", "floor-k", "cuprof", "cuprof-gpu", "torch"] + VARIANTS,
+    "launch": ["none", "floor", "cuprof", "cuprof-gpu", "torch"] + VARIANTS,
+    "transformer": ["none", "floor", "cuprof", "cuprof-gpu", "torch"] + VARIANTS,
 }
 UNIT = {"native": "ns/launch", "launch": "ms/step", "transformer": "ms/step"}
 runs, skipped = [], []
@@ -211,7 +256,8 @@ def run_one(w, mode, rnd):
 
 
 say(f"bench-gpu: {rounds} rounds; launch {launch_steps} steps, transformer {transformer_steps} steps, "
-    f"native {native_launches} launches; budget {budget:.0f} s; stderr of every run in {log_path}")
+    f"native {native_launches} launches; {pin_desc}; budget {budget:.0f} s; "
+    f"stderr of every run in {log_path}")
 for rnd in range(1, rounds + 1):
     for w, modes in WORKLOADS.items():
         k = (rnd - 1) % len(modes)
@@ -244,10 +290,10 @@ table = []
 say("")
 say(f"{'workload':12} {'mode':11} {'median':>10} {'n':>2} {'spread':>7} {'vs none':>9} {'overhead':>9} {'/ floor':>8} {'/ floor-k':>9} {'/ torch':>8}")
 for w, modes in WORKLOADS.items():
-    base, _ = med(w, "none")
-    fl, _ = med(w, "floor")
-    flk, _ = med(w, "floor-k")
-    tor, _ = med(w, "torch")
+    # A reference this workload does not run (floor-k outside native, torch on native) is None:
+    # its columns show "-" and its JSON fields are null.
+    ref = lambda mode: med(w, mode)[0] if mode in modes else None
+    base, fl, flk, tor = ref("none"), ref("floor"), ref("floor-k"), ref("torch")
     ov = lambda m: None if (m is None or not base) else m / base - 1.0
     for mode in modes:
         m, n = med(w, mode)
@@ -261,10 +307,11 @@ for w, modes in WORKLOADS.items():
         row["overhead_vs_floor_kernel"] = rel(flk)
         row["overhead_vs_torch"] = rel(tor)
         table.append(row)
-        f = lambda v, fmt: "-" if v is None else format(v, fmt)
-        sp = None if row["spread"] is None else 100 * row["spread"]
-        say(f"{w:12} {mode:11} {f(m, '10.2f')} {n:>2} {f(sp, '6.1f')}% {f(row['ratio_vs_none'], '9.3f')} "
-            f"{f(None if row['overhead'] is None else 100 * row['overhead'], '+8.1f')}% "
+        # A missing value is a "-" right-aligned in its column; p() is a percentage.
+        f = lambda v, fmt: "-".rjust(len(format(0.0, fmt))) if v is None else format(v, fmt)
+        p = lambda v, fmt: f(None, fmt) + " " if v is None else format(100 * v, fmt) + "%"
+        say(f"{w:12} {mode:11} {f(m, '10.2f')} {n:>2} {p(row['spread'], '6.1f')} {f(row['ratio_vs_none'], '9.3f')} "
+            f"{p(row['overhead'], '+8.1f')} "
             f"{f(row['overhead_vs_floor'], '8.2f')} {f(row['overhead_vs_floor_kernel'], '9.2f')} {f(row['overhead_vs_torch'], '8.2f')}")
 
 # The issue's targets: cuprof's overhead <= 1.10x the floor's on native and python launch,
@@ -308,7 +355,9 @@ doc = {
         "nvcc": (sh([env0["NVCC"], "--version"]) or "").splitlines()[-1:] or None,
     },
     "settings": {"rounds": rounds, "launch_steps": launch_steps, "transformer_steps": transformer_steps,
-                 "native_launches": native_launches, "cuprof_lib": lib, "bench_dir": bench},
+                 "native_launches": native_launches, "run_timeout_s": run_timeout, "budget_s": budget,
+                 "cpus": cpus, "cpus_from": cpus_from, "pin": pin or None,
+                 "cpus_allowed": cpu_list(allowed), "cuprof_lib": lib, "bench_dir": bench},
     "table": table, "targets": targets, "runs": runs, "skipped": skipped,
     "total_s": round(time.monotonic() - T0, 1),
 }

@@ -331,11 +331,10 @@ struct Selection {
     corr: Value,
 }
 
-fn api_selection(api: &str, select: &str) -> Selection {
+fn api_selection(api: &str) -> Selection {
     let dir = TempDir::new("apisel");
     let (out, _) = Run::python("api_selection.py", &[], dir.path())
         .env("CUPROF_API", api)
-        .env("CUPROF_API_SELECT", select)
         .env("CUPROF_CAPTURE_RANGE", "cudaProfilerApi")
         .ok_json();
     let t = read_trace(&dir.path().join("t-rank0.trace.json.gz"));
@@ -368,61 +367,22 @@ fn switch_state(kinds: [u8; 2], calls: [u8; 4]) -> Value {
 }
 
 #[test]
-fn api_calls_are_chosen_per_call_by_silencing_or_by_enabling() {
+fn unkept_api_calls_are_switched_off_one_by_one_inside_the_window() {
     let off = switch_state([0, 0], [0, 0, 0, 0]);
-    // (CUPROF_API, CUPROF_API_SELECT, switches inside the range, API calls kept)
-    // `auto` with no GPU code loaded through the driver is `runtime` (see the next test).
-    let cases: [(&str, &str, Value, &[&str]); 8] = [
+    // (CUPROF_API, switches inside the range, API calls kept)
+    let cases: [(&str, Value, &[&str]); 3] = [
         (
             "filtered",
-            "silence",
             switch_state([1, 1], [1, 0, 1, 0]),
             &["cudaLaunchKernel", "cuLaunchKernel"],
         ),
         (
-            "filtered",
-            "enable",
-            switch_state([0, 0], [1, 0, 1, 0]),
-            &["cudaLaunchKernel", "cuLaunchKernel"],
-        ),
-        (
             "runtime",
-            "silence",
             switch_state([1, 0], [1, 0, 0, 0]),
             &["cudaLaunchKernel"],
         ),
         (
-            "runtime",
-            "enable",
-            switch_state([0, 0], [1, 0, 0, 0]),
-            &["cudaLaunchKernel"],
-        ),
-        (
-            "auto",
-            "silence",
-            switch_state([1, 0], [1, 0, 0, 0]),
-            &["cudaLaunchKernel"],
-        ),
-        (
-            "auto",
-            "enable",
-            switch_state([0, 0], [1, 0, 0, 0]),
-            &["cudaLaunchKernel"],
-        ),
-        (
             "all",
-            "silence",
-            switch_state([1, 1], [1, 1, 1, 1]),
-            &[
-                "cudaGetDevice",
-                "cuCtxGetCurrent",
-                "cudaLaunchKernel",
-                "cuLaunchKernel",
-            ],
-        ),
-        (
-            "all",
-            "enable",
             switch_state([1, 1], [1, 1, 1, 1]),
             &[
                 "cudaGetDevice",
@@ -432,9 +392,9 @@ fn api_calls_are_chosen_per_call_by_silencing_or_by_enabling() {
             ],
         ),
     ];
-    for (api, select, inside, kept) in cases {
-        let s = api_selection(api, select);
-        let what = format!("CUPROF_API={api} CUPROF_API_SELECT={select}");
+    for (api, inside, kept) in cases {
+        let s = api_selection(api);
+        let what = format!("CUPROF_API={api}");
         assert_eq!(s.switches["before"], off, "{what}");
         assert_eq!(s.switches["inside"], inside, "{what}");
         assert_eq!(s.switches["after"], off, "{what}");
@@ -453,53 +413,5 @@ fn api_calls_are_chosen_per_call_by_silencing_or_by_enabling() {
             .collect();
         assert_eq!(s.api, want, "{what}");
         assert_eq!(s.kernels, 2, "{what}");
-    }
-}
-
-#[test]
-fn auto_switches_driver_launch_records_on_when_the_program_loads_gpu_code() {
-    for load in [true, false] {
-        let dir = TempDir::new("auto");
-        let args: &[&str] = if load { &[] } else { &["no-load"] };
-        let (out, _) = Run::python("auto_driver.py", args, dir.path())
-            .env("CUPROF_API", "auto")
-            .ok_json();
-        let t = read_trace(&dir.path().join("t-rank0.trace.json.gz"));
-        let corr = |v: &Value| v.as_u64().unwrap();
-        assert_eq!(out["on_before"], 0, "load={load}");
-        assert_eq!(out["on_after"], u8::from(load), "load={load}");
-        let driver: Vec<(String, u64)> = events(&t, "cuda_driver")
-            .iter()
-            .map(|e| {
-                (
-                    e["name"].as_str().unwrap().to_string(),
-                    corr(&e["args"]["correlation"]),
-                )
-            })
-            .collect();
-        // Only the launches after the load: not the one before it, not the load itself, not
-        // the query.
-        let want: Vec<(String, u64)> = if load {
-            out["after"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|c| ("cuLaunchKernel".to_string(), corr(c)))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        assert_eq!(driver, want, "load={load}");
-        let runtime: Vec<u64> = events(&t, "cuda_runtime")
-            .iter()
-            .map(|e| corr(&e["args"]["correlation"]))
-            .collect();
-        assert_eq!(runtime, vec![corr(&out["runtime"])], "load={load}");
-        // Every kernel is there either way; flows start only at recorded launches.
-        assert_eq!(events(&t, "kernel").len(), 4, "load={load}");
-        let starts: BTreeSet<u64> = phs(&t, "s").iter().map(|f| corr(&f["id"])).collect();
-        let mut want_starts: BTreeSet<u64> = want.iter().map(|(_, c)| *c).collect();
-        want_starts.insert(corr(&out["runtime"]));
-        assert_eq!(starts, want_starts, "load={load}");
     }
 }

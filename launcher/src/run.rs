@@ -129,8 +129,8 @@ struct Options {
     ranks: Option<String>,
 
     /// Which API calls to keep: filtered (launches, copies, syncs, allocations...), runtime
-    /// (the same without driver API records), auto (runtime until the program loads GPU code
-    /// through the driver, as Triton does, then filtered) or all
+    /// (the same without driver API records: cheaper, but Triton's direct launches lose their
+    /// CPU side) or all
     #[arg(long, value_enum, ignore_case = true)]
     api: Option<Api>,
 
@@ -169,8 +169,6 @@ enum Api {
     All,
     #[value(name = "runtime")]
     Runtime,
-    #[value(name = "auto")]
-    Auto,
 }
 
 fn file_prefix(s: &str) -> Result<String, String> {
@@ -320,7 +318,6 @@ fn child_env(
             Api::Filtered => "filtered",
             Api::All => "all",
             Api::Runtime => "runtime",
-            Api::Auto => "auto",
         };
         env.push((vars::API, v.into()));
     }

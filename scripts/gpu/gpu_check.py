@@ -159,20 +159,14 @@ def check_window():
            files=sorted(os.listdir(d)), rc=r.returncode, stderr=r.stderr[-300:])
 
 
-# What libcuprof.so logs (CUPROF_LOG=info) when CUPROF_API=auto switches driver records on.
-SWITCHED_ON = "the program loads GPU code through the driver: driver launch records on"
-
-
 def check_api_selection():
-    """Triton's direct driver launches get their CPU partner, the same with either way of
-    choosing API calls in CUPTI (CUPROF_API_SELECT), and none with CUPROF_API=runtime."""
+    """Triton's direct driver launches get their CPU partner with the default filter, the query
+    calls PyTorch makes on every op are not kept, and CUPROF_API=runtime has no driver records."""
     # Query calls PyTorch makes on every op: never kept by the default filter.
     queries = {"cudaGetDevice", "cudaGetLastError", "cudaPeekAtLastError", "cudaStreamIsCapturing",
                "cudaDeviceGetAttribute", "cudaGetDeviceCount", "cuCtxGetCurrent"}
     seen = {}
-    for label, extra in [("silence", {}), ("enable", {"CUPROF_API_SELECT": "enable"}),
-                         ("runtime", {"CUPROF_API": "runtime"}),
-                         ("auto", {"CUPROF_API": "auto", "CUPROF_LOG": "info"})]:
+    for label, extra in [("filtered", {}), ("runtime", {"CUPROF_API": "runtime"})]:
         d = fresh(f"api_{label}")
         env = preload_env(d, "api", CUPROF_CAPTURE_RANGE="cudaProfilerApi", **extra)
         r = run([sys.executable, os.path.join(HERE, "api_mix.py")], env, timeout=600)
@@ -195,50 +189,13 @@ def check_api_selection():
             "gpu_annotations": names(events(t, "gpu_user_annotation")),
         }
         seen[label]["queries_kept"] = sorted(queries & (set(seen[label]["runtime"]) | set(seen[label]["driver"])))
-        seen[label]["driver_switched_on"] = SWITCHED_ON in r.stderr
-    s, e, rt = seen["silence"], seen["enable"], seen["runtime"]
+    s, rt = seen["filtered"], seen["runtime"]
     record("issue8.triton_driver_launches_have_cpu_partner",
            s["triton"] >= 10 and s["triton_with_driver_launch"] == s["triton"] and s["triton_with_flow"] == s["triton"]
            and not s["queries_kept"] and s["gpu_annotations"].get("iter") == 10, **s)
-    same = ("kernels", "triton", "triton_with_driver_launch", "runtime", "driver", "gpu_annotations")
-    record("issue8.api_select_enable_same_trace", all(e[k] == s[k] for k in same),
-           silence={k: s[k] for k in same}, enable={k: e[k] for k in same})
-    a = seen["auto"]
-    record("issue8.api_auto_matches_filtered_once_triton_loaded",
-           a["driver_switched_on"] and all(a[k] == s[k] for k in same),
-           auto={k: a[k] for k in same}, switched_on=a["driver_switched_on"])
-    # Eager PyTorch alone under auto: are driver records left off? Only if the runtime's own
-    # module loading does not show up as cuModuleLoad*/cuLibraryLoad* callbacks (a figure: see
-    # driver_probe.py).
-    d = fresh("api_auto_eager")
-    r = run([sys.executable, os.path.join(HERE, "steps10.py")],
-            preload_env(d, "eager", CUPROF_API="auto", CUPROF_LOG="info"), timeout=300)
-    files = glob.glob(f"{d}/*.trace.json.gz")
-    t = load(files[0]) if files else {"traceEvents": []}
-    record("issue8.api_auto_eager_pytorch", r.returncode == 0 and len(events(t, "kernel")) == 51,
-           driver_switched_on=SWITCHED_ON in r.stderr, driver_events=len(events(t, "cuda_driver")),
-           kernels=len(events(t, "kernel")), stderr=r.stderr[-300:])
     record("issue8.api_runtime_only_has_no_driver_records",
            rt["kernels"] == s["kernels"] and rt["driver"] == {} and rt["runtime"] == s["runtime"],
            kernels=rt["kernels"], runtime=rt["runtime"], driver=rt["driver"])
-
-
-def check_driver_probe():
-    """Data for the next design step (see driver_probe.py): which driver calls CUPTI's callbacks
-    see during eager PyTorch and during Triton's first launch."""
-    r = run([sys.executable, os.path.join(HERE, "driver_probe.py")], timeout=600)
-    try:
-        doc = json.loads(r.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        record("issue8.driver_probe", False, rc=r.returncode, stderr=r.stderr[-800:])
-        return
-    phases = doc["phases"]
-    loads = lambda p: sum(n for k, n in phases.get(p, {}).items() if k.startswith(("cuModuleLoad", "cuLibraryLoad")))
-    launches = lambda p: sum(n for k, n in phases.get(p, {}).items() if k.startswith("cuLaunchKernel"))
-    record("issue8.driver_probe_triton_loads_and_launches_through_driver",
-           loads("compile_first") >= 1 and launches("compile_again") >= 1,
-           runtime_internal_loads_visible=loads("setup") + loads("eager_first") > 0,
-           nested_launch_callbacks_in_eager=launches("eager_again"), phases=phases)
 
 
 def check_memory():
@@ -263,7 +220,7 @@ def check_memory():
     record("issue5.with_stack_frames", allocs and len(stacked) == len(allocs), segment_allocs=len(allocs), with_native_stack=len(stacked),
            example=[f["name"] for f in (allocs[0]["frames"] if allocs else [])][:8])
     record("issue5.memory_snapshot", plots == [0, 0] and chk.returncode == 0 and counters,
-           max_memory_reserved=expected, memory_viz_rc=plots, check=chk.stdout.strip()[-300:] + chk.stderr.strip()[-300:],
+           max_memory_reserved=expected, memory_viz_rc=plots, snapshot_check=chk.stdout.strip()[-300:] + chk.stderr.strip()[-300:],
            cuprof_memory=mem.stdout.strip()[-400:], counter_events=len(counters))
 
 
@@ -298,7 +255,7 @@ def main():
     print("torch", torch.__version__, "cuda", torch.version.cuda, flush=True)
     only = sys.argv[1:]
     for name, fn in [("basic", check_basic), ("inject", check_injection_only), ("dump", dump_buffers),
-                     ("transformer", check_transformer), ("window", check_window), ("api", check_api_selection), ("api", check_driver_probe), ("memory", check_memory),
+                     ("transformer", check_transformer), ("window", check_window), ("api", check_api_selection), ("memory", check_memory),
                      ("faults", check_faults)]:
         if only and name not in only:
             continue

@@ -132,7 +132,9 @@ fn api_record(domain: u32, cbid: u32, start: u64, end: u64, corr: u32) -> u64 {
     } else {
         (&state::DRIVER_API_ON, kind::DRIVER)
     };
-    if !on.get(cbid) {
+    // The kind must be on as well: CUPTI 13.0 (H100, driver 580) recorded no API call whose
+    // kind was off, even one switched on by itself, although cupti_activity.h allows it.
+    if !state::kind_enabled(k) || !on.get(cbid) {
         return 0;
     }
     let mut n = 0;

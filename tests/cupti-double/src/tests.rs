@@ -886,11 +886,16 @@ fn enable_and_disable_at_any_time() {
     // Enabling the RUNTIME kind again overrides the per-cbid switch (cupti_activity.h).
     assert_eq!(cuptiActivityEnable(kind::RUNTIME), 0);
     assert_eq!(double_api_enabled(2, 211), 1);
-    // Enabling a single cbid without the kind.
+    // Enabling a single cbid without the kind: the switch is kept, but records nothing (real
+    // CUPTI 13.0 behaves so).
     assert_eq!(cuptiActivityDisable(kind::RUNTIME), 0);
-    assert_eq!(cuptiActivityEnableRuntimeApi(311, 1), 0);
-    assert_eq!(double_api_enabled(2, 211), 0);
-    assert_eq!(double_api_enabled(2, 311), 1);
+    assert_eq!(cuptiActivityEnableRuntimeApi(211, 1), 0);
+    assert_eq!(double_api_enabled(2, 211), 1);
+    assert_eq!(double_api_enabled(2, 311), 0);
+    lock(&DELIVERIES).clear();
+    launch(c"k", 0);
+    let kinds: Vec<u32> = flush_forced().iter().map(|r| r.kind).collect();
+    assert_eq!(kinds, vec![10]);
     assert_eq!(cuptiActivityEnable(0), res::INVALID_KIND);
     assert_eq!(cuptiActivityEnable(99), res::INVALID_KIND);
     // KERNEL (3) serialises; its records carry kind 3.

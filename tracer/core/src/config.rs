@@ -30,7 +30,6 @@ pub mod vars {
     pub const NAME: &str = "CUPROF_NAME";
     pub const ACTIVITIES: &str = "CUPROF_ACTIVITIES";
     pub const API: &str = "CUPROF_API";
-    pub const API_SELECT: &str = "CUPROF_API_SELECT";
     pub const WITH_STACK: &str = "CUPROF_WITH_STACK";
     pub const QUEUED: &str = "CUPROF_QUEUED";
     pub const WAIT: &str = "CUPROF_WAIT";
@@ -159,21 +158,6 @@ pub enum ApiFilter {
     /// many driver calls (cuBLAS, cuDNN), at the cost of the flows from direct driver launches
     /// (Triton kernels).
     Runtime,
-    /// `Runtime` until the program loads GPU code through the driver itself (Triton, NVRTC,
-    /// CuPy: `cuModuleLoad*`/`cuLibraryLoad*`), then `Filtered`.
-    Auto,
-}
-
-/// How CUPTI is told which API calls to record (with CUPTI 12.5+, which can choose per call).
-/// Both give the same trace; they differ in what CUPTI does on the calls that are not kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ApiSelect {
-    /// Enable the whole RUNTIME (and DRIVER) activity kinds, then switch the other calls off.
-    #[default]
-    Silence,
-    /// Leave the API kinds off and switch on only the kept calls: what cupti_activity.h
-    /// advises for collecting a small set of calls.
-    Enable,
 }
 
 /// This process's place in a distributed job.
@@ -206,8 +190,6 @@ pub struct Config {
     pub name: String,
     pub activities: Activities,
     pub api: ApiFilter,
-    /// `CUPROF_API_SELECT`: how the kept API calls are chosen in CUPTI.
-    pub api_select: ApiSelect,
     pub with_stack: bool,
     /// `CUPROF_QUEUED`: ask CUPTI for kernels' queued/submitted times (Kineto's `queued`
     /// argument); it costs time on every launch, so it is off by default.
@@ -248,7 +230,6 @@ impl Default for Config {
             name: String::from("profile"),
             activities: Activities::default(),
             api: ApiFilter::default(),
-            api_select: ApiSelect::default(),
             with_stack: false,
             queued: false,
             capture: Capture::WholeRun,
@@ -558,17 +539,9 @@ impl Parser<'_> {
             ("filtered", ApiFilter::Filtered),
             ("runtime", ApiFilter::Runtime),
             ("all", ApiFilter::All),
-            ("auto", ApiFilter::Auto),
         ];
         if let Some(a) = self.choice(vars::API, &api, "using the default (filtered)") {
             c.api = a;
-        }
-        let select = [
-            ("silence", ApiSelect::Silence),
-            ("enable", ApiSelect::Enable),
-        ];
-        if let Some(a) = self.choice(vars::API_SELECT, &select, "using the default (silence)") {
-            c.api_select = a;
         }
         c.with_stack = self.boolean(vars::WITH_STACK);
         c.queued = self.boolean(vars::QUEUED);
@@ -942,7 +915,6 @@ mod tests {
             ("filtered", ApiFilter::Filtered),
             ("Runtime", ApiFilter::Runtime),
             ("ALL", ApiFilter::All),
-            ("auto", ApiFilter::Auto),
         ] {
             let (c, w) = on(&[("CUPROF_API", v)]);
             assert!(w.is_empty(), "{w:#?}");
@@ -1005,7 +977,6 @@ mod tests {
             }
         );
         assert_eq!(c.api, ApiFilter::Filtered);
-        assert_eq!(c.api_select, ApiSelect::Silence);
         assert!(!c.with_stack && !c.quiet);
         assert_eq!(c.capture, Capture::WholeRun);
         assert_eq!(c.step_nvtx, None);
@@ -1040,7 +1011,6 @@ mod tests {
             ("CUPROF_NAME", "run1"),
             ("CUPROF_ACTIVITIES", "cpu gpu,MEM"),
             ("CUPROF_API", "ALL"),
-            ("CUPROF_API_SELECT", "Enable"),
             ("CUPROF_WITH_STACK", "yes"),
             ("CUPROF_QUIET", "1"),
             ("CUPROF_WAIT", "1"),
@@ -1075,7 +1045,6 @@ mod tests {
             }
         );
         assert_eq!(c.api, ApiFilter::All);
-        assert_eq!(c.api_select, ApiSelect::Enable);
         assert!(c.with_stack && c.quiet);
         let s = Schedule::new(1, 2, 3)
             .unwrap()
@@ -1163,18 +1132,9 @@ mod tests {
                 &["empty", "default (CPU,GPU)"],
                 |c| c.activities == Activities::default(),
             ),
-            (
-                "CUPROF_API",
-                "some",
-                &["filtered, runtime, all or auto"],
-                |c| c.api == ApiFilter::Filtered,
-            ),
-            (
-                "CUPROF_API_SELECT",
-                "on",
-                &["silence or enable", "default (silence)"],
-                |c| c.api_select == ApiSelect::Silence,
-            ),
+            ("CUPROF_API", "some", &["filtered, runtime or all"], |c| {
+                c.api == ApiFilter::Filtered
+            }),
             ("CUPROF_WITH_STACK", "maybe", &["1/true/yes/on"], |c| {
                 !c.with_stack
             }),

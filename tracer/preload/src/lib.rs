@@ -43,8 +43,6 @@ pub enum Msg {
     Shutdown(crossbeam_channel::Sender<()>),
     /// Make what is written so far survive a crash; the sender waits on the reply (bounded).
     SyncFlush(crossbeam_channel::Sender<()>),
-    /// Work is waiting outside the channel (`CUPROF_API=auto` switching driver records on).
-    Wake,
 }
 
 /// Everything the running tracer holds. Built once, at CUDA initialisation.
@@ -172,8 +170,8 @@ impl Tracer {
                 }
             }
         }
-        if let Some(api) = &self.api {
-            api.apply(on);
+        if let Some(api) = self.api.as_ref().filter(|_| on) {
+            api.silence();
         }
     }
 

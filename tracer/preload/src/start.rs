@@ -73,7 +73,7 @@ fn init_logging() {
         .try_init();
 }
 
-fn kinds(cfg: &Config, api: Option<&crate::api::ApiPlan>) -> Vec<u32> {
+fn kinds(cfg: &Config) -> Vec<u32> {
     let mut k = Vec::new();
     if cfg.activities.gpu {
         k.extend([
@@ -84,7 +84,7 @@ fn kinds(cfg: &Config, api: Option<&crate::api::ApiPlan>) -> Vec<u32> {
         ]);
     }
     if cfg.activities.cpu {
-        k.extend(crate::api::api_kinds(cfg, api));
+        k.extend(crate::api::api_kinds(cfg));
         k.push(kind::EXTERNAL_CORRELATION);
     }
     k
@@ -92,7 +92,7 @@ fn kinds(cfg: &Config, api: Option<&crate::api::ApiPlan>) -> Vec<u32> {
 
 /// The subscriber callback: window ranges (cudaProfilerStart/Stop), flushes before the
 /// program tears CUDA down (cudaDeviceReset, context destruction), allocation stacks
-/// (`--with-stack`) and GPU code loaded through the driver (`CUPROF_API=auto`).
+/// (`--with-stack`).
 unsafe extern "C" fn on_callback(_user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
     crate::guard((), || {
         if data.is_null() {
@@ -107,13 +107,6 @@ unsafe extern "C" fn on_callback(_user: *mut c_void, domain: u32, cbid: u32, dat
             let stop = (runtime && cbid == Rt::CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000.0)
                 || (!runtime && cbid == Drv::CUPTI_DRIVER_TRACE_CBID_cuProfilerStop.0);
             let reset = runtime && cbid == Rt::CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020.0;
-            if site == cupti::API_EXIT && !runtime {
-                if let Some(api) = crate::tracer().and_then(|t| t.api.as_ref()) {
-                    if api.code_loads().contains(&cbid) && api.note_code_load() {
-                        crate::writer::wake();
-                    }
-                }
-            }
             if site == cupti::API_EXIT && ALLOCATION_CALLS.contains(&(domain, cbid)) {
                 // SAFETY: as above.
                 let correlation = unsafe { (*(data as *const cupti::CallbackData)).correlation_id };
@@ -218,12 +211,8 @@ pub fn start(cfg: &Config) -> Result<(), String> {
         }
     }
     let api = crate::api::ApiPlan::new(cfg, api_switches, &names);
-    for &cbid in api.as_ref().map_or(&[][..], |a| a.code_loads()) {
-        // SAFETY: enabling our subscriber's callback; integer arguments.
-        unsafe { (cupti.cuptiEnableCallback)(1, sub, cupti::DOMAIN_DRIVER, cbid) };
-    }
-    let kinds = kinds(cfg, api.as_ref());
-    tracing::debug!(kinds = ?kinds, memory = cfg.activities.mem, with_stack = cfg.with_stack, api = ?cfg.api, api_select = ?cfg.api_select, per_call = api.is_some(), "activity kinds");
+    let kinds = kinds(cfg);
+    tracing::debug!(kinds = ?kinds, memory = cfg.activities.mem, with_stack = cfg.with_stack, api = ?cfg.api, per_call = api.is_some(), "activity kinds");
     let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
     let tracer = Tracer {
         api,

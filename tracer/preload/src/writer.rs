@@ -176,20 +176,13 @@ fn run(mut session: Session, rx: Receiver<Msg>) {
                 let _ = reply.send(());
                 return;
             }
-            Ok(Msg::Wake) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
                 report(session);
                 return;
             }
         }
         control::poll_time();
-        if let Some(t) = TRACER.get() {
-            if t.api.as_ref().is_some_and(|a| a.settle()) {
-                tracing::info!(
-                    "the program loads GPU code through the driver: driver launch records on"
-                );
-            }
-        }
         if let Action::FlushCupti { forced } = session.tick(Instant::now()) {
             tracing::trace!(forced, "CUPTI flush");
             if let Some(t) = TRACER.get() {
@@ -199,14 +192,6 @@ fn run(mut session: Session, rx: Receiver<Msg>) {
         for e in session.take_errors() {
             say(e.trim_start_matches("cuprof: "));
         }
-    }
-}
-
-/// Asks the writer thread to look at work waiting outside the channel. A full channel needs
-/// no message: the writer is busy and looks after each one.
-pub fn wake() {
-    if let Some(t) = TRACER.get() {
-        let _ = t.tx.try_send(Msg::Wake);
     }
 }
 
