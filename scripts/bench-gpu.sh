@@ -199,11 +199,10 @@ MODES = {
     "cuprof-rt": ({"LD_PRELOAD": lib, "CUPROF_ENABLED": "1", "CUPROF_API": "runtime"}, "none"),
     "torch": ({}, "torch-cuda"),
 }
-VARIANTS = ["cuprof-rt"]
 WORKLOADS = {
-    "native": ["none", "floor", "floor-k", "cuprof", "cuprof-gpu"] + VARIANTS,
-    "launch": ["none", "floor", "cuprof", "cuprof-gpu", "torch"] + VARIANTS,
-    "transformer": ["none", "floor", "cuprof", "cuprof-gpu", "torch"] + VARIANTS,
+    "native": ["none", "floor", "floor-k", "cuprof", "cuprof-gpu", "cuprof-rt"],
+    "launch": ["none", "floor", "cuprof", "cuprof-gpu", "torch", "cuprof-rt"],
+    "transformer": ["none", "floor", "cuprof", "cuprof-gpu", "torch", "cuprof-rt"],
 }
 UNIT = {"native": "ns/launch", "launch": "ms/step", "transformer": "ms/step"}
 runs, skipped = [], []

@@ -109,11 +109,10 @@ impl ApiPlan {
     }
 }
 
-/// The API activity kinds to enable.
-pub fn api_kinds(cfg: &Config) -> Vec<u32> {
-    match (cfg.activities.cpu, cfg.api) {
-        (false, _) => Vec::new(),
-        (true, ApiFilter::Runtime) => vec![kind::RUNTIME],
-        (true, _) => vec![kind::RUNTIME, kind::DRIVER],
+/// The API activity kinds to enable when CPU activity is traced.
+pub fn api_kinds(api: ApiFilter) -> &'static [u32] {
+    match api {
+        ApiFilter::Runtime => &[kind::RUNTIME],
+        ApiFilter::Filtered | ApiFilter::All => &[kind::RUNTIME, kind::DRIVER],
     }
 }

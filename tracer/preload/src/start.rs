@@ -84,7 +84,7 @@ fn kinds(cfg: &Config) -> Vec<u32> {
         ]);
     }
     if cfg.activities.cpu {
-        k.extend(crate::api::api_kinds(cfg));
+        k.extend(crate::api::api_kinds(cfg.api));
         k.push(kind::EXTERNAL_CORRELATION);
     }
     k
