@@ -1025,7 +1025,7 @@ fn bench_writer(c: &mut Criterion, fx: &Fixture) {
                 let sink = CountingSink::default();
                 let mut w = TraceWriter::new(CountingFile(sink.clone()), meta(), level).unwrap();
                 for k in &kernels {
-                    w.kernel(k);
+                    w.kernel(k, None);
                     w.pump().unwrap();
                 }
                 w.finish(BASE_NS, &Default::default()).unwrap();

@@ -32,6 +32,8 @@ pub mod vars {
     pub const API: &str = "CUPROF_API";
     pub const WITH_STACK: &str = "CUPROF_WITH_STACK";
     pub const QUEUED: &str = "CUPROF_QUEUED";
+    pub const TORCH_OPS: &str = "CUPROF_TORCH_OPS";
+    pub const RECORD_SHAPES: &str = "CUPROF_RECORD_SHAPES";
     pub const WAIT: &str = "CUPROF_WAIT";
     pub const WARMUP: &str = "CUPROF_WARMUP";
     pub const ACTIVE: &str = "CUPROF_ACTIVE";
@@ -194,6 +196,10 @@ pub struct Config {
     /// `CUPROF_QUEUED`: ask CUPTI for kernels' queued/submitted times (Kineto's `queued`
     /// argument); it costs time on every launch, so it is off by default.
     pub queued: bool,
+    /// `CUPROF_TORCH_OPS`: record PyTorch operators in a PyTorch process (with CPU activity).
+    pub torch_ops: bool,
+    /// `CUPROF_RECORD_SHAPES`: operators carry their input shapes (`Input Dims`).
+    pub record_shapes: bool,
     /// The step source and window.
     pub capture: Capture,
     /// With [`Capture::Steps`]: the NVTX pattern whose range starts are the steps; `None`:
@@ -232,6 +238,8 @@ impl Default for Config {
             api: ApiFilter::default(),
             with_stack: false,
             queued: false,
+            torch_ops: true,
+            record_shapes: true,
             capture: Capture::WholeRun,
             step_nvtx: None,
             ranks: None,
@@ -412,13 +420,22 @@ impl Parser<'_> {
     }
 
     fn boolean(&mut self, var: &str) -> bool {
-        let fallback = "using the default (off)";
+        self.boolean_or(var, false)
+    }
+
+    /// A `1`/`0` switch with the given default when unset, empty or invalid.
+    fn boolean_or(&mut self, var: &str, default: bool) -> bool {
+        let fallback = if default {
+            "using the default (on)"
+        } else {
+            "using the default (off)"
+        };
         let Some(v) = self.text(var, fallback) else {
-            return false;
+            return default;
         };
         parse_bool(&v).unwrap_or_else(|| {
             self.warn(var, &v, BOOL_ACCEPTED, fallback);
-            false
+            default
         })
     }
 
@@ -545,6 +562,8 @@ impl Parser<'_> {
         }
         c.with_stack = self.boolean(vars::WITH_STACK);
         c.queued = self.boolean(vars::QUEUED);
+        c.torch_ops = self.boolean_or(vars::TORCH_OPS, true);
+        c.record_shapes = self.boolean_or(vars::RECORD_SHAPES, true);
         c.quiet = self.boolean(vars::QUIET);
 
         self.capture(&mut c);

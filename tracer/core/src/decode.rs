@@ -356,6 +356,7 @@ impl Decoder {
             parent: 0,
             payload: None,
             kind,
+            stack: None,
         };
         if flags & MARKER_INSTANTANEOUS != 0 {
             Some(Event::Range(range(name, RangeKind::Mark)))

@@ -139,7 +139,22 @@ pub struct Range {
     /// A numeric NVTX payload, if the user attached one (used as work per step).
     pub payload: Option<f64>,
     pub kind: RangeKind,
+    /// The Python call stack the range was opened under (`--with-stack`, outermost PyTorch
+    /// operators only: the ops nested in one share its stack).
+    pub stack: Option<PyStack>,
 }
+
+/// One Python frame: where a function was executing.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PyFrame {
+    pub file: Name,
+    pub line: u32,
+    pub function: Name,
+}
+
+/// A Python call stack, innermost frame first (torch's order), shared by every range opened
+/// under the same stack.
+pub type PyStack = Arc<[PyFrame]>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RangeKind {

@@ -118,12 +118,12 @@ mod tests {
     fn truncated() -> Vec<u8> {
         let mut w = TraceWriter::new(Vec::new(), TraceMeta::default(), 1).unwrap();
         for i in 0..10 {
-            w.kernel(&kernel(i));
+            w.kernel(&kernel(i), None);
         }
         w.sync_flush().unwrap();
         let flushed = w_len(&mut w);
         for i in 10..15 {
-            w.kernel(&kernel(i));
+            w.kernel(&kernel(i), None);
         }
         let full = w.finish(5_000, &TraceStats::default()).unwrap();
         full[..flushed].to_vec()
@@ -152,7 +152,7 @@ mod tests {
     #[test]
     fn a_complete_file_is_left_as_it_is() {
         let mut w = TraceWriter::new(Vec::new(), TraceMeta::default(), 1).unwrap();
-        w.kernel(&kernel(1));
+        w.kernel(&kernel(1), None);
         let full = w.finish(5_000, &TraceStats::default()).unwrap();
         let r = repair(&full).unwrap();
         assert!(r.was_complete);

@@ -26,6 +26,12 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod forward;
+mod links;
+use crate::torch_op::TorchOp;
+use forward::ForwardThreads;
+use links::Links;
+
 /// How long a cycle stays open after its last step ends, for GPU work still in flight.
 pub const DRAIN: Duration = Duration::from_millis(300);
 /// Bound on remembered outside-recording calls; past it the set starts over.
@@ -150,9 +156,10 @@ struct OpenCycle {
     flow_ends: HashSet<u32>,
     /// CUPTI correlation id -> innermost NVTX range id open when the call was made (bounded by
     /// [`MAX_LINKS`]).
-    external: HashMap<u32, u64>,
-    /// The newest correlation id in `external`.
-    newest_link: u32,
+    external: Links,
+    /// CUPTI correlation id -> innermost PyTorch operator (its `External id`) open when the
+    /// call was made (bounded by [`MAX_LINKS`]).
+    op_links: Links,
     /// More ranges than [`MAX_PROJECTED`] came (and that was said).
     too_many_ranges: bool,
     /// NVTX range id -> (name, parent id), for ranges that ended in this cycle.
@@ -190,8 +197,8 @@ impl OpenCycle {
             max_call: 0,
             deferred: Vec::new(),
             flow_ends: HashSet::new(),
-            external: HashMap::new(),
-            newest_link: 0,
+            external: Links::new(MAX_LINKS),
+            op_links: Links::new(MAX_LINKS),
             too_many_ranges: false,
             ranges: HashMap::new(),
             extents: HashMap::new(),
@@ -224,19 +231,20 @@ impl OpenCycle {
     }
 
     fn write_gpu(&mut self, o: &mut Opener, e: &Event) {
+        let external = gpu_correlation(e).and_then(|(_, corr)| self.op_links.get(&corr).copied());
         let Some(w) = self.writer(o) else { return };
         let (corr, device, stream, start, end) = match e {
             Event::Kernel(k) => {
-                w.kernel(k);
+                w.kernel(k, external);
                 (k.correlation, k.device, k.stream, k.start, k.end)
             }
             Event::Memcpy(m) => {
                 let corr = memcpy_correlation(m);
-                w.memcpy(m, corr);
+                w.memcpy(m, corr, external);
                 (corr, m.device, m.stream, m.start, m.end)
             }
             Event::Memset(m) => {
-                w.memset(m);
+                w.memset(m, external);
                 (m.correlation, m.device, m.stream, m.start, m.end)
             }
             Event::Sync(s) => {
@@ -284,15 +292,6 @@ impl OpenCycle {
             for (device, stream, start, end) in ops {
                 extend(&mut self.extents, range, device, stream, start, end);
             }
-        }
-        if self.external.len() >= MAX_LINKS {
-            // Correlation ids grow with every call (wrapping at 2^32): keep the newer half.
-            let newest = self.newest_link;
-            let keep = (MAX_LINKS / 2) as u32;
-            self.external.retain(|&c, _| newest.wrapping_sub(c) < keep);
-        }
-        if self.external.is_empty() || corr.wrapping_sub(self.newest_link) < 1 << 31 {
-            self.newest_link = corr;
         }
         self.external.insert(corr, range);
     }
@@ -506,6 +505,8 @@ pub struct Session {
     /// When open files are next sync-flushed: shortly after a periodic CUPTI flush, so the
     /// records it brought reach the disk.
     sync_due: Option<Instant>,
+    /// Kineto's `Fwd thread id` of operators with a sequence number.
+    forward_threads: ForwardThreads,
 }
 
 /// Time for a periodic CUPTI flush's records to reach the writer before files are synced.
@@ -535,6 +536,7 @@ impl Session {
             last_periodic_flush: Instant::now(),
             flows: true,
             sync_due: None,
+            forward_threads: ForwardThreads::default(),
         }
     }
 
@@ -612,6 +614,7 @@ impl Session {
                     parent: 0,
                     payload: None,
                     kind: RangeKind::Step,
+                    stack: None,
                 };
                 self.range(&step, work);
             }
@@ -662,6 +665,11 @@ impl Session {
 
     /// An NVTX range or a step annotation (with the work it reported) on its CPU thread.
     fn range(&mut self, r: &Range, work: Option<f64>) {
+        if r.kind == RangeKind::PushPop {
+            if let Some(op) = TorchOp::parse(&r.name) {
+                return self.torch_op(r, &op);
+            }
+        }
         let (cycles, mut o, _) = self.parts();
         let Some(c) = cycle_for(cycles, r.start, true) else {
             return;
@@ -673,6 +681,22 @@ impl Session {
         if r.id != 0 {
             c.remember_range(r, o.errors);
         }
+    }
+
+    /// A PyTorch operator (an NVTX observer range): Kineto's `cpu_op`, never projected onto the
+    /// GPU (the NVTX ranges around it are, through their own correlation stack).
+    fn torch_op(&mut self, r: &Range, op: &TorchOp) {
+        let seq = self.forward_threads.sequence(op, r.tid);
+        let fwd_thread = seq.map(|seq| self.forward_threads.of(op, seq, r.tid));
+        let op = &TorchOp { seq, ..*op };
+        let (cycles, mut o, _) = self.parts();
+        let Some(c) = cycle_for(cycles, r.start, true) else {
+            return;
+        };
+        if let Some(w) = c.writer(&mut o) {
+            w.torch_op(r, op, fwd_thread);
+        }
+        c.last_ts = c.last_ts.max(r.end);
     }
 
     /// Starts each device's memory counter track at its level when a cycle begins.
@@ -724,6 +748,10 @@ impl Session {
                     for c in &mut self.cycles {
                         c.link(x.correlation, x.external_id);
                     }
+                } else if x.external_kind == crate::EXTERNAL_KIND_TORCH_OP {
+                    for c in &mut self.cycles {
+                        c.op_links.insert(x.correlation, x.external_id);
+                    }
                 }
             }
             Event::Overhead(_) => {}
@@ -735,8 +763,9 @@ impl Session {
         let (cycles, mut o, outside) = self.parts();
         match cycle_for(cycles, a.start, true) {
             Some(c) => {
+                let external = c.op_links.get(&a.correlation).copied();
                 if let Some(w) = c.writer(&mut o) {
-                    w.api(a, is_launch(&a.name));
+                    w.api(a, is_launch(&a.name), external);
                 }
                 c.last_ts = c.last_ts.max(a.end);
                 c.max_call = c.max_call.max(a.correlation);

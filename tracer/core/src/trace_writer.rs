@@ -6,6 +6,7 @@
 
 use crate::event::*;
 use crate::json::{push_f64, push_i64, push_str, push_u64, push_us};
+use crate::torch_op::TorchOp;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use serde::Serialize;
@@ -331,9 +332,24 @@ impl<W: Write> TraceWriter<W> {
         self.buf.push(b'}');
     }
 
-    fn gpu_common_args(&mut self, device: u32, context: u32, stream: u32, correlation: u32) {
+    /// Opens `args` of GPU work: the `External id` of the PyTorch operator that launched it
+    /// first (where Kineto writes it), then where it ran.
+    fn gpu_common_args(
+        &mut self,
+        device: u32,
+        context: u32,
+        stream: u32,
+        correlation: u32,
+        external: Option<u64>,
+    ) {
         self.args_open();
-        self.first_arg("device");
+        if let Some(id) = external {
+            self.first_arg("External id");
+            push_u64(&mut self.buf, id);
+            self.key("device");
+        } else {
+            self.first_arg("device");
+        }
         push_u64(&mut self.buf, device as u64);
         self.arg_u64("context", context as u64);
         self.arg_u64("stream", stream as u64);
@@ -349,10 +365,11 @@ impl<W: Write> TraceWriter<W> {
         self.context_device.insert(context, device);
     }
 
-    pub fn kernel(&mut self, k: &Kernel) {
+    /// A kernel; `external`: the `External id` of the PyTorch operator that launched it.
+    pub fn kernel(&mut self, k: &Kernel, external: Option<u64>) {
         self.note_gpu(k.device, k.context, k.stream);
         self.complete("kernel", &k.name, k.device, k.stream, k.start, k.end);
-        self.gpu_common_args(k.device, k.context, k.stream, k.correlation);
+        self.gpu_common_args(k.device, k.context, k.stream, k.correlation, external);
         self.arg_u64("registers per thread", k.registers_per_thread as u64);
         self.arg_i64(
             "shared memory",
@@ -407,13 +424,13 @@ impl<W: Write> TraceWriter<W> {
 
     /// A memcpy; `correlation` is the id of the API call recorded in the trace (the runtime
     /// call's when there is one), so that HTA and the flows find its CPU partner.
-    pub fn memcpy(&mut self, m: &Memcpy, correlation: u32) {
+    pub fn memcpy(&mut self, m: &Memcpy, correlation: u32, external: Option<u64>) {
         self.note_gpu(m.device, m.context, m.stream);
         let mut name = std::mem::take(&mut self.scratch);
         write_memcpy_name(&mut name, m);
         self.complete("gpu_memcpy", &name, m.device, m.stream, m.start, m.end);
         self.scratch = name;
-        self.gpu_common_args(m.device, m.context, m.stream, correlation);
+        self.gpu_common_args(m.device, m.context, m.stream, correlation, external);
         self.arg_u64("bytes", m.bytes);
         self.bandwidth(m.bytes, m.start, m.end);
         if let (Some(from), Some(to)) = (m.src_device, m.dst_device) {
@@ -435,13 +452,13 @@ impl<W: Write> TraceWriter<W> {
         push_f64(&mut self.buf, gbps, 6);
     }
 
-    pub fn memset(&mut self, m: &Memset) {
+    pub fn memset(&mut self, m: &Memset, external: Option<u64>) {
         self.note_gpu(m.device, m.context, m.stream);
         let mut name = std::mem::take(&mut self.scratch);
         write_memset_name(&mut name, m);
         self.complete("gpu_memset", &name, m.device, m.stream, m.start, m.end);
         self.scratch = name;
-        self.gpu_common_args(m.device, m.context, m.stream, m.correlation);
+        self.gpu_common_args(m.device, m.context, m.stream, m.correlation, external);
         self.arg_u64("bytes", m.bytes);
         self.bandwidth(m.bytes, m.start, m.end);
         self.close(true);
@@ -482,7 +499,8 @@ impl<W: Write> TraceWriter<W> {
     }
 
     /// A runtime or driver call on its OS thread; with `flow`, also the `ac2g` arrow's start.
-    pub fn api(&mut self, a: &ApiCall, flow: bool) {
+    /// `external`: the `External id` of the PyTorch operator it was made in.
+    pub fn api(&mut self, a: &ApiCall, flow: bool, external: Option<u64>) {
         self.cpu_threads.insert((a.pid, a.tid));
         let cat = match a.domain {
             ApiDomain::Runtime => "cuda_runtime",
@@ -490,7 +508,13 @@ impl<W: Write> TraceWriter<W> {
         };
         self.complete(cat, &a.name, a.pid, a.tid, a.start, a.end);
         self.args_open();
-        self.first_arg("cbid");
+        if let Some(id) = external {
+            self.first_arg("External id");
+            push_u64(&mut self.buf, id);
+            self.key("cbid");
+        } else {
+            self.first_arg("cbid");
+        }
         push_u64(&mut self.buf, a.cbid as u64);
         self.arg_u64("correlation", a.correlation as u64);
         self.close(true);
@@ -553,6 +577,35 @@ impl<W: Write> TraceWriter<W> {
             push_f64(&mut self.buf, wk, 6);
         }
         self.close(args);
+    }
+
+    /// A PyTorch operator as Kineto writes it: its `External id` (the id the calls made inside
+    /// it carry), autograd's sequence number and forward thread, the RecordFunction handle,
+    /// input shapes when recorded, and the Python call stack with `--with-stack`.
+    pub fn torch_op(&mut self, r: &Range, op: &TorchOp, fwd_thread: Option<u32>) {
+        self.cpu_threads.insert((r.pid, r.tid));
+        self.complete("cpu_op", op.name, r.pid, r.tid, r.start, r.end);
+        self.args_open();
+        self.first_arg("External id");
+        push_u64(&mut self.buf, r.id);
+        if let (Some(seq), Some(fwd)) = (op.seq, fwd_thread) {
+            self.arg_i64("Sequence number", seq);
+            self.arg_u64("Fwd thread id", fwd as u64);
+        }
+        self.arg_u64("Record function id", op.op_id);
+        if let Some(sizes) = op.sizes {
+            // Checked JSON (digits and brackets) by the parser: written as it stands.
+            self.key("Input Dims");
+            self.buf.extend_from_slice(sizes.as_bytes());
+        }
+        if let Some(stack) = &r.stack {
+            let mut text = std::mem::take(&mut self.scratch);
+            text.clear();
+            call_stack(&mut text, stack);
+            self.arg_str("Call stack", &text);
+            self.scratch = text;
+        }
+        self.close(true);
     }
 
     /// An NVTX range projected onto the GPU stream that ran its work.
@@ -736,6 +789,18 @@ enum MetaValue {
 }
 
 /// The OS name of a thread of this process (`/proc/self/task/TID/comm`), or "" when gone.
+/// A Python stack as torch's `Call stack` argument: `file(line): function` for each frame,
+/// innermost first, separated by `;` (what TensorBoard's profiler plugin shows per operator).
+pub fn call_stack(out: &mut String, stack: &[PyFrame]) {
+    use std::fmt::Write as _;
+    for (i, f) in stack.iter().enumerate() {
+        if i > 0 {
+            out.push(';');
+        }
+        let _ = write!(out, "{}({}): {}", f.file, f.line, f.function);
+    }
+}
+
 fn thread_name(pid: u32, tid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
         .map(|s| s.trim_end().to_string())

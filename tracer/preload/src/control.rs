@@ -102,6 +102,9 @@ fn send(t: &Tracer, input: Input) {
 fn set_collecting(t: &Tracer, on: bool) {
     COLLECTING.store(on, Relaxed);
     t.set_kinds(on);
+    if let Some(shapes) = t.torch_ops {
+        crate::python::operators(on, shapes);
+    }
 }
 
 /// Acts on one transition of the window at time `ts`.
@@ -339,8 +342,26 @@ pub fn steps_seen() -> u64 {
     STEPS_SEEN.load(Relaxed)
 }
 
-/// Pushes an NVTX range's id as CUPTI's external correlation id while collecting.
-pub fn push_correlation(id: u64) -> bool {
+/// Which CUPTI external-correlation stack an id goes on: NVTX ranges and PyTorch operators
+/// have one each, so an operator inside a range leaves the range's id in place.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Correlated {
+    Range,
+    TorchOp,
+}
+
+impl Correlated {
+    fn kind(self) -> u32 {
+        match self {
+            Correlated::Range => crate::cupti::EXTERNAL_KIND_CUPROF,
+            Correlated::TorchOp => cuprof_core::EXTERNAL_KIND_TORCH_OP,
+        }
+    }
+}
+
+/// Pushes an NVTX range's (or operator's) id as CUPTI's external correlation id while
+/// collecting.
+pub fn push_correlation(what: Correlated, id: u64) -> bool {
     if !COLLECTING.load(Relaxed) {
         return false;
     }
@@ -349,22 +370,19 @@ pub fn push_correlation(id: u64) -> bool {
         return false;
     }
     // SAFETY: a plain CUPTI call with no pointers.
-    unsafe {
-        (t.cupti.cuptiActivityPushExternalCorrelationId)(crate::cupti::EXTERNAL_KIND_CUPROF, id)
-            == 0
-    }
+    unsafe { (t.cupti.cuptiActivityPushExternalCorrelationId)(what.kind(), id) == 0 }
 }
 
-pub fn pop_correlation() {
+pub fn pop_correlation(what: Correlated) {
     let Some(t) = tracer() else { return };
     let mut last = 0u64;
     // SAFETY: writes one u64.
-    unsafe {
-        (t.cupti.cuptiActivityPopExternalCorrelationId)(
-            crate::cupti::EXTERNAL_KIND_CUPROF,
-            &mut last,
-        )
-    };
+    unsafe { (t.cupti.cuptiActivityPopExternalCorrelationId)(what.kind(), &mut last) };
+}
+
+/// Python call stacks are wanted for operators (`--with-stack`), and the window collects.
+pub fn wants_stacks() -> bool {
+    COLLECTING.load(Relaxed) && tracer().is_some_and(|t| t.with_stack)
 }
 
 /// Sends a finished NVTX range to the writer while collecting (ranges outside the window are

@@ -23,6 +23,7 @@ mod cupti;
 mod entry;
 mod hooks;
 mod nvtx;
+mod python;
 mod rawdump;
 mod resolve;
 mod stacks;
@@ -58,6 +59,10 @@ pub struct Tracer {
     pub counters: Arc<Counters>,
     pub kinds: Vec<u32>,
     pub cpu_activity: bool,
+    /// Record PyTorch operators (`Some(with input shapes)`): CPU activity on, not turned off.
+    pub torch_ops: Option<bool>,
+    /// Python call stacks on operators (`--with-stack`).
+    pub with_stack: bool,
     pub dump_dir: Option<PathBuf>,
     pub pid: u32,
     pub report_file: Option<PathBuf>,

@@ -5,8 +5,10 @@
 //! while recording pushes each range's id as a CUPTI external correlation id, so that GPU work
 //! launched inside a range can be projected onto the GPU (`gpu_user_annotation`).
 
-use crate::{control, now_ns, tid};
-use cuprof_core::event::{Name, Range, RangeKind};
+use crate::control::{self, Correlated};
+use crate::{now_ns, tid};
+use cuprof_core::event::{Name, PyStack, Range, RangeKind};
+use cuprof_core::torch_op;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -61,7 +63,10 @@ struct Open {
     start: u64,
     payload: Option<f64>,
     is_step: bool,
+    /// A PyTorch operator (the NVTX observer's range), correlated on its own stack.
+    correlated: Correlated,
     pushed_correlation: bool,
+    stack: Option<PyStack>,
 }
 
 thread_local! {
@@ -126,14 +131,33 @@ fn domain_name(d: *const c_void) -> Option<Name> {
     (!d.is_null()).then(|| unsafe { (*(d as *const Domain)).name.clone() })
 }
 
-fn open(name: Name, domain: Option<Name>, payload: Option<f64>, parent: u64) -> Open {
+/// Opens a range. `enclosing_op_stack` is the Python stack of the innermost PyTorch operator
+/// open on this thread, which a nested operator shares (`None` when no operator is open).
+fn open(
+    name: Name,
+    domain: Option<Name>,
+    payload: Option<f64>,
+    parent: u64,
+    enclosing_op_stack: Option<Option<PyStack>>,
+) -> Open {
     let start = now_ns();
     let id = NEXT_ID.fetch_add(1, Relaxed);
-    let is_step = control::is_step_range(&name);
+    let is_op = torch_op::is_op_range(&name);
+    let is_step = !is_op && control::is_step_range(&name);
     if is_step {
         control::step_begin(start);
     }
-    let pushed_correlation = control::push_correlation(id);
+    let correlated = if is_op {
+        Correlated::TorchOp
+    } else {
+        Correlated::Range
+    };
+    let stack = match enclosing_op_stack {
+        Some(stack) => stack,
+        None if is_op && control::wants_stacks() => crate::python::stack(),
+        None => None,
+    };
+    let pushed_correlation = control::push_correlation(correlated, id);
     Open {
         id,
         parent,
@@ -142,14 +166,16 @@ fn open(name: Name, domain: Option<Name>, payload: Option<f64>, parent: u64) -> 
         start,
         payload,
         is_step,
+        correlated,
         pushed_correlation,
+        stack,
     }
 }
 
 fn close(o: Open, kind: RangeKind) {
     let end = now_ns();
     if o.pushed_correlation {
-        control::pop_correlation();
+        control::pop_correlation(o.correlated);
     }
     control::send_range(Range {
         name: o.name,
@@ -162,6 +188,7 @@ fn close(o: Open, kind: RangeKind) {
         parent: o.parent,
         payload: o.payload,
         kind,
+        stack: o.stack,
     });
     if o.is_step {
         control::step_end(end);
@@ -170,10 +197,18 @@ fn close(o: Open, kind: RangeKind) {
 
 fn push(name: Name, domain: Option<Name>, payload: Option<f64>) -> c_int {
     crate::guard(-1, || {
+        let (parent, enclosing_op_stack) = STACK.with(|s| {
+            let s = s.borrow();
+            let enclosing = s.iter().rev().find(|o| o.correlated == Correlated::TorchOp);
+            (
+                s.last().map(|o| o.id).unwrap_or(0),
+                enclosing.map(|o| o.stack.clone()),
+            )
+        });
+        // Not under the stack's borrow: a step range may run the window, and through it Python.
+        let o = open(name, domain, payload, parent, enclosing_op_stack);
         STACK.with(|s| {
             let mut s = s.borrow_mut();
-            let parent = s.last().map(|o| o.id).unwrap_or(0);
-            let o = open(name, domain, payload, parent);
             s.push(o);
             (s.len() - 1) as c_int
         })
@@ -196,12 +231,12 @@ fn pop() -> c_int {
 
 fn start(name: Name, domain: Option<Name>, payload: Option<f64>) -> u64 {
     crate::guard(0, || {
-        let o = open(name, domain, payload, 0);
+        let o = open(name, domain, payload, 0, None);
         let id = o.id;
         // Start/end ranges are not nested on a thread; their correlation push would leak onto
         // the thread's stack, so undo it now.
         if o.pushed_correlation {
-            control::pop_correlation();
+            control::pop_correlation(o.correlated);
         }
         let o = Open {
             pushed_correlation: false,
@@ -240,6 +275,7 @@ fn mark(name: Name, domain: Option<Name>, payload: Option<f64>) {
             parent: 0,
             payload,
             kind: RangeKind::Mark,
+            stack: None,
         });
     })
 }

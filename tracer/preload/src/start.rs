@@ -224,6 +224,8 @@ pub fn start(cfg: &Config) -> Result<(), String> {
         counters: Arc::new(Default::default()),
         kinds,
         cpu_activity: cfg.activities.cpu,
+        torch_ops: (cfg.activities.cpu && cfg.torch_ops).then_some(cfg.record_shapes),
+        with_stack: cfg.with_stack,
         dump_dir: cfg.dump_buffers.clone(),
         pid: std::process::id(),
         report_file: cfg.report_file.clone(),

@@ -191,6 +191,7 @@ fn nvtx_range(id: u64, parent: u64, name: &str, start: u64, end: u64) -> Range {
         parent,
         payload: None,
         kind: RangeKind::PushPop,
+        stack: None,
     }
 }
 

@@ -1,0 +1,80 @@
+"""A small PyTorch training loop on the CPU, traced two ways for the operators test.
+
+    python3 torch_model.py cuprof          # under libcuprof.so + the libcupti double
+    python3 torch_model.py torch OUT.json  # under torch.profiler (CPU activity, shapes on)
+    python3 torch_model.py both OUT.json   # under cuprof, then torch.profiler starts too
+
+Both run the same 4 steps with the schedule wait=1, warmup=1, active=2: steps 2 and 3 are
+recorded. Each step runs a Linear -> ReLU -> Linear forward and backward, a
+`record_function` label, and a custom operator `cuproftest::launch` which, under cuprof,
+launches one kernel through the double (its runtime call must carry the operator's External
+id). Prints one JSON line: what ran.
+"""
+
+import ctypes
+import json
+import sys
+
+import torch
+
+mode = sys.argv[1]
+if mode in ("cuprof", "both"):
+    import double
+
+    d = double.load()
+    # The test double is libcuda here: cuInit starts cuprof, as torch's CUDA init would.
+    d.cuInit(0)
+    step_boundary = ctypes.CDLL(None).cuprof_step
+else:
+    d = None
+
+
+@torch.library.custom_op("cuproftest::launch", mutates_args=())
+def launch(x: torch.Tensor) -> torch.Tensor:
+    if d is not None:
+        d.launch(b"_Z12test_kernelv", stream=7)
+    return x.clone()
+
+
+launch.register_autograd(lambda ctx, grad: grad)
+
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+x = torch.randn(8, 64)
+
+
+def step():
+    with torch.autograd.profiler.record_function("model_step"):
+        y = launch(model(x))
+    y.sum().backward()
+
+
+# Whether a profiler state is on on this thread while each step runs: the observer only
+# during warm-up and recorded steps.
+profiling = []
+if mode == "cuprof":
+    for _ in range(4):
+        profiling.append(torch.autograd._profiler_enabled())
+        step()
+        step_boundary()
+    profiling.append(torch.autograd._profiler_enabled())
+    d.flush()
+else:
+    if mode == "both":
+        # Two steps under cuprof (its observer on from the second), then the program's own
+        # profiler: it must start, and record every operator of its steps.
+        for _ in range(2):
+            step()
+            step_boundary()
+    out = sys.argv[2]
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU],
+        record_shapes=True,
+        schedule=torch.profiler.schedule(wait=1, warmup=1, active=2),
+        on_trace_ready=lambda p: p.export_chrome_trace(out),
+    ) as prof:
+        for _ in range(4):
+            step()
+            prof.step()
+print(json.dumps({"mode": mode, "profiling": profiling}))

@@ -1,0 +1,280 @@
+//! PyTorch operators with no code change: real PyTorch (PyPI's CUDA build, running CPU
+//! operators with no GPU) under the real libcuprof.so, started through the libcupti double's
+//! `cuInit`, against the same program under torch.profiler. Needs `torch`,
+//! `torch-tb-profiler` and `HolisticTraceAnalysis` for `python3` (scripts/test.sh installs
+//! them into its virtual environment and puts it first on PATH).
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+fn require_torch() {
+    let ok = Command::new("python3")
+        .args(["-c", "import torch, torch_tb_profiler, hta"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "python3 cannot import torch, torch_tb_profiler and hta: run `bash scripts/test.sh`, which installs scripts/python-requirements.txt into a virtual environment and puts it first on PATH"
+    );
+}
+
+/// `torch_model.py cuprof` under cuprof with the schedule wait=1, warmup=1, active=2.
+fn traced(dir: &Path, env: &[(&str, &str)]) -> (Value, Value) {
+    require_torch();
+    let mut run = Run::python("torch_model.py", &["cuprof"], dir)
+        .env("CUPROF_WAIT", "1")
+        .env("CUPROF_WARMUP", "1")
+        .env("CUPROF_ACTIVE", "2");
+    for (k, v) in env {
+        run = run.env(k, v);
+    }
+    let (out, stderr) = run.ok_json();
+    assert!(!stderr.contains("not recorded"), "{stderr}");
+    (out, read_trace(&dir.join("t-rank0.trace.json.gz")))
+}
+
+/// The same program under torch.profiler (CPU activity, record_shapes), its Chrome trace.
+fn torch_profiler_trace(dir: &Path) -> Value {
+    require_torch();
+    let path = dir.join("torch.json");
+    let out = Command::new("python3")
+        .arg(apps().join("torch_model.py"))
+        .arg("torch")
+        .arg(&path)
+        .env("PYTHONPATH", apps())
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    read_trace(&path)
+}
+
+/// The operators of a trace (ProfilerStep annotations aside), by start, outermost first.
+fn operators(trace: &Value) -> Vec<&Value> {
+    let mut ops: Vec<&Value> = events(trace, "cpu_op")
+        .into_iter()
+        .filter(|e| !e["name"].as_str().unwrap().starts_with("ProfilerStep#"))
+        .collect();
+    ops.sort_by(|a, b| {
+        let key = |e: &Value| (e["ts"].as_f64().unwrap(), -e["dur"].as_f64().unwrap());
+        key(a).partial_cmp(&key(b)).unwrap()
+    });
+    ops
+}
+
+/// What torch.profiler and cuprof must agree on for one operator.
+fn identity(e: &Value) -> (String, Value, Value, Value) {
+    let a = &e["args"];
+    (
+        e["name"].as_str().unwrap().to_string(),
+        a["Input Dims"].clone(),
+        a["Sequence number"].clone(),
+        a["Fwd thread id"].clone(),
+    )
+}
+
+fn consumers(trace_path: &Path) -> Value {
+    let out = Command::new("python3")
+        .arg(apps().join("ops_consumers.py"))
+        .arg(trace_path)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
+}
+
+#[test]
+fn operators_equal_torch_profilers_and_launches_carry_their_external_id() {
+    let dir = TempDir::new("torch-ops");
+    let (out, trace) = traced(dir.path(), &[]);
+    // The observer is on during warm-up and recorded steps only.
+    assert_eq!(
+        out["profiling"],
+        serde_json::json!([false, true, true, true, false])
+    );
+    let reference = torch_profiler_trace(dir.path());
+
+    let ours = operators(&trace);
+    let theirs = operators(&reference);
+    assert_eq!(ours.len(), 214);
+    assert_eq!(theirs.len(), 214);
+    let ours_ids: Vec<_> = ours.iter().map(|e| identity(e)).collect();
+    let theirs_ids: Vec<_> = theirs.iter().map(|e| identity(e)).collect();
+    assert_eq!(ours_ids, theirs_ids);
+    // Forward ops link to their backward nodes through the sequence number.
+    let seq_of = |name: &str| -> Vec<i64> {
+        let mut v: Vec<i64> = ours
+            .iter()
+            .filter(|e| e["name"] == name)
+            .map(|e| e["args"]["Sequence number"].as_i64().unwrap())
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(seq_of("aten::addmm"), seq_of("AddmmBackward0"));
+    assert_eq!(
+        seq_of("AddmmBackward0"),
+        seq_of("autograd::engine::evaluate_function: AddmmBackward0")
+    );
+    // record_function labels are user annotations, as in Kineto.
+    let labels = |t: &Value| count_by_name(&events(t, "user_annotation"))["model_step"];
+    assert_eq!((labels(&trace), labels(&reference)), (2, 2));
+
+    // Each step's custom operator launched one kernel: its runtime call and its kernel carry
+    // the External id of the innermost operator it was made in.
+    let launching: Vec<u64> = ours
+        .iter()
+        .filter(|e| e["name"] == "GeneratedBackwardFor_cuproftest_launch_default")
+        .map(|e| e["args"]["External id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(launching.len(), 2);
+    let external = |cat: &str| -> Vec<u64> {
+        events(&trace, cat)
+            .iter()
+            .map(|e| e["args"]["External id"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(external("cuda_runtime"), launching);
+    assert_eq!(external("kernel"), launching);
+    // External ids are unique per operator.
+    let mut ids: Vec<u64> = ours
+        .iter()
+        .map(|e| e["args"]["External id"].as_u64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 214);
+
+    // TensorBoard's Operator view and HTA read the same operators from both files.
+    let torch_path = dir.path().join("torch.json");
+    let a = consumers(&dir.path().join("t-rank0.trace.json.gz"));
+    let b = consumers(&torch_path);
+    assert_eq!(a["tensorboard"], b["tensorboard"]);
+    assert_eq!(a["hta"], b["hta"]);
+    // HTA keeps the steps but the last (it may be incomplete): the operators of step 2.
+    let hta_total: u64 = a["hta"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    let step2 = events(&trace, "user_annotation")
+        .into_iter()
+        .find(|e| e["name"] == "ProfilerStep#2")
+        .unwrap();
+    let (from, to) = (
+        step2["ts"].as_f64().unwrap(),
+        step2["ts"].as_f64().unwrap() + step2["dur"].as_f64().unwrap(),
+    );
+    let in_step2 = ours
+        .iter()
+        .filter(|e| (from..to).contains(&e["ts"].as_f64().unwrap()))
+        .count();
+    assert_eq!((hta_total, in_step2), (107, 107));
+    assert!(a["tensorboard"]["aten::addmm"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn shapes_can_be_turned_off_and_operators_too() {
+    let dir = TempDir::new("torch-noshapes");
+    let (_, trace) = traced(dir.path(), &[("CUPROF_RECORD_SHAPES", "0")]);
+    let ops = operators(&trace);
+    assert_eq!(ops.len(), 214);
+    assert!(ops.iter().all(|e| e["args"].get("Input Dims").is_none()));
+    assert_eq!(count_by_name(&ops)["aten::addmm"], 4);
+
+    let dir = TempDir::new("torch-noops");
+    let (out, trace) = traced(dir.path(), &[("CUPROF_TORCH_OPS", "0")]);
+    assert_eq!(
+        out["profiling"],
+        serde_json::json!([false, false, false, false, false])
+    );
+    assert!(operators(&trace).is_empty());
+    // The rest of the trace is unchanged: both launches are there.
+    assert_eq!(events(&trace, "kernel").len(), 2);
+}
+
+#[test]
+fn python_stacks_name_the_programs_lines() {
+    let dir = TempDir::new("torch-stacks");
+    let (_, trace) = traced(dir.path(), &[("CUPROF_WITH_STACK", "1")]);
+    let source = std::fs::read_to_string(apps().join("torch_model.py")).unwrap();
+    let line_of = |text: &str| {
+        1 + source
+            .lines()
+            .position(|l| l.trim_start().starts_with(text))
+            .unwrap()
+    };
+    let forward_line = line_of("y = launch(model(x))");
+    let call_line = line_of("step()");
+    let app = apps().join("torch_model.py");
+    let app = app.to_str().unwrap();
+    let linear: Vec<&Value> = operators(&trace)
+        .into_iter()
+        .filter(|e| e["name"] == "aten::linear")
+        .collect();
+    assert_eq!(linear.len(), 4);
+    for e in &linear {
+        let stack = e["args"]["Call stack"].as_str().unwrap();
+        let frames: Vec<&str> = stack.split(';').collect();
+        assert!(
+            frames.contains(&format!("{app}({forward_line}): step").as_str()),
+            "{stack}"
+        );
+        assert_eq!(
+            *frames.last().unwrap(),
+            format!("{app}({call_line}): <module>"),
+            "{stack}"
+        );
+    }
+    // On the CPU, backward runs on the calling thread (with the GIL released, which cuprof
+    // takes for the read): its operators name the line that called backward().
+    let backward_line = line_of("y.sum().backward()");
+    for e in operators(&trace)
+        .iter()
+        .filter(|e| e["name"] == "autograd::engine::evaluate_function: AddmmBackward0")
+    {
+        let stack = e["args"]["Call stack"].as_str().unwrap();
+        assert!(
+            stack.contains(&format!("{app}({backward_line}): step")),
+            "{stack}"
+        );
+    }
+    let tb = consumers(&dir.path().join("t-rank0.trace.json.gz"));
+    assert!(tb["tensorboard_call_stacks"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_program_starting_its_own_profiler_keeps_working() {
+    let dir = TempDir::new("torch-both");
+    require_torch();
+    let path = dir.path().join("both.json");
+    let (_, stderr) = Run::python(
+        "torch_model.py",
+        &["both", path.to_str().unwrap()],
+        dir.path(),
+    )
+    .env("CUPROF_WAIT", "1")
+    .env("CUPROF_WARMUP", "1")
+    .env("CUPROF_ACTIVE", "2")
+    .env("CUPROF_REPEAT", "0")
+    .ok_json();
+    assert!(!stderr.contains("Traceback"), "{stderr}");
+    // torch.profiler's own trace is whole: every operator of its two recorded steps.
+    let theirs = read_trace(&path);
+    assert_eq!(operators(&theirs).len(), 214);
+    let steps: BTreeMap<String, usize> = count_by_name(&events(&theirs, "user_annotation"));
+    assert_eq!(steps["model_step"], 2);
+}

@@ -1,0 +1,385 @@
+//! The one place cuprof talks to the CPython interpreter of the traced program, when there is
+//! one: it turns PyTorch's NVTX observer on and off with the window (so PyTorch operators
+//! reach cuprof as NVTX ranges, with no change to the program), and reads the Python call
+//! stack for `--with-stack`.
+//!
+//! CPython's C API is found with `dlsym` in the running process (a `python` executable exports
+//! it; a process without Python finds nothing and this module stays idle). Only functions of
+//! CPython's stable API are used, so one libcuprof.so serves Python 3.9 to 3.14.
+//!
+//! The GIL: Python code runs only on a thread that holds the GIL already (an NVTX step range
+//! popped from Python, torch's own CUDA initialisation) or, when the calling thread does not
+//! (a `ctypes` call, which releases it), as a pending call on the main thread at its next
+//! bytecode boundary. cuprof never waits for the GIL: inside `cuInit` that could deadlock
+//! against a thread that holds the GIL and waits for CUDA.
+
+use crate::say;
+use cuprof_core::event::{Name, PyFrame, PyStack};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_long, c_void, CStr, CString};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::Relaxed};
+use std::sync::{Mutex, OnceLock};
+
+type Obj = *mut c_void;
+
+/// The CPython functions cuprof calls, resolved once.
+struct Api {
+    is_initialized: unsafe extern "C" fn() -> c_int,
+    gil_check: unsafe extern "C" fn() -> c_int,
+    gil_ensure: unsafe extern "C" fn() -> c_int,
+    gil_release: unsafe extern "C" fn(c_int),
+    add_pending_call:
+        unsafe extern "C" fn(unsafe extern "C" fn(*mut c_void) -> c_int, *mut c_void) -> c_int,
+    run_string: unsafe extern "C" fn(*const c_char, c_int, Obj, Obj, *mut c_void) -> Obj,
+    dict_new: unsafe extern "C" fn() -> Obj,
+    dec_ref: unsafe extern "C" fn(Obj),
+    inc_ref: unsafe extern "C" fn(Obj),
+    err_clear: unsafe extern "C" fn(),
+    long_from: unsafe extern "C" fn(c_long) -> Obj,
+    dict_set: unsafe extern "C" fn(Obj, *const c_char, Obj) -> c_int,
+    /// Stack reading (Python 3.9+); absent on older Pythons.
+    frames: Option<FrameApi>,
+}
+
+struct FrameApi {
+    this_thread_state: unsafe extern "C" fn() -> Obj,
+    thread_frame: unsafe extern "C" fn(Obj) -> Obj,
+    frame_code: unsafe extern "C" fn(Obj) -> Obj,
+    frame_line: unsafe extern "C" fn(Obj) -> c_int,
+    frame_back: unsafe extern "C" fn(Obj) -> Obj,
+    get_attr: unsafe extern "C" fn(Obj, *const c_char) -> Obj,
+    utf8: unsafe extern "C" fn(Obj, *mut isize) -> *const c_char,
+}
+
+// SAFETY: the struct holds plain function pointers into the process's libpython.
+unsafe impl Send for Api {}
+// SAFETY: as above; the functions themselves are called under the GIL rules above.
+unsafe impl Sync for Api {}
+
+fn sym(name: &CStr) -> Option<*mut c_void> {
+    // SAFETY: dlsym on RTLD_DEFAULT with a NUL-terminated name.
+    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+    (!p.is_null()).then_some(p)
+}
+
+/// CPython's function `name` as the function-pointer type `F`.
+///
+/// # Safety
+/// `F` must be the C signature of CPython's function of that name.
+unsafe fn resolve<F>(name: &CStr) -> Option<F> {
+    let p = sym(name)?;
+    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
+    // SAFETY: per the function's contract, `p` is a function of type `F`.
+    Some(unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) })
+}
+
+macro_rules! resolve {
+    ($name:literal) => {
+        // SAFETY: each field's type is the C signature of the CPython function it is named for.
+        unsafe { resolve($name)? }
+    };
+}
+
+fn load() -> Option<Api> {
+    let frames = (|| {
+        Some(FrameApi {
+            this_thread_state: resolve!(c"PyGILState_GetThisThreadState"),
+            thread_frame: resolve!(c"PyThreadState_GetFrame"),
+            frame_code: resolve!(c"PyFrame_GetCode"),
+            frame_line: resolve!(c"PyFrame_GetLineNumber"),
+            frame_back: resolve!(c"PyFrame_GetBack"),
+            get_attr: resolve!(c"PyObject_GetAttrString"),
+            utf8: resolve!(c"PyUnicode_AsUTF8AndSize"),
+        })
+    })();
+    Some(Api {
+        is_initialized: resolve!(c"Py_IsInitialized"),
+        gil_check: resolve!(c"PyGILState_Check"),
+        gil_ensure: resolve!(c"PyGILState_Ensure"),
+        gil_release: resolve!(c"PyGILState_Release"),
+        add_pending_call: resolve!(c"Py_AddPendingCall"),
+        run_string: resolve!(c"PyRun_StringFlags"),
+        dict_new: resolve!(c"PyDict_New"),
+        dec_ref: resolve!(c"Py_DecRef"),
+        inc_ref: resolve!(c"Py_IncRef"),
+        err_clear: resolve!(c"PyErr_Clear"),
+        long_from: resolve!(c"PyLong_FromLong"),
+        dict_set: resolve!(c"PyDict_SetItemString"),
+        frames,
+    })
+}
+
+/// CPython's API, if this process runs an initialised interpreter.
+fn api() -> Option<&'static Api> {
+    static API: OnceLock<Option<Api>> = OnceLock::new();
+    let api = API.get_or_init(load).as_ref()?;
+    // SAFETY: Py_IsInitialized may be called at any time, with or without the GIL.
+    (unsafe { (api.is_initialized)() } != 0).then_some(api)
+}
+
+/// The operator recorder's Python side (it never imports torch; it acts once torch is loaded).
+const RECORDER: &str = include_str!("torch_ops.py");
+/// Py_file_input.
+const FILE_INPUT: c_int = 257;
+
+/// The recorder's globals (a dict owned by cuprof, never the program's `__main__`).
+struct Globals(Obj);
+// SAFETY: the dict is only touched with the GIL held.
+unsafe impl Send for Globals {}
+static GLOBALS: Mutex<Option<Globals>> = Mutex::new(None);
+
+/// Operators wanted: 0 off, 1 on, 2 on with input shapes. Read by the pending call.
+static WANTED: AtomicU8 = AtomicU8::new(0);
+static PENDING: AtomicBool = AtomicBool::new(false);
+
+/// Turns PyTorch operator recording on (with or without input shapes) or off, on this thread
+/// if it holds the GIL, else on the main thread as soon as it runs Python.
+pub fn operators(on: bool, shapes: bool) {
+    WANTED.store(
+        match (on, shapes) {
+            (false, _) => 0,
+            (true, false) => 1,
+            (true, true) => 2,
+        },
+        Relaxed,
+    );
+    let Some(api) = api() else { return };
+    // SAFETY: PyGILState_Check may be called with or without the GIL.
+    if unsafe { (api.gil_check)() } == 1 {
+        apply(api);
+    } else if !PENDING.swap(true, Relaxed) {
+        // SAFETY: Py_AddPendingCall may be called from any thread, GIL or not.
+        if unsafe { (api.add_pending_call)(pending, std::ptr::null_mut()) } != 0 {
+            PENDING.store(false, Relaxed);
+        }
+    }
+}
+
+unsafe extern "C" fn pending(_: *mut c_void) -> c_int {
+    crate::guard(0, || {
+        PENDING.store(false, Relaxed);
+        if let Some(api) = api() {
+            apply(api);
+        }
+        0
+    })
+}
+
+/// Runs the recorder's `set(level)` (the caller holds the GIL).
+fn apply(api: &Api) {
+    let level = WANTED.load(Relaxed);
+    // Only a GIL holder gets here, so the lock is contended only if the recorder's own Python
+    // code re-entered cuprof on this thread: then the outer call finishes the job.
+    let Ok(mut g) = GLOBALS.try_lock() else {
+        return;
+    };
+    // SAFETY: the GIL is held (checked by the caller, or a pending call): the C API may be used.
+    unsafe {
+        let gil = (api.gil_ensure)();
+        if g.is_none() {
+            let dict = (api.dict_new)();
+            if !dict.is_null() && run(api, RECORDER, dict) {
+                *g = Some(Globals(dict));
+            } else {
+                say("PyTorch operators are not recorded: cuprof's recorder failed to start in this Python");
+            }
+        }
+        if let Some(Globals(dict)) = g.as_ref() {
+            let n = (api.long_from)(level as c_long);
+            if !n.is_null() {
+                (api.dict_set)(*dict, c"_cuprof_level".as_ptr(), n);
+                (api.dec_ref)(n);
+            }
+            run(api, "_cuprof_set(_cuprof_level)", *dict);
+        }
+        (api.gil_release)(gil);
+    }
+}
+
+/// Runs `src` in `globals`; false if it raised (the recorder catches its own errors, so this
+/// is a syntax error or a Python too unlike CPython's).
+///
+/// # Safety
+/// The GIL must be held; `globals` is a dict.
+unsafe fn run(api: &Api, src: &str, globals: Obj) -> bool {
+    let Ok(src) = CString::new(src) else {
+        return false;
+    };
+    // SAFETY: per the function's contract.
+    unsafe {
+        let r = (api.run_string)(
+            src.as_ptr(),
+            FILE_INPUT,
+            globals,
+            globals,
+            std::ptr::null_mut(),
+        );
+        if r.is_null() {
+            (api.err_clear)();
+            return false;
+        }
+        (api.dec_ref)(r);
+    }
+    true
+}
+
+/// The deepest Python stack kept (frames nearest the operator first).
+const MAX_DEPTH: usize = 128;
+/// Code objects whose names are kept per thread (each holds a reference to its code object,
+/// so the address is never reused for another one while cached).
+const MAX_CODES: usize = 1 << 16;
+/// Distinct stacks remembered per thread; past it the cache starts over.
+const MAX_STACKS: usize = 1 << 14;
+
+#[derive(Default)]
+struct StackCache {
+    /// Code object address -> (file, function).
+    codes: HashMap<usize, (Name, Name)>,
+    /// (code address, line) of each frame, innermost first -> the shared stack.
+    stacks: HashMap<Vec<(usize, u32)>, PyStack>,
+    key: Vec<(usize, u32)>,
+}
+
+thread_local! {
+    static CACHE: RefCell<StackCache> = RefCell::new(StackCache::default());
+}
+
+/// The Python call stack of the calling thread, innermost frame first, if it is a Python
+/// thread: one that holds the GIL, or one in C code that released it (PyTorch's bindings
+/// release it around every operator), for which the GIL is taken for the read, as torch's own
+/// `pythonCallstack` does. Threads that never ran Python (autograd's device threads) have none.
+/// Called at the start of an outermost operator, where the binding holds no lock of its own.
+pub fn stack() -> Option<PyStack> {
+    let api = api()?;
+    let f = api.frames.as_ref()?;
+    // SAFETY: both may be called with or without the GIL.
+    let (held, ts) = unsafe { ((api.gil_check)() == 1, (f.this_thread_state)()) };
+    if ts.is_null() {
+        return None;
+    }
+    // SAFETY: this thread has a thread state (checked above), so Ensure only waits for the GIL.
+    let gil = (!held).then(|| unsafe { (api.gil_ensure)() });
+    let out = read_stack(api, f, ts);
+    if let Some(gil) = gil {
+        // SAFETY: releases what Ensure took.
+        unsafe { (api.gil_release)(gil) };
+    }
+    out
+}
+
+/// Reads the frames of thread state `ts` (the caller's, with the GIL held).
+fn read_stack(api: &Api, f: &FrameApi, ts: Obj) -> Option<PyStack> {
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        let c = &mut *c;
+        c.key.clear();
+        let mut codes: Vec<Obj> = Vec::new();
+        // SAFETY: this thread holds the GIL (the caller's contract); every new reference taken
+        // here is released below, except code objects kept in the cache on purpose.
+        unsafe {
+            let mut frame = (f.thread_frame)(ts);
+            while !frame.is_null() && c.key.len() < MAX_DEPTH {
+                let code = (f.frame_code)(frame);
+                let line = (f.frame_line)(frame).max(0) as u32;
+                c.key.push((code as usize, line));
+                codes.push(code);
+                let back = (f.frame_back)(frame);
+                (api.dec_ref)(frame);
+                frame = back;
+            }
+            if !frame.is_null() {
+                (api.dec_ref)(frame);
+            }
+        }
+        let found = c.stacks.get(&c.key).cloned();
+        let out = match found {
+            Some(s) => Some(s),
+            None => {
+                let frames: Vec<PyFrame> = c
+                    .key
+                    .iter()
+                    .zip(&codes)
+                    // SAFETY: the GIL is held; `code` is a live code object (we hold a ref).
+                    .map(|(&(_, line), &code)| unsafe {
+                        frame_of(api, f, &mut c.codes, code, line)
+                    })
+                    .collect();
+                let s: PyStack = frames.into();
+                if c.stacks.len() >= MAX_STACKS {
+                    c.stacks.clear();
+                }
+                c.stacks.insert(c.key.clone(), s.clone());
+                Some(s)
+            }
+        };
+        for code in codes {
+            // SAFETY: the references PyFrame_GetCode returned; the GIL is held.
+            unsafe { (api.dec_ref)(code) };
+        }
+        out
+    })
+}
+
+/// The file and function of a code object, from the thread's cache.
+///
+/// # Safety
+/// The GIL must be held and `code` must be a live code object.
+unsafe fn frame_of(
+    api: &Api,
+    f: &FrameApi,
+    codes: &mut HashMap<usize, (Name, Name)>,
+    code: Obj,
+    line: u32,
+) -> PyFrame {
+    if let Some((file, function)) = codes.get(&(code as usize)) {
+        return PyFrame {
+            file: file.clone(),
+            line,
+            function: function.clone(),
+        };
+    }
+    // SAFETY: per the function's contract.
+    let (file, function) = unsafe {
+        (
+            str_attr(api, f, code, c"co_filename"),
+            str_attr(api, f, code, c"co_name"),
+        )
+    };
+    if codes.len() < MAX_CODES {
+        // SAFETY: the GIL is held: keep the code object alive while its address is a key.
+        unsafe { (api.inc_ref)(code) };
+        codes.insert(code as usize, (file.clone(), function.clone()));
+    }
+    PyFrame {
+        file,
+        line,
+        function,
+    }
+}
+
+/// A string attribute of `obj`, or "" if it has none.
+///
+/// # Safety
+/// The GIL must be held and `obj` must be a live object.
+unsafe fn str_attr(api: &Api, f: &FrameApi, obj: Obj, attr: &CStr) -> Name {
+    // SAFETY: per the function's contract; the attribute's new reference is released.
+    unsafe {
+        let v = (f.get_attr)(obj, attr.as_ptr());
+        if v.is_null() {
+            (api.err_clear)();
+            return Name::from("");
+        }
+        let mut len: isize = 0;
+        let p = (f.utf8)(v, &mut len);
+        let out = if p.is_null() || len < 0 {
+            (api.err_clear)();
+            Name::from("")
+        } else {
+            let bytes = std::slice::from_raw_parts(p.cast::<u8>(), len as usize);
+            Name::from(String::from_utf8_lossy(bytes).as_ref())
+        };
+        (api.dec_ref)(v);
+        out
+    }
+}
