@@ -1,9 +1,13 @@
 //! `cuprof`: run a program under the tracer, or analyse traces offline.
 
 mod analysis;
+mod console;
 mod memory_cmd;
+mod output;
 mod repair_cmd;
 mod run;
+
+use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
@@ -36,8 +40,8 @@ enum Command {
     Repair(repair_cmd::RepairArgs),
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+fn dispatch(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Run(a) => run::run(a),
         Command::Report(a) => analysis::report(a),
         Command::Flame(a) => analysis::flame(a),
@@ -45,5 +49,16 @@ fn main() -> anyhow::Result<()> {
         Command::Merge(a) => analysis::merge(a),
         Command::Memory(a) => memory_cmd::run(a),
         Command::Repair(a) => repair_cmd::run(a),
+    }
+}
+
+/// Errors are one line, `cuprof: what: why`, and exit with status 1.
+fn main() -> ExitCode {
+    match dispatch(Cli::parse().command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cuprof: {}", console::one_line(&e));
+            ExitCode::FAILURE
+        }
     }
 }

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::model::{Breakdown, StepStats, Summary};
 use super::render::{dur, short, Table};
+use crate::console::outln;
 
 #[derive(clap::Args)]
 pub struct CompareArgs {
@@ -169,11 +170,10 @@ pub fn compare(args: CompareArgs) -> Result<()> {
     let b = super::analyse(std::slice::from_ref(&args.b))?.summarize();
     let c = comparison(&a, &b);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&c)?);
+        outln!("{}", serde_json::to_string_pretty(&c)?)
     } else {
-        print!("{}", text(&c, args.top));
+        crate::console::print(&text(&c, args.top))
     }
-    Ok(())
 }
 
 #[cfg(test)]

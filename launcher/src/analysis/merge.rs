@@ -20,14 +20,16 @@
 //!     collective to match it is taken as 0 (wall clocks synchronised by NTP/PTP).
 //!
 //! The output says which case applied to each rank.
+//!
+//! The file is written to a temporary file beside `-o` and renamed over it at the end: an
+//! existing `-o` file is intact until then.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use cuprof_core::reader::{event_members, Id, TraceMeta, TraceReader};
 use flate2::write::GzEncoder;
 use flate2::Compression;
@@ -35,6 +37,8 @@ use serde::Serialize;
 
 use super::load::{load, rank_from_name, Interner, OpKind};
 use super::render::{dur, Table};
+use crate::console::outln;
+use crate::output::Staged;
 
 /// pid offset per rank.
 pub const PID_STRIDE: i64 = 10_000_000;
@@ -197,21 +201,19 @@ fn json_str(s: &str) -> String {
 }
 
 pub fn merge(args: MergeArgs) -> Result<()> {
-    let out_abs = std::path::absolute(&args.out).unwrap_or_else(|_| args.out.clone());
+    // A file named as an input cannot be the output; one found in a directory can only be if it
+    // is a merged trace (an earlier output, skipped below and replaced).
+    let named: Vec<PathBuf> = args.paths.iter().filter(|p| !p.is_dir()).cloned().collect();
+    crate::output::refuse_input(&args.out, &named)?;
     let mut inputs: Vec<(PathBuf, TraceMeta)> = Vec::new();
     for p in super::trace_files(&args.paths)? {
-        if std::path::absolute(&p)
-            .map(|a| a == out_abs)
-            .unwrap_or(false)
-        {
-            continue;
-        }
         let mut r = TraceReader::open(&p)?;
         let meta = r.read_header()?.clone();
         if is_merged(&meta) {
             eprintln!("skipping {}: it is itself a merged trace", p.display());
             continue;
         }
+        crate::output::refuse_input(&args.out, std::slice::from_ref(&p))?;
         inputs.push((p, meta));
     }
     if inputs.is_empty() {
@@ -270,13 +272,13 @@ pub fn merge(args: MergeArgs) -> Result<()> {
             how,
         ]);
     }
-    print!("{}", t.text());
+    crate::console::print(&t.text())?;
     for p in &placements {
         if let Some(tr) = &p.truncated {
-            println!(
+            outln!(
                 "warning: {} is cut short: {tr}; merged what was read",
                 p.file
-            );
+            )?;
         }
     }
     let max_skew = placements
@@ -284,7 +286,7 @@ pub fn merge(args: MergeArgs) -> Result<()> {
         .map(|p| p.skew_ns.abs())
         .max()
         .unwrap_or(0);
-    println!(
+    outln!(
         "estimated clock skew against rank {} (max |skew| {}); wrote {} ({} ranks, {} events)",
         placements[0].rank,
         dur(max_skew as f64),
@@ -295,8 +297,7 @@ pub fn merge(args: MergeArgs) -> Result<()> {
             .collect::<BTreeSet<_>>()
             .len(),
         placements.iter().map(|p| p.events).sum::<u64>()
-    );
-    Ok(())
+    )
 }
 
 fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<Placement>> {
@@ -329,12 +330,7 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
         });
     }
 
-    let file = File::create(out).with_context(|| {
-        format!(
-            "{}: cannot create the merged trace; pick a writable -o path",
-            out.display()
-        )
-    })?;
+    let (staged, file) = Staged::create(out)?;
     let mut w = GzEncoder::new(BufWriter::with_capacity(1 << 20, file), Compression::new(3));
     let wr = |e: std::io::Error| {
         anyhow::Error::new(e).context(format!("{}: cannot write the merged trace", out.display()))
@@ -481,11 +477,7 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
         .unwrap_or_default();
     write!(w, "\n],\n \"traceName\": {}}}\n", json_str(&name)).map_err(wr)?;
     let inner = w.finish().map_err(wr)?;
-    inner
-        .into_inner()
-        .map_err(|e| wr(e.into_error()))?
-        .sync_all()
-        .map_err(wr)?;
+    staged.commit(inner.into_inner().map_err(|e| wr(e.into_error()))?)?;
     Ok(placements)
 }
 
