@@ -36,7 +36,8 @@ enum Command {
     Merge(analysis::MergeArgs),
     /// Summarise a memory snapshot pickle (peak reserved, when, by which stack; live at end).
     Memory(memory_cmd::MemoryArgs),
-    /// Close a trace cut short (SIGKILL, OOM kill) into a valid trace, in place or to -o.
+    /// Close a trace cut short (SIGKILL, OOM kill) into a valid trace: NAME.repaired.trace.json.gz
+    /// beside it, -o OUT, or --in-place.
     Repair(repair_cmd::RepairArgs),
 }
 

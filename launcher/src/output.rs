@@ -65,6 +65,11 @@ impl Staged {
         }
     }
 
+    /// The temporary file's path.
+    pub fn tmp_path(&self) -> &Path {
+        &self.tmp
+    }
+
     /// Syncs `file` (the one [`Staged::create`] returned) and renames it over the target.
     pub fn commit(mut self, file: File) -> Result<()> {
         file.sync_all()

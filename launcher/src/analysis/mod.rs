@@ -34,7 +34,7 @@
 
 mod compare;
 mod flame;
-mod load;
+pub(crate) mod load;
 mod merge;
 mod model;
 mod render;
