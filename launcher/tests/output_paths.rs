@@ -128,3 +128,69 @@ fn a_failed_merge_keeps_the_existing_output() {
     );
     assert_eq!(listing(&dir), ["merged.trace.json.gz", "traces"]);
 }
+
+#[test]
+fn merge_counts_each_ranks_events() {
+    let dir = tempdir("out-merge-counts");
+    let traces = dir.join("traces");
+    std::fs::create_dir_all(&traces).unwrap();
+    let mut r0 = Trace::new(0, 2);
+    r0.metadata(&[0], &[(0, 7)], &[MAIN]);
+    r0.launch("gemm", MAIN, 1_000, 0, 7, 1_000_000, 5_000);
+    r0.launch("gemm", MAIN, 9_000, 0, 7, 2_000_000, 5_000);
+    r0.write_gz(&traces.join("job-rank0.trace.json.gz"));
+    let mut r1 = Trace::new(1, 2);
+    r1.launch("gemm", MAIN, 1_000, 0, 7, 1_000_000, 5_000);
+    r1.launch("gemm", MAIN, 9_000, 0, 7, 2_000_000, 5_000);
+    r1.write_cut(&traces.join("job-rank1.trace.json.gz"), 4);
+    let out = dir.join("merged.trace.json.gz");
+    // An earlier merge sitting in the directory is skipped and replaced.
+    let stale = traces.join("merged.trace.json.gz");
+    cuprof_ok(&[
+        "merge",
+        traces.to_str().unwrap(),
+        "-o",
+        stale.to_str().unwrap(),
+    ]);
+    cuprof_ok(&[
+        "merge",
+        traces.to_str().unwrap(),
+        "-o",
+        stale.to_str().unwrap(),
+    ]);
+    cuprof_ok(&[
+        "merge",
+        traces.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    for path in [&out, &stale] {
+        let m = read_gz_json(path);
+        let ranks = m["cuprof"]["merged"]["ranks"].as_array().unwrap();
+        let counts: Vec<(i64, u64, bool)> = ranks
+            .iter()
+            .map(|r| {
+                (
+                    r["rank"].as_i64().unwrap(),
+                    r["events"].as_u64().unwrap(),
+                    r["truncated"].is_string(),
+                )
+            })
+            .collect();
+        // rank 0: 7 metadata + 2 x (API call, kernel, 2 flow events); rank 1 cut after 4.
+        assert_eq!(counts, [(0, 15, false), (1, 4, true)], "{path:?}");
+        assert_eq!(m["cuprofMerged"], true);
+        assert_eq!(m["cuprof"]["merged"]["reference_rank"], 0);
+    }
+    // The merged file is a trace `report` reads, with its rank table.
+    let stdout = cuprof_ok(&["report", out.to_str().unwrap()]);
+    assert!(stdout.contains("gemm"), "{stdout}");
+    assert_eq!(
+        listing(&traces),
+        [
+            "job-rank0.trace.json.gz",
+            "job-rank1.trace.json.gz",
+            "merged.trace.json.gz"
+        ]
+    );
+}

@@ -21,8 +21,10 @@
 //!
 //! The output says which case applied to each rank.
 //!
-//! The file is written to a temporary file beside `-o` and renamed over it at the end: an
-//! existing `-o` file is intact until then.
+//! Layout: the header marks the file as merged (`"cuprofMerged": true`); the `cuprof` member,
+//! whose `merged.ranks` table holds each rank's event count and truncation, comes after
+//! `traceEvents`, once the events have been counted. The file is written to a temporary file
+//! beside `-o` and renamed over it at the end: an existing `-o` file is intact until then.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufWriter, Write};
@@ -80,12 +82,18 @@ pub struct Placement {
     pub truncated: Option<String>,
 }
 
+/// Header member that marks a merged trace.
+pub const MERGED_MARK: &str = "cuprofMerged";
+
+/// A merged trace: its header has the mark (or, as merges before the mark wrote it, a `cuprof`
+/// member with `merged`).
 fn is_merged(meta: &TraceMeta) -> bool {
     meta.members.iter().any(|(k, v)| {
-        k == "cuprof"
-            && serde_json::from_str::<serde_json::Value>(v.get())
-                .map(|j| j.get("merged").is_some())
-                .unwrap_or(false)
+        k == MERGED_MARK
+            || k == "cuprof"
+                && serde_json::from_str::<serde_json::Value>(v.get())
+                    .map(|j| j.get("merged").is_some())
+                    .unwrap_or(false)
     })
 }
 
@@ -341,18 +349,9 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
         .find(|(k, _)| k == "deviceProperties")
         .map(|(_, v)| v.get().to_string())
         .unwrap_or_else(|| "[]".to_string());
-    let merged = serde_json::json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "merged": {
-            "reference_rank": placements[0].rank,
-            "pid_stride": PID_STRIDE,
-            "flow_id_stride": ID_STRIDE,
-            "ranks": placements,
-        }
-    });
     write!(
         w,
-        "{{\"schemaVersion\": 1,\n \"deviceProperties\": {devices},\n \"cuprof\": {merged},\n \"displayTimeUnit\": \"ms\",\n \"baseTimeNanoseconds\": {base0},\n \"traceEvents\": [\n"
+        "{{\"schemaVersion\": 1,\n \"deviceProperties\": {devices},\n \"{MERGED_MARK}\": true,\n \"displayTimeUnit\": \"ms\",\n \"baseTimeNanoseconds\": {base0},\n \"traceEvents\": [\n"
     )
     .map_err(wr)?;
 
@@ -475,7 +474,21 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
         .file_name()
         .map(|n| n.to_string_lossy().to_string())
         .unwrap_or_default();
-    write!(w, "\n],\n \"traceName\": {}}}\n", json_str(&name)).map_err(wr)?;
+    let merged = serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "merged": {
+            "reference_rank": placements[0].rank,
+            "pid_stride": PID_STRIDE,
+            "flow_id_stride": ID_STRIDE,
+            "ranks": placements,
+        }
+    });
+    write!(
+        w,
+        "\n],\n \"cuprof\": {merged},\n \"traceName\": {}}}\n",
+        json_str(&name)
+    )
+    .map_err(wr)?;
     let inner = w.finish().map_err(wr)?;
     staged.commit(inner.into_inner().map_err(|e| wr(e.into_error()))?)?;
     Ok(placements)
