@@ -148,7 +148,11 @@ pub(crate) fn text(c: &Comparison, top: usize) -> String {
     match c.step_time_speedup {
         Some(s) => out.push_str(&format!(
             "step time speedup {s:.3}x ({})\n",
-            if s >= 1.0 { "B faster" } else { "B slower" }
+            match c.a.steps.mean_ns.total_cmp(&c.b.steps.mean_ns) {
+                std::cmp::Ordering::Equal => "no difference",
+                std::cmp::Ordering::Greater => "B faster",
+                std::cmp::Ordering::Less => "B slower",
+            }
         )),
         None => out.push_str("no step time speedup (needs ProfilerStep#N on both sides)\n"),
     }
