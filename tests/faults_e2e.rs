@@ -69,6 +69,7 @@ fn kernels_kept(c: &Case, must_be_complete: bool) -> usize {
     } else if !complete {
         let r = Command::new(cuprof_bin())
             .arg("repair")
+            .arg("--in-place")
             .arg(&path)
             .output()
             .unwrap();

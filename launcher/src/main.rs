@@ -1,9 +1,13 @@
 //! `cuprof`: run a program under the tracer, or analyse traces offline.
 
 mod analysis;
+mod console;
 mod memory_cmd;
+mod output;
 mod repair_cmd;
 mod run;
+
+use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
@@ -32,12 +36,13 @@ enum Command {
     Merge(analysis::MergeArgs),
     /// Summarise a memory snapshot pickle (peak reserved, when, by which stack; live at end).
     Memory(memory_cmd::MemoryArgs),
-    /// Close a trace cut short (SIGKILL, OOM kill) into a valid trace, in place or to -o.
+    /// Close a trace cut short (SIGKILL, OOM kill) into a valid trace: NAME.repaired.trace.json.gz
+    /// beside it, -o OUT, or --in-place.
     Repair(repair_cmd::RepairArgs),
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+fn dispatch(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Run(a) => run::run(a),
         Command::Report(a) => analysis::report(a),
         Command::Flame(a) => analysis::flame(a),
@@ -45,5 +50,16 @@ fn main() -> anyhow::Result<()> {
         Command::Merge(a) => analysis::merge(a),
         Command::Memory(a) => memory_cmd::run(a),
         Command::Repair(a) => repair_cmd::run(a),
+    }
+}
+
+/// Errors are one line, `cuprof: what: why`, and exit with status 1.
+fn main() -> ExitCode {
+    match dispatch(Cli::parse().command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cuprof: {}", console::one_line(&e));
+            ExitCode::FAILURE
+        }
     }
 }

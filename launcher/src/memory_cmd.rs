@@ -35,11 +35,11 @@ pub fn run(args: MemoryArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot read {}", args.file.display()))?;
     let devices = load(&bytes)
         .with_context(|| format!("{} is not a memory snapshot", args.file.display()))?;
-    print!(
-        "{}",
-        render(&args.file.display().to_string(), &devices, args.frames)
-    );
-    Ok(())
+    crate::console::print(&render(
+        &args.file.display().to_string(),
+        &devices,
+        args.frames,
+    ))
 }
 
 #[derive(Debug, Clone, PartialEq)]

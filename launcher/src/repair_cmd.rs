@@ -1,53 +1,231 @@
-//! `cuprof repair FILE [-o OUT]`: turns a trace cut short into a valid, closed one.
+//! `cuprof repair FILE [-o OUT | --in-place]`: turns a trace cut short into a valid, closed one.
+//!
+//! FILE is never replaced unless `--in-place` asks for it; even then only once the new file has
+//! been read back and holds at least as many events as FILE. Memory stays within the reader's
+//! buffer whatever the file's size (see [`cuprof_core::repair`]).
 
-use anyhow::Context;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use cuprof_core::reader::TraceReader;
+use cuprof_core::repair::{rewrite, survey, Rewritten, Survey};
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use std::io::Write;
-use std::path::PathBuf;
+
+use crate::analysis::load::progress;
+use crate::output::{same_file, Staged};
 
 #[derive(clap::Args)]
 pub struct RepairArgs {
     /// The trace (`.trace.json.gz` or `.json`) to repair.
     file: PathBuf,
-    /// Where to write the repaired trace (default: replace FILE).
-    #[arg(short, long)]
+    /// Where to write the repaired trace (gzip if it ends in `.gz`). Default: beside FILE, with
+    /// `.repaired` before the suffix (`run-rank0.trace.json.gz` ->
+    /// `run-rank0.repaired.trace.json.gz`); refused if that file exists.
+    #[arg(short, long, value_name = "OUT", conflicts_with = "in_place")]
     output: Option<PathBuf>,
+    /// Replace FILE with the repaired trace, once it has been read back and holds at least as
+    /// many events. Refused for a symlink or a read-only file.
+    #[arg(long)]
+    in_place: bool,
 }
 
-pub fn run(a: RepairArgs) -> anyhow::Result<()> {
-    let bytes = std::fs::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
-    let r = cuprof_core::repair::repair(&bytes)
-        .with_context(|| format!("{} cannot be repaired", a.file.display()))?;
-    let out = a.output.clone().unwrap_or_else(|| a.file.clone());
-    if r.was_complete && a.output.is_none() {
+/// Suffixes kept at the end of a repaired file's name, longest first.
+const SUFFIXES: [&str; 5] = [".trace.json.gz", ".trace.json", ".json.gz", ".json", ".gz"];
+
+/// The default output: `NAME.repaired.SUFFIX` beside `file`.
+pub fn repaired_name(file: &Path) -> PathBuf {
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (stem, suffix) = SUFFIXES
+        .iter()
+        .find_map(|s| {
+            name.strip_suffix(s)
+                .filter(|stem| !stem.is_empty())
+                .map(|stem| (stem, *s))
+        })
+        .unwrap_or((&name, ""));
+    file.with_file_name(format!("{stem}.repaired{suffix}"))
+}
+
+/// One pass over `path` by `f`, with a progress bar when it takes more than a second.
+fn pass<T>(path: &Path, f: impl FnOnce(&mut TraceReader<'static>) -> Result<T>) -> Result<T> {
+    let mut r = TraceReader::open(path)?;
+    let bar = progress(&mut r, path);
+    let out = f(&mut r);
+    if let Some(pb) = bar.borrow_mut().take() {
+        pb.finish_and_clear();
+    }
+    out
+}
+
+/// `--in-place` only replaces a regular, writable file that is not a symlink.
+fn check_replaceable(file: &Path) -> Result<std::fs::Permissions> {
+    let md = std::fs::symlink_metadata(file)
+        .with_context(|| format!("{}: cannot read it", file.display()))?;
+    if md.file_type().is_symlink() {
+        bail!(
+            "{}: is a symlink; --in-place would replace the link, not its target: repair to a \
+             new file (without --in-place) or name the target itself",
+            file.display()
+        );
+    }
+    if !md.is_file() {
+        bail!(
+            "{}: not a regular file; --in-place cannot replace it",
+            file.display()
+        );
+    }
+    if md.permissions().readonly() {
+        bail!(
+            "{}: is read-only; --in-place will not override that: repair to a new file \
+             (without --in-place) or make it writable first",
+            file.display()
+        );
+    }
+    Ok(md.permissions())
+}
+
+/// Writes the repaired trace of `input` to `staged`'s file.
+fn write_repaired(input: &Path, out: &Path, f: File) -> Result<(Rewritten, File)> {
+    let wr = |e: std::io::Error| {
+        anyhow::Error::new(e).context(format!("{}: cannot write", out.display()))
+    };
+    let buf = BufWriter::with_capacity(1 << 20, f);
+    let (done, mut buf) = if out.extension().is_some_and(|e| e == "gz") {
+        let mut gz = GzEncoder::new(buf, Compression::fast());
+        let done = pass(input, |r| Ok(rewrite(r, &mut gz)?))?;
+        (done, gz.finish().map_err(wr)?)
+    } else {
+        let mut buf = buf;
+        let done = pass(input, |r| Ok(rewrite(r, &mut buf)?))?;
+        (done, buf)
+    };
+    buf.flush().map_err(wr)?;
+    Ok((done, buf.into_inner().map_err(|e| wr(e.into_error()))?))
+}
+
+/// Reads the written file back: it must be a complete trace holding `want` events or more.
+fn verify(tmp: &Path, out: &Path, want: u64) -> Result<()> {
+    let back = survey(&mut TraceReader::open(tmp)?)
+        .with_context(|| format!("{}: the repaired trace does not read back", out.display()))?;
+    if !back.is_complete() || back.events < want {
+        bail!(
+            "{}: the repaired trace reads back with {} events ({}), fewer than the {want} read; \
+             nothing was replaced",
+            out.display(),
+            back.events,
+            if back.is_complete() {
+                "complete"
+            } else {
+                "incomplete"
+            }
+        );
+    }
+    Ok(())
+}
+
+fn describe(s: &Survey, r: &Rewritten) -> String {
+    match (&s.truncation, r.dropped_bytes) {
+        (Some(t), 0) if t.inside == "traceEvents" => "the trace was cut between events".into(),
+        (Some(t), n) if t.inside == "traceEvents" => {
+            format!("{n} bytes of a partial event dropped")
+        }
+        (Some(_), 0) => "the trace was cut after its events".into(),
+        (Some(_), n) => format!("the trace was cut after its events ({n} bytes dropped)"),
+        (None, _) if s.rest.bytes > 0 => {
+            format!("{} bytes after the end of the trace dropped", s.rest.bytes)
+        }
+        (None, _) => format!(
+            "the gzip stream did not end cleanly ({})",
+            s.rest.stream_error.as_deref().unwrap_or("?")
+        ),
+    }
+}
+
+pub fn run(a: RepairArgs) -> Result<()> {
+    let perms = if a.in_place {
+        Some(check_replaceable(&a.file)?)
+    } else {
+        None
+    };
+    let out = match (&a.output, a.in_place) {
+        (_, true) => a.file.clone(),
+        (Some(o), false) => o.clone(),
+        (None, false) => repaired_name(&a.file),
+    };
+    if !a.in_place {
+        if same_file(&out, &a.file) {
+            bail!(
+                "{}: the output is the input; pass --in-place to replace it",
+                out.display()
+            );
+        }
+        if a.output.is_none() && std::fs::symlink_metadata(&out).is_ok() {
+            bail!(
+                "{}: exists already; pass -o OUT to choose where the repaired trace goes",
+                out.display()
+            );
+        }
+    }
+
+    let s = pass(&a.file, |r| Ok(survey(r)?))?;
+    if s.is_complete() {
         eprintln!(
-            "{}: already complete ({} events); left as it is",
+            "{}: already complete ({} events); nothing written",
             a.file.display(),
-            r.events
+            s.events
         );
         return Ok(());
     }
-    let gz = out.extension().is_some_and(|e| e == "gz");
-    let tmp = out.with_extension("repair-tmp");
-    {
-        let f =
-            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        if gz {
-            let mut e = GzEncoder::new(f, Compression::new(6));
-            e.write_all(r.json.as_bytes())?;
-            e.finish()?;
-        } else {
-            let mut f = f;
-            f.write_all(r.json.as_bytes())?;
-        }
+
+    let (staged, f) = Staged::create(&out)?;
+    let (r, f) = write_repaired(&a.file, &out, f)?;
+    if let Some(p) = perms {
+        f.set_permissions(std::fs::Permissions::from_mode(p.mode()))
+            .with_context(|| format!("{}: cannot set its permissions", out.display()))?;
     }
-    std::fs::rename(&tmp, &out).with_context(|| format!("replacing {}", out.display()))?;
+    verify(staged.tmp_path(), &out, s.events.max(r.events))?;
+    staged.commit(f)?;
     eprintln!(
-        "{}: repaired: {} events kept, {} bytes of a partial event dropped",
+        "{}: repaired: {} events kept, {}{}",
         out.display(),
         r.events,
-        r.dropped_bytes
+        describe(&s, &r),
+        if a.in_place {
+            String::new()
+        } else {
+            format!("; {} is unchanged", a.file.display())
+        }
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repaired_names() {
+        let cases = [
+            (
+                "d/run-rank0.trace.json.gz",
+                "d/run-rank0.repaired.trace.json.gz",
+            ),
+            ("x.trace.json", "x.repaired.trace.json"),
+            ("x.json.gz", "x.repaired.json.gz"),
+            ("x.json", "x.repaired.json"),
+            ("x.gz", "x.repaired.gz"),
+            ("trace", "trace.repaired"),
+            (".json", ".json.repaired"),
+        ];
+        for (file, want) in cases {
+            assert_eq!(repaired_name(Path::new(file)), Path::new(want), "{file}");
+        }
+    }
 }

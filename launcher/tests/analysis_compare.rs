@@ -103,3 +103,25 @@ fn compare_json_and_table() {
     assert!(table.contains("gemm"), "{table}");
     assert!(table.contains("0.500x"), "{table}");
 }
+
+#[test]
+fn compare_says_no_difference_when_the_means_are_equal() {
+    let dir = tempdir("out-compare");
+    let a = dir.join("a.trace.json.gz");
+    let b = dir.join("b.trace.json.gz");
+    sample().write_gz(&a);
+    sample().write_gz(&b);
+    let out = cuprof_ok(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert!(
+        out.contains("step time speedup 1.000x (no difference)"),
+        "{out}"
+    );
+    let json: Value = serde_json::from_str(&cuprof_ok(&[
+        "compare",
+        "--json",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]))
+    .unwrap();
+    assert_eq!(json["step_time_speedup"], 1.0);
+}

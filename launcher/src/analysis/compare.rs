@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::model::{Breakdown, StepStats, Summary};
 use super::render::{dur, short, Table};
+use crate::console::outln;
 
 #[derive(clap::Args)]
 pub struct CompareArgs {
@@ -147,7 +148,11 @@ pub(crate) fn text(c: &Comparison, top: usize) -> String {
     match c.step_time_speedup {
         Some(s) => out.push_str(&format!(
             "step time speedup {s:.3}x ({})\n",
-            if s >= 1.0 { "B faster" } else { "B slower" }
+            match c.a.steps.mean_ns.total_cmp(&c.b.steps.mean_ns) {
+                std::cmp::Ordering::Equal => "no difference",
+                std::cmp::Ordering::Greater => "B faster",
+                std::cmp::Ordering::Less => "B slower",
+            }
         )),
         None => out.push_str("no step time speedup (needs ProfilerStep#N on both sides)\n"),
     }
@@ -169,11 +174,10 @@ pub fn compare(args: CompareArgs) -> Result<()> {
     let b = super::analyse(std::slice::from_ref(&args.b))?.summarize();
     let c = comparison(&a, &b);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&c)?);
+        outln!("{}", serde_json::to_string_pretty(&c)?)
     } else {
-        print!("{}", text(&c, args.top));
+        crate::console::print(&text(&c, args.top))
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,12 +1,14 @@
 //! `cuprof flame`: NVTX ranges -> kernel, weighted by GPU time (or API calls by CPU time).
 
 use std::collections::BTreeMap;
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
 use super::model::{Analysis, NO_LAUNCH};
+use crate::console::outln;
+use crate::output::Staged;
 
 #[derive(clap::Args)]
 pub struct FlameArgs {
@@ -80,6 +82,17 @@ pub(crate) fn folded(an: &Analysis, cpu: bool) -> BTreeMap<String, u64> {
 }
 
 pub fn flame(args: FlameArgs) -> Result<()> {
+    let inputs = super::trace_files(&args.paths)?;
+    crate::output::refuse_input(&args.out, &inputs)?;
+    if let Some(p) = &args.folded {
+        crate::output::refuse_input(p, &inputs)?;
+        if crate::output::same_file(p, &args.out) || p == &args.out {
+            bail!(
+                "{}: --folded and -o name the same file; pick two paths",
+                p.display()
+            );
+        }
+    }
     let an = super::analyse(&args.paths)?;
     let stacks = folded(&an, args.cpu);
     let what = if args.cpu {
@@ -100,7 +113,7 @@ pub fn flame(args: FlameArgs) -> Result<()> {
     }
     let lines: Vec<String> = stacks.iter().map(|(s, w)| format!("{s} {w}")).collect();
     if let Some(p) = &args.folded {
-        std::fs::write(p, lines.join("\n") + "\n")
+        crate::output::write(p, (lines.join("\n") + "\n").as_bytes())
             .with_context(|| format!("{}: cannot write the folded stacks", p.display()))?;
     }
     let mut opt = inferno::flamegraph::Options::default();
@@ -117,23 +130,20 @@ pub fn flame(args: FlameArgs) -> Result<()> {
             .collect::<Vec<_>>()
             .join(" "),
     );
-    let file = std::fs::File::create(&args.out).with_context(|| {
-        format!(
-            "{}: cannot create the SVG; pick a writable -o path",
-            args.out.display()
-        )
-    })?;
+    let (staged, file) = Staged::create(&args.out)?;
     let mut w = BufWriter::new(file);
     inferno::flamegraph::from_lines(&mut opt, lines.iter().map(String::as_str), &mut w)
         .with_context(|| format!("{}: cannot draw the flame graph", args.out.display()))?;
-    w.flush()
+    let file = w
+        .into_inner()
+        .map_err(|e| e.into_error())
         .with_context(|| format!("{}: cannot write the SVG", args.out.display()))?;
+    staged.commit(file)?;
     let total: u64 = stacks.values().sum();
-    println!(
+    outln!(
         "wrote {} ({} stacks, {} of {what})",
         args.out.display(),
         stacks.len(),
         super::render::dur(total as f64)
-    );
-    Ok(())
+    )
 }

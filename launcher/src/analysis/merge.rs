@@ -20,14 +20,18 @@
 //!     collective to match it is taken as 0 (wall clocks synchronised by NTP/PTP).
 //!
 //! The output says which case applied to each rank.
+//!
+//! Layout: the header marks the file as merged (`"cuprofMerged": true`); the `cuprof` member,
+//! whose `merged.ranks` table holds each rank's event count and truncation, comes after
+//! `traceEvents`, once the events have been counted. The file is written to a temporary file
+//! beside `-o` and renamed over it at the end: an existing `-o` file is intact until then.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use cuprof_core::reader::{event_members, Id, TraceMeta, TraceReader};
 use flate2::write::GzEncoder;
 use flate2::Compression;
@@ -35,6 +39,8 @@ use serde::Serialize;
 
 use super::load::{load, rank_from_name, Interner, OpKind};
 use super::render::{dur, Table};
+use crate::console::outln;
+use crate::output::Staged;
 
 /// pid offset per rank.
 pub const PID_STRIDE: i64 = 10_000_000;
@@ -76,12 +82,18 @@ pub struct Placement {
     pub truncated: Option<String>,
 }
 
+/// Header member that marks a merged trace.
+pub const MERGED_MARK: &str = "cuprofMerged";
+
+/// A merged trace: its header has the mark (or, as merges before the mark wrote it, a `cuprof`
+/// member with `merged`).
 fn is_merged(meta: &TraceMeta) -> bool {
     meta.members.iter().any(|(k, v)| {
-        k == "cuprof"
-            && serde_json::from_str::<serde_json::Value>(v.get())
-                .map(|j| j.get("merged").is_some())
-                .unwrap_or(false)
+        k == MERGED_MARK
+            || k == "cuprof"
+                && serde_json::from_str::<serde_json::Value>(v.get())
+                    .map(|j| j.get("merged").is_some())
+                    .unwrap_or(false)
     })
 }
 
@@ -197,21 +209,19 @@ fn json_str(s: &str) -> String {
 }
 
 pub fn merge(args: MergeArgs) -> Result<()> {
-    let out_abs = std::path::absolute(&args.out).unwrap_or_else(|_| args.out.clone());
+    // A file named as an input cannot be the output; one found in a directory can only be if it
+    // is a merged trace (an earlier output, skipped below and replaced).
+    let named: Vec<PathBuf> = args.paths.iter().filter(|p| !p.is_dir()).cloned().collect();
+    crate::output::refuse_input(&args.out, &named)?;
     let mut inputs: Vec<(PathBuf, TraceMeta)> = Vec::new();
     for p in super::trace_files(&args.paths)? {
-        if std::path::absolute(&p)
-            .map(|a| a == out_abs)
-            .unwrap_or(false)
-        {
-            continue;
-        }
         let mut r = TraceReader::open(&p)?;
         let meta = r.read_header()?.clone();
         if is_merged(&meta) {
             eprintln!("skipping {}: it is itself a merged trace", p.display());
             continue;
         }
+        crate::output::refuse_input(&args.out, std::slice::from_ref(&p))?;
         inputs.push((p, meta));
     }
     if inputs.is_empty() {
@@ -270,13 +280,13 @@ pub fn merge(args: MergeArgs) -> Result<()> {
             how,
         ]);
     }
-    print!("{}", t.text());
+    crate::console::print(&t.text())?;
     for p in &placements {
         if let Some(tr) = &p.truncated {
-            println!(
+            outln!(
                 "warning: {} is cut short: {tr}; merged what was read",
                 p.file
-            );
+            )?;
         }
     }
     let max_skew = placements
@@ -284,7 +294,7 @@ pub fn merge(args: MergeArgs) -> Result<()> {
         .map(|p| p.skew_ns.abs())
         .max()
         .unwrap_or(0);
-    println!(
+    outln!(
         "estimated clock skew against rank {} (max |skew| {}); wrote {} ({} ranks, {} events)",
         placements[0].rank,
         dur(max_skew as f64),
@@ -295,8 +305,7 @@ pub fn merge(args: MergeArgs) -> Result<()> {
             .collect::<BTreeSet<_>>()
             .len(),
         placements.iter().map(|p| p.events).sum::<u64>()
-    );
-    Ok(())
+    )
 }
 
 fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<Placement>> {
@@ -329,12 +338,7 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
         });
     }
 
-    let file = File::create(out).with_context(|| {
-        format!(
-            "{}: cannot create the merged trace; pick a writable -o path",
-            out.display()
-        )
-    })?;
+    let (staged, file) = Staged::create(out)?;
     let mut w = GzEncoder::new(BufWriter::with_capacity(1 << 20, file), Compression::new(3));
     let wr = |e: std::io::Error| {
         anyhow::Error::new(e).context(format!("{}: cannot write the merged trace", out.display()))
@@ -345,18 +349,9 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
         .find(|(k, _)| k == "deviceProperties")
         .map(|(_, v)| v.get().to_string())
         .unwrap_or_else(|| "[]".to_string());
-    let merged = serde_json::json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "merged": {
-            "reference_rank": placements[0].rank,
-            "pid_stride": PID_STRIDE,
-            "flow_id_stride": ID_STRIDE,
-            "ranks": placements,
-        }
-    });
     write!(
         w,
-        "{{\"schemaVersion\": 1,\n \"deviceProperties\": {devices},\n \"cuprof\": {merged},\n \"displayTimeUnit\": \"ms\",\n \"baseTimeNanoseconds\": {base0},\n \"traceEvents\": [\n"
+        "{{\"schemaVersion\": 1,\n \"deviceProperties\": {devices},\n \"{MERGED_MARK}\": true,\n \"displayTimeUnit\": \"ms\",\n \"baseTimeNanoseconds\": {base0},\n \"traceEvents\": [\n"
     )
     .map_err(wr)?;
 
@@ -479,13 +474,23 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
         .file_name()
         .map(|n| n.to_string_lossy().to_string())
         .unwrap_or_default();
-    write!(w, "\n],\n \"traceName\": {}}}\n", json_str(&name)).map_err(wr)?;
+    let merged = serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "merged": {
+            "reference_rank": placements[0].rank,
+            "pid_stride": PID_STRIDE,
+            "flow_id_stride": ID_STRIDE,
+            "ranks": placements,
+        }
+    });
+    write!(
+        w,
+        "\n],\n \"cuprof\": {merged},\n \"traceName\": {}}}\n",
+        json_str(&name)
+    )
+    .map_err(wr)?;
     let inner = w.finish().map_err(wr)?;
-    inner
-        .into_inner()
-        .map_err(|e| wr(e.into_error()))?
-        .sync_all()
-        .map_err(wr)?;
+    staged.commit(inner.into_inner().map_err(|e| wr(e.into_error()))?)?;
     Ok(placements)
 }
 

@@ -34,7 +34,7 @@
 
 mod compare;
 mod flame;
-mod load;
+pub(crate) mod load;
 mod merge;
 mod model;
 mod render;
@@ -42,6 +42,8 @@ mod render;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+
+use crate::console::outln;
 
 pub use compare::{compare, CompareArgs};
 pub use flame::{flame, FlameArgs};
@@ -119,20 +121,31 @@ pub(crate) fn analyse(paths: &[PathBuf]) -> Result<Analysis> {
 }
 
 pub fn report(args: ReportArgs) -> Result<()> {
+    if let Some(dir) = &args.out {
+        let inputs = trace_files(&args.paths)?;
+        for name in [SUMMARY_JSON, REPORT_MD] {
+            crate::output::refuse_input(&dir.join(name), &inputs)?;
+        }
+    }
     let an = analyse(&args.paths)?;
     let summary = an.summarize();
-    print!("{}", render::text(&summary, args.top));
+    crate::console::print(&render::text(&summary, args.top))?;
     if let Some(dir) = &args.out {
         write_report(dir, &summary, args.top)?;
-        println!(
+        outln!(
             "wrote {} and {}",
-            dir.join("summary.json").display(),
-            dir.join("report.md").display()
-        );
+            dir.join(SUMMARY_JSON).display(),
+            dir.join(REPORT_MD).display()
+        )?;
     }
     Ok(())
 }
 
+const SUMMARY_JSON: &str = "summary.json";
+const REPORT_MD: &str = "report.md";
+
+/// Writes `summary.json` and `report.md` into `dir`, each through a temporary file and a
+/// rename (a symlink at either name is replaced, not followed).
 fn write_report(dir: &Path, s: &model::Summary, top: usize) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| {
         format!(
@@ -140,12 +153,8 @@ fn write_report(dir: &Path, s: &model::Summary, top: usize) -> Result<()> {
             dir.display()
         )
     })?;
-    let json = serde_json::to_string_pretty(s)?;
-    let p = dir.join("summary.json");
-    std::fs::write(&p, json + "\n")
-        .with_context(|| format!("{}: cannot write; pick a writable -o DIR", p.display()))?;
-    let p = dir.join("report.md");
-    std::fs::write(&p, render::markdown(s, top))
-        .with_context(|| format!("{}: cannot write; pick a writable -o DIR", p.display()))?;
+    let json = serde_json::to_string_pretty(s)? + "\n";
+    crate::output::write(&dir.join(SUMMARY_JSON), json.as_bytes())?;
+    crate::output::write(&dir.join(REPORT_MD), render::markdown(s, top).as_bytes())?;
     Ok(())
 }

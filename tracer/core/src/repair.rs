@@ -1,107 +1,170 @@
 //! Closing a trace cut short (SIGKILL, OOM kill, power loss): the writer sync-flushes the gzip
 //! stream at least once a second, always at an event boundary, so the decompressible prefix
 //! holds the header and whole events up to the last flush (plus, possibly, part of one more).
-//! Repair keeps every complete event and writes the footer the writer would have written.
+//!
+//! Repair streams through the tolerant [`crate::reader`] (the one `cuprof report` uses), so it
+//! accepts what the reader accepts (cuprof's own layout, Kineto's indented one, a bare array)
+//! and holds no more than the reader's buffer, whatever the file's size. It runs in two passes
+//! over the input:
+//!
+//! 1. [`survey`]: is the file complete (the JSON closed, nothing but whitespace after it, the
+//!    gzip stream ending cleanly)? How many events can be read?
+//! 2. [`rewrite`]: the header members, every complete event exactly as written, then the footer
+//!    members that were read; a cut trace gets `"cuprofStats": {"complete": false, "repaired":
+//!    true}` unless its own stats were read.
+//!
+//! An event that is not valid JSON (a bare `NaN`) is an error in both passes: repair never
+//! drops events silently to make a file parse.
 
-use std::io::Read;
+use std::io::{self, Write};
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+
+use crate::reader::{ReadError, Rest, TraceReader, Truncation};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RepairError {
-    #[error("not a cuprof trace: no `\"traceEvents\": [` in the first {0} bytes that decompress")]
-    NotATrace(usize),
-    #[error("reading the trace failed: {0}")]
-    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error("{path}: not a trace: {what}; there is nothing to repair")]
+    NotATrace { path: PathBuf, what: &'static str },
+    #[error("writing the repaired trace failed: {0}")]
+    Write(#[source] io::Error),
 }
 
-/// What repair found.
+/// What a read-only pass over the input found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Repaired {
-    /// The complete, valid JSON trace.
-    pub json: String,
-    /// Events kept.
+pub struct Survey {
+    /// Complete events that can be read.
     pub events: u64,
-    /// The input was already a complete trace (nothing to do).
-    pub was_complete: bool,
-    /// Bytes of decompressed text dropped after the last complete event.
-    pub dropped_bytes: usize,
+    /// `Some` when the data stops before the trace's closing bracket.
+    pub truncation: Option<Truncation>,
+    /// What follows the closing bracket (when the trace has one).
+    pub rest: Rest,
 }
 
-/// Decompresses as much of a (possibly truncated) gzip stream as can be read.
-pub fn decompress_prefix(bytes: &[u8]) -> Vec<u8> {
-    if bytes.len() < 2 || bytes[0] != 0x1f || bytes[1] != 0x8b {
-        return bytes.to_vec(); // plain JSON
+impl Survey {
+    /// Nothing to repair: the trace is closed and nothing but whitespace follows it.
+    pub fn is_complete(&self) -> bool {
+        self.truncation.is_none() && self.rest.is_clean()
     }
-    let mut out = Vec::new();
-    let mut d = flate2::read::MultiGzDecoder::new(bytes);
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        match d.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(_) => break, // the cut: keep what came before it
-        }
-    }
-    out
 }
 
-fn parses(text: &str) -> bool {
-    serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
+/// What [`rewrite`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rewritten {
+    /// Events written (every complete event of the input).
+    pub events: u64,
+    /// Where the input stopped, when it was cut short.
+    pub truncation: Option<Truncation>,
+    /// Uncompressed bytes of a partial event (or footer member) at the cut, not kept; 0 for a
+    /// trace cut between values or a closed one.
+    pub dropped_bytes: u64,
+    /// `cuprofStats` was missing and a `{"complete": false, "repaired": true}` was added.
+    pub stats_added: bool,
 }
 
-/// Repairs the trace in `bytes` (gzip or plain).
-pub fn repair(bytes: &[u8]) -> Result<Repaired, RepairError> {
-    let raw = decompress_prefix(bytes);
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    if parses(&text) {
-        let events = count_events(&text);
-        return Ok(Repaired {
-            json: text,
-            events,
-            was_complete: true,
-            dropped_bytes: 0,
-        });
+fn not_a_trace(r: &TraceReader<'_>, what: &'static str) -> RepairError {
+    RepairError::NotATrace {
+        path: r.path().to_owned(),
+        what,
     }
-    const OPEN: &str = "\"traceEvents\": [\n";
-    let start = text.find(OPEN).ok_or(RepairError::NotATrace(raw.len()))? + OPEN.len();
-    let footer = "\n],\n \"cuprofStats\": {\"complete\": false, \"repaired\": true},\n \"traceName\": \"repaired\"}\n";
-    // Candidate ends: after each complete event, from the last one back.
-    let body = &text[start..];
-    let mut ends: Vec<usize> = body.match_indices(",\n{").map(|(i, _)| i).collect();
-    ends.push(body.len());
-    for &end in ends.iter().rev().take(64) {
-        let candidate = format!("{}{}{}", &text[..start], body[..end].trim_end(), footer);
-        if parses(&candidate) {
-            let events = count_events(&candidate);
-            return Ok(Repaired {
-                json: candidate,
-                events,
-                was_complete: false,
-                dropped_bytes: body.len() - end,
-            });
-        }
+}
+
+/// Reads the header; an error if the file has no `traceEvents` to keep.
+fn header(r: &mut TraceReader<'_>) -> Result<(), RepairError> {
+    r.read_header()?;
+    if r.has_events_array() {
+        return Ok(());
     }
-    let candidate = format!("{}{}", &text[..start], footer.trim_start_matches('\n'));
-    let ok = parses(&candidate);
-    if !ok {
-        return Err(RepairError::NotATrace(raw.len()));
-    }
-    Ok(Repaired {
-        json: candidate,
-        events: 0,
-        was_complete: false,
-        dropped_bytes: body.len(),
+    Err(match r.summary().truncated {
+        Some(_) => not_a_trace(r, "the file ends before `traceEvents` starts"),
+        None => not_a_trace(r, "it has no `traceEvents` array"),
     })
 }
 
-fn count_events(text: &str) -> u64 {
-    #[derive(serde::Deserialize)]
-    struct Trace {
-        #[serde(rename = "traceEvents")]
-        trace_events: Vec<serde::de::IgnoredAny>,
+/// Reads the whole input without writing anything: the event count and how the file ends.
+pub fn survey(r: &mut TraceReader<'_>) -> Result<Survey, RepairError> {
+    header(r)?;
+    let s = r.read_events(|_| ControlFlow::Continue(()))?;
+    let rest = if s.truncated.is_none() {
+        r.read_rest()?
+    } else {
+        Rest::default()
+    };
+    Ok(Survey {
+        events: s.events,
+        truncation: s.truncated,
+        rest,
+    })
+}
+
+fn json_key(k: &str) -> String {
+    serde_json::to_string(k).expect("strings serialize")
+}
+
+/// Writes the repaired trace (plain JSON text) to `out`; the caller compresses it if it wants.
+pub fn rewrite<W: Write>(r: &mut TraceReader<'_>, out: &mut W) -> Result<Rewritten, RepairError> {
+    header(r)?;
+    let bare = r.is_bare_array();
+    let header_members = r.meta().members.len();
+    let mut head = String::new();
+    if bare {
+        head.push_str("[\n");
+    } else {
+        head.push('{');
+        for (k, v) in &r.meta().members {
+            head.push_str(&json_key(k));
+            head.push_str(": ");
+            head.push_str(v.get());
+            head.push_str(",\n ");
+        }
+        head.push_str("\"traceEvents\": [\n");
     }
-    serde_json::from_str::<Trace>(text)
-        .map(|t| t.trace_events.len() as u64)
-        .unwrap_or(0)
+    out.write_all(head.as_bytes()).map_err(RepairError::Write)?;
+
+    let mut failure: Option<io::Error> = None;
+    let mut first = true;
+    let s = r.read_events(|e| {
+        let sep: &[u8] = if first { b"" } else { b",\n" };
+        first = false;
+        match out.write_all(sep).and_then(|_| out.write_all(e.raw)) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(err) => {
+                failure = Some(err);
+                ControlFlow::Break(())
+            }
+        }
+    })?;
+    if let Some(err) = failure {
+        return Err(RepairError::Write(err));
+    }
+
+    let mut tail = String::from("\n]");
+    let mut stats_added = false;
+    if !bare {
+        let footer = &r.meta().members[header_members..];
+        for (k, v) in footer {
+            tail.push_str(",\n ");
+            tail.push_str(&json_key(k));
+            tail.push_str(": ");
+            tail.push_str(v.get());
+        }
+        if s.truncated.is_some() && !footer.iter().any(|(k, _)| k == "cuprofStats") {
+            tail.push_str(",\n \"cuprofStats\": {\"complete\": false, \"repaired\": true}");
+            stats_added = true;
+        }
+        tail.push('}');
+    }
+    tail.push('\n');
+    out.write_all(tail.as_bytes()).map_err(RepairError::Write)?;
+    let dropped_bytes = s.truncated.as_ref().map_or(0, |t| t.partial);
+    Ok(Rewritten {
+        events: s.events,
+        truncation: s.truncated,
+        dropped_bytes,
+        stats_added,
+    })
 }
 
 #[cfg(test)]
@@ -109,6 +172,8 @@ mod tests {
     use super::*;
     use crate::event::*;
     use crate::trace_writer::{TraceMeta, TraceStats, TraceWriter};
+    use std::io::Cursor;
+    use std::path::Path;
 
     fn kernel(i: u64) -> Kernel {
         Kernel::sample(&format!("k{i}"), i as u32, 1_000 + i * 100, 1_050 + i * 100)
@@ -121,7 +186,7 @@ mod tests {
             w.kernel(&kernel(i), None);
         }
         w.sync_flush().unwrap();
-        let flushed = w_len(&mut w);
+        let flushed = w.output_len();
         for i in 10..15 {
             w.kernel(&kernel(i), None);
         }
@@ -129,16 +194,25 @@ mod tests {
         full[..flushed].to_vec()
     }
 
-    fn w_len(w: &mut TraceWriter<Vec<u8>>) -> usize {
-        w.output_len()
+    fn reader(bytes: &[u8]) -> TraceReader<'_> {
+        TraceReader::new(Cursor::new(bytes), Path::new("t.trace.json.gz")).unwrap()
+    }
+
+    fn repaired(bytes: &[u8]) -> Result<(Rewritten, serde_json::Value), RepairError> {
+        let mut out = Vec::new();
+        let r = rewrite(&mut reader(bytes), &mut out)?;
+        Ok((r, serde_json::from_slice(&out).expect("valid JSON")))
     }
 
     #[test]
     fn a_cut_file_keeps_every_flushed_event() {
-        let r = repair(&truncated()).unwrap();
-        assert!(!r.was_complete);
+        let cut = truncated();
+        let s = survey(&mut reader(&cut)).unwrap();
+        assert!(!s.is_complete());
+        assert_eq!(s.events, 10);
+        let (r, v) = repaired(&cut).unwrap();
         assert_eq!(r.events, 10);
-        let v: serde_json::Value = serde_json::from_str(&r.json).unwrap();
+        assert!(r.stats_added);
         let names: Vec<&str> = v["traceEvents"]
             .as_array()
             .unwrap()
@@ -147,17 +221,27 @@ mod tests {
             .collect();
         assert_eq!(names, (0..10).map(|i| format!("k{i}")).collect::<Vec<_>>());
         assert_eq!(v["cuprofStats"]["complete"], false);
+        assert_eq!(v["cuprofStats"]["repaired"], true);
+        assert_eq!(v["schemaVersion"], 1);
     }
 
     #[test]
-    fn a_complete_file_is_left_as_it_is() {
+    fn a_complete_file_needs_nothing() {
         let mut w = TraceWriter::new(Vec::new(), TraceMeta::default(), 1).unwrap();
         w.kernel(&kernel(1), None);
         let full = w.finish(5_000, &TraceStats::default()).unwrap();
-        let r = repair(&full).unwrap();
-        assert!(r.was_complete);
+        let s = survey(&mut reader(&full)).unwrap();
+        assert!(s.is_complete());
         // the kernel, process metadata (2), GPU 0 metadata (3), stream metadata (2), window end
+        assert_eq!(s.events, 9);
+        // Rewritten anyway, it is the same trace: same events, its own stats kept.
+        let (r, v) = repaired(&full).unwrap();
         assert_eq!(r.events, 9);
+        assert_eq!(r.dropped_bytes, 0);
+        assert!(!r.stats_added);
+        let orig: serde_json::Value =
+            serde_json::from_reader(flate2::read::GzDecoder::new(&full[..])).unwrap();
+        assert_eq!(v, orig);
     }
 
     #[test]
@@ -167,11 +251,49 @@ mod tests {
         let n = w.output_len();
         let full = w.finish(0, &TraceStats::default()).unwrap();
         // Cut after the header: repair gives an empty, valid trace.
-        let r = repair(&full[..n]).unwrap();
+        let (r, v) = repaired(&full[..n]).unwrap();
         assert_eq!(r.events, 0);
+        assert_eq!(v["traceEvents"].as_array().unwrap().len(), 0);
         assert!(matches!(
-            repair(&full[..12]),
-            Err(RepairError::NotATrace(_))
+            survey(&mut reader(&full[..12])),
+            Err(RepairError::NotATrace { .. })
         ));
+        assert!(matches!(
+            survey(&mut reader(b"{\"a\": 1}")),
+            Err(RepairError::NotATrace { .. })
+        ));
+    }
+
+    #[test]
+    fn an_invalid_event_is_an_error_not_a_shorter_trace() {
+        let text = "{\"traceEvents\": [\n{\"ph\": \"X\", \"ts\": 1},\n{\"ph\": \"X\", \"ts\": NaN},\n{\"ph\": \"X\", \"ts\": 3}\n]}\n";
+        let e = survey(&mut reader(text.as_bytes())).unwrap_err();
+        assert!(
+            matches!(e, RepairError::Read(ReadError::Event { .. })),
+            "{e}"
+        );
+        let e = repaired(text.as_bytes()).unwrap_err();
+        assert!(
+            matches!(e, RepairError::Read(ReadError::Event { .. })),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn trailing_bytes_make_a_file_incomplete_and_are_dropped() {
+        let text = "[{\"ph\": \"X\", \"ts\": 1},\n{\"ph\": \"i\", \"ts\": 2}]\n";
+        let mut padded = text.as_bytes().to_vec();
+        padded.extend_from_slice(&[0; 7]);
+        let s = survey(&mut reader(&padded)).unwrap();
+        assert_eq!(s.events, 2);
+        assert_eq!(s.rest.bytes, 7);
+        assert!(!s.is_complete());
+        let mut out = Vec::new();
+        let r = rewrite(&mut reader(&padded), &mut out).unwrap();
+        assert_eq!(r.events, 2);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "[\n{\"ph\": \"X\", \"ts\": 1},\n{\"ph\": \"i\", \"ts\": 2}\n]\n"
+        );
     }
 }

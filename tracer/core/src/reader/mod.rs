@@ -214,6 +214,9 @@ pub struct Truncation {
     pub inside: &'static str,
     /// The decompressor's complaint, if it had one (a gzip stream without its trailer).
     pub stream_error: Option<String>,
+    /// Bytes of the unfinished value the data stops in (part of an event or member); 0 when
+    /// it stops between values.
+    pub partial: u64,
 }
 
 impl std::fmt::Display for Truncation {
@@ -242,6 +245,24 @@ pub struct ReadSummary {
     pub truncated: Option<Truncation>,
     /// The callback asked to stop early.
     pub stopped: bool,
+}
+
+/// What follows the trace's closing bracket (see [`TraceReader::read_rest`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rest {
+    /// Bytes other than JSON whitespace after the end of the trace (NUL padding, a second
+    /// document, garbage).
+    pub bytes: u64,
+    /// The decompressor's complaint, if it had one (a gzip stream cut before its trailer, a
+    /// bad checksum, padding that is not another gzip member).
+    pub stream_error: Option<String>,
+}
+
+impl Rest {
+    /// Nothing but whitespace after the trace, and a clean end of the compressed stream.
+    pub fn is_clean(&self) -> bool {
+        self.bytes == 0 && self.stream_error.is_none()
+    }
 }
 
 /// Progress of a read: compressed bytes taken from the source and uncompressed bytes produced.
@@ -391,6 +412,37 @@ impl<'a> TraceReader<'a> {
         &self.meta
     }
 
+    /// The file is a bare JSON array of events (no top-level object).
+    pub fn is_bare_array(&self) -> bool {
+        self.bare
+    }
+
+    /// `traceEvents` (or the bare array) has been entered.
+    pub fn has_events_array(&self) -> bool {
+        self.seen_events
+    }
+
+    /// After a read that found the whole trace ([`ReadSummary::truncated`] is `None`), reads the
+    /// rest of the file a chunk at a time, keeping none of it, and says what was there.
+    pub fn read_rest(&mut self) -> Result<Rest, ReadError> {
+        let mut bytes = 0u64;
+        loop {
+            let tail = &self.buf[self.pos..self.end];
+            bytes += tail
+                .iter()
+                .filter(|c| !matches!(c, b' ' | b'\n' | b'\r' | b'\t'))
+                .count() as u64;
+            self.pos = self.end;
+            if !self.fill()? {
+                break;
+            }
+        }
+        Ok(Rest {
+            bytes,
+            stream_error: self.stream_error.clone(),
+        })
+    }
+
     /// Reads the members before `traceEvents` (the whole file if it has none).
     pub fn read_header(&mut self) -> Result<&TraceMeta, ReadError> {
         self.run(None::<fn(&Event<'_>) -> ControlFlow<()>>)?;
@@ -522,12 +574,14 @@ impl<'a> TraceReader<'a> {
     }
 
     fn cut(&mut self, inside: &'static str) {
+        let partial = (self.end - self.pos) as u64;
         self.pos = self.end;
         self.truncated = Some(Truncation {
             offset: self.discarded + self.end as u64,
             events: self.events,
             inside,
             stream_error: self.stream_error.clone(),
+            partial,
         });
         self.finished = true;
     }
@@ -856,6 +910,11 @@ mod tests {
         assert_eq!(t.inside, "traceEvents");
         assert_eq!(t.events, 100);
         assert_eq!(t.offset, (body.len() + tail.len()) as u64);
+        assert_eq!(
+            t.partial,
+            (tail.len() - 2) as u64,
+            "the partial event, not the comma before it"
+        );
         assert_eq!(m.rank, Some(3));
         assert!(m.stats.is_none());
         // And cut again in the middle of the compressed bytes of the last block.
@@ -911,6 +970,31 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("/nonexistent/x.json.gz"));
+    }
+
+    #[test]
+    fn what_follows_the_trace() {
+        let rest = |bytes: Vec<u8>| {
+            let mut r = TraceReader::new(Cursor::new(bytes), Path::new("t")).unwrap();
+            let s = r.read_events(|_| ControlFlow::Continue(())).unwrap();
+            assert_eq!(s.events, 3);
+            assert!(s.truncated.is_none());
+            r.read_rest().unwrap()
+        };
+        assert_eq!(rest(full(3).into_bytes()), Rest::default());
+        let mut padded = full(3).into_bytes();
+        padded.extend_from_slice(&[0; 5000]);
+        assert_eq!(rest(padded).bytes, 5000);
+
+        let mut enc = GzEncoder::new(Vec::new(), Compression::fast());
+        enc.write_all(full(3).as_bytes()).unwrap();
+        let gz = enc.finish().unwrap();
+        assert!(rest(gz.clone()).is_clean());
+        let mut padded = gz;
+        padded.extend_from_slice(&[0; 4096]);
+        let r = rest(padded);
+        assert_eq!(r.bytes, 0);
+        assert!(r.stream_error.is_some(), "{r:?}");
     }
 
     #[test]

@@ -1,0 +1,208 @@
+//! Writing output files without ever destroying one.
+//!
+//! Every file a command writes is first written to a new file with a unique name in the
+//! target's directory (created with `O_CREAT | O_EXCL`, so it can never be an existing file or
+//! a symlink planted there), and renamed over the target only once it is complete and synced.
+//! An error or Ctrl-C leaves the target as it was. The rename replaces a symlink at the target
+//! rather than writing through it. A target that is one of the command's inputs is refused.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use anyhow::{bail, Context, Result};
+
+/// Suffix of the temporary files (`.NAME.PID-N.cuprof-tmp` beside NAME).
+pub const TMP_SUFFIX: &str = ".cuprof-tmp";
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// An output being written: the temporary file is removed unless [`Staged::commit`] renamed it.
+#[derive(Debug)]
+pub struct Staged {
+    target: PathBuf,
+    tmp: PathBuf,
+    done: bool,
+}
+
+impl Staged {
+    /// Creates the temporary file for `target` and returns it, opened for writing.
+    pub fn create(target: &Path) -> Result<(Staged, File)> {
+        let name = target
+            .file_name()
+            .with_context(|| format!("{}: not a file name", target.display()))?
+            .to_string_lossy()
+            .into_owned();
+        let dir = match target.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        loop {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let tmp = dir.join(format!(".{name}.{}-{n}{TMP_SUFFIX}", std::process::id()));
+            match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+                Ok(f) => {
+                    let staged = Staged {
+                        target: target.to_owned(),
+                        tmp,
+                        done: false,
+                    };
+                    return Ok((staged, f));
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && n < 1_000_000 => continue,
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!(
+                            "{}: cannot create a file in {}; pick a writable output path",
+                            target.display(),
+                            dir.display()
+                        )
+                    })
+                }
+            }
+        }
+    }
+
+    /// The temporary file's path.
+    pub fn tmp_path(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// Syncs `file` (the one [`Staged::create`] returned) and renames it over the target.
+    pub fn commit(mut self, file: File) -> Result<()> {
+        file.sync_all()
+            .with_context(|| format!("{}: cannot write", self.target.display()))?;
+        drop(file);
+        std::fs::rename(&self.tmp, &self.target)
+            .with_context(|| format!("{}: cannot replace it", self.target.display()))?;
+        self.done = true;
+        // The rename itself is durable once the directory is synced; failing that is harmless.
+        if let Some(dir) = self.target.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Writes `bytes` to `target` through a temporary file and a rename.
+pub fn write(target: &Path, bytes: &[u8]) -> Result<()> {
+    let (staged, mut f) = Staged::create(target)?;
+    f.write_all(bytes)
+        .with_context(|| format!("{}: cannot write", target.display()))?;
+    staged.commit(f)
+}
+
+/// `a` and `b` are the same existing file (same device and inode, symlinks followed).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// Refuses an output path that is one of `inputs`.
+pub fn refuse_input(out: &Path, inputs: &[PathBuf]) -> Result<()> {
+    if let Some(i) = inputs.iter().find(|i| same_file(out, i)) {
+        bail!(
+            "{}: the output is one of the inputs ({}); pick another output path",
+            out.display(),
+            i.display()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("cuprof-output-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn listing(d: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_write_replaces_the_target_and_leaves_nothing_else() {
+        let d = scratch("write");
+        let t = d.join("out.txt");
+        std::fs::write(&t, "old").unwrap();
+        write(&t, b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&t).unwrap(), "new");
+        assert_eq!(listing(&d), ["out.txt"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn an_abandoned_write_keeps_the_target() {
+        let d = scratch("abandon");
+        let t = d.join("out.txt");
+        std::fs::write(&t, "old").unwrap();
+        let (staged, mut f) = Staged::create(&t).unwrap();
+        f.write_all(b"half").unwrap();
+        assert_eq!(listing(&d).len(), 2, "out.txt and the temporary file");
+        drop(staged);
+        assert_eq!(std::fs::read_to_string(&t).unwrap(), "old");
+        assert_eq!(listing(&d), ["out.txt"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_symlink_target_is_replaced_not_followed() {
+        let d = scratch("link");
+        let outside = d.join("outside.txt");
+        std::fs::write(&outside, "keep").unwrap();
+        let t = d.join("summary.json");
+        std::os::unix::fs::symlink(&outside, &t).unwrap();
+        write(&t, b"{}").unwrap();
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep");
+        assert!(!std::fs::symlink_metadata(&t).unwrap().is_symlink());
+        assert_eq!(std::fs::read_to_string(&t).unwrap(), "{}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn same_file_sees_through_names_and_links() {
+        let d = scratch("same");
+        let a = d.join("a");
+        std::fs::write(&a, "x").unwrap();
+        std::os::unix::fs::symlink(&a, d.join("l")).unwrap();
+        std::fs::write(d.join("b"), "x").unwrap();
+        assert!(same_file(&a, &d.join("l")));
+        assert!(same_file(&a, &d.join(".").join("a")));
+        assert!(!same_file(&a, &d.join("b")));
+        assert!(!same_file(&a, &d.join("missing")));
+        let e = refuse_input(&d.join("l"), &[d.join("b"), a.clone()]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: the output is one of the inputs ({}); pick another output path",
+                d.join("l").display(),
+                a.display()
+            )
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
