@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # The project's test command (README.md): formatting, lints, then every test. The workspace is
 # built first because the end-to-end tests run the real libcuprof.so and the libcupti double.
+# The Python packages the tests use (the NVTX3 loader, PyTorch, HTA, TensorBoard's profiler
+# plugin) are installed into a virtual environment by scripts/python-env.sh, which goes first
+# on PATH: every test's `python3` is that one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+venv_bin="$(bash scripts/python-env.sh)"
+export PATH="$venv_bin:$PATH"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace

@@ -132,8 +132,9 @@ fn operators_equal_torch_profilers_and_launches_carry_their_external_id() {
     let labels = |t: &Value| count_by_name(&events(t, "user_annotation"))["model_step"];
     assert_eq!((labels(&trace), labels(&reference)), (2, 2));
 
-    // Each step's custom operator launched one kernel: its runtime call and its kernel carry
-    // the External id of the innermost operator it was made in.
+    // Each step's custom operator launched one kernel and allocated and freed memory: its
+    // runtime calls and its kernel carry the External id of the innermost operator they were
+    // made in.
     let launching: Vec<u64> = ours
         .iter()
         .filter(|e| e["name"] == "GeneratedBackwardFor_cuproftest_launch_default")
@@ -146,7 +147,14 @@ fn operators_equal_torch_profilers_and_launches_carry_their_external_id() {
             .map(|e| e["args"]["External id"].as_u64().unwrap())
             .collect()
     };
-    assert_eq!(external("cuda_runtime"), launching);
+    // cudaLaunchKernel, cudaMalloc and cudaFree, each inside the operator.
+    assert_eq!(
+        external("cuda_runtime"),
+        launching
+            .iter()
+            .flat_map(|&id| [id, id, id])
+            .collect::<Vec<u64>>()
+    );
     assert_eq!(external("kernel"), launching);
     // External ids are unique per operator.
     let mut ids: Vec<u64> = ours
@@ -277,4 +285,66 @@ fn a_program_starting_its_own_profiler_keeps_working() {
     assert_eq!(operators(&theirs).len(), 214);
     let steps: BTreeMap<String, usize> = count_by_name(&events(&theirs, "user_annotation"));
     assert_eq!(steps["model_step"], 2);
+}
+
+#[test]
+fn allocations_name_their_operator_and_python_line() {
+    let dir = TempDir::new("torch-memory");
+    let (_, _) = traced(
+        dir.path(),
+        &[
+            ("CUPROF_WITH_STACK", "1"),
+            ("CUPROF_ACTIVITIES", "CPU,GPU,MEM"),
+        ],
+    );
+    let pickle = dir
+        .files()
+        .into_iter()
+        .find(|f| f.ends_with(".pickle"))
+        .expect("a memory snapshot");
+    // The frames of every segment allocation in the snapshot's trace, as torch's viewer reads
+    // them (pickle.load, no torch needed).
+    let script = "import json, pickle, sys\n\
+s = pickle.load(open(sys.argv[1], 'rb'))\n\
+print(json.dumps([[(f['name'], f['filename'], f['line']) for f in e['frames']] \
+for t in s['device_traces'] for e in t if e['action'] == 'segment_alloc']))";
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(dir.path().join(&pickle))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let allocs: Vec<Vec<(String, String, i64)>> = serde_json::from_slice(&out.stdout).unwrap();
+    // One allocation in each of the warm-up and two recorded steps, and one in the wait step
+    // (memory is tracked over the whole run; operators only while the window collects).
+    assert_eq!(allocs.len(), 4);
+    let source = std::fs::read_to_string(apps().join("torch_model.py")).unwrap();
+    let forward_line = 1 + source
+        .lines()
+        .position(|l| l.trim_start().starts_with("y = launch(model(x))"))
+        .unwrap() as i64;
+    let app = apps().join("torch_model.py").to_str().unwrap().to_string();
+    for frames in &allocs[1..] {
+        let op = frames
+            .iter()
+            .position(|f| f.0 == "GeneratedBackwardFor_cuproftest_launch_default")
+            .unwrap_or_else(|| panic!("{frames:?}"));
+        let line = frames
+            .iter()
+            .position(|f| f.1 == app && f.2 == forward_line && f.0 == "step")
+            .unwrap_or_else(|| panic!("{frames:?}"));
+        // Native frames, then the operators, then the Python caller: innermost first.
+        assert!(op < line, "{frames:?}");
+    }
+    assert!(
+        !allocs[0]
+            .iter()
+            .any(|f| f.0 == "GeneratedBackwardFor_cuproftest_launch_default"),
+        "{:?}",
+        allocs[0]
+    );
 }

@@ -8,7 +8,7 @@ Both run the same 4 steps with the schedule wait=1, warmup=1, active=2: steps 2 
 recorded. Each step runs a Linear -> ReLU -> Linear forward and backward, a
 `record_function` label, and a custom operator `cuproftest::launch` which, under cuprof,
 launches one kernel through the double (its runtime call must carry the operator's External
-id). Prints one JSON line: what ran.
+id) and allocates and frees 1 MiB of device memory. Prints one JSON line: what ran.
 """
 
 import ctypes
@@ -33,6 +33,7 @@ else:
 def launch(x: torch.Tensor) -> torch.Tensor:
     if d is not None:
         d.launch(b"_Z12test_kernelv", stream=7)
+        d.free(d.malloc(1 << 20))
     return x.clone()
 
 

@@ -91,10 +91,14 @@ pub enum Input {
     /// Recording of the open cycle ends at `ts` (its last active step ended).
     EndRecording { ts: u64 },
     /// The call stack of an allocation call (`--with-stack`), captured unresolved on the
-    /// allocating thread and symbolised here, off the program's path.
+    /// allocating thread and symbolised here, off the program's path; with the PyTorch
+    /// operators open on that thread (NVTX observer range names, innermost first) and the
+    /// Python stack they were called from.
     AllocationStack {
         correlation: u32,
         backtrace: std::backtrace::Backtrace,
+        operators: Vec<Name>,
+        python: Option<PyStack>,
     },
 }
 
@@ -436,6 +440,31 @@ pub fn frames_of(text: &str) -> Vec<crate::memory::Frame> {
     frames
 }
 
+/// The frames outside the native stack of an allocation: the PyTorch operators it was made in
+/// (innermost first, a frame each, named as the operator) and the Python frames that called
+/// them, so the memory viewer shows which operator, called from which line, allocated.
+pub fn caller_frames<'a>(
+    operators: &'a [Name],
+    python: Option<&'a [PyFrame]>,
+) -> impl Iterator<Item = crate::memory::Frame> + 'a {
+    let ops = operators.iter().map(|range| crate::memory::Frame {
+        filename: String::new(),
+        line: 0,
+        name: TorchOp::parse(range)
+            .map_or(&**range, |op| op.name)
+            .to_string(),
+    });
+    let py = python
+        .unwrap_or_default()
+        .iter()
+        .map(|f| crate::memory::Frame {
+            filename: f.file.to_string(),
+            line: f.line as i64,
+            name: f.function.to_string(),
+        });
+    ops.chain(py)
+}
+
 fn is_launch(name: &str) -> bool {
     const PREFIXES: [&str; 8] = [
         "cudaLaunch",
@@ -628,11 +657,14 @@ impl Session {
             Input::AllocationStack {
                 correlation,
                 backtrace,
+                operators,
+                python,
             } => {
                 if self.stacks.len() >= MAX_OUTSIDE {
                     self.stacks.clear();
                 }
-                let frames = frames_of(&backtrace.to_string());
+                let mut frames = frames_of(&backtrace.to_string());
+                frames.extend(caller_frames(&operators, python.as_deref()));
                 self.stacks.insert(correlation, frames.into());
             }
         }

@@ -195,6 +195,23 @@ fn close(o: Open, kind: RangeKind) {
     }
 }
 
+/// The PyTorch operators open on this thread (their range names, innermost first) and the
+/// Python stack of the outermost one, for an allocation made inside them.
+pub fn open_operators() -> (Vec<Name>, Option<PyStack>) {
+    STACK.with(|s| {
+        let Ok(s) = s.try_borrow() else {
+            return (Vec::new(), None);
+        };
+        let ops: Vec<&Open> = s
+            .iter()
+            .rev()
+            .filter(|o| o.correlated == Correlated::TorchOp)
+            .collect();
+        let stack = ops.first().and_then(|o| o.stack.clone());
+        (ops.iter().map(|o| o.name.clone()).collect(), stack)
+    })
+}
+
 fn push(name: Name, domain: Option<Name>, payload: Option<f64>) -> c_int {
     crate::guard(-1, || {
         let (parent, enclosing_op_stack) = STACK.with(|s| {

@@ -268,6 +268,18 @@ pub fn stack() -> Option<PyStack> {
     out
 }
 
+/// The Python call stack of the calling thread if it holds the GIL now (never waits for it).
+pub fn stack_if_held() -> Option<PyStack> {
+    let api = api()?;
+    let f = api.frames.as_ref()?;
+    // SAFETY: both may be called with or without the GIL.
+    let (held, ts) = unsafe { ((api.gil_check)() == 1, (f.this_thread_state)()) };
+    if !held || ts.is_null() {
+        return None;
+    }
+    read_stack(api, f, ts)
+}
+
 /// Reads the frames of thread state `ts` (the caller's, with the GIL held).
 fn read_stack(api: &Api, f: &FrameApi, ts: Obj) -> Option<PyStack> {
     CACHE.with(|c| {
