@@ -348,3 +348,29 @@ for t in s['device_traces'] for e in t if e['action'] == 'segment_alloc']))";
         allocs[0]
     );
 }
+
+#[test]
+fn injection_alone_records_operators_with_nvtx_steps() {
+    // CUDA_INJECTION64_PATH alone loads cuprof inside cuInit; NVTX_INJECTION64_PATH makes it the
+    // NVTX injection library too, which operators (and NVTX steps) need. The window moves on
+    // inside NVTX callbacks, on the thread that holds the GIL.
+    require_torch();
+    let dir = TempDir::new("torch-injection");
+    let (out, _) = Run::python("torch_model.py", &["cuprof"], dir.path())
+        .env_remove("LD_PRELOAD")
+        .env("CUDA_INJECTION64_PATH", lib())
+        .env("NVTX_INJECTION64_PATH", lib())
+        .env("CUPROF_STEP_NVTX", "step")
+        .env("CUPROF_WAIT", "1")
+        .env("CUPROF_WARMUP", "1")
+        .env("CUPROF_ACTIVE", "2")
+        .ok_json();
+    assert_eq!(
+        out["profiling"],
+        serde_json::json!([false, true, true, true, false])
+    );
+    let trace = read_trace(&dir.path().join("t-rank0.trace.json.gz"));
+    let ops = operators(&trace);
+    assert_eq!(ops.len(), 214);
+    assert_eq!(count_by_name(&ops)["aten::addmm"], 4);
+}

@@ -74,9 +74,18 @@ struct Options {
     #[arg(long, num_args = 1.., value_delimiter = ',', value_enum, ignore_case = true)]
     activities: Vec<Activity>,
 
-    /// Record call stacks
+    /// Record call stacks: the Python call chain of PyTorch operators, and the native, operator
+    /// and Python frames of device allocations in the memory snapshot
     #[arg(long)]
     with_stack: bool,
+
+    /// PyTorch operators without their input shapes (shapes are recorded by default)
+    #[arg(long)]
+    no_record_shapes: bool,
+
+    /// No PyTorch operators in the trace (recorded by default in a PyTorch program)
+    #[arg(long)]
+    no_torch_ops: bool,
 
     /// Kernels' queued/submitted times (the `queued` arg); costs time on every launch
     #[arg(long)]
@@ -277,6 +286,12 @@ fn child_env(
     }
     if a.with_stack {
         env.push((vars::WITH_STACK, "1".into()));
+    }
+    if a.no_record_shapes {
+        env.push((vars::RECORD_SHAPES, "0".into()));
+    }
+    if a.no_torch_ops {
+        env.push((vars::TORCH_OPS, "0".into()));
     }
     let numbers = [
         (vars::WAIT, a.wait),
@@ -593,6 +608,25 @@ mod tests {
     }
 
     #[test]
+    fn operator_switches_become_variables() {
+        let a = args(&[
+            "--no-record-shapes",
+            "--no-torch-ops",
+            "--",
+            "python",
+            "x.py",
+        ]);
+        let env = child_env(&a.opts, "/l.so".into(), None, 1234).unwrap();
+        let get = |k: &str| {
+            env.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_str().unwrap())
+        };
+        assert_eq!(get("CUPROF_RECORD_SHAPES"), Some("0"));
+        assert_eq!(get("CUPROF_TORCH_OPS"), Some("0"));
+    }
+
+    #[test]
     fn env_from_options() {
         let a = args(&[
             "--activities",
@@ -623,6 +657,8 @@ mod tests {
         assert_eq!(get("CUPROF_DELAY"), Some("2.5"));
         assert_eq!(get("CUPROF_WAIT"), None);
         assert_eq!(get("CUPROF_REPORT_FILE"), None);
+        assert_eq!(get("CUPROF_RECORD_SHAPES"), None);
+        assert_eq!(get("CUPROF_TORCH_OPS"), None);
     }
 
     #[test]

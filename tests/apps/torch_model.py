@@ -4,6 +4,9 @@
     python3 torch_model.py torch OUT.json  # under torch.profiler (CPU activity, shapes on)
     python3 torch_model.py both OUT.json   # under cuprof, then torch.profiler starts too
 
+Under cuprof, steps are marked with cuprof_step(), or with NVTX ranges named "step" when
+CUPROF_STEP_NVTX=step.
+
 Both run the same 4 steps with the schedule wait=1, warmup=1, active=2: steps 2 and 3 are
 recorded. Each step runs a Linear -> ReLU -> Linear forward and backward, a
 `record_function` label, and a custom operator `cuproftest::launch` which, under cuprof,
@@ -13,6 +16,7 @@ id) and allocates and frees 1 MiB of device memory. Prints one JSON line: what r
 
 import ctypes
 import json
+import os
 import sys
 
 import torch
@@ -24,7 +28,13 @@ if mode in ("cuprof", "both"):
     d = double.load()
     # The test double is libcuda here: cuInit starts cuprof, as torch's CUDA init would.
     d.cuInit(0)
-    step_boundary = ctypes.CDLL(None).cuprof_step
+    if os.environ.get("CUPROF_STEP_NVTX") == "step":
+        # Steps as NVTX ranges (torch.cuda.nvtx): what works whichever way cuprof got in.
+        step_range = True
+        step_boundary = lambda: None  # noqa: E731
+    else:
+        step_range = False
+        step_boundary = ctypes.CDLL(None).cuprof_step
 else:
     d = None
 
@@ -46,9 +56,13 @@ x = torch.randn(8, 64)
 
 
 def step():
+    if mode == "cuprof" and step_range:
+        torch.cuda.nvtx.range_push("step")
     with torch.autograd.profiler.record_function("model_step"):
         y = launch(model(x))
     y.sum().backward()
+    if mode == "cuprof" and step_range:
+        torch.cuda.nvtx.range_pop()
 
 
 # Whether a profiler state is on on this thread while each step runs: the observer only

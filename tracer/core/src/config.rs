@@ -997,6 +997,7 @@ mod tests {
         );
         assert_eq!(c.api, ApiFilter::Filtered);
         assert!(!c.with_stack && !c.quiet);
+        assert!(c.torch_ops && c.record_shapes);
         assert_eq!(c.capture, Capture::WholeRun);
         assert_eq!(c.step_nvtx, None);
         assert_eq!(
@@ -1097,6 +1098,13 @@ mod tests {
     }
 
     #[test]
+    fn operator_switches_turn_off() {
+        let (c, w) = on(&[("CUPROF_TORCH_OPS", "0"), ("CUPROF_RECORD_SHAPES", "off")]);
+        assert!(w.is_empty(), "{w:?}");
+        assert!(!c.torch_ops && !c.record_shapes);
+    }
+
+    #[test]
     fn directory_fallbacks() {
         let (c, _) = on(&[("CACHE_DIT_TORCH_PROFILER_DIR", "/cd")]);
         assert_eq!(c.dir, PathBuf::from("/cd"));
@@ -1158,6 +1166,12 @@ mod tests {
                 !c.with_stack
             }),
             ("CUPROF_QUIET", "2", &["default (off)"], |c| !c.quiet),
+            ("CUPROF_TORCH_OPS", "sometimes", &["default (on)"], |c| {
+                c.torch_ops
+            }),
+            ("CUPROF_RECORD_SHAPES", "2", &["default (on)"], |c| {
+                c.record_shapes
+            }),
             (
                 "CUPROF_CAPTURE_RANGE",
                 "nvtx",
