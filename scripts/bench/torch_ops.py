@@ -1,0 +1,66 @@
+"""Cost of recording PyTorch operators, per operator, on the CPU (any machine, no GPU).
+
+    python3 torch_ops.py MODE OPS STEPS
+
+Runs STEPS steps of OPS cheap CPU operators (`torch.add(a, b, out=c)` on 16 floats: about
+1 µs of work each, so the recording's cost dominates) and prints one JSON line with the median
+step time. MODE:
+  none            untraced (run it without libcuprof.so)
+  cuprof          under libcuprof.so (the libcupti double's cuInit starts it): set
+                  CUPROF_TORCH_OPS / CUPROF_RECORD_SHAPES / CUPROF_WITH_STACK to choose
+  torch, torch-shapes   torch.profiler with the CPU activity, record_shapes off / on
+  observer, observer-shapes   PyTorch's NVTX observer alone, with no NVTX tool to receive its
+                  ranges: PyTorch's own share of cuprof's cost
+"""
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+mode, ops, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+if mode == "cuprof":
+    import double
+
+    d = double.load()
+    d.cuInit(0)
+
+a, b, c = torch.ones(16), torch.ones(16), torch.empty(16)
+
+
+def step():
+    for _ in range(ops):
+        torch.add(a, b, out=c)
+
+
+def run():
+    times = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t)
+    return times
+
+
+if mode.startswith("observer"):
+    from torch.autograd import ProfilerConfig, ProfilerState
+    from torch._C._profiler import _ExperimentalConfig
+
+    config = ProfilerConfig(
+        ProfilerState.NVTX, mode == "observer-shapes", False, False, False, False,
+        _ExperimentalConfig(),
+    )
+    torch.autograd._enable_profiler(config, set())
+    step()
+    times = run()
+    torch.autograd._disable_profiler()
+elif mode.startswith("torch"):
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=mode == "torch-shapes"
+    ):
+        times = run()
+else:
+    step()  # warm-up: first calls, and cuprof's recorder starting
+    times = run()
+print(json.dumps({"mode": mode, "ops": ops, "median_step_s": statistics.median(times)}))
