@@ -32,19 +32,24 @@
 #   native       launch_bench.cu, NATIVE_LAUNCHES launches: ns per launch
 #                none floor floor-k cuprof cuprof-gpu cuprof-rt
 #   launch       workloads.py --workload launch: 20,000 one-element kernels per step, ms per step
-#                none floor cuprof cuprof-gpu torch cuprof-rt
+#                none floor cuprof cuprof-gpu torch cuprof-rt cuprof-noops torch-all
 #   transformer  workloads.py --workload transformer: a 12-layer bf16 encoder training step
-#                none floor cuprof cuprof-gpu torch cuprof-rt
+#                none floor cuprof cuprof-gpu torch cuprof-rt cuprof-noops torch-all
 # Modes, interleaved and repeated (A B C ... A B C ...; the order rotates each round):
 #   none        the workload alone
 #   floor       cupti_floor.c preloaded: kernel + memcpy + memset + runtime-API records, counted
 #   floor-k     the same with FLOOR_KINDS=kernel (native only)
-#   cuprof      LD_PRELOAD=libcuprof.so CUPROF_ENABLED=1 (default activities, whole run; the
-#               trace goes to a scratch folder, its size is recorded, then it is deleted)
+#   cuprof      LD_PRELOAD=libcuprof.so CUPROF_ENABLED=1 (default activities, whole run, with
+#               PyTorch operators; the trace goes to a scratch folder, its size is recorded, then
+#               it is deleted)
 #   cuprof-gpu  the same with CUPROF_ACTIVITIES=GPU (kernels, copies, sets, syncs; no API records)
 #   cuprof-rt   default activities with CUPROF_API=runtime (no driver API records: the cost of
 #               the DRIVER activity kind)
 #   torch       workloads.py --mode torch-cuda (python workloads only)
+#   cuprof-noops  default activities with CUPROF_TORCH_OPS=0 (no PyTorch operators: with
+#               `cuprof`, the cost of operator recording, issue 13)
+#   torch-all   workloads.py --mode torch-all: torch.profiler with CPU+CUDA activities (its
+#               operator recording; compare with `cuprof`)
 # Prints the median per (workload, mode), its spread over the rounds, the ratio to none, the
 # overhead relative to the floor's, to the kernel-only floor's (native) and to torch.profiler's,
 # and the issue's targets; writes all of it, with every run and the settings (the pinning
@@ -198,11 +203,13 @@ MODES = {
     "cuprof-gpu": ({"LD_PRELOAD": lib, "CUPROF_ENABLED": "1", "CUPROF_ACTIVITIES": "GPU"}, "none"),
     "cuprof-rt": ({"LD_PRELOAD": lib, "CUPROF_ENABLED": "1", "CUPROF_API": "runtime"}, "none"),
     "torch": ({}, "torch-cuda"),
+    "cuprof-noops": ({"LD_PRELOAD": lib, "CUPROF_ENABLED": "1", "CUPROF_TORCH_OPS": "0"}, "none"),
+    "torch-all": ({}, "torch-all"),
 }
 WORKLOADS = {
     "native": ["none", "floor", "floor-k", "cuprof", "cuprof-gpu", "cuprof-rt"],
-    "launch": ["none", "floor", "cuprof", "cuprof-gpu", "torch", "cuprof-rt"],
-    "transformer": ["none", "floor", "cuprof", "cuprof-gpu", "torch", "cuprof-rt"],
+    "launch": ["none", "floor", "cuprof", "cuprof-gpu", "torch", "cuprof-rt", "cuprof-noops", "torch-all"],
+    "transformer": ["none", "floor", "cuprof", "cuprof-gpu", "torch", "cuprof-rt", "cuprof-noops", "torch-all"],
 }
 UNIT = {"native": "ns/launch", "launch": "ms/step", "transformer": "ms/step"}
 runs, skipped = [], []

@@ -136,6 +136,61 @@ def check_transformer():
     record("issue3.kernel_queued_times", len(queued) >= 0.9 * ours, with_queued=len(queued), kernels=ours)
 
 
+def operator_figures(trace):
+    """cpu_op counts by name, and GPU ops per launching operator name (innermost, by External
+    id: the GPU event's own, else its runtime call's)."""
+    ops = [e for e in events(trace, "cpu_op") if not e["name"].startswith("ProfilerStep#")]
+    by_id = {e["args"].get("External id"): e["name"] for e in ops}
+    calls = {e["args"].get("correlation"): e["args"].get("External id")
+             for c in ("cuda_runtime", "cuda_driver") for e in events(trace, c)}
+    counts, per_op = {}, {}
+    for e in ops:
+        counts[e["name"]] = counts.get(e["name"], 0) + 1
+    for c in ("kernel", "gpu_memcpy", "gpu_memset"):
+        for e in events(trace, c):
+            ext = e["args"].get("External id", calls.get(e["args"].get("correlation")))
+            name = by_id.get(ext, "(none)")
+            per_op[name] = per_op.get(name, 0) + 1
+    return counts, per_op
+
+
+def within(a, b, rel):
+    keys = set(a) | set(b)
+    total = sum(b.values()) or 1
+    off = sum(abs(a.get(k, 0) - b.get(k, 0)) for k in keys)
+    return off <= rel * total, off
+
+
+def check_operators():
+    # Issue 13: the transformer step's operators and kernels per operator, against
+    # torch.profiler (CPU+CUDA, record_shapes) on the same step.
+    d = fresh("ops")
+    r = run([CUPROF, "run", "--dir", d, "--name", "ops", "--with-stack", "--step-nvtx", "step", "--wait", "3", "--active", "1", "--",
+             sys.executable, os.path.join(HERE, "transformer_step.py"), "5"], timeout=600)
+    tp = fresh("ops_torch")
+    r2 = run([sys.executable, os.path.join(HERE, "transformer_step.py"), "5", "--torch-profiler", tp, "--wait", "3", "--active", "1"], timeout=600)
+    files, tfiles = glob.glob(f"{d}/*.trace.json.gz"), glob.glob(f"{tp}/*.json*")
+    if not files or not tfiles:
+        record("issue13.operators", False, rc=r.returncode, rc_torch=r2.returncode, stderr=r.stderr[-800:], stderr_torch=r2.stderr[-400:])
+        return
+    t = load(files[0])
+    opener = gzip.open if tfiles[0].endswith(".gz") else open
+    with opener(tfiles[0], "rt") as f:
+        tt = json.load(f)
+    (ours, ours_k), (theirs, theirs_k) = operator_figures(t), operator_figures(tt)
+    ok, off = within(ours, theirs, 0.01)
+    record("issue13.operators_vs_torch_profiler", ok and sum(theirs.values()) > 0, cuprof=sum(ours.values()),
+           torch_profiler=sum(theirs.values()), differing=off, top=sorted(ours.items(), key=lambda kv: -kv[1])[:8])
+    ok, off = within(ours_k, theirs_k, 0.01)
+    record("issue13.gpu_ops_per_operator_vs_torch_profiler", ok, differing=off, unattributed=ours_k.get("(none)", 0),
+           top=sorted(ours_k.items(), key=lambda kv: -kv[1])[:8])
+    shaped = [e for e in events(t, "cpu_op") if "Input Dims" in e["args"]]
+    stacks = [e for e in events(t, "cpu_op") if "transformer_step.py" in e["args"].get("Call stack", "")]
+    record("issue13.shapes_and_python_lines", shaped and stacks, with_shapes=len(shaped), naming_the_script=len(stacks),
+           example=(stacks[0]["args"]["Call stack"][:300] if stacks else None))
+    shutil.copy(files[0], os.path.join(OUT, "operators.trace.json.gz"))
+
+
 def check_window():
     d = fresh("win")
     r = run([CUPROF, "run", "--dir", d, "--name", "win", "--wait", "1", "--warmup", "1", "--active", "2", "--repeat", "2",
@@ -219,6 +274,10 @@ def check_memory():
     stacked = [e for e in allocs if any("c10" in f["name"] or "cuda" in f["name"].lower() for f in e["frames"])]
     record("issue5.with_stack_frames", allocs and len(stacked) == len(allocs), segment_allocs=len(allocs), with_native_stack=len(stacked),
            example=[f["name"] for f in (allocs[0]["frames"] if allocs else [])][:8])
+    python_lines = [e for e in allocs if any(f["filename"].endswith("memory_churn.py") for f in e["frames"])]
+    record("issue13.snapshot_frames_name_python_lines", allocs and len(python_lines) == len(allocs), segment_allocs=len(allocs),
+           naming_the_script=len(python_lines),
+           example=[(f["name"], os.path.basename(f["filename"]), f["line"]) for f in (python_lines[0]["frames"] if python_lines else [])][-6:])
     record("issue5.memory_snapshot", plots == [0, 0] and chk.returncode == 0 and counters,
            max_memory_reserved=expected, memory_viz_rc=plots, snapshot_check=chk.stdout.strip()[-300:] + chk.stderr.strip()[-300:],
            cuprof_memory=mem.stdout.strip()[-400:], counter_events=len(counters))
@@ -236,7 +295,7 @@ def check_faults():
             try:
                 kept = len(events(load(files[0]), "kernel")); valid = True
             except Exception:
-                rep = run([CUPROF, "repair", files[0]])
+                rep = run([CUPROF, "repair", "--in-place", files[0]])
                 fixed = files[0]
                 try:
                     kept = len(events(load(fixed), "kernel")); valid = "repaired"
@@ -255,7 +314,7 @@ def main():
     print("torch", torch.__version__, "cuda", torch.version.cuda, flush=True)
     only = sys.argv[1:]
     for name, fn in [("basic", check_basic), ("inject", check_injection_only), ("dump", dump_buffers),
-                     ("transformer", check_transformer), ("window", check_window), ("api", check_api_selection), ("memory", check_memory),
+                     ("transformer", check_transformer), ("operators", check_operators), ("window", check_window), ("api", check_api_selection), ("memory", check_memory),
                      ("faults", check_faults)]:
         if only and name not in only:
             continue

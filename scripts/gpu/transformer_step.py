@@ -24,6 +24,7 @@ prof = None
 if a.torch_profiler:
     prof = torch.profiler.profile(
         activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA],
+        record_shapes=True,
         schedule=torch.profiler.schedule(wait=a.wait, warmup=0, active=a.active, repeat=1),
         on_trace_ready=torch.profiler.tensorboard_trace_handler(a.torch_profiler))
     prof.start()
