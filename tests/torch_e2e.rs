@@ -374,3 +374,33 @@ fn injection_alone_records_operators_with_nvtx_steps() {
     assert_eq!(ops.len(), 214);
     assert_eq!(count_by_name(&ops)["aten::addmm"], 4);
 }
+
+#[test]
+fn a_torch_whose_profiler_differs_gets_one_line_and_the_rest_of_the_trace() {
+    require_torch();
+    let dir = TempDir::new("torch-broken");
+    let (out, stderr) = Run::python("torch_model.py", &["cuprof"], dir.path())
+        .env("TORCH_MODEL_BREAK_PROFILER", "1")
+        .env("CUPROF_WAIT", "1")
+        .env("CUPROF_WARMUP", "1")
+        .env("CUPROF_ACTIVE", "2")
+        .ok_json();
+    assert_eq!(
+        out["profiling"],
+        serde_json::json!([false, false, false, false, false])
+    );
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("PyTorch operators are not recorded"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].starts_with("cuprof: "), "{}", lines[0]);
+    assert!(lines[0].contains("ProfilerState"), "{}", lines[0]);
+    let trace = read_trace(&dir.path().join("t-rank0.trace.json.gz"));
+    assert!(operators(&trace).is_empty());
+    assert_eq!(events(&trace, "kernel").len(), 2);
+    assert_eq!(
+        count_by_name(&events(&trace, "user_annotation"))["ProfilerStep#2"],
+        1
+    );
+}

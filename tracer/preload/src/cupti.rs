@@ -31,7 +31,6 @@ pub struct CallbackData {
 }
 
 pub const API_ENTER: u32 = 0;
-pub const API_EXIT: u32 = 1;
 pub const DOMAIN_DRIVER: u32 = 1;
 pub const DOMAIN_RUNTIME: u32 = 2;
 pub const DOMAIN_RESOURCE: u32 = 3;

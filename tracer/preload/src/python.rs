@@ -252,7 +252,7 @@ thread_local! {
 /// Called at the start of an outermost operator, where the binding holds no lock of its own.
 pub fn stack() -> Option<PyStack> {
     let api = api()?;
-    let f = api.frames.as_ref()?;
+    let f = frame_api(api)?;
     // SAFETY: both may be called with or without the GIL.
     let (held, ts) = unsafe { ((api.gil_check)() == 1, (f.this_thread_state)()) };
     if ts.is_null() {
@@ -271,13 +271,22 @@ pub fn stack() -> Option<PyStack> {
 /// The Python call stack of the calling thread if it holds the GIL now (never waits for it).
 pub fn stack_if_held() -> Option<PyStack> {
     let api = api()?;
-    let f = api.frames.as_ref()?;
+    let f = frame_api(api)?;
     // SAFETY: both may be called with or without the GIL.
     let (held, ts) = unsafe { ((api.gil_check)() == 1, (f.this_thread_state)()) };
     if !held || ts.is_null() {
         return None;
     }
     read_stack(api, f, ts)
+}
+
+/// The frame functions, or once a line saying why stacks are missing.
+fn frame_api(api: &Api) -> Option<&FrameApi> {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if api.frames.is_none() && !SAID.swap(true, Relaxed) {
+        say("Python call stacks need Python 3.9 or newer (PyFrame_GetBack is missing): operators and allocations are recorded without them");
+    }
+    api.frames.as_ref()
 }
 
 /// Reads the frames of thread state `ts` (the caller's, with the GIL held).

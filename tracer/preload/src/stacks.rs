@@ -1,5 +1,5 @@
 //! `--with-stack`: the call stack of each device allocation, captured (unresolved: a walk of
-//! return addresses) on the allocating thread inside CUPTI's API-exit callback, and symbolised
+//! return addresses) on the allocating thread inside CUPTI's API-entry callback, and symbolised
 //! by the writer thread. Allocations through a caching allocator are rare, so the walk's cost
 //! (microseconds) stays off the kernel-launch path.
 //!

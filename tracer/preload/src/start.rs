@@ -107,7 +107,10 @@ unsafe extern "C" fn on_callback(_user: *mut c_void, domain: u32, cbid: u32, dat
             let stop = (runtime && cbid == Rt::CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000.0)
                 || (!runtime && cbid == Drv::CUPTI_DRIVER_TRACE_CBID_cuProfilerStop.0);
             let reset = runtime && cbid == Rt::CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020.0;
-            if site == cupti::API_EXIT && ALLOCATION_CALLS.contains(&(domain, cbid)) {
+            // At the call's entry, not its exit: the stack must reach the writer before the
+            // allocation's activity record, which CUPTI may hand over (a flush on another
+            // thread) before the exit callback has run.
+            if site == cupti::API_ENTER && ALLOCATION_CALLS.contains(&(domain, cbid)) {
                 // SAFETY: as above.
                 let correlation = unsafe { (*(data as *const cupti::CallbackData)).correlation_id };
                 crate::stacks::capture(correlation);
