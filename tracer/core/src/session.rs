@@ -347,24 +347,57 @@ impl OpenCycle {
                 parent = self.ranges.get(&parent).map_or(0, |r| r.1);
             }
         }
-        let mut out: Vec<(u64, u64, u32, u32, u64, Name)> = Vec::new();
+        let mut out: Vec<Projected> = Vec::new();
         for (id, spans) in &self.extents {
-            let Some((name, _)) = self.ranges.get(id) else {
+            let Some((name, parent)) = self.ranges.get(id) else {
                 continue;
             };
+            let depth = self.depth(*parent);
             for ((d, s), (a, b)) in spans {
-                out.push((*a, *id, *d, *s, *b, name.clone()));
+                out.push(Projected {
+                    start: *a,
+                    end: *b,
+                    depth,
+                    id: *id,
+                    device: *d,
+                    stream: *s,
+                    name: name.clone(),
+                });
             }
         }
-        out.sort_by_key(|o| (o.0, o.1));
+        // Where ranges start together, the enclosing one first: longer, then outer (a viewer
+        // nests slices that tie in the order it reads them).
+        out.sort_by_key(|p| (p.start, std::cmp::Reverse(p.end), p.depth, p.id));
         if out.is_empty() {
             return;
         }
         let Some(w) = self.writer(o) else { return };
-        for (start, _, device, stream, end, name) in out {
-            w.gpu_annotation(&name, device, stream, start, end);
+        for p in out {
+            w.gpu_annotation(&p.name, p.device, p.stream, p.start, p.end);
         }
     }
+
+    /// How many ranges enclose a range whose parent is `parent`.
+    fn depth(&self, mut parent: u64) -> u32 {
+        let mut depth = 0;
+        // Nesting deeper than this is a cycle in corrupt input, not real NVTX use.
+        while parent != 0 && depth < 256 {
+            depth += 1;
+            parent = self.ranges.get(&parent).map_or(0, |r| r.1);
+        }
+        depth
+    }
+}
+
+/// One `gpu_user_annotation` to write: a range's span on one stream.
+struct Projected {
+    start: u64,
+    end: u64,
+    depth: u32,
+    id: u64,
+    device: u32,
+    stream: u32,
+    name: Name,
 }
 
 fn open_trace(o: &mut Opener, cycle: u32) -> io::Result<(Writer, PathBuf)> {

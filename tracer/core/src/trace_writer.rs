@@ -608,9 +608,13 @@ impl<W: Write> TraceWriter<W> {
         self.close(true);
     }
 
-    /// An NVTX range projected onto the GPU stream that ran its work.
+    /// An NVTX range projected onto the GPU stream that ran its work (`start`/`end`: its first
+    /// op's start, its last op's end). Written as Kineto does, 1 ns earlier and 1 ns later: it
+    /// would otherwise tie with its first op, which comes first in the file, and a viewer would
+    /// nest the range inside that op.
     pub fn gpu_annotation(&mut self, name: &str, device: u32, stream: u32, start: u64, end: u64) {
         self.gpu_threads.insert((device, stream));
+        let (start, end) = (start.saturating_sub(1), end.saturating_add(1));
         self.complete("gpu_user_annotation", name, device, stream, start, end);
         self.close(false);
     }

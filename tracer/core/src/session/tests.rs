@@ -340,8 +340,43 @@ fn nvtx_ranges_are_projected_onto_the_streams_of_their_work() {
     assert_eq!(
         gpu_annotations(&t),
         vec![
-            ("outer".to_string(), 1.4, 0.5),
-            ("inner".to_string(), 1.4, 0.1)
+            ("outer".to_string(), 1.399, 0.502),
+            ("inner".to_string(), 1.399, 0.102)
+        ]
+    );
+}
+
+#[test]
+fn projected_ranges_start_before_their_first_op_and_enclosing_ranges_come_first() {
+    let sink = MemSink::default();
+    let mut s = recording(&sink);
+    // outer(1) > middle(2) > inner(3), all around the one kernel 5 (launched in inner);
+    // sibling(4) of outer holds kernel 6 alone.
+    s.handle(Input::Events(vec![
+        link(5, 3),
+        api(5, 1_200),
+        link(6, 4),
+        api(6, 1_700),
+    ]));
+    s.handle(Input::Range(nvtx_range(3, 2, "inner", 1_150, 1_300)));
+    s.handle(Input::Range(nvtx_range(2, 1, "middle", 1_140, 1_400)));
+    s.handle(Input::Range(nvtx_range(1, 0, "outer", 1_100, 1_500)));
+    s.handle(Input::Range(nvtx_range(4, 0, "sibling", 1_600, 1_800)));
+    s.handle(Input::Events(vec![
+        kernel(5, 2_000, 3_000),
+        kernel(6, 3_100, 3_600),
+    ]));
+    s.finish();
+    let t = sink.trace("cycle1.json.gz");
+    // Each starts 1 ns before its first kernel and ends 1 ns after its last (Kineto's shift);
+    // the three that tie are written outermost first.
+    assert_eq!(
+        gpu_annotations(&t),
+        vec![
+            ("outer".to_string(), 1.999, 1.002),
+            ("middle".to_string(), 1.999, 1.002),
+            ("inner".to_string(), 1.999, 1.002),
+            ("sibling".to_string(), 3.099, 0.502),
         ]
     );
 }
@@ -374,7 +409,7 @@ fn call_to_range_links_stay_bounded_in_a_long_window() {
     let t = sink.trace("cycle1.json.gz");
     assert_eq!(
         gpu_annotations(&t),
-        vec![("step".to_string(), 2.001, calls as f64 / 1_000.0)]
+        vec![("step".to_string(), 2.0, (calls + 2) as f64 / 1_000.0)]
     );
 }
 
@@ -403,8 +438,8 @@ fn gpu_work_arriving_before_its_link_is_linked_when_the_link_comes() {
     assert_eq!(
         gpu_annotations(&t),
         vec![
-            ("inner".to_string(), 5.0, 4.0),
-            ("outer".to_string(), 10.0, 1.0)
+            ("inner".to_string(), 4.999, 4.002),
+            ("outer".to_string(), 9.999, 1.002)
         ]
     );
 }
@@ -429,7 +464,10 @@ fn work_launched_outside_every_range_is_not_held_without_bound() {
     s.handle(Input::Range(nvtx_range(1, 0, "step", 1_100, 5_000)));
     s.finish();
     let t = sink.trace("cycle1.json.gz");
-    assert_eq!(gpu_annotations(&t), vec![("step".to_string(), 3.0, 1.0)]);
+    assert_eq!(
+        gpu_annotations(&t),
+        vec![("step".to_string(), 2.999, 1.002)]
+    );
 }
 
 #[test]
