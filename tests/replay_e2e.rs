@@ -251,6 +251,79 @@ fn h100_cupti13_buffer_replayed_under_the_tracer() {
         assert_eq!(e.dur, us((end - start) as i64));
     }
 
+    // Kineto's rows: the Stream Sync on stream 7's sync row (tid 1000007, named and sorted
+    // beside stream 7), the Context Syncs on tid 0; Kineto's fields (serde_json sorts them),
+    // no wait_on_* for either.
+    let stream_sync = syncs.iter().find(|e| e.v["name"] == "Stream Sync").unwrap();
+    assert_eq!(stream_sync.v["tid"], 1_000_007);
+    assert_eq!(stream_sync.v["args"]["stream"], 7);
+    for e in &syncs {
+        let keys: Vec<&str> = e.v["args"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "context",
+                "correlation",
+                "cuda_sync_kind",
+                "device",
+                "stream"
+            ]
+        );
+        if e.v["name"] == "Context Sync" {
+            assert_eq!(
+                (&e.v["tid"], &e.v["args"]["stream"]),
+                (&0.into(), &(-1).into())
+            );
+        }
+    }
+    let meta: Vec<(&Value, &Value)> = events
+        .iter()
+        .filter(|e| e.v["ph"] == "M" && e.v["tid"] == 1_000_007)
+        .map(|e| (&e.v["name"], &e.v["args"]))
+        .collect();
+    assert_eq!(
+        meta,
+        [
+            (
+                &"thread_name".into(),
+                &serde_json::json!({"name": "stream 7 (sync)"})
+            ),
+            (
+                &"thread_sort_index".into(),
+                &serde_json::json!({"sort_index": 7})
+            ),
+        ]
+    );
+    // No two complete events on one track partly overlap (Perfetto drops one of such a pair;
+    // the DtoH copy and the Stream Sync on stream 7 did).
+    let mut tracks: BTreeMap<String, Vec<(i64, i64, String)>> = BTreeMap::new();
+    for e in events.iter().filter(|e| e.v["ph"] == "X") {
+        let ns = |t: &str| -> i64 {
+            let (a, b) = t.split_once('.').unwrap();
+            a.parse::<i64>().unwrap() * 1000 + b.parse::<i64>().unwrap()
+        };
+        let (start, dur) = (ns(&e.ts), ns(&e.dur));
+        let track = format!("{}/{}", e.v["pid"], e.v["tid"]);
+        let name = e.v["name"].as_str().unwrap().to_string();
+        tracks
+            .entry(track)
+            .or_default()
+            .push((start, start + dur, name));
+    }
+    for (track, mut evs) in tracks {
+        evs.sort_by_key(|&(s, e, _)| (s, std::cmp::Reverse(e)));
+        for (i, a) in evs.iter().enumerate() {
+            for b in evs[i + 1..].iter().take_while(|b| b.0 < a.1) {
+                assert!(b.1 <= a.1, "on {track}: {a:?} and {b:?} partly overlap");
+            }
+        }
+    }
+
     // The one copy: float(x[0]), 4 bytes device -> pinned, async.
     let copies = by_cat(&events, "gpu_memcpy");
     assert_eq!(copies.len(), 1);

@@ -237,7 +237,7 @@ fn check_workload(version: &str, expected_cupti_version: u64) {
         .map(|(n, s)| (n.to_string(), *s))
         .collect();
     assert_eq!(spans, want);
-    // `inner` on stream 9 spans exactly its two kernels.
+    // `inner` on stream 9 spans its two kernels.
     let k2: Vec<&dump::KernelRec> = t
         .records
         .kernels
@@ -252,8 +252,9 @@ fn check_workload(version: &str, expected_cupti_version: u64) {
     let inner_gpu = gpu_ann.iter().find(|e| e.v["name"] == "inner").unwrap();
     let first = k2.iter().map(|k| k.start).min().unwrap();
     let last = k2.iter().map(|k| k.end).max().unwrap();
-    assert_eq!(inner_gpu.ts, us(first as i64 - base));
-    assert_eq!(inner_gpu.dur, us((last - first) as i64));
+    // Kineto's shift: 1 ns before the first kernel, 1 ns after the last.
+    assert_eq!(inner_gpu.ts, us(first as i64 - 1 - base));
+    assert_eq!(inner_gpu.dur, us((last - first) as i64 + 2));
 
     // Metadata in Kineto's order; the rank spaced for HTA's regex.
     let devices = t.trace["deviceProperties"].as_array().unwrap();

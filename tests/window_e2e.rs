@@ -75,6 +75,172 @@ fn nvtx_steps_two_cycles_hold_exactly_their_recorded_steps() {
     assert_eq!(gemm, vec![42.0, 43.0]);
 }
 
+/// Runs `steps.py nvtx 10` (plus `extra` arguments) with two cycles of two steps each, and
+/// returns both cycles' traces.
+fn two_nvtx_cycles(tag: &str, extra: &[&str]) -> [Value; 2] {
+    let dir = TempDir::new(tag);
+    let mut args = vec!["nvtx", "10"];
+    args.extend_from_slice(extra);
+    Run::python("steps.py", &args, dir.path())
+        .env("CUPROF_STEP_NVTX", "step")
+        .env("CUPROF_WAIT", "1")
+        .env("CUPROF_WARMUP", "1")
+        .env("CUPROF_ACTIVE", "2")
+        .env("CUPROF_REPEAT", "2")
+        .ok_json();
+    assert_eq!(
+        dir.files(),
+        vec![
+            "t-rank0-cycle1.trace.json.gz",
+            "t-rank0-cycle2.trace.json.gz"
+        ]
+    );
+    [
+        trace(&dir, "t-rank0-cycle1.trace.json.gz"),
+        trace(&dir, "t-rank0-cycle2.trace.json.gz"),
+    ]
+}
+
+/// Events of `trace` that are misfiled against the other cycles' files: GPU work whose
+/// launching call is in another file, and flow starts or ends without their other end here.
+fn misfiled(traces: &[Value], i: usize) -> Vec<String> {
+    let calls = |t: &Value| -> std::collections::BTreeSet<u64> {
+        t["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == "cuda_runtime" || e["cat"] == "cuda_driver")
+            .map(|e| e["args"]["correlation"].as_u64().unwrap())
+            .collect()
+    };
+    let t = &traces[i];
+    let mut bad = Vec::new();
+    for (j, other) in traces.iter().enumerate() {
+        if j == i {
+            continue;
+        }
+        let theirs = calls(other);
+        for e in t["traceEvents"].as_array().unwrap() {
+            let gpu = ["kernel", "gpu_memcpy", "gpu_memset", "cuda_sync"];
+            if gpu.iter().any(|c| e["cat"] == *c) {
+                let corr = e["args"]["correlation"].as_u64().unwrap();
+                if theirs.contains(&corr) {
+                    bad.push(format!("{} {corr}: launched in cycle {}", e["name"], j + 1));
+                }
+            }
+        }
+    }
+    let ids = |ph: &str| -> std::collections::BTreeSet<u64> {
+        phs(t, ph)
+            .iter()
+            .map(|e| e["id"].as_u64().unwrap())
+            .collect()
+    };
+    let (starts, ends) = (ids("s"), ids("f"));
+    for id in starts.symmetric_difference(&ends) {
+        bad.push(format!("flow {id} has one end only"));
+    }
+    bad
+}
+
+/// Busy threads, one per CPU, until dropped: the machine is as loaded as a busy CI runner.
+struct CpuHog {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl CpuHog {
+    fn start() -> CpuHog {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let n = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let threads = (0..n)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        x = std::hint::black_box(
+                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                        );
+                    }
+                })
+            })
+            .collect();
+        CpuHog { stop, threads }
+    }
+}
+
+impl Drop for CpuHog {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+fn each_cycle_holds_exactly_its_own_gpu_work_twenty_times_under_load() {
+    let _hog = CpuHog::start();
+    for run in 0..20 {
+        let cycles = two_nvtx_cycles(&format!("loaded-{run}"), &[]);
+        for (i, c) in cycles.iter().enumerate() {
+            assert_eq!(
+                misfiled(&cycles, i),
+                Vec::<String>::new(),
+                "run {run} cycle {}",
+                i + 1
+            );
+            // Two steps of 3 kernels, 1 copy, 1 memset, each with its launching call.
+            assert_eq!(events(c, "kernel").len(), 6, "run {run} cycle {}", i + 1);
+            assert_eq!(
+                events(c, "gpu_memcpy").len(),
+                2,
+                "run {run} cycle {}",
+                i + 1
+            );
+            assert_eq!(
+                events(c, "gpu_memset").len(),
+                2,
+                "run {run} cycle {}",
+                i + 1
+            );
+            assert_eq!(phs(c, "s").len(), 10, "run {run} cycle {}", i + 1);
+        }
+    }
+}
+
+#[test]
+fn gpu_work_running_behind_stays_in_the_cycle_that_launched_it() {
+    // gemm lasts 3 ms: the last steps of cycle 1 run on the GPU after cycle 2 began.
+    let cycles = two_nvtx_cycles("behind", &["--gpu-behind"]);
+    for (i, c) in cycles.iter().enumerate() {
+        assert_eq!(
+            misfiled(&cycles, i),
+            Vec::<String>::new(),
+            "cycle {}",
+            i + 1
+        );
+        assert_eq!(events(c, "kernel").len(), 6, "cycle {}", i + 1);
+        assert_eq!(events(c, "gpu_memcpy").len(), 2, "cycle {}", i + 1);
+        assert_eq!(events(c, "gpu_memset").len(), 2, "cycle {}", i + 1);
+        assert_eq!(steps_of(c).len(), 2, "cycle {}", i + 1);
+    }
+    // What the case is about: cycle 1's work ran while cycle 2 recorded.
+    let last_of_cycle1 = events(&cycles[0], "kernel")
+        .iter()
+        .map(|e| e["ts"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    let cycle2_begins = events(&cycles[1], "user_annotation")
+        .iter()
+        .map(|e| e["ts"].as_f64().unwrap())
+        .fold(f64::MAX, f64::min);
+    assert!(
+        last_of_cycle1 > cycle2_begins,
+        "{last_of_cycle1} {cycle2_begins}"
+    );
+}
+
 #[test]
 fn cuprof_step_calls_drive_the_schedule_and_report_work() {
     let dir = TempDir::new("api-steps");

@@ -1,6 +1,8 @@
 """Steps on the libcupti double, marked by `cuprof_step()` (default) or by NVTX ranges named
 `step` (argv[1] == "nvtx"). Each step launches: 2 compute kernels on stream 7, one NCCL kernel on
 stream 13, an HtoD copy and a memset on stream 7. argv[2] = number of steps (default 6).
+With --gpu-behind, gemm lasts 3 ms: the GPU falls behind the program, so a step's work runs
+during later steps (as on a real GPU when the program runs ahead).
 Prints {"steps": N, "corr": [[...], ...]} (correlation ids per step)."""
 import ctypes
 import json
@@ -18,9 +20,12 @@ me = ctypes.CDLL(None)
 out = []
 
 
+gemm_ns = 3_000_000 if "--gpu-behind" in sys.argv else 40_000
+
+
 def body(i):
     c = []
-    c.append(d.double_launch_kernel(b"_Z4gemmv", 0, 7, 132, 1, 1, 256, 1, 1, 40_000 + 1_000 * i))
+    c.append(d.double_launch_kernel(b"_Z4gemmv", 0, 7, 132, 1, 1, 256, 1, 1, gemm_ns + 1_000 * i))
     c.append(d.double_launch_kernel(b"_Z7softmaxv", 0, 7, 64, 1, 1, 128, 1, 1, 10_000))
     c.append(d.double_launch_kernel(b"ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 0, 13, 8, 1, 1, 512, 1, 1, 25_000))
     c.append(d.double_memcpy(dbl.HTOD, dbl.MEM_PINNED, dbl.MEM_DEVICE, 1 << 20, 0, 7, 8_000, 1))

@@ -5,12 +5,15 @@
 //! and step annotations from application threads, and window transitions. Routing:
 //! - CPU-side events (API calls, ranges, steps) belong to the cycle whose recorded span holds
 //!   their start.
-//! - GPU work belongs to the newest cycle that began before it started, unless the call that
-//!   launched it was made outside recording (warm-up, or after the cycle ended): the GPU may run
-//!   the last step's work after the step ended, and a warm-up step's work after recording began.
-//!   GPU work starting after the cycle's end is held back until the cycle closes and kept only
-//!   if its correlation id is not newer than the cycle's last recorded call (correlation ids
-//!   grow monotonically in a process).
+//! - GPU work belongs to the cycle that recorded the call that launched it (its correlation
+//!   id), wherever it ran: the GPU may run the last step's work after the step ended, or even
+//!   after the next cycle began, and a warm-up step's work after recording began. Work whose call
+//!   was made outside recording (warm-up, or after the cycle ended) is not recorded.
+//! - GPU work whose call was not recorded (API activity off, or its record not come yet) falls
+//!   back to time: the newest cycle that began before it started. If it started after that
+//!   cycle's end it is held back until the cycle closes, then routed by its call if that came
+//!   meanwhile, else kept only if its correlation id is not newer than the cycle's last recorded
+//!   call (correlation ids grow monotonically in a process).
 //!
 //! A cycle stays open for [`DRAIN`] after its end, then CUPTI is flushed and the file closed.
 //! Files are created at the first event, so a process that initialises CUDA but does nothing
@@ -34,8 +37,12 @@ use links::Links;
 
 /// How long a cycle stays open after its last step ends, for GPU work still in flight.
 pub const DRAIN: Duration = Duration::from_millis(300);
-/// Bound on remembered outside-recording calls; past it the set starts over.
-const MAX_OUTSIDE: usize = 1 << 20;
+/// Bound on remembered calls (which cycle recorded each, if any); past it the older half goes.
+const MAX_CALLS: usize = 1 << 20;
+/// Bound on allocation call stacks waiting for their memory records; past it they start over.
+const MAX_STACKS: usize = 1 << 20;
+/// The cycle key of a call made outside recording.
+const OUTSIDE: u32 = 0;
 /// Bound on GPU events held back per cycle: after its end, or waiting for their NVTX link.
 const MAX_DEFERRED: usize = if cfg!(test) { 1 << 12 } else { 1 << 18 };
 /// Bound on remembered call -> NVTX range links per cycle (one per call made inside a range);
@@ -146,6 +153,8 @@ enum File {
 
 struct OpenCycle {
     cycle: u32,
+    /// Unique among the session's cycles (never [`OUTSIDE`]): what remembered calls point to.
+    key: u32,
     file: File,
     record_from: u64,
     record_to: Option<u64>,
@@ -189,9 +198,10 @@ struct Opener<'a> {
 }
 
 impl OpenCycle {
-    fn new(cycle: u32, ts: u64) -> Self {
+    fn new(cycle: u32, key: u32, ts: u64) -> Self {
         OpenCycle {
             cycle,
+            key,
             file: File::Pending,
             record_from: ts,
             record_to: None,
@@ -341,24 +351,57 @@ impl OpenCycle {
                 parent = self.ranges.get(&parent).map_or(0, |r| r.1);
             }
         }
-        let mut out: Vec<(u64, u64, u32, u32, u64, Name)> = Vec::new();
+        let mut out: Vec<Projected> = Vec::new();
         for (id, spans) in &self.extents {
-            let Some((name, _)) = self.ranges.get(id) else {
+            let Some((name, parent)) = self.ranges.get(id) else {
                 continue;
             };
+            let depth = self.depth(*parent);
             for ((d, s), (a, b)) in spans {
-                out.push((*a, *id, *d, *s, *b, name.clone()));
+                out.push(Projected {
+                    start: *a,
+                    end: *b,
+                    depth,
+                    id: *id,
+                    device: *d,
+                    stream: *s,
+                    name: name.clone(),
+                });
             }
         }
-        out.sort_by_key(|o| (o.0, o.1));
+        // Where ranges start together, the enclosing one first: longer, then outer (a viewer
+        // nests slices that tie in the order it reads them).
+        out.sort_by_key(|p| (p.start, std::cmp::Reverse(p.end), p.depth, p.id));
         if out.is_empty() {
             return;
         }
         let Some(w) = self.writer(o) else { return };
-        for (start, _, device, stream, end, name) in out {
-            w.gpu_annotation(&name, device, stream, start, end);
+        for p in out {
+            w.gpu_annotation(&p.name, p.device, p.stream, p.start, p.end);
         }
     }
+
+    /// How many ranges enclose a range whose parent is `parent`.
+    fn depth(&self, mut parent: u64) -> u32 {
+        let mut depth = 0;
+        // Nesting deeper than this is a cycle in corrupt input, not real NVTX use.
+        while parent != 0 && depth < 256 {
+            depth += 1;
+            parent = self.ranges.get(&parent).map_or(0, |r| r.1);
+        }
+        depth
+    }
+}
+
+/// One `gpu_user_annotation` to write: a range's span on one stream.
+struct Projected {
+    start: u64,
+    end: u64,
+    depth: u32,
+    id: u64,
+    device: u32,
+    stream: u32,
+    name: Name,
 }
 
 fn open_trace(o: &mut Opener, cycle: u32) -> io::Result<(Writer, PathBuf)> {
@@ -523,8 +566,11 @@ pub struct Session {
     memory: Option<MemoryTimeline>,
     /// Memory changed since the last snapshot was written.
     memory_dirty: bool,
-    /// Correlation ids of API calls made outside recording (bounded by [`MAX_OUTSIDE`]).
-    outside: HashSet<u32>,
+    /// Correlation id of each recorded API call -> key of the cycle that recorded it, or
+    /// [`OUTSIDE`] (bounded by [`MAX_CALLS`]).
+    calls: Links<u32>,
+    /// The key of the next cycle.
+    next_key: u32,
     /// Allocation call stacks by correlation id, waiting for their memory records.
     stacks: HashMap<u32, crate::memory::Frames>,
     last_periodic_flush: Instant,
@@ -560,7 +606,8 @@ impl Session {
             errors: Vec::new(),
             memory: None,
             memory_dirty: false,
-            outside: HashSet::new(),
+            calls: Links::new(MAX_CALLS),
+            next_key: OUTSIDE + 1,
             stacks: HashMap::new(),
             last_periodic_flush: Instant::now(),
             flows: true,
@@ -602,7 +649,7 @@ impl Session {
     }
 
     /// Splits the session into its cycles and what creating a file needs.
-    fn parts(&mut self) -> (&mut Vec<OpenCycle>, Opener<'_>, &mut HashSet<u32>) {
+    fn parts(&mut self) -> (&mut Vec<OpenCycle>, Opener<'_>, &mut Links<u32>) {
         (
             &mut self.cycles,
             Opener {
@@ -612,7 +659,7 @@ impl Session {
                 errors: &mut self.errors,
                 flows: self.flows,
             },
-            &mut self.outside,
+            &mut self.calls,
         )
     }
 
@@ -650,7 +697,9 @@ impl Session {
             Input::BeginRecording { ts, cycle } => {
                 // A cycle still recording ends where the new one begins.
                 self.end_recording(ts);
-                self.cycles.push(OpenCycle::new(cycle, ts));
+                let key = self.next_key;
+                self.next_key = self.next_key.checked_add(1).unwrap_or(OUTSIDE + 1);
+                self.cycles.push(OpenCycle::new(cycle, key, ts));
                 self.memory_levels(ts);
             }
             Input::EndRecording { ts } => self.end_recording(ts),
@@ -660,7 +709,7 @@ impl Session {
                 operators,
                 python,
             } => {
-                if self.stacks.len() >= MAX_OUTSIDE {
+                if self.stacks.len() >= MAX_STACKS {
                     self.stacks.clear();
                 }
                 let mut frames = frames_of(&backtrace.to_string());
@@ -792,7 +841,7 @@ impl Session {
     }
 
     fn api(&mut self, a: &ApiCall) {
-        let (cycles, mut o, outside) = self.parts();
+        let (cycles, mut o, calls) = self.parts();
         match cycle_for(cycles, a.start, true) {
             Some(c) => {
                 let external = c.op_links.get(&a.correlation).copied();
@@ -801,15 +850,11 @@ impl Session {
                 }
                 c.last_ts = c.last_ts.max(a.end);
                 c.max_call = c.max_call.max(a.correlation);
+                calls.insert(a.correlation, c.key);
             }
-            None => {
-                // A call made outside recording: its GPU work is not recorded either, even
-                // when it runs while a cycle records.
-                if outside.len() >= MAX_OUTSIDE {
-                    outside.clear();
-                }
-                outside.insert(a.correlation);
-            }
+            // A call made outside recording: its GPU work is not recorded either, even when it
+            // runs while a cycle records.
+            None => calls.insert(a.correlation, OUTSIDE),
         }
     }
 
@@ -817,8 +862,13 @@ impl Session {
         let Some((start, corr)) = gpu_correlation(e) else {
             return;
         };
-        let (cycles, mut o, outside) = self.parts();
-        if outside.contains(&corr) {
+        let (cycles, mut o, calls) = self.parts();
+        if let Some(&key) = calls.get(&corr) {
+            // Its call was seen: the work belongs to that call's cycle, wherever it ran (none
+            // for a call made outside recording; gone if that cycle's file is already closed).
+            if let Some(c) = cycles.iter_mut().find(|c| c.key == key) {
+                c.write_gpu(&mut o, e);
+            }
             return;
         }
         let Some(c) = cycle_for(cycles, start, false) else {
@@ -897,15 +947,23 @@ impl Session {
 
     fn close_cycle(&mut self, i: usize) {
         let mut c = self.cycles.remove(i);
-        let (_, mut o, outside) = self.parts();
-        // Work that ran after the end counts if a call recorded in the cycle launched it. With
+        let (others, mut o, calls) = self.parts();
+        // Work that ran after the end goes where its call was recorded, if that came meanwhile.
+        // Otherwise it counts if its id is not newer than the cycle's last recorded call; with
         // no calls recorded (CPU activity off) there is nothing to tell by: keep it.
         for e in std::mem::take(&mut c.deferred) {
             let Some((_, corr)) = gpu_correlation(&e) else {
                 continue;
             };
-            if !outside.contains(&corr) && (c.max_call == 0 || corr <= c.max_call) {
-                c.write_gpu(&mut o, &e);
+            match calls.get(&corr) {
+                Some(&key) if key == c.key => c.write_gpu(&mut o, &e),
+                Some(&key) => {
+                    if let Some(other) = others.iter_mut().find(|x| x.key == key) {
+                        other.write_gpu(&mut o, &e);
+                    }
+                }
+                None if c.max_call == 0 || corr <= c.max_call => c.write_gpu(&mut o, &e),
+                None => {}
             }
         }
         c.project_ranges(&mut o);

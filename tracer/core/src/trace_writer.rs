@@ -78,6 +78,10 @@ pub struct TraceStats {
 const GPU_SORT_BASE: u64 = 5_000_000;
 /// Synchronization records carry no stream when they wait on a context or an event.
 const NO_STREAM: u32 = u32::MAX;
+/// Kineto's `kSyncStreamTidOffset`: a stream's `Stream Sync`s go on their own row, `tid` =
+/// stream + this, so that they never partly overlap the stream's copies and kernels (a Stream
+/// Sync spans the CPU's wait, which begins while the stream's last work still runs).
+pub const SYNC_ROW_OFFSET: u64 = 1_000_000;
 
 pub struct TraceWriter<W: Write> {
     out: GzEncoder<W>,
@@ -86,6 +90,8 @@ pub struct TraceWriter<W: Write> {
     meta: TraceMeta,
     events: u64,
     gpu_threads: BTreeSet<(u32, u32)>,
+    /// (device, stream) whose `Stream Sync` row has been named.
+    sync_rows: BTreeSet<(u32, u32)>,
     cpu_threads: BTreeSet<(u32, u32)>,
     context_device: BTreeMap<u32, u32>,
     /// The last (device, context, stream) noted: consecutive GPU work is mostly on one stream,
@@ -211,6 +217,7 @@ impl<W: Write> TraceWriter<W> {
             meta,
             events: 0,
             gpu_threads: BTreeSet::new(),
+            sync_rows: BTreeSet::new(),
             cpu_threads: BTreeSet::new(),
             context_device: BTreeMap::new(),
             last_gpu: None,
@@ -369,7 +376,22 @@ impl<W: Write> TraceWriter<W> {
     pub fn kernel(&mut self, k: &Kernel, external: Option<u64>) {
         self.note_gpu(k.device, k.context, k.stream);
         self.complete("kernel", &k.name, k.device, k.stream, k.start, k.end);
-        self.gpu_common_args(k.device, k.context, k.stream, k.correlation, external);
+        self.args_open();
+        // Kineto's first field: CUPTI's raw timestamp in ns (0 = not collected; CUPTI collects
+        // it only with cuptiActivityEnableLatencyTimestamps).
+        if let Some(id) = external {
+            self.first_arg("External id");
+            push_u64(&mut self.buf, id);
+            self.key("queued");
+        } else {
+            self.first_arg("queued");
+        }
+        push_u64(&mut self.buf, k.queued);
+        self.key("device");
+        push_u64(&mut self.buf, k.device as u64);
+        self.arg_u64("context", k.context as u64);
+        self.arg_u64("stream", k.stream as u64);
+        self.arg_u64("correlation", k.correlation as u64);
         self.arg_u64("registers per thread", k.registers_per_thread as u64);
         self.arg_i64(
             "shared memory",
@@ -399,10 +421,6 @@ impl<W: Write> TraceWriter<W> {
         }
         if let Some((_, _, est)) = occ {
             self.arg_i64("est. achieved occupancy %", est);
-        }
-        if k.queued != 0 && k.queued <= k.start {
-            self.key("queued");
-            push_us(&mut self.buf, (k.start - k.queued) as i64);
         }
         if k.graph_id != 0 || k.graph_node_id != 0 {
             self.arg_u64("graph id", k.graph_id as u64);
@@ -470,18 +488,29 @@ impl<W: Write> TraceWriter<W> {
         self.context_device.get(&context).copied().unwrap_or(0)
     }
 
+    /// A synchronization record. Kineto's fields: `wait_on_*` only for event syncs (Event
+    /// Sync, Stream Wait Event), where `wait_on_stream` and `wait_on_cuda_event_record_corr_id`
+    /// name the stream and the call that recorded the awaited event, -1 when unknown (they
+    /// come from CUDA_EVENT records, which cuprof does not collect), and
+    /// `wait_on_cuda_event_id` is the event's id.
     pub fn sync(&mut self, s: &Sync) {
+        const STREAM_SYNC: u32 = 3;
         let device = self.device_of_context(s.context);
         let tid = if s.stream == NO_STREAM { 0 } else { s.stream };
-        self.gpu_threads.insert((device, tid));
-        self.complete(
-            "cuda_sync",
-            sync_name(s.sync_type),
-            device,
-            tid,
-            s.start,
-            s.end,
-        );
+        let row = if s.sync_type == STREAM_SYNC && s.stream != NO_STREAM {
+            self.sync_row(device, s.stream)
+        } else {
+            self.gpu_threads.insert((device, tid));
+            tid as u64
+        };
+        self.begin("X");
+        self.arg_str("cat", "cuda_sync");
+        self.arg_str("name", sync_name(s.sync_type));
+        self.arg_u64("pid", device as u64);
+        self.arg_u64("tid", row);
+        self.ts("ts", s.start);
+        self.key("dur");
+        push_us(&mut self.buf, s.end.saturating_sub(s.start) as i64);
         self.args_open();
         self.first_arg("cuda_sync_kind");
         push_str(&mut self.buf, sync_name(s.sync_type));
@@ -490,12 +519,28 @@ impl<W: Write> TraceWriter<W> {
         } else {
             s.stream as i64
         };
-        self.arg_i64("wait_on_stream", if s.sync_type == 2 { stream } else { -1 });
+        if matches!(s.sync_type, 1 | 2) {
+            self.arg_i64("wait_on_stream", -1);
+            self.arg_i64("wait_on_cuda_event_record_corr_id", -1);
+            self.arg_u64("wait_on_cuda_event_id", s.cuda_event as u64);
+        }
         self.arg_i64("stream", stream);
         self.arg_u64("correlation", s.correlation as u64);
         self.arg_u64("device", device as u64);
         self.arg_u64("context", s.context as u64);
         self.close(true);
+    }
+
+    /// The row of `stream`'s Stream Syncs, named (as Kineto names it) when first used.
+    fn sync_row(&mut self, device: u32, stream: u32) -> u64 {
+        let row = stream as u64 + SYNC_ROW_OFFSET;
+        if self.sync_rows.insert((device, stream)) {
+            let name = MetaValue::Str(format!("stream {stream} (sync)"));
+            self.metadata_row("thread_name", device, row, "name", name);
+            let sort = MetaValue::Int(stream as u64);
+            self.metadata_row("thread_sort_index", device, row, "sort_index", sort);
+        }
+        row
     }
 
     /// A runtime or driver call on its OS thread; with `flow`, also the `ac2g` arrow's start.
@@ -608,9 +653,13 @@ impl<W: Write> TraceWriter<W> {
         self.close(true);
     }
 
-    /// An NVTX range projected onto the GPU stream that ran its work.
+    /// An NVTX range projected onto the GPU stream that ran its work (`start`/`end`: its first
+    /// op's start, its last op's end). Written as Kineto does, 1 ns earlier and 1 ns later: it
+    /// would otherwise tie with its first op, which comes first in the file, and a viewer would
+    /// nest the range inside that op.
     pub fn gpu_annotation(&mut self, name: &str, device: u32, stream: u32, start: u64, end: u64) {
         self.gpu_threads.insert((device, stream));
+        let (start, end) = (start.saturating_sub(1), end.saturating_add(1));
         self.complete("gpu_user_annotation", name, device, stream, start, end);
         self.close(false);
     }
@@ -668,10 +717,14 @@ impl<W: Write> TraceWriter<W> {
     }
 
     fn metadata(&mut self, name: &str, pid: u32, tid: u32, key: &str, value: MetaValue) {
+        self.metadata_row(name, pid, tid as u64, key, value);
+    }
+
+    fn metadata_row(&mut self, name: &str, pid: u32, tid: u64, key: &str, value: MetaValue) {
         self.begin("M");
         self.arg_str("name", name);
         self.arg_u64("pid", pid as u64);
-        self.arg_u64("tid", tid as u64);
+        self.arg_u64("tid", tid);
         self.key("ts");
         self.buf.extend_from_slice(b"0.000");
         self.args_open();
@@ -716,7 +769,12 @@ impl<W: Write> TraceWriter<W> {
                 MetaValue::Int(t as u64),
             );
         }
-        let devices: BTreeSet<u32> = self.gpu_threads.iter().map(|(d, _)| *d).collect();
+        let devices: BTreeSet<u32> = self
+            .gpu_threads
+            .iter()
+            .chain(&self.sync_rows)
+            .map(|(d, _)| *d)
+            .collect();
         for d in devices {
             self.metadata(
                 "process_name",

@@ -1,21 +1,22 @@
-//! Bounded maps from a CUPTI correlation id to the id that was on an external-correlation stack
-//! when the call was made (an NVTX range, a PyTorch operator).
+//! Bounded maps from a CUPTI correlation id to what is known about the call: the id that was on
+//! an external-correlation stack when it was made (an NVTX range, a PyTorch operator), or the
+//! cycle that recorded it.
 
 use std::collections::HashMap;
 
-/// Correlation id -> external id, holding at most `bound` entries: past it the older half
-/// goes (correlation ids grow with every call, wrapping at 2^32, and GPU work arrives soon
-/// after its call, so old links are no longer asked for).
+/// Correlation id -> value, holding at most `bound` entries: past it the older half goes
+/// (correlation ids grow with every call, wrapping at 2^32, and GPU work arrives soon after its
+/// call, so old entries are no longer asked for).
 #[derive(Debug)]
-pub(super) struct Links {
-    map: HashMap<u32, u64>,
+pub(super) struct Links<V = u64> {
+    map: HashMap<u32, V>,
     /// The newest correlation id in `map`.
     newest: u32,
     bound: usize,
 }
 
-impl Links {
-    pub(super) fn new(bound: usize) -> Links {
+impl<V> Links<V> {
+    pub(super) fn new(bound: usize) -> Links<V> {
         Links {
             map: HashMap::new(),
             newest: 0,
@@ -23,7 +24,7 @@ impl Links {
         }
     }
 
-    pub(super) fn insert(&mut self, corr: u32, external: u64) {
+    pub(super) fn insert(&mut self, corr: u32, value: V) {
         if self.map.len() >= self.bound {
             let newest = self.newest;
             let keep = (self.bound / 2) as u32;
@@ -32,10 +33,10 @@ impl Links {
         if self.map.is_empty() || corr.wrapping_sub(self.newest) < 1 << 31 {
             self.newest = corr;
         }
-        self.map.insert(corr, external);
+        self.map.insert(corr, value);
     }
 
-    pub(super) fn get(&self, corr: &u32) -> Option<&u64> {
+    pub(super) fn get(&self, corr: &u32) -> Option<&V> {
         self.map.get(corr)
     }
 

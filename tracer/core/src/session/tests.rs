@@ -179,6 +179,105 @@ fn a_draining_cycle_keeps_its_late_gpu_work_while_the_next_records() {
     assert_eq!(kernel_names(&sink.trace("cycle2.json.gz")), vec!["k2"]);
 }
 
+/// Correlation ids of the flow events with phase `ph` in a trace, sorted.
+fn flow_ids(t: &serde_json::Value, ph: &str) -> Vec<u64> {
+    let mut v: Vec<u64> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == ph)
+        .map(|e| e["id"].as_u64().unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn gpu_work_stays_in_the_cycle_of_its_launch_when_it_runs_during_the_next() {
+    let sink = MemSink::default();
+    let mut s = recording(&sink);
+    // Cycle 1 launches k1 and k2; the GPU runs behind, so both start after cycle 2 began.
+    s.handle(Input::Events(vec![api(1, 1_100), api(2, 1_200)]));
+    s.handle(Input::EndRecording { ts: 2_000 });
+    // A warm-up step between the cycles: its call is not recorded, nor its kernel.
+    s.handle(Input::Events(vec![api(3, 2_200)]));
+    s.handle(Input::BeginRecording {
+        ts: 3_000,
+        cycle: 2,
+    });
+    s.handle(Input::Events(vec![
+        api(4, 3_100),
+        kernel(1, 3_050, 3_400),
+        kernel(2, 3_400, 3_600),
+        kernel(3, 3_600, 3_700),
+        kernel(4, 3_700, 3_800),
+    ]));
+    s.handle(Input::EndRecording { ts: 4_000 });
+    let (written, errors) = s.finish();
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(
+        written.iter().map(|w| w.cycle).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    let (c1, c2) = (sink.trace("cycle1.json.gz"), sink.trace("cycle2.json.gz"));
+    assert_eq!(kernel_names(&c1), vec!["k1", "k2"]);
+    assert_eq!(kernel_names(&c2), vec!["k4"]);
+    // Every arrow starts and ends in the same file.
+    assert_eq!(flow_ids(&c1, "s"), vec![1, 2]);
+    assert_eq!(flow_ids(&c1, "f"), vec![1, 2]);
+    assert_eq!(flow_ids(&c2, "s"), vec![4]);
+    assert_eq!(flow_ids(&c2, "f"), vec![4]);
+}
+
+#[test]
+fn gpu_work_of_a_closed_cycle_is_not_written_into_the_next() {
+    let sink = MemSink::default();
+    let mut s = recording(&sink);
+    s.handle(Input::Events(vec![api(1, 1_100)]));
+    s.handle(Input::EndRecording { ts: 2_000 });
+    // Cycle 1 drains, is flushed, then closes.
+    let later = Instant::now() + DRAIN + Duration::from_secs(1);
+    assert_eq!(s.tick(later), Action::FlushCupti { forced: true });
+    s.tick(later + Duration::from_secs(1));
+    assert_eq!(s.written().len(), 1);
+    s.handle(Input::BeginRecording {
+        ts: 3_000,
+        cycle: 2,
+    });
+    // k1's record comes only now (CUPTI held it back), while cycle 2 records.
+    s.handle(Input::Events(vec![api(2, 3_100), kernel(1, 3_200, 3_300)]));
+    s.handle(Input::Events(vec![kernel(2, 3_300, 3_400)]));
+    s.handle(Input::EndRecording { ts: 4_000 });
+    let (written, _) = s.finish();
+    assert_eq!(written.len(), 2);
+    assert_eq!(kernel_names(&sink.trace("cycle2.json.gz")), vec!["k2"]);
+}
+
+#[test]
+fn deferred_work_goes_to_the_cycle_of_its_call_when_the_call_comes_after_it() {
+    let sink = MemSink::default();
+    let mut s = recording(&sink);
+    s.handle(Input::Events(vec![api(1, 1_100)]));
+    s.handle(Input::EndRecording { ts: 2_000 });
+    s.handle(Input::BeginRecording {
+        ts: 3_000,
+        cycle: 2,
+    });
+    // Kernels after cycle 1's end and before cycle 2's begin, whose calls come later: k5 was
+    // launched in cycle 1 (an id below cycle 1's newest would say so as well, but 5 is newer),
+    // k6 outside recording, k7 by a call never recorded and newer than cycle 1's calls.
+    s.handle(Input::Events(vec![
+        kernel(5, 2_100, 2_200),
+        kernel(6, 2_300, 2_400),
+        kernel(7, 2_500, 2_600),
+    ]));
+    s.handle(Input::Events(vec![api(5, 1_900), api(6, 2_050)]));
+    let (written, errors) = s.finish();
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(written.len(), 1);
+    assert_eq!(kernel_names(&sink.trace("cycle1.json.gz")), vec!["k5"]);
+}
+
 fn nvtx_range(id: u64, parent: u64, name: &str, start: u64, end: u64) -> Range {
     Range {
         name: Name::from(name),
@@ -241,8 +340,43 @@ fn nvtx_ranges_are_projected_onto_the_streams_of_their_work() {
     assert_eq!(
         gpu_annotations(&t),
         vec![
-            ("outer".to_string(), 1.4, 0.5),
-            ("inner".to_string(), 1.4, 0.1)
+            ("outer".to_string(), 1.399, 0.502),
+            ("inner".to_string(), 1.399, 0.102)
+        ]
+    );
+}
+
+#[test]
+fn projected_ranges_start_before_their_first_op_and_enclosing_ranges_come_first() {
+    let sink = MemSink::default();
+    let mut s = recording(&sink);
+    // outer(1) > middle(2) > inner(3), all around the one kernel 5 (launched in inner);
+    // sibling(4) of outer holds kernel 6 alone.
+    s.handle(Input::Events(vec![
+        link(5, 3),
+        api(5, 1_200),
+        link(6, 4),
+        api(6, 1_700),
+    ]));
+    s.handle(Input::Range(nvtx_range(3, 2, "inner", 1_150, 1_300)));
+    s.handle(Input::Range(nvtx_range(2, 1, "middle", 1_140, 1_400)));
+    s.handle(Input::Range(nvtx_range(1, 0, "outer", 1_100, 1_500)));
+    s.handle(Input::Range(nvtx_range(4, 0, "sibling", 1_600, 1_800)));
+    s.handle(Input::Events(vec![
+        kernel(5, 2_000, 3_000),
+        kernel(6, 3_100, 3_600),
+    ]));
+    s.finish();
+    let t = sink.trace("cycle1.json.gz");
+    // Each starts 1 ns before its first kernel and ends 1 ns after its last (Kineto's shift);
+    // the three that tie are written outermost first.
+    assert_eq!(
+        gpu_annotations(&t),
+        vec![
+            ("outer".to_string(), 1.999, 1.002),
+            ("middle".to_string(), 1.999, 1.002),
+            ("inner".to_string(), 1.999, 1.002),
+            ("sibling".to_string(), 3.099, 0.502),
         ]
     );
 }
@@ -275,7 +409,7 @@ fn call_to_range_links_stay_bounded_in_a_long_window() {
     let t = sink.trace("cycle1.json.gz");
     assert_eq!(
         gpu_annotations(&t),
-        vec![("step".to_string(), 2.001, calls as f64 / 1_000.0)]
+        vec![("step".to_string(), 2.0, (calls + 2) as f64 / 1_000.0)]
     );
 }
 
@@ -304,8 +438,8 @@ fn gpu_work_arriving_before_its_link_is_linked_when_the_link_comes() {
     assert_eq!(
         gpu_annotations(&t),
         vec![
-            ("inner".to_string(), 5.0, 4.0),
-            ("outer".to_string(), 10.0, 1.0)
+            ("inner".to_string(), 4.999, 4.002),
+            ("outer".to_string(), 9.999, 1.002)
         ]
     );
 }
@@ -330,7 +464,10 @@ fn work_launched_outside_every_range_is_not_held_without_bound() {
     s.handle(Input::Range(nvtx_range(1, 0, "step", 1_100, 5_000)));
     s.finish();
     let t = sink.trace("cycle1.json.gz");
-    assert_eq!(gpu_annotations(&t), vec![("step".to_string(), 3.0, 1.0)]);
+    assert_eq!(
+        gpu_annotations(&t),
+        vec![("step".to_string(), 2.999, 1.002)]
+    );
 }
 
 #[test]
