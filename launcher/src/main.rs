@@ -2,6 +2,7 @@
 
 mod analysis;
 mod console;
+mod export;
 mod memory_cmd;
 mod output;
 mod repair_cmd;
@@ -36,6 +37,9 @@ enum Command {
     Merge(analysis::MergeArgs),
     /// Summarise a memory snapshot pickle (peak reserved, when, by which stack; live at end).
     Memory(memory_cmd::MemoryArgs),
+    /// Traces as a Parquet dataset for DuckDB and Spark: one table per kind, partitioned by
+    /// rank and cycle (DIR/kernels/rank=R/cycle=C/NAME.parquet, ...).
+    Export(export::ExportArgs),
     /// Close a trace cut short (SIGKILL, OOM kill) into a valid trace: NAME.repaired.trace.json.gz
     /// beside it, -o OUT, or --in-place.
     Repair(repair_cmd::RepairArgs),
@@ -50,6 +54,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Merge(a) => analysis::merge(a),
         Command::Memory(a) => memory_cmd::run(a),
         Command::Repair(a) => repair_cmd::run(a),
+        Command::Export(a) => export::run(a),
     }
 }
 

@@ -1,0 +1,206 @@
+//! `cuprof export PATH... -o DIR`: traces (cuprof's or any Kineto trace) as a Parquet dataset
+//! that DuckDB, Spark, pandas or polars query directly.
+//!
+//! One directory per table, Hive-partitioned by rank and profiling cycle:
+//! `DIR/kernels/rank=0/cycle=1/NAME.parquet`, one file per input file and table (empty tables
+//! included, so a query over `DIR/TABLE/**/*.parquet` always finds files), plus
+//! `DIR/files/files.parquet`, one row per input. The columns are in [`schema`] and
+//! `docs/tables.md`.
+//!
+//! Each input is read once by the streaming reader and written as it is read, a batch of rows
+//! at a time ([`table`]), so memory does not grow with the trace. Files are exported in
+//! parallel, one per thread ([`pool`]). Every output file is written under a temporary name
+//! and renamed into place when complete.
+
+mod args;
+mod files;
+mod pool;
+mod rows;
+pub mod schema;
+mod table;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use cuprof_core::reader::TraceReader;
+
+use crate::analysis::load::rank_from_name;
+use crate::analysis::trace_files;
+use crate::console::outln;
+use crate::output::same_file;
+use files::FileRow;
+
+#[derive(clap::Args)]
+pub struct ExportArgs {
+    /// Trace files (`*.trace.json.gz`, plain JSON too), or directories of rank traces.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// The dataset's directory (created if needed; files of the same name are replaced).
+    #[arg(short, long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Files exported at once (default: one per core).
+    #[arg(short, long, value_name = "N")]
+    pub jobs: Option<usize>,
+}
+
+/// What the header of a file says about where its rows go.
+struct Header {
+    rank: Option<i64>,
+    cycle: i64,
+}
+
+pub fn run(args: ExportArgs) -> Result<()> {
+    let inputs = trace_files(&args.paths)?;
+    refuse_output(&args.out, &args.paths, &inputs)?;
+    let threads = args.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+
+    // Ranks first: a file without one gets the next rank after every known one, in file order,
+    // as `cuprof report` numbers it; that needs every header before any row is written.
+    let headers = pool::map(inputs.len(), threads, |i| header(&inputs[i]))?;
+    let mut next = headers.iter().filter_map(|h| h.rank).max().unwrap_or(-1) + 1;
+    let ranks: Vec<i64> = headers
+        .iter()
+        .map(|h| {
+            h.rank.unwrap_or_else(|| {
+                next += 1;
+                next - 1
+            })
+        })
+        .collect();
+    let names = file_names(&inputs);
+
+    std::fs::create_dir_all(&args.out).with_context(|| {
+        format!(
+            "{}: cannot create the output directory; pick a writable -o DIR",
+            args.out.display()
+        )
+    })?;
+    let done = pool::map(inputs.len(), threads, |i| {
+        let path = &inputs[i];
+        let mut reader = TraceReader::open(path)?;
+        let partition = format!("rank={}/cycle={}", ranks[i], headers[i].cycle);
+        let tables = rows::FileTables::create(&args.out, &partition, &names[i])?;
+        let (read, counts) = tables.fill(&mut reader)?;
+        let row = FileRow {
+            path: path.clone(),
+            rank: ranks[i],
+            cycle: headers[i].cycle,
+            meta: reader.meta().clone(),
+            read,
+        };
+        Ok((row, counts))
+    })?;
+    let (rows, counts): (Vec<FileRow>, Vec<rows::Counts>) = done.into_iter().unzip();
+    files::write(&args.out, &rows)?;
+
+    let events: u64 = rows.iter().map(|r| r.read.events).sum();
+    let mut totals: Vec<(&str, u64)> = schema::TABLES
+        .iter()
+        .filter(|(t, _)| *t != "files")
+        .map(|(t, _)| (*t, 0))
+        .collect();
+    for c in counts.iter().flatten() {
+        if let Some(t) = totals.iter_mut().find(|t| t.0 == c.0) {
+            t.1 += c.1;
+        }
+    }
+    let list: Vec<String> = totals.iter().map(|(t, n)| format!("{t} {n}")).collect();
+    outln!(
+        "exported {} file{} ({events} events) to {}: {}",
+        rows.len(),
+        if rows.len() == 1 { "" } else { "s" },
+        args.out.display(),
+        list.join(", ")
+    )?;
+    for r in rows.iter().filter(|r| r.read.truncated.is_some()) {
+        outln!(
+            "note: {}: {}",
+            r.path.display(),
+            r.read.truncated.as_ref().expect("filtered")
+        )?;
+    }
+    Ok(())
+}
+
+fn header(path: &Path) -> Result<Header> {
+    let mut r = TraceReader::open(path)?;
+    let meta = r.read_header()?;
+    Ok(Header {
+        rank: meta.rank.or_else(|| rank_from_name(path)),
+        cycle: meta.cycle.unwrap_or(0),
+    })
+}
+
+/// The output directory must not be an input, nor hold the input files (the dataset would be
+/// mixed with the traces, and a later `export DIR` would read its own output).
+fn refuse_output(out: &Path, given: &[PathBuf], inputs: &[PathBuf]) -> Result<()> {
+    if let Some(p) = given.iter().find(|p| same_file(out, p)) {
+        bail!(
+            "{}: the output directory is one of the inputs ({}); pick another -o DIR",
+            out.display(),
+            p.display()
+        );
+    }
+    let parent_of = |p: &Path| match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    if let Some(p) = inputs.iter().find(|p| same_file(out, &parent_of(p))) {
+        bail!(
+            "{}: the output directory holds an input ({}); pick another -o DIR",
+            out.display(),
+            p.display()
+        );
+    }
+    Ok(())
+}
+
+/// `NAME.parquet` for each input: its file name less the trace suffix, with `-N` added to the
+/// second and later inputs of the same name (files of two directories).
+fn file_names(inputs: &[PathBuf]) -> Vec<String> {
+    let mut seen = HashSet::new();
+    inputs
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let stem = [".trace.json.gz", ".trace.json", ".json.gz", ".json", ".gz"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s))
+                .unwrap_or(&name)
+                .to_owned();
+            let stem = if seen.insert(stem.clone()) {
+                stem
+            } else {
+                format!("{stem}-{i}")
+            };
+            format!("{stem}.parquet")
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_per_input() {
+        let n = file_names(&[
+            "a/job-rank0.trace.json.gz".into(),
+            "b/job-rank0.trace.json.gz".into(),
+            "c/kineto.json".into(),
+        ]);
+        assert_eq!(
+            n,
+            ["job-rank0.parquet", "job-rank0-1.parquet", "kineto.parquet"]
+        );
+    }
+}

@@ -1,0 +1,255 @@
+//! One trace file's events, each turned into a row of its table as it streams past.
+//!
+//! Which events count, and their times, are those of `cuprof report` (`analysis::load`):
+//! complete (`"ph": "X"`) events with a `ts` and a `dur`, ending at `ts + max(dur, 0)`;
+//! `ProfilerStep#N` annotations are steps, other `user_annotation` events ranges; a GPU
+//! operation's device is `args.device`, else its `pid`. So a query over the tables gives the
+//! report's figures to the nanosecond.
+
+use std::ops::ControlFlow;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use cuprof_core::reader::{event_members, Event, Id, ReadSummary, TraceReader};
+
+use super::args::{self, dim3, float, int, text};
+use super::schema::{self, Col};
+use super::table::Table;
+use crate::analysis::load::step_number;
+
+/// The tables of one trace file, in the order of [`schema::TABLES`] (less `files`).
+pub struct FileTables {
+    kernels: Table,
+    copies: Table,
+    api_calls: Table,
+    operators: Table,
+    ranges: Table,
+    steps: Table,
+    memory: Table,
+}
+
+/// Rows written per table, by table name.
+pub type Counts = Vec<(&'static str, u64)>;
+
+fn pid_or_tid(id: &Option<Id<'_>>) -> Option<i64> {
+    id.as_ref().and_then(Id::as_int)
+}
+
+impl FileTables {
+    /// Creates `DIR/TABLE/PARTITION/NAME` for every table (directories included).
+    pub fn create(dir: &Path, partition: &str, name: &str) -> Result<Self> {
+        let open = |table: &str, cols: &'static [Col]| -> Result<Table> {
+            let d = dir.join(table).join(partition);
+            std::fs::create_dir_all(&d)
+                .with_context(|| format!("{}: cannot create the directory", d.display()))?;
+            Table::create(&d.join(name), cols)
+        };
+        Ok(FileTables {
+            kernels: open("kernels", schema::KERNELS)?,
+            copies: open("copies", schema::COPIES)?,
+            api_calls: open("api_calls", schema::API_CALLS)?,
+            operators: open("operators", schema::OPERATORS)?,
+            ranges: open("ranges", schema::RANGES)?,
+            steps: open("steps", schema::STEPS)?,
+            memory: open("memory", schema::MEMORY)?,
+        })
+    }
+
+    /// Streams `reader`'s events into the tables, then finishes every file.
+    pub fn fill(mut self, reader: &mut TraceReader<'_>) -> Result<(ReadSummary, Counts)> {
+        let mut failed = None;
+        let read = reader
+            .read_events(|e| match self.event(e) {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(err) => {
+                    failed = Some(err);
+                    ControlFlow::Break(())
+                }
+            })
+            .with_context(|| format!("reading {}", reader.path().display()))?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let counts = vec![
+            ("kernels", self.kernels.finish()?),
+            ("copies", self.copies.finish()?),
+            ("api_calls", self.api_calls.finish()?),
+            ("operators", self.operators.finish()?),
+            ("ranges", self.ranges.finish()?),
+            ("steps", self.steps.finish()?),
+            ("memory", self.memory.finish()?),
+        ];
+        Ok((read, counts))
+    }
+
+    fn event(&mut self, e: &Event<'_>) -> Result<()> {
+        if e.ph == "C" || (e.ph == "i" && e.name == "[memory]") {
+            return self.memory(e);
+        }
+        if !e.is_complete() {
+            return Ok(());
+        }
+        let (Some(start), Some(dur)) = (e.ts, e.dur) else {
+            return Ok(());
+        };
+        let end = start + dur.max(0);
+        let raw = e.raw_str().unwrap_or("{}");
+        let device = || e.args.device.or_else(|| pid_or_tid(&e.pid)).unwrap_or(0);
+        match e.cat.as_ref() {
+            "kernel" => {
+                let x = args::extra(raw);
+                let [gx, gy, gz] = dim3(x.grid);
+                let [bx, by, bz] = dim3(x.block);
+                self.kernels
+                    .row()
+                    .text(Some(&e.name))
+                    .int(device())
+                    .int(e.args.stream.or_else(|| pid_or_tid(&e.tid)))
+                    .int(start)
+                    .int(end)
+                    .int(e.args.correlation)
+                    .int(int(x.external_id))
+                    .int(gx)
+                    .int(gy)
+                    .int(gz)
+                    .int(bx)
+                    .int(by)
+                    .int(bz)
+                    .int(int(x.registers))
+                    .int(int(x.shared_memory))
+                    .int(int(x.graph_id))
+                    .end()
+            }
+            "gpu_memcpy" | "gpu_memset" => {
+                let x = args::extra(raw);
+                let kind = if e.cat == "gpu_memcpy" {
+                    "memcpy"
+                } else {
+                    "memset"
+                };
+                self.copies
+                    .row()
+                    .text(Some(kind))
+                    .text(Some(&e.name))
+                    .int(device())
+                    .int(e.args.stream.or_else(|| pid_or_tid(&e.tid)))
+                    .int(start)
+                    .int(end)
+                    .int(e.args.bytes)
+                    .float(float(x.bandwidth))
+                    .int(e.args.correlation)
+                    .int(int(x.external_id))
+                    .end()
+            }
+            "cuda_runtime" | "cuda_driver" => {
+                let x = args::extra(raw);
+                let kind = if e.cat == "cuda_runtime" {
+                    "runtime"
+                } else {
+                    "driver"
+                };
+                self.api_calls
+                    .row()
+                    .text(Some(kind))
+                    .text(Some(&e.name))
+                    .int(pid_or_tid(&e.pid))
+                    .int(pid_or_tid(&e.tid))
+                    .int(start)
+                    .int(end)
+                    .int(e.args.correlation)
+                    .int(int(x.external_id))
+                    .int(int(x.cbid))
+                    .end()
+            }
+            "cpu_op" => {
+                let x = args::extra(raw);
+                self.operators
+                    .row()
+                    .text(Some(&e.name))
+                    .int(pid_or_tid(&e.pid))
+                    .int(pid_or_tid(&e.tid))
+                    .int(start)
+                    .int(end)
+                    .int(int(x.external_id))
+                    .int(int(x.sequence_number))
+                    .int(int(x.fwd_thread_id))
+                    .text(x.input_dims.map(|r| r.get()))
+                    .end()
+            }
+            "user_annotation" | "gpu_user_annotation" => {
+                let gpu = e.cat == "gpu_user_annotation";
+                if !gpu {
+                    if let Some(n) = step_number(&e.name) {
+                        return self
+                            .steps
+                            .row()
+                            .int(n)
+                            .int(pid_or_tid(&e.pid))
+                            .int(pid_or_tid(&e.tid))
+                            .int(start)
+                            .int(end)
+                            .float(e.args.work)
+                            .end();
+                    }
+                }
+                let x = args::extra(raw);
+                self.ranges
+                    .row()
+                    .text(Some(if gpu { "gpu" } else { "cpu" }))
+                    .text(Some(&e.name))
+                    .int(pid_or_tid(&e.pid))
+                    .int(pid_or_tid(&e.tid))
+                    .int(start)
+                    .int(end)
+                    .text(text(x.domain).as_deref())
+                    .float(e.args.payload)
+                    .end()
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A counter event (every numeric member of `args` is a counter) or a Kineto `[memory]`
+    /// instant (its byte counts; `Device Id` and `Addr` describe it).
+    fn memory(&mut self, e: &Event<'_>) -> Result<()> {
+        let Some(ts) = e.ts else {
+            return Ok(());
+        };
+        let Some(a) = e.raw_str().ok().and_then(args::args_of) else {
+            return Ok(());
+        };
+        let Ok(members) = event_members(a.get()) else {
+            return Ok(());
+        };
+        let kineto = e.ph == "i";
+        let find = |k: &str| members.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
+        let (device, addr) = if kineto {
+            (int(find("Device Id")), int(find("Addr")))
+        } else {
+            (e.args.device.or_else(|| pid_or_tid(&e.pid)), None)
+        };
+        for (counter, v) in &members {
+            if kineto
+                && !matches!(
+                    counter.as_ref(),
+                    "Bytes" | "Total Allocated" | "Total Reserved"
+                )
+            {
+                continue;
+            }
+            let Some(value) = int(Some(v)) else {
+                continue;
+            };
+            self.memory
+                .row()
+                .text(Some(&e.name))
+                .int(device)
+                .int(ts)
+                .text(Some(counter))
+                .int(value)
+                .int(addr)
+                .end()?;
+        }
+        Ok(())
+    }
+}
