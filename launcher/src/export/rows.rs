@@ -93,11 +93,10 @@ impl FileTables {
             return Ok(());
         };
         let end = start + dur.max(0);
-        let raw = e.raw_str().unwrap_or("{}");
+        let x = &e.args.raw;
         let device = || e.args.device.or_else(|| pid_or_tid(&e.pid)).unwrap_or(0);
         match e.cat.as_ref() {
             "kernel" => {
-                let x = args::extra(raw);
                 let [gx, gy, gz] = dim3(x.grid);
                 let [bx, by, bz] = dim3(x.block);
                 self.kernels
@@ -115,13 +114,12 @@ impl FileTables {
                     .int(bx)
                     .int(by)
                     .int(bz)
-                    .int(int(x.registers))
+                    .int(int(x.registers_per_thread))
                     .int(int(x.shared_memory))
                     .int(int(x.graph_id))
                     .end()
             }
             "gpu_memcpy" | "gpu_memset" => {
-                let x = args::extra(raw);
                 let kind = if e.cat == "gpu_memcpy" {
                     "memcpy"
                 } else {
@@ -142,7 +140,6 @@ impl FileTables {
                     .end()
             }
             "cuda_runtime" | "cuda_driver" => {
-                let x = args::extra(raw);
                 let kind = if e.cat == "cuda_runtime" {
                     "runtime"
                 } else {
@@ -161,21 +158,19 @@ impl FileTables {
                     .int(int(x.cbid))
                     .end()
             }
-            "cpu_op" => {
-                let x = args::extra(raw);
-                self.operators
-                    .row()
-                    .text(Some(&e.name))
-                    .int(pid_or_tid(&e.pid))
-                    .int(pid_or_tid(&e.tid))
-                    .int(start)
-                    .int(end)
-                    .int(int(x.external_id))
-                    .int(int(x.sequence_number))
-                    .int(int(x.fwd_thread_id))
-                    .text(x.input_dims.map(|r| r.get()))
-                    .end()
-            }
+            "cpu_op" => self
+                .operators
+                .row()
+                .text(Some(&e.name))
+                .int(pid_or_tid(&e.pid))
+                .int(pid_or_tid(&e.tid))
+                .int(start)
+                .int(end)
+                .int(int(x.external_id))
+                .int(int(x.sequence_number))
+                .int(int(x.fwd_thread_id))
+                .text(x.input_dims)
+                .end(),
             "user_annotation" | "gpu_user_annotation" => {
                 let gpu = e.cat == "gpu_user_annotation";
                 if !gpu {
@@ -192,7 +187,6 @@ impl FileTables {
                             .end();
                     }
                 }
-                let x = args::extra(raw);
                 self.ranges
                     .row()
                     .text(Some(if gpu { "gpu" } else { "cpu" }))
@@ -222,7 +216,7 @@ impl FileTables {
             return Ok(());
         };
         let kineto = e.ph == "i";
-        let find = |k: &str| members.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
+        let find = |k: &str| members.iter().find(|(n, _)| n == k).map(|(_, v)| v.get());
         let (device, addr) = if kineto {
             (int(find("Device Id")), int(find("Addr")))
         } else {
@@ -237,7 +231,7 @@ impl FileTables {
             {
                 continue;
             }
-            let Some(value) = int(Some(v)) else {
+            let Some(value) = int(Some(v.get())) else {
                 continue;
             };
             self.memory

@@ -57,6 +57,31 @@ pub struct Args<'a> {
     pub name: Option<Cow<'a, str>>,
     /// `process_sort_index` / `thread_sort_index` metadata.
     pub sort_index: Option<i64>,
+    /// Members found but not decoded (their JSON text), for tools that keep them.
+    pub raw: RawMembers<'a>,
+}
+
+/// Members of `args` that the reader delimits but leaves as JSON text: `cuprof export` keeps
+/// them as columns. Finding where a value ends costs what skipping it does, so reading them
+/// this way adds nothing to a reader that does not look at them.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct RawMembers<'a> {
+    /// `"External id"`: the PyTorch operator an event belongs to.
+    pub external_id: Option<&'a str>,
+    pub sequence_number: Option<&'a str>,
+    pub fwd_thread_id: Option<&'a str>,
+    /// `"Input Dims"`: an operator's input shapes, `[[64, 1024], [1024]]`.
+    pub input_dims: Option<&'a str>,
+    pub grid: Option<&'a str>,
+    pub block: Option<&'a str>,
+    pub registers_per_thread: Option<&'a str>,
+    pub shared_memory: Option<&'a str>,
+    pub graph_id: Option<&'a str>,
+    /// `"memory bandwidth (GB/s)"` of a memcpy or memset.
+    pub bandwidth: Option<&'a str>,
+    pub cbid: Option<&'a str>,
+    /// NVTX domain of a range.
+    pub domain: Option<&'a str>,
 }
 
 /// One element of `traceEvents`.
@@ -181,6 +206,30 @@ struct RawArgs<'a> {
     name: Option<Text<'a>>,
     #[serde(default)]
     sort_index: Option<Int>,
+    #[serde(borrow, default, rename = "External id")]
+    external_id: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "Sequence number")]
+    sequence_number: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "Fwd thread id")]
+    fwd_thread_id: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "Input Dims")]
+    input_dims: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    grid: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    block: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "registers per thread")]
+    registers_per_thread: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "shared memory")]
+    shared_memory: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "graph id")]
+    graph_id: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "memory bandwidth (GB/s)")]
+    bandwidth: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    cbid: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    domain: Option<&'a RawValue>,
 }
 
 impl<'a> RawArgs<'a> {
@@ -194,6 +243,20 @@ impl<'a> RawArgs<'a> {
             payload: self.payload.and_then(|f| f.0),
             name: self.name.map(|t| t.0),
             sort_index: self.sort_index.and_then(|i| i.0),
+            raw: RawMembers {
+                external_id: self.external_id.map(RawValue::get),
+                sequence_number: self.sequence_number.map(RawValue::get),
+                fwd_thread_id: self.fwd_thread_id.map(RawValue::get),
+                input_dims: self.input_dims.map(RawValue::get),
+                grid: self.grid.map(RawValue::get),
+                block: self.block.map(RawValue::get),
+                registers_per_thread: self.registers_per_thread.map(RawValue::get),
+                shared_memory: self.shared_memory.map(RawValue::get),
+                graph_id: self.graph_id.map(RawValue::get),
+                bandwidth: self.bandwidth.map(RawValue::get),
+                cbid: self.cbid.map(RawValue::get),
+                domain: self.domain.map(RawValue::get),
+            },
         }
     }
 }
@@ -419,6 +482,9 @@ mod tests {
         assert_eq!(e.args.correlation, Some(10));
         assert_eq!(e.args.stream, Some(7));
         assert_eq!(e.args.device, Some(0));
+        assert_eq!(e.args.raw.grid, Some("[132, 1, 1]"));
+        assert_eq!(e.args.raw.registers_per_thread, Some("168"));
+        assert_eq!(e.args.raw.external_id, None);
         assert_eq!(e.offset, 42);
         assert_eq!(e.raw_str().unwrap(), raw);
     }

@@ -27,7 +27,7 @@
 mod event;
 mod scan;
 
-pub use event::{event_members, Args, Event, Id};
+pub use event::{event_members, Args, Event, Id, RawMembers};
 pub use scan::micros_to_ns;
 
 use std::fs::File;
