@@ -1,6 +1,6 @@
 //! A `cuprof export` dataset read by real engines, DuckDB and Spark (local mode), gives the
 //! figures of `cuprof report` to the nanosecond: top kernels, GPU busy time per rank, step
-//! latency per rank and the slowest rank of each step.
+//! latency per rank, the slowest rank of each step, and NCCL time under compute per rank.
 //!
 //! Needs the `duckdb` and `pyspark` Python packages (and a Java runtime for Spark):
 //! `bash scripts/test.sh` installs scripts/python-requirements.txt into a virtual environment
@@ -144,7 +144,13 @@ fn expected(s: &Value) -> Value {
         .iter()
         .map(|x| json!([x["step"], x["rank"], x["dur_ns"]]))
         .collect();
-    json!({"top_kernels": top, "busy": busy, "steps": steps, "slowest": slowest})
+    let overlap: Vec<Value> = s["cross_rank"]["per_rank"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| json!([r["rank"], r["comm_compute_overlap_ns"]]))
+        .collect();
+    json!({"top_kernels": top, "busy": busy, "steps": steps, "slowest": slowest, "overlap": overlap})
 }
 
 fn check(engine: &str) {
@@ -186,6 +192,8 @@ fn check(engine: &str) {
         ])
     );
     assert_eq!(want["busy"].as_array().unwrap().len(), 2);
+    // Per step the all-reduce (from 330.007 µs) runs under gemm_big (to 350.001 µs + rank ns).
+    assert_eq!(want["overlap"], json!([[0, 5 * 19_994], [1, 5 * 19_995]]));
 }
 
 #[test]

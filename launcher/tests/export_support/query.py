@@ -1,6 +1,6 @@
 """Reads a `cuprof export` dataset with a real engine and prints, as JSON, the figures that
-`cuprof report` computes: top kernels, GPU busy time per rank, step latency per rank, and the
-slowest rank of each step. Usage: query.py duckdb|spark DATASET_DIR
+`cuprof report` computes: top kernels, GPU busy time per rank, step latency per rank, the
+slowest rank of each step, and communication time under compute per rank. Usage: query.py duckdb|spark DATASET_DIR
 
 Exit status 3 when the engine is not installed (the Rust test names scripts/test.sh then)."""
 
@@ -43,6 +43,22 @@ SELECT step, rank, dur FROM (
 WHERE k = 1 AND ranks >= 2 ORDER BY step"""
 
 
+# Communication (nccl) time under compute per rank, both sides unions: a sweep over kernel edges.
+OVERLAP = """
+WITH e AS (
+  SELECT rank, device, start_ns AS t, name NOT ILIKE '%nccl%' AS compute, 1 AS d
+  FROM kernels WHERE end_ns > start_ns
+  UNION ALL
+  SELECT rank, device, end_ns, name NOT ILIKE '%nccl%', -1 FROM kernels WHERE end_ns > start_ns),
+r AS (SELECT rank, t,
+             sum(CASE WHEN compute THEN d ELSE 0 END) OVER w AS computing,
+             sum(CASE WHEN compute THEN 0 ELSE d END) OVER w AS communicating,
+             lead(t) OVER (PARTITION BY rank, device ORDER BY t, d) AS next_t
+      FROM e WINDOW w AS (PARTITION BY rank, device ORDER BY t, d ROWS UNBOUNDED PRECEDING))
+SELECT rank, sum(CASE WHEN computing > 0 AND communicating > 0 THEN next_t - t ELSE 0 END)
+FROM r GROUP BY rank ORDER BY rank"""
+
+
 def figures(sql, p50):
     rows = lambda q: [tuple(r) for r in sql(q)]
     return {
@@ -53,6 +69,7 @@ def figures(sql, p50):
             for r, n, t, lo, hi, p in rows(STEPS.format(p50=p50))
         ],
         "slowest": [[int(s), int(r), int(d)] for s, r, d in rows(SLOWEST)],
+        "overlap": [[int(r), int(o)] for r, o in rows(OVERLAP)],
     }
 
 
