@@ -96,7 +96,13 @@ pub enum Input {
     /// Recording of `cycle` begins at `ts` (the first active step starts).
     BeginRecording { ts: u64, cycle: u32 },
     /// Recording of the open cycle ends at `ts` (its last active step ended).
-    EndRecording { ts: u64 },
+    EndRecording {
+        ts: u64,
+        /// The correlation id of the call that ended recording (`cudaProfilerStop`), when one
+        /// did: GPU work of calls before it belongs to the cycle even when those calls were
+        /// not recorded (an API filter) and the work ran after the end.
+        last_call: Option<u32>,
+    },
     /// The call stack of an allocation call (`--with-stack`), captured unresolved on the
     /// allocating thread and symbolised here, off the program's path; with the PyTorch
     /// operators open on that thread (NVTX observer range names, innermost first) and the
@@ -702,7 +708,12 @@ impl Session {
                 self.cycles.push(OpenCycle::new(cycle, key, ts));
                 self.memory_levels(ts);
             }
-            Input::EndRecording { ts } => self.end_recording(ts),
+            Input::EndRecording { ts, last_call } => {
+                self.end_recording(ts);
+                if let (Some(corr), Some(c)) = (last_call, self.cycles.last_mut()) {
+                    c.max_call = c.max_call.max(corr);
+                }
+            }
             Input::AllocationStack {
                 correlation,
                 backtrace,

@@ -118,7 +118,10 @@ unsafe extern "C" fn on_callback(_user: *mut c_void, domain: u32, cbid: u32, dat
                 if start {
                     crate::control::range_start(RangeSource::CudaProfilerApi);
                 } else if stop {
-                    crate::control::range_stop(RangeSource::CudaProfilerApi);
+                    // SAFETY: as above.
+                    let correlation =
+                        unsafe { (*(data as *const cupti::CallbackData)).correlation_id };
+                    crate::control::range_stop(RangeSource::CudaProfilerApi, Some(correlation));
                 } else if reset {
                     crate::writer::flush_before_teardown();
                 }
