@@ -37,6 +37,7 @@ mod flame;
 pub(crate) mod load;
 mod merge;
 mod model;
+mod operators;
 mod render;
 
 use std::path::{Path, PathBuf};
