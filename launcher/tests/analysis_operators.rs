@@ -162,3 +162,49 @@ fn no_operators_no_operator_keys() {
     assert!(s["top_kernels"][0].get("operator").is_none());
     assert!(!stdout.contains("operator"), "{stdout}");
 }
+
+fn folded(trace: &std::path::Path, extra: &[&str]) -> String {
+    let dir = trace.parent().unwrap();
+    let folded = dir.join("f.folded");
+    let svg = dir.join("f.svg");
+    let mut args = vec![
+        "flame",
+        trace.to_str().unwrap(),
+        "-o",
+        svg.to_str().unwrap(),
+        "--folded",
+        folded.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    cuprof_ok(&args);
+    std::fs::read_to_string(&folded).unwrap()
+}
+
+#[test]
+fn flame_python_line_operator_kernel() {
+    let dir = tempdir("ops-flame");
+    let trace = dir.join("run-rank0.trace.json.gz");
+    with_operators(300_000, true).write_gz(&trace);
+    // The Python frames are the outermost operator's, outermost first; bias_add is found
+    // through its launch; copy_ has no stack.
+    assert_eq!(
+        folded(&trace, &[]),
+        "(no operator);gemm 50000\n\
+         aten::copy_;Memcpy HtoD (Pageable -> Device) 100000\n\
+         train.py(40): <module>;model.py(12): forward;aten::linear;aten::addmm;bias_add 50000\n\
+         train.py(40): <module>;model.py(12): forward;aten::linear;aten::addmm;gemm 300000\n\
+         train.py(40): <module>;model.py(20): head;aten::addmm;gemm 100000\n"
+    );
+    assert_eq!(
+        folded(&trace, &["--cpu"]),
+        "(no operator);cudaLaunchKernel 1000\n\
+         aten::copy_;cudaMemcpyAsync 1000\n\
+         train.py(40): <module>;model.py(12): forward;aten::linear;aten::addmm;cudaLaunchKernel 2000\n\
+         train.py(40): <module>;model.py(20): head;aten::addmm;cudaLaunchKernel 1000\n"
+    );
+    // --nvtx keeps the ranges view (this trace has no ranges).
+    assert_eq!(
+        folded(&trace, &["--nvtx"]),
+        "Memcpy HtoD (Pageable -> Device) 100000\nbias_add 50000\ngemm 450000\n"
+    );
+}

@@ -32,7 +32,7 @@ impl Default for Paths {
 }
 
 impl Paths {
-    fn id(&mut self, key: &[u32]) -> u32 {
+    pub fn id(&mut self, key: &[u32]) -> u32 {
         if let Some(&i) = self.map.get(key) {
             return i;
         }
