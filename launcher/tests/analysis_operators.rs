@@ -67,8 +67,16 @@ fn report_tables_and_summary() {
     assert_eq!(
         rows(&o["top"]),
         [
-            row("aten::addmm", None, [2, 300_000, 300_000, 450_000, 3, 450_000]),
-            row("aten::copy_", None, [1, 100_000, 100_000, 100_000, 1, 100_000]),
+            row(
+                "aten::addmm",
+                None,
+                [2, 300_000, 300_000, 450_000, 3, 450_000]
+            ),
+            row(
+                "aten::copy_",
+                None,
+                [1, 100_000, 100_000, 100_000, 1, 100_000]
+            ),
             row("aten::linear", None, [1, 300_000, 80_000, 0, 0, 350_000]),
             row("aten::mul", None, [1, 100_000, 100_000, 0, 0, 0]),
             row("aten::t", None, [1, 20_000, 20_000, 0, 0, 0]),
@@ -89,13 +97,21 @@ fn report_tables_and_summary() {
                 Some("[[32],[4,64],[64,32]]"),
                 [1, 100_000, 100_000, 100_000, 1, 100_000]
             ),
-            row("aten::copy_", Some(""), [1, 100_000, 100_000, 100_000, 1, 100_000]),
+            row(
+                "aten::copy_",
+                Some(""),
+                [1, 100_000, 100_000, 100_000, 1, 100_000]
+            ),
             row(
                 "aten::linear",
                 Some("[[8,64],[32,64],[32]]"),
                 [1, 300_000, 80_000, 0, 0, 350_000]
             ),
-            row("aten::mul", Some("[[8],[8]]"), [1, 100_000, 100_000, 0, 0, 0]),
+            row(
+                "aten::mul",
+                Some("[[8],[8]]"),
+                [1, 100_000, 100_000, 0, 0, 0]
+            ),
             row("aten::t", Some("[[32,64]]"), [1, 20_000, 20_000, 0, 0, 0]),
         ]
     );
@@ -123,13 +139,14 @@ fn report_tables_and_summary() {
     );
 
     assert!(
-        stdout.contains("6 operator calls; GPU time launched outside every operator: 50.000 µs (8.3%)"),
+        stdout.contains(
+            "6 operator calls; GPU time launched outside every operator: 50.000 µs (8.3%)"
+        ),
         "{stdout}"
     );
     assert!(
-        stdout.contains(
-            "  1  aten::addmm       2  450.000 µs      75.0%  300.000 µs  300.000 µs\n"
-        ),
+        stdout
+            .contains("  1  aten::addmm       2  450.000 µs      75.0%  300.000 µs  300.000 µs\n"),
         "{stdout}"
     );
     assert!(
@@ -207,4 +224,93 @@ fn flame_python_line_operator_kernel() {
         folded(&trace, &["--nvtx"]),
         "Memcpy HtoD (Pageable -> Device) 100000\nbias_add 50000\ngemm 450000\n"
     );
+}
+
+#[test]
+fn compare_operators() {
+    let dir = tempdir("ops-compare");
+    let a = dir.join("a-rank0.trace.json.gz");
+    let b = dir.join("b-rank0.trace.json.gz");
+    let plain = dir.join("p-rank0.trace.json.gz");
+    with_operators(300_000, true).write_gz(&a);
+    // B: the first GEMM takes 150 µs instead of 300, and aten::mul is gone.
+    with_operators(150_000, false).write_gz(&b);
+    sample().write_gz(&plain);
+    let (a, b, plain) = (
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        plain.to_str().unwrap(),
+    );
+    let c: Value = serde_json::from_str(&cuprof_ok(&["compare", a, b, "--json"])).unwrap();
+    let got: Vec<(String, [i64; 8], Option<f64>)> = c["operators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let k = [
+                "a_count",
+                "b_count",
+                "a_cpu_ns",
+                "b_cpu_ns",
+                "a_self_cpu_ns",
+                "b_self_cpu_ns",
+                "a_gpu_ns",
+                "b_gpu_ns",
+            ];
+            assert_eq!(i(&r["cpu_delta_ns"]), i(&r["b_cpu_ns"]) - i(&r["a_cpu_ns"]));
+            assert_eq!(i(&r["gpu_delta_ns"]), i(&r["b_gpu_ns"]) - i(&r["a_gpu_ns"]));
+            (
+                r["name"].as_str().unwrap().to_string(),
+                k.map(|k| i(&r[k])),
+                r["gpu_ratio"].as_f64(),
+            )
+        })
+        .collect();
+    let s = |n: &str| n.to_string();
+    assert_eq!(
+        got,
+        [
+            (
+                s("aten::addmm"),
+                [2, 2, 300_000, 300_000, 300_000, 300_000, 450_000, 300_000],
+                Some(300_000.0 / 450_000.0)
+            ),
+            (
+                s("aten::copy_"),
+                [1, 1, 100_000, 100_000, 100_000, 100_000, 100_000, 100_000],
+                Some(1.0)
+            ),
+            (
+                s("aten::linear"),
+                [1, 1, 300_000, 300_000, 80_000, 80_000, 0, 0],
+                None
+            ),
+            (s("aten::mul"), [1, 0, 100_000, 0, 100_000, 0, 0, 0], None),
+            (
+                s("aten::t"),
+                [1, 1, 20_000, 20_000, 20_000, 20_000, 0, 0],
+                None
+            ),
+        ]
+    );
+    let text = cuprof_ok(&["compare", a, b]);
+    assert!(
+        text.contains(
+            "  aten::addmm   450.000 µs  300.000 µs  0.667x  -150.000 µs  300.000 µs  300.000 µs         0 ns\n\
+             \x20 aten::copy_   100.000 µs  100.000 µs  1.000x         0 ns  100.000 µs  100.000 µs         0 ns\n\
+             \x20 aten::linear        0 ns        0 ns                 0 ns  300.000 µs  300.000 µs         0 ns\n\
+             \x20 aten::mul           0 ns        0 ns                 0 ns  100.000 µs        0 ns  -100.000 µs\n"
+        ),
+        "{text}"
+    );
+
+    // Only one side with operators: no rows, and the text says why.
+    let c: Value = serde_json::from_str(&cuprof_ok(&["compare", a, plain, "--json"])).unwrap();
+    assert!(c.get("operators").is_none());
+    let text = cuprof_ok(&["compare", a, plain]);
+    assert!(
+        text.ends_with("operators: only A has them (B has no cpu_op events)\n"),
+        "{text}"
+    );
+    assert!(!cuprof_ok(&["compare", plain, plain]).contains("operators"));
 }

@@ -215,7 +215,8 @@ impl Trace {
         } else {
             String::new()
         };
-        let args = format!("{x}\"device\": 0, \"stream\": 7, \"correlation\": {c}, \"bytes\": 4096");
+        let args =
+            format!("{x}\"device\": 0, \"stream\": 7, \"correlation\": {c}, \"bytes\": 4096");
         self.x(cat, name, 0, 7, start, dur, &args);
         c
     }
@@ -500,8 +501,28 @@ pub fn with_operators(gemm: i64, mul: bool) -> Trace {
         Some("[[32],[8,64],[64,32]]"),
         Some("model.py(12): forward;train.py(40): <module>"),
     );
-    t.launch_in(3, "cudaLaunchKernel", "kernel", "gemm", MAIN, 200_000, 500_000, gemm, true);
-    t.launch_in(3, "cudaLaunchKernel", "kernel", "bias_add", MAIN, 300_000, 800_000, 50_000, false);
+    t.launch_in(
+        3,
+        "cudaLaunchKernel",
+        "kernel",
+        "gemm",
+        MAIN,
+        200_000,
+        500_000,
+        gemm,
+        true,
+    );
+    t.launch_in(
+        3,
+        "cudaLaunchKernel",
+        "kernel",
+        "bias_add",
+        MAIN,
+        300_000,
+        800_000,
+        50_000,
+        false,
+    );
     t.cpu_op(
         "aten::addmm",
         MAIN,
@@ -511,7 +532,17 @@ pub fn with_operators(gemm: i64, mul: bool) -> Trace {
         Some("[[32], [4, 64], [64, 32]]"),
         Some("model.py(20): head;train.py(40): <module>"),
     );
-    t.launch_in(4, "cudaLaunchKernel", "kernel", "gemm", MAIN, 1_050_000, 1_200_000, 100_000, true);
+    t.launch_in(
+        4,
+        "cudaLaunchKernel",
+        "kernel",
+        "gemm",
+        MAIN,
+        1_050_000,
+        1_200_000,
+        100_000,
+        true,
+    );
     t.cpu_op("aten::copy_", MAIN, 2_000_000, 100_000, 5, None, None);
     t.launch_in(
         5,
@@ -526,7 +557,15 @@ pub fn with_operators(gemm: i64, mul: bool) -> Trace {
     );
     t.launch("gemm", MAIN, 3_000_000, 0, 7, 3_000_000, 50_000);
     if mul {
-        t.cpu_op("aten::mul", OTHER, 100_000, 100_000, 6, Some("[[8],[8]]"), None);
+        t.cpu_op(
+            "aten::mul",
+            OTHER,
+            100_000,
+            100_000,
+            6,
+            Some("[[8],[8]]"),
+            None,
+        );
     }
     t
 }
