@@ -105,8 +105,7 @@ pub(crate) fn folded(an: &Analysis, cpu: bool, nvtx: bool) -> BTreeMap<String, u
         } else {
             for (oi, (o, p)) in f.ops.iter().zip(&an.op_paths[fi]).enumerate() {
                 let op = links.map_or(NONE, |l| l.gpu[oi]);
-                *acc.entry((rank, under(op, *p), o.name)).or_default() +=
-                    (o.end - o.start) as u64;
+                *acc.entry((rank, under(op, *p), o.name)).or_default() += (o.end - o.start) as u64;
             }
         }
     }

@@ -162,6 +162,9 @@ pub struct Operators {
     pub by_input_dims: Vec<OperatorRow>,
 }
 
+/// Per kernel name id: the operator name that launched most of its time, and that time.
+pub type KernelOperators = FxHashMap<u32, (String, i64)>;
+
 #[derive(Default, Clone, Copy)]
 struct Acc {
     count: u64,
@@ -179,7 +182,7 @@ pub fn summarize(
     names: &Interner,
     files: &[FileData],
     links: &[Option<Links>],
-) -> Option<(Operators, FxHashMap<u32, (String, i64)>)> {
+) -> Option<(Operators, KernelOperators)> {
     if links.iter().all(Option::is_none) {
         return None;
     }
@@ -261,10 +264,7 @@ pub fn summarize(
             .then_with(|| a.name.cmp(&b.name))
             .then_with(|| a.input_dims.cmp(&b.input_dims))
     };
-    let mut top: Vec<OperatorRow> = by_name
-        .into_iter()
-        .map(|(n, a)| row(n, None, a))
-        .collect();
+    let mut top: Vec<OperatorRow> = by_name.into_iter().map(|(n, a)| row(n, None, a)).collect();
     top.sort_by(order);
     let mut by_input_dims: Vec<OperatorRow> = if shapes {
         by_dims
@@ -277,7 +277,7 @@ pub fn summarize(
     by_input_dims.sort_by(order);
 
     // The launching operator of most of each kernel's time (ties: the first name).
-    let mut best: FxHashMap<u32, (String, i64)> = FxHashMap::default();
+    let mut best = KernelOperators::default();
     for ((kernel, op), t) in kernel_ops {
         let name = if op == NO_NAME {
             NO_OPERATOR
