@@ -23,6 +23,9 @@ pub struct Links {
     pub parent: Vec<u32>,
     /// Per operator: its duration minus that of the operators directly nested in it.
     pub self_ns: Vec<i64>,
+    /// Per operator: itself, or the operator it is folded into (see [`links`]); a folded one
+    /// counts nowhere and nothing points at it.
+    pub rep: Vec<u32>,
     /// Per GPU operation (index of `FileData::ops`): the operator that launched it, or `NONE`.
     pub gpu: Vec<u32>,
     /// Per API call (index of `FileData::apis`): the operator it ran in, or `NONE`.
@@ -82,11 +85,37 @@ pub fn links(f: &FileData) -> Option<Links> {
         }
     }
 
+    // An operator that is the only one directly inside an operator of the same name is that
+    // call going through another overload (`aten::sum` -> `aten::sum.dim_IntList`): it is
+    // folded into its parent, as torch.profiler's tables do, so that counts and times agree.
+    let mut children = vec![0u32; ops.len()];
+    for &p in &parent {
+        if p != NONE {
+            children[p as usize] += 1;
+        }
+    }
+    let mut rep: Vec<u32> = (0..ops.len() as u32).collect();
+    for list in &by_thread {
+        // Sorted outer first: a parent's `rep` is final before its children are seen.
+        for &i in list {
+            let p = parent[i as usize];
+            if p == NONE {
+                continue;
+            }
+            if ops[p as usize].name == ops[i as usize].name && children[p as usize] == 1 {
+                rep[i as usize] = rep[p as usize];
+                self_ns[rep[i as usize] as usize] += self_ns[i as usize];
+            } else {
+                parent[i as usize] = rep[p as usize];
+            }
+        }
+    }
+
     let mut by_ext: FxHashMap<i64, u32> = FxHashMap::default();
     by_ext.reserve(ops.len());
     for (i, o) in ops.iter().enumerate() {
         if o.ext >= 0 {
-            by_ext.entry(o.ext).or_insert(i as u32);
+            by_ext.entry(o.ext).or_insert(rep[i]);
         }
     }
     let mut api = vec![NONE; f.apis.len()];
@@ -118,6 +147,7 @@ pub fn links(f: &FileData) -> Option<Links> {
     Some(Links {
         parent,
         self_ns,
+        rep,
         gpu,
         api,
     })
@@ -205,8 +235,11 @@ pub fn summarize(
             }
             continue;
         };
-        calls += f.cpu_ops.len() as u64;
         for (i, o) in f.cpu_ops.iter().enumerate() {
+            if l.rep[i] != i as u32 {
+                continue;
+            }
+            calls += 1;
             shapes |= o.dims != NO_NAME;
             for a in [
                 by_name.entry(o.name).or_default(),
@@ -357,6 +390,42 @@ mod tests {
         l.chain(0, &mut c);
         assert_eq!(c, [1, 2, 0]);
         assert!(links(&file(vec![])).is_none());
+    }
+
+    #[test]
+    fn same_name_only_child_is_folded() {
+        let named = |o: CpuOp, name| CpuOp { name, ..o };
+        // S1 [0,100] holds only S2 [10,50] (same name), which holds M [20,30]: S2 is S1's
+        // call; a kernel S2 launched is S1's. S3 [200,300] holds S4 (same name) and X: S4
+        // stays.
+        let mut f = file(vec![
+            named(op(0, 0, 100, 1), 9),
+            named(op(0, 10, 50, 2), 9),
+            named(op(0, 20, 30, 3), 4),
+            named(op(0, 200, 300, 4), 9),
+            named(op(0, 210, 220, 5), 9),
+            named(op(0, 230, 240, 6), 5),
+        ]);
+        f.ops = vec![GpuOp {
+            start: 0,
+            end: 10,
+            device: 0,
+            name: 0,
+            kind: OpKind::Compute,
+            corr: -1,
+            bytes: 0,
+        }];
+        f.op_ext = vec![(0, 2)];
+        let l = links(&f).unwrap();
+        assert_eq!(l.rep, [0, 0, 2, 3, 4, 5]);
+        assert_eq!(l.parent[2], 0);
+        // S1: 100 - 40 (S2) + S2's own 30 = 90.
+        assert_eq!(l.self_ns[0], 90);
+        assert_eq!(l.self_ns[3], 80);
+        assert_eq!(l.gpu, [0]);
+        let mut c = Vec::new();
+        l.chain(2, &mut c);
+        assert_eq!(c, [0, 2]);
     }
 
     #[test]
