@@ -27,6 +27,10 @@
 //!   range (other than `ProfilerStep#N`) open, `start <= t <= end`, on the thread of the
 //!   `cuda_runtime`/`cuda_driver` event whose `args.correlation` equals the operation's, at that
 //!   call's start `t`. No such call: `(no launch record)`; no open range: `(no NVTX range)`.
+//! * **Operators** (`cpu_op` events, [`operators`]): nested per thread by containment; self
+//!   time = duration minus the operators directly inside. A GPU operation belongs to the
+//!   operator its `External id` names, else to the one its launch's `External id` names (by
+//!   correlation), else to `(no operator)`.
 //! * **Across ranks**: imbalance = max / mean over ranks (of mean step time, of GPU busy
 //!   time); for each step number seen on two ranks or more, the rank whose step took longest
 //!   (ties: lowest rank); comm/compute overlap = time communication and compute kernels ran
@@ -37,6 +41,7 @@ mod flame;
 pub(crate) mod load;
 mod merge;
 mod model;
+mod operators;
 mod render;
 
 use std::path::{Path, PathBuf};

@@ -57,6 +57,13 @@ pub struct Args<'a> {
     pub name: Option<Cow<'a, str>>,
     /// `process_sort_index` / `thread_sort_index` metadata.
     pub sort_index: Option<i64>,
+    /// Kineto's `External id`: on a `cpu_op` its own id, on a CUDA call or a GPU operation the
+    /// id of the innermost operator it ran in.
+    pub external_id: Option<i64>,
+    /// A `cpu_op`'s `Input Dims`, the JSON text as it stands in the file (nested arrays).
+    pub input_dims: Option<&'a str>,
+    /// A `cpu_op`'s `Call stack`: `file(line): function` frames, innermost first, `;` between.
+    pub call_stack: Option<Cow<'a, str>>,
 }
 
 /// One element of `traceEvents`.
@@ -181,6 +188,12 @@ struct RawArgs<'a> {
     name: Option<Text<'a>>,
     #[serde(default)]
     sort_index: Option<Int>,
+    #[serde(rename = "External id", default)]
+    external_id: Option<Int>,
+    #[serde(rename = "Input Dims", borrow, default)]
+    input_dims: Option<&'a RawValue>,
+    #[serde(rename = "Call stack", borrow, default)]
+    call_stack: Option<Text<'a>>,
 }
 
 impl<'a> RawArgs<'a> {
@@ -194,6 +207,9 @@ impl<'a> RawArgs<'a> {
             payload: self.payload.and_then(|f| f.0),
             name: self.name.map(|t| t.0),
             sort_index: self.sort_index.and_then(|i| i.0),
+            external_id: self.external_id.and_then(|i| i.0),
+            input_dims: self.input_dims.map(RawValue::get),
+            call_stack: self.call_stack.map(|t| t.0),
         }
     }
 }
@@ -421,6 +437,21 @@ mod tests {
         assert_eq!(e.args.device, Some(0));
         assert_eq!(e.offset, 42);
         assert_eq!(e.raw_str().unwrap(), raw);
+    }
+
+    #[test]
+    fn operator_args() {
+        let raw = r#"{"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 2, "ts": 1.000, "dur": 2.000, "args": {"External id": 5, "Sequence number": 1, "Record function id": 5, "Input Dims": [[32], [8, 64], []], "Call stack": "m.py(12): forward;t.py(40): <module>"}}"#;
+        let e = Event::parse(raw, 0).unwrap();
+        assert_eq!(e.args.external_id, Some(5));
+        assert_eq!(e.args.input_dims, Some("[[32], [8, 64], []]"));
+        assert_eq!(
+            e.args.call_stack.as_deref(),
+            Some("m.py(12): forward;t.py(40): <module>")
+        );
+        let k = Event::parse(r#"{"ph": "X", "args": {"correlation": 3}}"#, 0).unwrap();
+        assert_eq!(k.args.external_id, None);
+        assert_eq!(k.args.input_dims, None);
     }
 
     #[test]
