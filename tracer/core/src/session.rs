@@ -486,7 +486,18 @@ pub fn frames_of(text: &str) -> Vec<crate::memory::Frame> {
     };
     let skip = frames.iter().take_while(|f| ours(f)).count();
     frames.drain(..skip);
+    // Between cuprof's callback and the program are CUPTI's and the driver's own frames: the
+    // stack starts at the allocation call the program made, when it is there to be found.
+    if let Some(api) = frames.iter().position(|f| is_allocation_call(&f.name)) {
+        frames.drain(..api);
+    }
     frames
+}
+
+/// The CUDA runtime and driver entry points that allocate or free device memory.
+fn is_allocation_call(name: &str) -> bool {
+    const PREFIXES: [&str; 4] = ["cudaMalloc", "cudaFree", "cuMemAlloc", "cuMemFree"];
+    PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
 /// The frames outside the native stack of an allocation: the PyTorch operators it was made in

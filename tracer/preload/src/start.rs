@@ -12,9 +12,30 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
-/// Allocation calls whose stacks `--with-stack` records: runtime (PyTorch's caching allocator
-/// uses cudaMalloc) and driver.
-const ALLOCATION_CALLS: [(u32, u32); 8] = [
+/// Allocation and free calls whose stacks `--with-stack` records: runtime (PyTorch's caching
+/// allocator uses cudaMalloc/cudaFree) and driver. Frees get theirs so the memory viewer shows
+/// where a block was released (without one it reads as freed before recording began).
+const ALLOCATION_CALLS: [(u32, u32); 13] = [
+    (
+        cupti::DOMAIN_RUNTIME,
+        Rt::CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020.0,
+    ),
+    (
+        cupti::DOMAIN_RUNTIME,
+        Rt::CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020.0,
+    ),
+    (
+        cupti::DOMAIN_RUNTIME,
+        Rt::CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_ptsz_v11020.0,
+    ),
+    (
+        cupti::DOMAIN_DRIVER,
+        Drv::CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2.0,
+    ),
+    (
+        cupti::DOMAIN_DRIVER,
+        Drv::CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync.0,
+    ),
     (
         cupti::DOMAIN_RUNTIME,
         Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020.0,

@@ -569,3 +569,18 @@ fn backtrace_text_becomes_frames_without_cuprofs_own() {
     assert_eq!(f[0].line, 162);
     assert_eq!(f[1].line, 0);
 }
+
+#[test]
+fn allocation_stacks_start_at_the_programs_call() {
+    // As on a GPU: CUPTI's and the driver's frames sit between cuprof's callback and the
+    // runtime's cudaMalloc that PyTorch's allocator called.
+    let text = "   0: cuprof::stacks::capture\n   1: <unknown>\n   2: cuptiEnableDomain\n   3: cuDevicePrimaryCtxRetain\n   4: cudaMalloc\n   5: c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc\n";
+    let names: Vec<String> = frames_of(text).into_iter().map(|f| f.name).collect();
+    assert_eq!(
+        names,
+        vec![
+            "cudaMalloc",
+            "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc"
+        ]
+    );
+}
