@@ -11,6 +11,10 @@ import time
 import double as dbl
 
 per_thread, threads, cupti_dropped = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+# argv[4] == "reclaimed": after the launches, wait (up to 60 s) until the tracer has brought back
+# at least one buffer on its own (no buffer here fills; only a flush returns one), and report
+# how many came back before this program's own flush.
+wait_reclaimed = sys.argv[4:] == ["reclaimed"]
 d = dbl.load()
 assert d.cuInit(0) == 0
 start = threading.Barrier(threads)
@@ -45,6 +49,11 @@ began = time.monotonic()
 for t in ts:
     t.join()
 seconds = time.monotonic() - began
+if wait_reclaimed:
+    deadline = time.monotonic() + 60
+    while d.double_buffers_completed() == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+completed_before_flush = d.double_buffers_completed()
 d.double_set_dropped(cupti_dropped)
 d.cuptiActivityFlushAll(1)
 print(json.dumps({
@@ -52,6 +61,7 @@ print(json.dumps({
     "produced": d.double_records_produced(0),
     "delivered": d.double_records_delivered(0),
     "dropped_by_double": d.double_records_dropped(),
+    "completed_before_flush": completed_before_flush,
     "peak_rss_kib": peak_rss_kib(),
     "seconds": round(seconds, 3),
 }))

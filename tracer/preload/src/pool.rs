@@ -8,7 +8,9 @@
 //! get an overflow buffer, whose records are dropped and counted.
 //!
 //! Buffers out are also capped in number, because a flush from the writer thread sends every
-//! partly filled buffer through the writer's own channel.
+//! partly filled buffer through the writer's own channel. Buffers a flush is handing back still
+//! count as out while their threads ask for new ones, so the cap is set well above the threads
+//! it is meant for.
 //!
 //! CUPTI before 12.9 crashes on a declined (NULL) buffer, hence overflow buffers instead.
 
