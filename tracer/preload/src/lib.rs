@@ -23,8 +23,11 @@ mod cupti;
 mod entry;
 mod hooks;
 mod nvtx;
+mod pages;
+mod pool;
 mod python;
 mod rawdump;
+mod reclaim;
 mod resolve;
 mod stacks;
 mod start;
@@ -54,7 +57,7 @@ pub struct Tracer {
     pub cupti_version: u32,
     pub decoder: Mutex<Decoder>,
     pub names: Mutex<resolve::Names>,
-    pub pool: buffers::Pool,
+    pub pool: pool::Pool,
     pub tx: crossbeam_channel::Sender<Msg>,
     pub counters: Arc<Counters>,
     pub kinds: Vec<u32>,

@@ -70,7 +70,7 @@ const ALLOCATION_CALLS: [(u32, u32); 13] = [
     ),
 ];
 
-/// Messages the channel holds: each is one CUPTI buffer's batch or one NVTX range.
+/// Messages the channel holds at least: each is one CUPTI buffer's batch or one NVTX range.
 const CHANNEL_CAPACITY: usize = 4096;
 
 /// Our CUPTI subscriber handle (null when not subscribed).
@@ -240,13 +240,17 @@ pub fn start(cfg: &Config) -> Result<(), String> {
     let api = crate::api::ApiPlan::new(cfg, api_switches, &names);
     let kinds = kinds(cfg);
     tracing::debug!(kinds = ?kinds, memory = cfg.activities.mem, with_stack = cfg.with_stack, api = ?cfg.api, per_call = api.is_some(), "activity kinds");
-    let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
+    let pool = crate::pool::Pool::new(cfg.buffer_size, cfg.buffers);
+    // A flush from the writer thread (periodic, or to reclaim buffers) sends every partly filled
+    // buffer into the writer's own channel before it can drain any: room for all, twice.
+    let capacity = CHANNEL_CAPACITY.max(2 * pool.max_out());
+    let (tx, rx) = crossbeam_channel::bounded(capacity);
     let tracer = Tracer {
         api,
         cupti_version: version,
         decoder: Mutex::new(Decoder::new(family)),
         names: Mutex::new(names),
-        pool: crate::buffers::Pool::new(cfg.buffer_size, cfg.buffers),
+        pool,
         tx,
         counters: Arc::new(Default::default()),
         kinds,
