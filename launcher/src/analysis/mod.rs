@@ -43,6 +43,7 @@ mod merge;
 mod model;
 mod operators;
 mod render;
+mod run_summary;
 
 use std::path::{Path, PathBuf};
 
@@ -53,6 +54,7 @@ use crate::console::outln;
 pub use compare::{compare, CompareArgs};
 pub use flame::{flame, FlameArgs};
 pub use merge::{merge, MergeArgs};
+pub use run_summary::after_run;
 
 use load::Interner;
 use model::Analysis;
