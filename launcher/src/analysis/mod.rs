@@ -43,6 +43,7 @@ mod merge;
 mod model;
 mod operators;
 mod render;
+mod series;
 
 use std::path::{Path, PathBuf};
 
