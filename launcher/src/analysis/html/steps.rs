@@ -112,7 +112,12 @@ fn distribution(out: &mut String, s: &Summary) {
         .iter()
         .flat_map(|r| r.step_times.iter().map(|t| t.dur_ns))
         .collect();
-    let (lo, hi) = (st.min_ns as f64, st.max_ns as f64);
+    let (mut lo, mut hi) = (st.min_ns as f64, st.max_ns as f64);
+    if hi - lo < 1.0 {
+        // Every step took the same time: one bar in the middle of ±5% around it.
+        lo -= (lo * 0.05).max(1.0);
+        hi += (hi * 0.05).max(1.0);
+    }
     let bins = 30usize.min(durs.len().max(1));
     let width = ((hi - lo) / bins as f64).max(1.0);
     let mut counts = vec![0usize; bins];
@@ -123,7 +128,8 @@ fn distribution(out: &mut String, s: &Summary) {
     let (div, unit) = svg::time_unit(hi);
     let top = *counts.iter().max().unwrap_or(&1) as f64;
     let x = Scale::new(lo, lo + width * bins as f64, M_LEFT, W - M_RIGHT);
-    let y = Scale::new(0.0, top * 1.1, H - M_BOTTOM, M_TOP);
+    // Headroom for the percentile labels.
+    let y = Scale::new(0.0, top * 1.25, H - M_BOTTOM, M_TOP);
     svg::open(out, "chart", W, H, "distribution of step latency");
     svg::y_axis(out, &y, M_LEFT, W - M_RIGHT, 1.0, "steps");
     svg::x_axis(out, &x, H - M_BOTTOM, div, &format!("step time ({unit})"));
@@ -143,23 +149,28 @@ fn distribution(out: &mut String, s: &Summary) {
             dur(e)
         );
     }
+    // Labels of close percentiles go one under the other instead of on top of each other.
+    let mut last_x = f64::MIN;
+    let mut row = 0.0;
     for (p, key, v) in [
         ("p50", "steps.p50_ns", st.p50_ns),
         ("p90", "steps.p90_ns", st.p90_ns),
         ("p99", "steps.p99_ns", st.p99_ns),
     ] {
         let px = x.at(v);
+        row = if px - last_x < 26.0 { row + 11.0 } else { 0.0 };
+        last_x = px;
         let _ = write!(
             out,
             r#"<g class="pct"><line x1="{}" y1="{}" x2="{}" y2="{}"{}><title>{p} {}</title></line><text x="{}" y="{}" text-anchor="middle">{p}</text></g>"#,
             f(px),
-            f(M_TOP + 12.0),
+            f(M_TOP + 12.0 + row),
             f(px),
             f(H - M_BOTTOM),
             data(key, v),
             dur(v),
             f(px),
-            f(M_TOP + 9.0),
+            f(M_TOP + 9.0 + row),
         );
     }
     out.push_str("</svg>");

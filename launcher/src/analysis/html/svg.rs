@@ -87,6 +87,15 @@ pub fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     out
 }
 
+/// The distance between consecutive ticks (0 for fewer than two).
+fn spacing(ts: &[f64]) -> f64 {
+    if ts.len() < 2 {
+        0.0
+    } else {
+        ts[1] - ts[0]
+    }
+}
+
 /// A unit for an axis of nanoseconds whose largest value is `max`: (divisor, label).
 pub fn time_unit(max: f64) -> (f64, &'static str) {
     if max >= 1e9 {
@@ -114,9 +123,18 @@ pub fn byte_unit(max: f64) -> (f64, &'static str) {
     }
 }
 
-/// A tick label without trailing zeros: `0.5`, `2`, `12.25`.
-pub fn tick_label(v: f64) -> String {
-    let s = format!("{v:.3}");
+/// A tick label without trailing zeros, with as many decimals as the ticks' spacing needs:
+/// `0.5`, `2`, `5.82803`.
+pub fn tick_label(v: f64, spacing: f64) -> String {
+    let decimals = if spacing > 0.0 {
+        (-spacing.log10().floor()).clamp(0.0, 9.0) as usize
+    } else {
+        3
+    };
+    let s = format!("{v:.decimals$}");
+    if !s.contains('.') {
+        return s;
+    }
     let s = s.trim_end_matches('0').trim_end_matches('.');
     if s == "-0" {
         "0".into()
@@ -141,7 +159,9 @@ pub fn open(out: &mut String, class: &str, w: f64, h: f64, label: &str) {
 /// Left axis with horizontal grid lines from `x0` to `x1`; labels are `value / div`.
 pub fn y_axis(out: &mut String, y: &Scale, x0: f64, x1: f64, div: f64, title: &str) {
     // Ticks are round in the shown unit, not in nanoseconds or bytes.
-    for t in ticks(y.d0 / div, y.d1 / div, 5) {
+    let ts = ticks(y.d0 / div, y.d1 / div, 5);
+    let spacing = spacing(&ts);
+    for t in ts {
         let py = y.at(t * div);
         let _ = write!(
             out,
@@ -152,7 +172,7 @@ pub fn y_axis(out: &mut String, y: &Scale, x0: f64, x1: f64, div: f64, title: &s
             f(py),
             f(x0 - 4.0),
             f(py + 3.5),
-            tick_label(t)
+            tick_label(t, spacing)
         );
     }
     let _ = write!(
@@ -174,7 +194,9 @@ pub fn x_axis(out: &mut String, x: &Scale, y0: f64, div: f64, title: &str) {
         f(x.r1),
         f(y0)
     );
-    for t in ticks(x.d0 / div, x.d1 / div, 8) {
+    let ts = ticks(x.d0 / div, x.d1 / div, 8);
+    let spacing = spacing(&ts);
+    for t in ts {
         let px = x.at(t * div);
         let _ = write!(
             out,
@@ -185,7 +207,7 @@ pub fn x_axis(out: &mut String, x: &Scale, y0: f64, div: f64, title: &str) {
             f(y0 + 4.0),
             f(px),
             f(y0 + 16.0),
-            tick_label(t)
+            tick_label(t, spacing)
         );
     }
     let _ = write!(
@@ -241,8 +263,10 @@ mod tests {
         assert_eq!(ticks(0.0, 10.0, 5), vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
         assert_eq!(ticks(0.0, 0.9, 3), vec![0.0, 0.5]);
         assert_eq!(ticks(3.0, 3.0, 5), vec![3.0]);
-        assert_eq!(tick_label(0.30000000000000004), "0.3");
-        assert_eq!(tick_label(12.0), "12");
+        assert_eq!(tick_label(0.30000000000000004, 0.1), "0.3");
+        assert_eq!(tick_label(12.0, 2.0), "12");
+        assert_eq!(tick_label(5.82803, 0.00001), "5.82803");
+        assert_eq!(tick_label(-0.0001, 0.5), "0");
         assert_eq!(esc(r#"a<b & "c""#), "a&lt;b &amp; &quot;c&quot;");
         assert_eq!(
             data("steps.p50_ns", 2.5e6),
