@@ -31,6 +31,9 @@
 //!   time = duration minus the operators directly inside. A GPU operation belongs to the
 //!   operator its `External id` names, else to the one its launch's `External id` names (by
 //!   correlation), else to `(no operator)`.
+//! * **Series** ([`series`]): each rank's step durations, and each device's memory counter
+//!   (`reserved_bytes`) thinned to at most 2,000 points keeping each time bucket's extremes;
+//!   `report --html` ([`html`]) plots these and the figures above.
 //! * **Across ranks**: imbalance = max / mean over ranks (of mean step time, of GPU busy
 //!   time); for each step number seen on two ranks or more, the rank whose step took longest
 //!   (ties: lowest rank); comm/compute overlap = time communication and compute kernels ran
