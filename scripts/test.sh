@@ -6,6 +6,13 @@
 # on PATH: every test's `python3` is that one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# launcher/tests/report_html.rs opens `cuprof report --html`'s page in headless Chromium
+# (Debian's package); installed here only when missing.
+if [ ! -x /usr/bin/chromium ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get install -y chromium >&2 || { $sudo apt-get update >&2 && $sudo apt-get install -y chromium >&2; }
+fi
 venv_bin="$(bash scripts/python-env.sh)"
 export PATH="$venv_bin:$PATH"
 cargo fmt --all -- --check

@@ -90,15 +90,16 @@ fn report_replaces_a_symlinked_summary_instead_of_following_it() {
     std::fs::create_dir_all(&rd).unwrap();
     std::os::unix::fs::symlink(&outside, rd.join("summary.json")).unwrap();
     std::os::unix::fs::symlink(&outside, rd.join("report.md")).unwrap();
+    std::os::unix::fs::symlink(&outside, rd.join("report.html")).unwrap();
     cuprof_ok(&["report", t.to_str().unwrap(), "-o", rd.to_str().unwrap()]);
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me");
-    for name in ["summary.json", "report.md"] {
+    for name in ["summary.json", "report.md", "report.html"] {
         let md = std::fs::symlink_metadata(rd.join(name)).unwrap();
         assert!(md.is_file(), "{name} is a regular file now");
     }
     let s = read_json(&rd.join("summary.json"));
     assert_eq!(s["steps"]["count"], 4);
-    assert_eq!(listing(&rd), ["report.md", "summary.json"]);
+    assert_eq!(listing(&rd), ["report.html", "report.md", "summary.json"]);
 }
 
 #[test]

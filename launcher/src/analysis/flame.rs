@@ -145,6 +145,53 @@ pub(crate) fn folded(an: &Analysis, cpu: bool, nvtx: bool) -> BTreeMap<String, u
     out
 }
 
+/// Folded lines (`frame;frame;leaf weight`).
+fn lines(stacks: &BTreeMap<String, u64>) -> Vec<String> {
+    stacks.iter().map(|(s, w)| format!("{s} {w}")).collect()
+}
+
+/// Draws the flame graph of folded `lines` (inferno) into `w`; `paths` are the inputs named in
+/// the subtitle.
+fn draw(
+    lines: &[String],
+    cpu: bool,
+    by_op: bool,
+    paths: &[PathBuf],
+    w: &mut impl std::io::Write,
+) -> Result<()> {
+    let mut opt = inferno::flamegraph::Options::default();
+    opt.title = match (cpu, by_op) {
+        (true, false) => "cuprof: CPU time of CUDA API calls by NVTX range",
+        (false, false) => "cuprof: GPU time by NVTX range and kernel",
+        (true, true) => "cuprof: CPU time of CUDA API calls by Python line and operator",
+        (false, true) => "cuprof: GPU time by Python line, operator and kernel",
+    }
+    .to_string();
+    opt.count_name = "ns".to_string();
+    opt.subtitle = Some(
+        paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" "),
+    );
+    inferno::flamegraph::from_lines(&mut opt, lines.iter().map(String::as_str), w)?;
+    Ok(())
+}
+
+/// The SVG `cuprof flame PATHS` draws (GPU time; by operator when the traces have operators),
+/// or `None` when there is no GPU work to draw.
+pub(crate) fn svg(an: &Analysis, paths: &[PathBuf]) -> Result<Option<String>> {
+    let stacks = folded(an, false, false);
+    if stacks.is_empty() {
+        return Ok(None);
+    }
+    let by_op = an.links.iter().any(Option::is_some);
+    let mut out = Vec::new();
+    draw(&lines(&stacks), false, by_op, paths, &mut out)?;
+    Ok(Some(String::from_utf8(out)?))
+}
+
 pub fn flame(args: FlameArgs) -> Result<()> {
     let inputs = super::trace_files(&args.paths)?;
     crate::output::refuse_input(&args.out, &inputs)?;
@@ -176,30 +223,14 @@ pub fn flame(args: FlameArgs) -> Result<()> {
             if args.cpu { "without --cpu" } else { "--cpu" }
         );
     }
-    let lines: Vec<String> = stacks.iter().map(|(s, w)| format!("{s} {w}")).collect();
+    let lines = lines(&stacks);
     if let Some(p) = &args.folded {
         crate::output::write(p, (lines.join("\n") + "\n").as_bytes())
             .with_context(|| format!("{}: cannot write the folded stacks", p.display()))?;
     }
-    let mut opt = inferno::flamegraph::Options::default();
-    opt.title = match (args.cpu, by_op) {
-        (true, false) => "cuprof: CPU time of CUDA API calls by NVTX range",
-        (false, false) => "cuprof: GPU time by NVTX range and kernel",
-        (true, true) => "cuprof: CPU time of CUDA API calls by Python line and operator",
-        (false, true) => "cuprof: GPU time by Python line, operator and kernel",
-    }
-    .to_string();
-    opt.count_name = "ns".to_string();
-    opt.subtitle = Some(
-        args.paths
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(" "),
-    );
     let (staged, file) = Staged::create(&args.out)?;
     let mut w = BufWriter::new(file);
-    inferno::flamegraph::from_lines(&mut opt, lines.iter().map(String::as_str), &mut w)
+    draw(&lines, args.cpu, by_op, &args.paths, &mut w)
         .with_context(|| format!("{}: cannot draw the flame graph", args.out.display()))?;
     let file = w
         .into_inner()

@@ -164,6 +164,9 @@ pub struct FileData {
     pub api_ext: Vec<(u32, i64)>,
     /// (index in `ops`, `External id`) of the GPU operations that carry one.
     pub op_ext: Vec<(u32, i64)>,
+    /// Device memory counter samples (`ph: C`, `cat: cuda_memory`): (device, time,
+    /// `reserved_bytes`), in file order.
+    pub memory: Vec<(i64, i64, i64)>,
 }
 
 /// `R` of `...-rankR...` in a file name.
@@ -226,6 +229,7 @@ pub fn load(path: &Path, names: &mut Interner) -> Result<FileData> {
             cpu_ops: Vec::new(),
             api_ext: Vec::new(),
             op_ext: Vec::new(),
+            memory: Vec::new(),
         },
         threads: FxHashMap::default(),
         kinds: Vec::new(),
@@ -292,8 +296,35 @@ impl Builder<'_> {
         *self.syncs[i].get_or_insert_with(|| is_sync_call(self.names.name(name)))
     }
 
+    /// The reader does not decode counter values (only these few events have any), so the
+    /// sample's `args.reserved_bytes` is parsed from its raw text here.
+    fn memory_sample(&mut self, e: &Event<'_>) {
+        #[derive(serde::Deserialize)]
+        struct Counter {
+            args: Values,
+        }
+        #[derive(serde::Deserialize)]
+        struct Values {
+            reserved_bytes: Option<i64>,
+        }
+        let (Some(ts), Some(device)) = (e.ts, e.pid.as_ref().and_then(Id::as_int)) else {
+            return;
+        };
+        if let Ok(Counter {
+            args: Values {
+                reserved_bytes: Some(b),
+            },
+        }) = serde_json::from_slice::<Counter>(e.raw)
+        {
+            self.data.memory.push((device, ts, b));
+        }
+    }
+
     fn event(&mut self, e: &Event<'_>) {
         if !e.is_complete() {
+            if e.ph == "C" && e.cat == "cuda_memory" {
+                self.memory_sample(e);
+            }
             return;
         }
         let (Some(start), Some(dur)) = (e.ts, e.dur) else {

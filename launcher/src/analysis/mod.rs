@@ -31,6 +31,9 @@
 //!   time = duration minus the operators directly inside. A GPU operation belongs to the
 //!   operator its `External id` names, else to the one its launch's `External id` names (by
 //!   correlation), else to `(no operator)`.
+//! * **Series** ([`series`]): each rank's step durations, and each device's memory counter
+//!   (`reserved_bytes`) thinned to at most 2,000 points keeping each time bucket's extremes;
+//!   `report --html` ([`html`]) plots these and the figures above.
 //! * **Across ranks**: imbalance = max / mean over ranks (of mean step time, of GPU busy
 //!   time); for each step number seen on two ranks or more, the rank whose step took longest
 //!   (ties: lowest rank); comm/compute overlap = time communication and compute kernels ran
@@ -38,12 +41,14 @@
 
 mod compare;
 mod flame;
+mod html;
 pub(crate) mod load;
 mod merge;
 mod model;
 mod operators;
 mod render;
 mod run_summary;
+mod series;
 
 use std::path::{Path, PathBuf};
 
@@ -70,6 +75,10 @@ pub struct ReportArgs {
     /// Rows shown per table (summary.json has all of them).
     #[arg(long, default_value_t = 15)]
     pub top: usize,
+    /// Also write the report as one self-contained HTML page with plots (default with `-o DIR`:
+    /// `DIR/report.html`).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// The trace files named by `paths`: files as given, directories listed (not recursively) for
@@ -128,10 +137,20 @@ pub(crate) fn analyse(paths: &[PathBuf]) -> Result<Analysis> {
 }
 
 pub fn report(args: ReportArgs) -> Result<()> {
-    if let Some(dir) = &args.out {
+    // `--html FILE`, else `DIR/report.html` beside the other outputs.
+    let html = args
+        .html
+        .clone()
+        .or_else(|| args.out.as_ref().map(|d| d.join(REPORT_HTML)));
+    if args.out.is_some() || html.is_some() {
         let inputs = trace_files(&args.paths)?;
-        for name in [SUMMARY_JSON, REPORT_MD] {
-            crate::output::refuse_input(&dir.join(name), &inputs)?;
+        if let Some(dir) = &args.out {
+            for name in [SUMMARY_JSON, REPORT_MD] {
+                crate::output::refuse_input(&dir.join(name), &inputs)?;
+            }
+        }
+        if let Some(h) = &html {
+            crate::output::refuse_input(h, &inputs)?;
         }
     }
     let an = analyse(&args.paths)?;
@@ -145,11 +164,18 @@ pub fn report(args: ReportArgs) -> Result<()> {
             dir.join(REPORT_MD).display()
         )?;
     }
+    if let Some(h) = &html {
+        let flame = flame::svg(&an, &args.paths)?;
+        let page = html::page(&summary, flame.as_deref(), args.top);
+        crate::output::write(h, page.as_bytes())?;
+        outln!("wrote {}", h.display())?;
+    }
     Ok(())
 }
 
 const SUMMARY_JSON: &str = "summary.json";
 const REPORT_MD: &str = "report.md";
+const REPORT_HTML: &str = "report.html";
 
 /// Writes `summary.json` and `report.md` into `dir`, each through a temporary file and a
 /// rename (a symlink at either name is replaced, not followed).

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::load::{FileData, GpuOp, Interner, OpKind, NO_NAME};
 use super::operators::{self, Links, Operators};
+use super::series::{self, MemorySeries, StepTime};
 
 /// Bucket of GPU work whose launching API call was not found in the trace.
 pub const NO_LAUNCH: &str = "(no launch record)";
@@ -382,6 +383,9 @@ pub struct RankSummary {
     pub rank: i64,
     pub files: Vec<String>,
     pub steps: StepStats,
+    /// Every step's duration, by step number.
+    #[serde(default)]
+    pub step_times: Vec<StepTime>,
     pub devices: Vec<DeviceSummary>,
     /// Sum over the rank's devices.
     pub gpu: Breakdown,
@@ -481,6 +485,10 @@ pub struct Summary {
     /// PyTorch operators (`cpu_op` events); absent when no trace has any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operators: Option<Operators>,
+    /// Device memory counters (`reserved_bytes`) per rank and device; absent when no trace
+    /// recorded memory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory: Vec<MemorySeries>,
 }
 
 /// Loaded files and what was derived from them once.
@@ -639,6 +647,10 @@ impl Analysis {
         memcpy.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.kind.cmp(&b.kind)));
 
         let cross_rank = self.cross_rank(&ranks, &by_rank);
+        let memory = by_rank
+            .iter()
+            .flat_map(|(&rank, idx)| series::memory(rank, &self.files, idx))
+            .collect();
         Summary {
             tool: "cuprof report".into(),
             version: env!("CARGO_PKG_VERSION").into(),
@@ -652,6 +664,7 @@ impl Analysis {
             dropped,
             cross_rank,
             operators: ops.map(|o| o.0),
+            memory,
         }
     }
 
@@ -719,6 +732,7 @@ impl Analysis {
                 .map(|&i| self.files[i].path.display().to_string())
                 .collect(),
             steps: step_stats(idx.iter().flat_map(|&i| self.files[i].steps.iter())),
+            step_times: series::step_times(&self.files, idx),
             devices,
             gpu,
             dropped,
@@ -936,6 +950,7 @@ mod tests {
             cpu_ops: vec![],
             api_ext: vec![],
             op_ext: vec![],
+            memory: vec![],
         };
         let mut paths = Paths::default();
         let got: Vec<Vec<u32>> = api_paths(&f, &mut paths)

@@ -367,6 +367,7 @@ mod tests {
             cpu_ops,
             api_ext: vec![],
             op_ext: vec![],
+            memory: vec![],
         }
     }
 

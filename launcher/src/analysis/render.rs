@@ -169,6 +169,8 @@ fn breakdown_cells(b: &Breakdown) -> Vec<String> {
         dur(w),
         c(b.compute_ns),
         c(b.communication_ns),
+        c(b.communication_total_ns),
+        c(b.comm_compute_overlap_ns),
         c(b.memcpy_ns),
         c(b.memset_ns),
         c(b.idle_ns),
@@ -214,6 +216,8 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
         ">wall",
         ">compute",
         ">communication",
+        ">comm total",
+        ">comm under compute",
         ">memcpy",
         ">memset",
         ">idle",
@@ -237,7 +241,12 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
         if t.is_empty() {
             "no GPU activity\n".to_string()
         } else {
+            // The exclusive split alone can read `communication 0 ns` while NCCL ran the whole
+            // time under compute: the two totals beside it say how much there was.
             render(&t)
+                + "compute, communication, memcpy, memset and idle count each instant once (in \
+                   that order) and add up to wall; comm total is all communication kernel time, \
+                   comm under compute the part of it that ran with compute.\n"
         },
     ));
 

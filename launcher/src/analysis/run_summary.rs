@@ -1,10 +1,10 @@
 //! What `cuprof run` says about a run when the program ends, so that a user sees whether it
 //! was useful without a second command: the GPU's busy share, the step latency when there are
-//! steps, the top kernels and operators; and the full report (`summary.json`, `report.md`)
-//! written into a folder beside the traces (not among them: HTA reads every `*.json` of the
+//! steps, the top kernels and operators; and the full report (`report.html`, `report.md`,
+//! `summary.json`) written into a folder beside the traces (not among them: HTA reads every `*.json` of the
 //! trace directory).
 
-use super::{analyse, model::Summary, render, write_report};
+use super::{analyse, flame, html, model::Summary, render, write_report, REPORT_HTML};
 use std::path::{Path, PathBuf};
 
 /// Kernels and operators named in the short summary.
@@ -18,21 +18,31 @@ pub fn after_run(traces: &[PathBuf], write: bool) -> (Vec<String>, Option<PathBu
     if traces.is_empty() {
         return (Vec::new(), None);
     }
-    let summary = match analyse(traces) {
-        Ok(an) => an.summarize(),
+    let traces: Vec<PathBuf> = traces.iter().filter(|t| t.is_file()).cloned().collect();
+    if traces.is_empty() {
+        return (Vec::new(), None);
+    }
+    let an = match analyse(&traces) {
+        Ok(an) => an,
         Err(e) => {
             let line = format!("cuprof: no summary of the run: {e:#}");
             return (vec![line], None);
         }
     };
+    let summary = an.summarize();
     let mut lines = short(&summary);
     let mut dir = None;
     if write {
         let d = report_dir(&traces[0]);
-        match write_report(&d, &summary, REPORT_TOP) {
+        let written = write_report(&d, &summary, REPORT_TOP).and_then(|()| {
+            let flame = flame::svg(&an, &traces)?;
+            let page = html::page(&summary, flame.as_deref(), REPORT_TOP);
+            crate::output::write(&d.join(REPORT_HTML), page.as_bytes())
+        });
+        match written {
             Ok(()) => {
                 lines.push(format!(
-                    "cuprof: full report in {} (summary.json, report.md)",
+                    "cuprof: full report in {} (report.html, report.md, summary.json)",
                     d.display()
                 ));
                 dir = Some(d);
@@ -122,9 +132,6 @@ mod tests {
             report_dir(Path::new("/d/profile_1700-rank12.trace.json.gz")),
             PathBuf::from("/d/profile_1700-report")
         );
-        assert_eq!(
-            report_dir(Path::new("x.json")),
-            PathBuf::from("x-report")
-        );
+        assert_eq!(report_dir(Path::new("x.json")), PathBuf::from("x-report"));
     }
 }

@@ -223,7 +223,10 @@ mod tests {
                 .map(|e| e["name"].as_str().unwrap())
                 .collect()
         };
-        assert_eq!(names("X"), (0..10).map(|i| format!("k{i}")).collect::<Vec<_>>());
+        assert_eq!(
+            names("X"),
+            (0..10).map(|i| format!("k{i}")).collect::<Vec<_>>()
+        );
         // A cut file names its tracks like a whole one.
         let stream_name = events
             .iter()
