@@ -37,14 +37,11 @@ fn traced(dir: &Path, env: &[(&str, &str)]) -> (Value, Value) {
     (out, read_trace(&dir.join("t-rank0.trace.json.gz")))
 }
 
-/// The same program under torch.profiler (CPU activity, record_shapes), its Chrome trace.
-fn torch_profiler_trace(dir: &Path) -> Value {
-    require_torch();
-    let path = dir.join("torch.json");
+/// `python3 tests/apps/SCRIPT ARGS` without the tracer; asserts success, returns stdout.
+fn python(script: &str, args: &[&std::ffi::OsStr]) -> String {
     let out = Command::new("python3")
-        .arg(apps().join("torch_model.py"))
-        .arg("torch")
-        .arg(&path)
+        .arg(apps().join(script))
+        .args(args)
         .env("PYTHONPATH", apps())
         .output()
         .expect("python3 runs");
@@ -53,6 +50,14 @@ fn torch_profiler_trace(dir: &Path) -> Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The same program under torch.profiler (CPU activity, record_shapes), its Chrome trace.
+fn torch_profiler_trace(dir: &Path) -> Value {
+    require_torch();
+    let path = dir.join("torch.json");
+    python("torch_model.py", &["torch".as_ref(), path.as_os_str()]);
     read_trace(&path)
 }
 
@@ -80,18 +85,9 @@ fn identity(e: &Value) -> (String, Value, Value, Value) {
     )
 }
 
+/// What TensorBoard's profiler plugin and HTA read from a trace (tests/apps/ops_consumers.py).
 fn consumers(trace_path: &Path) -> Value {
-    let out = Command::new("python3")
-        .arg(apps().join("ops_consumers.py"))
-        .arg(trace_path)
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = python("ops_consumers.py", &[trace_path.as_os_str()]);
     serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
 }
 

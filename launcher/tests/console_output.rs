@@ -4,23 +4,9 @@
 mod analysis_support;
 
 use std::io::Read;
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use analysis_support::*;
-
-fn stderr_of(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn listing(d: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(d)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
 
 #[test]
 fn report_into_a_closed_pipe_exits_quietly_and_still_writes_its_files() {

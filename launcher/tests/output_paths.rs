@@ -7,19 +7,6 @@ use std::path::Path;
 
 use analysis_support::*;
 
-fn stderr_of(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn listing(d: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(d)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
 /// The command fails with exit status 1, one line on stderr starting `cuprof: ` and holding
 /// `says`, and `kept` still holds the bytes it held before.
 fn refused(args: &[&str], says: &str, kept: &Path) {

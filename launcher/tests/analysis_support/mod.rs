@@ -569,3 +569,18 @@ pub fn with_operators(gemm: i64, mul: bool) -> Trace {
     }
     t
 }
+
+/// The names in directory `d`, sorted.
+pub fn listing(d: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// A finished command's stderr as text.
+pub fn stderr_of(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
