@@ -303,18 +303,26 @@ fn allocations_name_their_operator_and_python_line() {
     let script = "import json, pickle, sys\n\
 s = pickle.load(open(sys.argv[1], 'rb'))\n\
 print(json.dumps([[(f['name'], f['filename'], f['line']) for f in e['frames']] \
-for t in s['device_traces'] for e in t if e['action'] == 'segment_alloc']))";
-    let out = Command::new("python3")
-        .args(["-c", script])
-        .arg(dir.path().join(&pickle))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let allocs: Vec<Vec<(String, String, i64)>> = serde_json::from_slice(&out.stdout).unwrap();
+for t in s['device_traces'] for e in t if e['action'] == sys.argv[2]]))";
+    let frames_of = |action: &str| -> Vec<Vec<(String, String, i64)>> {
+        let out = Command::new("python3")
+            .args(["-c", script])
+            .arg(dir.path().join(&pickle))
+            .arg(action)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // Frees carry their stacks too: the viewer shows where each block was released.
+    let frees = frames_of("segment_free");
+    assert_eq!(frees.len(), 4);
+    assert!(frees.iter().all(|f| !f.is_empty()), "{frees:?}");
+    let allocs = frames_of("segment_alloc");
     // One allocation in each of the warm-up and two recorded steps, and one in the wait step
     // (memory is tracked over the whole run; operators only while the window collects).
     assert_eq!(allocs.len(), 4);

@@ -109,7 +109,8 @@ pub enum Input {
     /// Python stack they were called from.
     AllocationStack {
         correlation: u32,
-        backtrace: std::backtrace::Backtrace,
+        /// The native frames, innermost first, symbolised.
+        native: Vec<crate::memory::Frame>,
         operators: Vec<Name>,
         python: Option<PyStack>,
     },
@@ -476,6 +477,13 @@ pub fn frames_of(text: &str) -> Vec<crate::memory::Frame> {
             }
         }
     }
+    program_frames(frames)
+}
+
+/// The frames of an allocation's native stack (innermost first) that belong to the program:
+/// without cuprof's own and the Rust runtime's that captured it, and, when the allocation call
+/// itself is among them, without CUPTI's and the driver's frames above it.
+pub fn program_frames(mut frames: Vec<crate::memory::Frame>) -> Vec<crate::memory::Frame> {
     let ours = |f: &crate::memory::Frame| {
         let n = f.name.as_str();
         n.starts_with("std::")
@@ -483,11 +491,10 @@ pub fn frames_of(text: &str) -> Vec<crate::memory::Frame> {
             || n.starts_with("cuprof::")
             || n.starts_with("<")
             || n.starts_with("__rust")
+            || n.starts_with("backtrace::")
     };
     let skip = frames.iter().take_while(|f| ours(f)).count();
     frames.drain(..skip);
-    // Between cuprof's callback and the program are CUPTI's and the driver's own frames: the
-    // stack starts at the allocation call the program made, when it is there to be found.
     if let Some(api) = frames.iter().position(|f| is_allocation_call(&f.name)) {
         frames.drain(..api);
     }
@@ -727,14 +734,14 @@ impl Session {
             }
             Input::AllocationStack {
                 correlation,
-                backtrace,
+                native,
                 operators,
                 python,
             } => {
                 if self.stacks.len() >= MAX_STACKS {
                     self.stacks.clear();
                 }
-                let mut frames = frames_of(&backtrace.to_string());
+                let mut frames = program_frames(native);
                 frames.extend(caller_frames(&operators, python.as_deref()));
                 self.stacks.insert(correlation, frames.into());
             }

@@ -43,6 +43,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// A message to the writer thread.
 pub enum Msg {
     Input(Input),
+    /// An allocation's stack (`--with-stack`), symbolised by the writer thread.
+    AllocationStack(stacks::RawStack),
     /// Close everything and report; the sender waits on the reply (bounded).
     Shutdown(crossbeam_channel::Sender<()>),
     /// Make what is written so far survive a crash; the sender waits on the reply (bounded).

@@ -149,6 +149,7 @@ fn run(mut session: Session, rx: Receiver<Msg>) {
     // Asked here, not in InitializeInjection: the driver is still inside cuInit there.
     session.set_devices(crate::entry::device_properties());
     let mut reclaim = crate::reclaim::Reclaim::new(Instant::now());
+    let mut symbols = crate::stacks::Resolver::default();
     loop {
         let now = Instant::now();
         let wait = [
@@ -167,14 +168,17 @@ fn run(mut session: Session, rx: Receiver<Msg>) {
                 }
                 session.handle(i);
             }
+            Ok(Msg::AllocationStack(raw)) => session.handle(symbols.resolve(raw)),
             Ok(Msg::SyncFlush(reply)) => {
                 session.sync_flush();
                 let _ = reply.send(());
             }
             Ok(Msg::Shutdown(reply)) => {
                 while let Ok(m) = rx.try_recv() {
-                    if let Msg::Input(i) = m {
-                        session.handle(i);
+                    match m {
+                        Msg::Input(i) => session.handle(i),
+                        Msg::AllocationStack(raw) => session.handle(symbols.resolve(raw)),
+                        _ => {}
                     }
                 }
                 report(session);
