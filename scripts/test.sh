@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 if [ ! -x /usr/bin/chromium ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    export DEBIAN_FRONTEND=noninteractive
     $sudo apt-get install -y chromium >&2 || { $sudo apt-get update >&2 && $sudo apt-get install -y chromium >&2; }
 fi
 venv_bin="$(bash scripts/python-env.sh)"
