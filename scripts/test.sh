@@ -20,3 +20,7 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace
 cargo test --workspace
+# Users run release builds: the end-to-end tests again, against the release libcuprof.so and
+# double (timing-dependent paths differ when optimised).
+cargo build --workspace --release
+cargo test --release -p cuprof-e2e
