@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Cost of PyTorch operator recording per operator, on the CPU (issue 13; no GPU needed):
 # scripts/bench/torch_ops.py runs OPS cheap CPU operators per step under each mode, and this
-# prints the median step time and the µs added per operator over the untraced run, for cuprof
+# prints the median step time (wall, and CPU time of the program's thread: cuprof's writer
+# thread works beside it, which on a loaded 2-core machine shows in the wall time) and the µs
+# added per operator over the untraced run, for cuprof
 # (operators off, shapes off, shapes on, with Python stacks) next to torch.profiler's CPU
 # activity (shapes off, on), and PyTorch's NVTX observer alone (its own share of cuprof's cost). cuprof runs the release libcuprof.so started through the libcupti
 # double's cuInit, recording the whole run; the trace's operator count is checked.
@@ -57,20 +59,22 @@ done
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 ops, steps = int(sys.argv[2]), int(sys.argv[3])
-by = {}
+by, cpu = {}, {}
 kept = {}
 for r in rows:
     if "median_step_s" in r:
         by.setdefault(r["name"], []).append(r["median_step_s"])
+        cpu.setdefault(r["name"], []).append(r["median_step_thread_cpu_s"])
     if "aten_add_in_trace" in r:
         kept.setdefault(r["name"], []).append(r["aten_add_in_trace"])
 base = statistics.median(by["none"])
+cbase = statistics.median(cpu["none"])
 print(f"{ops} operators per step, {steps} steps, median of {len(by['none'])} rounds")
-print("| mode | ms/step | µs added per operator | aten::add in the trace (expected %d) |" % (ops * (steps + 1)))
-print("| --- | --- | --- | --- |")
+print("| mode | ms/step (wall) | µs added per operator (wall) | program thread CPU ms/step | µs added per operator (program thread CPU) | aten::add in the trace (expected %d) |" % (ops * (steps + 1)))
+print("| --- | --- | --- | --- | --- | --- |")
 for name in by:
-    m = statistics.median(by[name])
-    added = (m - base) / ops * 1e6
+    m, c = statistics.median(by[name]), statistics.median(cpu[name])
+    added, cadded = (m - base) / ops * 1e6, (c - cbase) / ops * 1e6
     k = ",".join(str(x) for x in kept.get(name, [])) or "-"
-    print(f"| {name} | {m*1e3:.1f} | {added:.2f} | {k} |")
+    print(f"| {name} | {m*1e3:.1f} | {added:.2f} | {c*1e3:.1f} | {cadded:.2f} | {k} |")
 PY

@@ -6,9 +6,21 @@
 # on PATH: every test's `python3` is that one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# launcher/tests/report_html.rs opens `cuprof report --html`'s page in headless Chromium
+# (Debian's package); installed here only when missing.
+if [ ! -x /usr/bin/chromium ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get install -y chromium >&2 || { $sudo apt-get update >&2 && $sudo apt-get install -y chromium >&2; }
+fi
 venv_bin="$(bash scripts/python-env.sh)"
 export PATH="$venv_bin:$PATH"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo build --workspace
 cargo test --workspace
+# Users run release builds: the end-to-end tests again, against the release libcuprof.so and
+# double (timing-dependent paths differ when optimised).
+cargo build --workspace --release
+cargo test --release -p cuprof-e2e

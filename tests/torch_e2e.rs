@@ -37,14 +37,11 @@ fn traced(dir: &Path, env: &[(&str, &str)]) -> (Value, Value) {
     (out, read_trace(&dir.join("t-rank0.trace.json.gz")))
 }
 
-/// The same program under torch.profiler (CPU activity, record_shapes), its Chrome trace.
-fn torch_profiler_trace(dir: &Path) -> Value {
-    require_torch();
-    let path = dir.join("torch.json");
+/// `python3 tests/apps/SCRIPT ARGS` without the tracer; asserts success, returns stdout.
+fn python(script: &str, args: &[&std::ffi::OsStr]) -> String {
     let out = Command::new("python3")
-        .arg(apps().join("torch_model.py"))
-        .arg("torch")
-        .arg(&path)
+        .arg(apps().join(script))
+        .args(args)
         .env("PYTHONPATH", apps())
         .output()
         .expect("python3 runs");
@@ -53,6 +50,14 @@ fn torch_profiler_trace(dir: &Path) -> Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The same program under torch.profiler (CPU activity, record_shapes), its Chrome trace.
+fn torch_profiler_trace(dir: &Path) -> Value {
+    require_torch();
+    let path = dir.join("torch.json");
+    python("torch_model.py", &["torch".as_ref(), path.as_os_str()]);
     read_trace(&path)
 }
 
@@ -80,18 +85,9 @@ fn identity(e: &Value) -> (String, Value, Value, Value) {
     )
 }
 
+/// What TensorBoard's profiler plugin and HTA read from a trace (tests/apps/ops_consumers.py).
 fn consumers(trace_path: &Path) -> Value {
-    let out = Command::new("python3")
-        .arg(apps().join("ops_consumers.py"))
-        .arg(trace_path)
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = python("ops_consumers.py", &[trace_path.as_os_str()]);
     serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
 }
 
@@ -307,18 +303,26 @@ fn allocations_name_their_operator_and_python_line() {
     let script = "import json, pickle, sys\n\
 s = pickle.load(open(sys.argv[1], 'rb'))\n\
 print(json.dumps([[(f['name'], f['filename'], f['line']) for f in e['frames']] \
-for t in s['device_traces'] for e in t if e['action'] == 'segment_alloc']))";
-    let out = Command::new("python3")
-        .args(["-c", script])
-        .arg(dir.path().join(&pickle))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let allocs: Vec<Vec<(String, String, i64)>> = serde_json::from_slice(&out.stdout).unwrap();
+for t in s['device_traces'] for e in t if e['action'] == sys.argv[2]]))";
+    let frames_of = |action: &str| -> Vec<Vec<(String, String, i64)>> {
+        let out = Command::new("python3")
+            .args(["-c", script])
+            .arg(dir.path().join(&pickle))
+            .arg(action)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // Frees carry their stacks too: the viewer shows where each block was released.
+    let frees = frames_of("segment_free");
+    assert_eq!(frees.len(), 4);
+    assert!(frees.iter().all(|f| !f.is_empty()), "{frees:?}");
+    let allocs = frames_of("segment_alloc");
     // One allocation in each of the warm-up and two recorded steps, and one in the wait step
     // (memory is tracked over the whole run; operators only while the window collects).
     assert_eq!(allocs.len(), 4);

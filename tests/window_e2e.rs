@@ -455,7 +455,31 @@ fn cuprof_run_reports_the_files_after_the_program_ends() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert_eq!(dir.files(), vec!["job-rank0.trace.json.gz"]);
+    // The trace, and the report of the run in a folder beside it (not among the traces, where
+    // HTA would read its JSON as one).
+    assert_eq!(dir.files(), vec!["job-rank0.trace.json.gz", "job-report"]);
+    let mut report: Vec<String> = std::fs::read_dir(dir.path().join("job-report"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    report.sort();
+    assert_eq!(report, ["report.html", "report.md", "summary.json"]);
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("job-report/summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["steps"]["count"], 2);
+    // The short summary on stderr: GPU busy share, the steps, the top kernels.
+    for start in [
+        "cuprof: GPU busy ",
+        "cuprof: 2 steps, p50 ",
+        "cuprof: top kernels:",
+    ] {
+        assert_eq!(
+            stderr.lines().filter(|l| l.starts_with(start)).count(),
+            1,
+            "{start}: {stderr}"
+        );
+    }
     let t = trace(&dir, "job-rank0.trace.json.gz");
     assert_eq!(steps_of(&t), vec!["ProfilerStep#1", "ProfilerStep#2"]);
     let path = dir.path().join("job-rank0.trace.json.gz");
@@ -467,4 +491,25 @@ fn cuprof_run_reports_the_files_after_the_program_ends() {
         "{stderr}"
     );
     let _ = Path::new("");
+}
+
+#[test]
+fn cuprof_run_no_report_writes_only_the_traces() {
+    let dir = TempDir::new("launcher-noreport");
+    let out = std::process::Command::new(cuprof_bin())
+        .args(["run", "--no-report", "--dir"])
+        .arg(dir.path())
+        .args(["--name", "job", "--", "python3"])
+        .arg(apps().join("steps.py"))
+        .args(["api", "2"])
+        .env("PYTHONPATH", apps())
+        .env("CUPTI_DOUBLE_LIB", double())
+        .env("CUPROF_CUPTI_PATH", double())
+        .env("CUPROF_LIB", lib())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(dir.files(), vec!["job-rank0.trace.json.gz"]);
+    assert!(!stderr.contains("GPU busy"), "{stderr}");
 }

@@ -87,6 +87,11 @@ struct Options {
     #[arg(long)]
     no_torch_ops: bool,
 
+    /// Do not analyse the traces when the program ends (by default: a short summary, and
+    /// summary.json + report.md in NAME-report/ beside the traces)
+    #[arg(long)]
+    no_report: bool,
+
     /// Kernels' queued/submitted times (the `queued` arg); costs time on every launch
     #[arg(long)]
     queued: bool,
@@ -411,6 +416,19 @@ fn summary(lines: &[ReportLine]) -> Vec<String> {
     out
 }
 
+/// The trace files the library reported writing (not the memory snapshots).
+fn traces_written(lines: &[ReportLine]) -> Vec<PathBuf> {
+    lines
+        .iter()
+        .filter_map(|l| match l {
+            ReportLine::File { path, .. } if path.to_string_lossy().contains(".trace.json") => {
+                Some(path.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// The child's pid, for the signal handler (0 = none yet).
 static CHILD: AtomicI32 = AtomicI32::new(0);
 
@@ -560,6 +578,12 @@ pub fn run(a: RunArgs) -> Result<()> {
         let _ = std::fs::remove_file(r);
         for line in summary(&lines) {
             eprintln!("{line}");
+        }
+        if !a.opts.no_report {
+            let (lines, _) = crate::analysis::after_run(&traces_written(&lines), true);
+            for line in lines {
+                eprintln!("{line}");
+            }
         }
     }
 

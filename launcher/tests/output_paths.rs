@@ -7,19 +7,6 @@ use std::path::Path;
 
 use analysis_support::*;
 
-fn stderr_of(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn listing(d: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(d)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
 /// The command fails with exit status 1, one line on stderr starting `cuprof: ` and holding
 /// `says`, and `kept` still holds the bytes it held before.
 fn refused(args: &[&str], says: &str, kept: &Path) {
@@ -90,15 +77,16 @@ fn report_replaces_a_symlinked_summary_instead_of_following_it() {
     std::fs::create_dir_all(&rd).unwrap();
     std::os::unix::fs::symlink(&outside, rd.join("summary.json")).unwrap();
     std::os::unix::fs::symlink(&outside, rd.join("report.md")).unwrap();
+    std::os::unix::fs::symlink(&outside, rd.join("report.html")).unwrap();
     cuprof_ok(&["report", t.to_str().unwrap(), "-o", rd.to_str().unwrap()]);
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me");
-    for name in ["summary.json", "report.md"] {
+    for name in ["summary.json", "report.md", "report.html"] {
         let md = std::fs::symlink_metadata(rd.join(name)).unwrap();
         assert!(md.is_file(), "{name} is a regular file now");
     }
     let s = read_json(&rd.join("summary.json"));
     assert_eq!(s["steps"]["count"], 4);
-    assert_eq!(listing(&rd), ["report.md", "summary.json"]);
+    assert_eq!(listing(&rd), ["report.html", "report.md", "summary.json"]);
 }
 
 #[test]

@@ -28,19 +28,6 @@ fn read_any(path: &Path) -> Value {
     }
 }
 
-fn listing(d: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(d)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
-fn stderr_of(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 /// A trace of `n` kernels as torch.profiler writes it: two-space indentation, every member of
 /// an event on its own line, `}, {` between events.
 fn kineto(n: usize) -> (String, Vec<usize>) {

@@ -4,7 +4,7 @@
 
 Runs STEPS steps of OPS cheap CPU operators (`torch.add(a, b, out=c)` on 16 floats: about
 1 µs of work each, so the recording's cost dominates) and prints one JSON line with the median
-step time. MODE:
+step time, wall and CPU time of the program's thread. MODE:
   none            untraced (run it without libcuprof.so)
   cuprof          under libcuprof.so (the libcupti double's cuInit starts it): set
                   CUPROF_TORCH_OPS / CUPROF_RECORD_SHAPES / CUPROF_WITH_STACK to choose
@@ -35,12 +35,15 @@ def step():
 
 
 def run():
-    times = []
+    # Wall time, and the CPU time of this (the program's) thread: cuprof's writer thread runs
+    # beside it, on another core when the machine has one free.
+    times, cpu = [], []
     for _ in range(steps):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.thread_time()
         step()
         times.append(time.perf_counter() - t)
-    return times
+        cpu.append(time.thread_time() - c)
+    return times, cpu
 
 
 if mode.startswith("observer"):
@@ -53,14 +56,15 @@ if mode.startswith("observer"):
     )
     torch.autograd._enable_profiler(config, set())
     step()
-    times = run()
+    times, cpu = run()
     torch.autograd._disable_profiler()
 elif mode.startswith("torch"):
     with torch.profiler.profile(
         activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=mode == "torch-shapes"
     ):
-        times = run()
+        times, cpu = run()
 else:
     step()  # warm-up: first calls, and cuprof's recorder starting
-    times = run()
-print(json.dumps({"mode": mode, "ops": ops, "median_step_s": statistics.median(times)}))
+    times, cpu = run()
+print(json.dumps({"mode": mode, "ops": ops, "median_step_s": statistics.median(times),
+                  "median_step_thread_cpu_s": statistics.median(cpu)}))

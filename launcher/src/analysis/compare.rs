@@ -1,4 +1,5 @@
-//! `cuprof compare A B`: kernel by kernel and bucket by bucket, with the step-time speedup.
+//! `cuprof compare A B`: kernel by kernel, bucket by bucket and (when both have them) PyTorch
+//! operator by operator, with the step-time speedup.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -7,6 +8,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::model::{Breakdown, StepStats, Summary};
+use super::operators::Operators;
 use super::render::{dur, short, Table};
 use crate::console::outln;
 
@@ -56,6 +58,66 @@ pub struct Comparison {
     pub kernels: Vec<Row>,
     /// NVTX buckets (innermost range at launch), largest first.
     pub nvtx_buckets: Vec<Row>,
+    /// Operators by name, when both sides have them: largest `max(a, b)` GPU time first, then
+    /// CPU time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operators: Option<Vec<OperatorRow>>,
+}
+
+/// One operator name in A and B (the report's `operators.top` figures).
+#[derive(Debug, Default, Serialize)]
+pub struct OperatorRow {
+    pub name: String,
+    pub a_count: u64,
+    pub b_count: u64,
+    /// CPU time, nested operators included.
+    pub a_cpu_ns: i64,
+    pub b_cpu_ns: i64,
+    pub cpu_delta_ns: i64,
+    pub a_self_cpu_ns: i64,
+    pub b_self_cpu_ns: i64,
+    /// GPU time launched as the innermost operator.
+    pub a_gpu_ns: i64,
+    pub b_gpu_ns: i64,
+    /// `b_gpu / a_gpu`; `null` when A launched no GPU work from it.
+    pub gpu_ratio: Option<f64>,
+    pub gpu_delta_ns: i64,
+}
+
+fn operator_rows(a: &Operators, b: &Operators) -> Vec<OperatorRow> {
+    let mut m: BTreeMap<&str, OperatorRow> = BTreeMap::new();
+    for r in &a.top {
+        let o = m.entry(&r.name).or_default();
+        o.a_count += r.count;
+        o.a_cpu_ns += r.cpu_ns;
+        o.a_self_cpu_ns += r.self_cpu_ns;
+        o.a_gpu_ns += r.gpu_ns;
+    }
+    for r in &b.top {
+        let o = m.entry(&r.name).or_default();
+        o.b_count += r.count;
+        o.b_cpu_ns += r.cpu_ns;
+        o.b_self_cpu_ns += r.self_cpu_ns;
+        o.b_gpu_ns += r.gpu_ns;
+    }
+    let mut v: Vec<OperatorRow> = m
+        .into_iter()
+        .map(|(name, mut o)| {
+            o.name = name.to_string();
+            o.cpu_delta_ns = o.b_cpu_ns - o.a_cpu_ns;
+            o.gpu_delta_ns = o.b_gpu_ns - o.a_gpu_ns;
+            o.gpu_ratio = (o.a_gpu_ns != 0).then(|| o.b_gpu_ns as f64 / o.a_gpu_ns as f64);
+            o
+        })
+        .collect();
+    v.sort_by(|x, y| {
+        y.a_gpu_ns
+            .max(y.b_gpu_ns)
+            .cmp(&x.a_gpu_ns.max(x.b_gpu_ns))
+            .then(y.a_cpu_ns.max(y.b_cpu_ns).cmp(&x.a_cpu_ns.max(x.b_cpu_ns)))
+            .then_with(|| x.name.cmp(&y.name))
+    });
+    v
 }
 
 fn rows(
@@ -111,6 +173,10 @@ pub(crate) fn comparison(a: &Summary, b: &Summary) -> Comparison {
             a.nvtx_buckets.iter().map(|k| (k.name.clone(), k.total_ns)),
             b.nvtx_buckets.iter().map(|k| (k.name.clone(), k.total_ns)),
         ),
+        operators: match (&a.operators, &b.operators) {
+            (Some(x), Some(y)) => Some(operator_rows(x, y)),
+            _ => None,
+        },
     }
 }
 
@@ -136,7 +202,8 @@ fn table(title: &str, rows: &[Row], top: usize) -> String {
     s
 }
 
-pub(crate) fn text(c: &Comparison, top: usize) -> String {
+/// `a_ops` / `b_ops`: whether each side has operators (to say so when only one does).
+pub(crate) fn text(c: &Comparison, top: usize, a_ops: bool, b_ops: bool) -> String {
     let mut out = format!("A: {}\nB: {}\n\n", c.a.paths.join(" "), c.b.paths.join(" "));
     out.push_str(&format!(
         "steps: A {} x mean {}, B {} x mean {}; ",
@@ -166,7 +233,44 @@ pub(crate) fn text(c: &Comparison, top: usize) -> String {
     out.push_str(&table("kernel", &c.kernels, top));
     out.push('\n');
     out.push_str(&table("NVTX range", &c.nvtx_buckets, top));
+    out.push('\n');
+    out.push_str(&match &c.operators {
+        Some(rows) => operator_table(rows, top),
+        None => match (a_ops, b_ops) {
+            (false, false) => return out,
+            (true, false) => "operators: only A has them (B has no cpu_op events)\n".to_string(),
+            _ => "operators: only B has them (A has no cpu_op events)\n".to_string(),
+        },
+    });
     out
+}
+
+fn operator_table(rows: &[OperatorRow], top: usize) -> String {
+    let mut t = Table::new(&[
+        "operator", ">GPU A", ">GPU B", ">B/A", ">GPU B-A", ">CPU A", ">CPU B", ">CPU B-A",
+    ]);
+    for r in rows.iter().take(top) {
+        t.row(vec![
+            short(&r.name, 70),
+            dur(r.a_gpu_ns as f64),
+            dur(r.b_gpu_ns as f64),
+            // No GPU work on either side: no ratio, rather than "new".
+            if r.a_gpu_ns == 0 && r.b_gpu_ns == 0 {
+                String::new()
+            } else {
+                ratio_cell(r.gpu_ratio)
+            },
+            dur(r.gpu_delta_ns as f64),
+            dur(r.a_cpu_ns as f64),
+            dur(r.b_cpu_ns as f64),
+            dur(r.cpu_delta_ns as f64),
+        ]);
+    }
+    let mut s = t.text();
+    if rows.len() > top {
+        s.push_str(&format!("  ({} more with --json)\n", rows.len() - top));
+    }
+    s
 }
 
 pub fn compare(args: CompareArgs) -> Result<()> {
@@ -176,7 +280,12 @@ pub fn compare(args: CompareArgs) -> Result<()> {
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&c)?)
     } else {
-        crate::console::print(&text(&c, args.top))
+        crate::console::print(&text(
+            &c,
+            args.top,
+            a.operators.is_some(),
+            b.operators.is_some(),
+        ))
     }
 }
 

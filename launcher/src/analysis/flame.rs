@@ -1,4 +1,5 @@
-//! `cuprof flame`: NVTX ranges -> kernel, weighted by GPU time (or API calls by CPU time).
+//! `cuprof flame`: NVTX ranges -> kernel, weighted by GPU time (or API calls by CPU time); when
+//! the trace has PyTorch operators, Python lines -> operators -> kernel instead.
 
 use std::collections::BTreeMap;
 use std::io::BufWriter;
@@ -6,7 +7,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
-use super::model::{Analysis, NO_LAUNCH};
+use super::load::NO_NAME;
+use super::model::{Analysis, Paths, NO_LAUNCH};
+use super::operators::{NONE, NO_OPERATOR};
 use crate::console::outln;
 use crate::output::Staged;
 
@@ -24,6 +27,9 @@ pub struct FlameArgs {
     /// Also write the folded stacks (`frame;frame;leaf nanoseconds` per line).
     #[arg(long, value_name = "FILE")]
     pub folded: Option<PathBuf>,
+    /// Stack by NVTX ranges even when the trace has PyTorch operators.
+    #[arg(long)]
+    pub nvtx: bool,
 }
 
 /// A frame name safe for the folded format (`;` separates frames, the count ends the line).
@@ -37,31 +43,74 @@ fn frame(s: &str) -> String {
         .collect()
 }
 
-/// Folded stacks with their weights in nanoseconds, sorted by stack.
-pub(crate) fn folded(an: &Analysis, cpu: bool) -> BTreeMap<String, u64> {
+/// Where a leaf hangs: under its operators, or (no operator) under its NVTX ranges.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Under {
+    /// An id of the operator chains (`Call stack` id, then operator names outermost first).
+    Operators(u32),
+    /// An NVTX path id; `found`: the launch is in the trace.
+    Ranges { path: u32, found: bool },
+}
+
+/// Folded stacks with their weights in nanoseconds, sorted by stack. Stacks go through the
+/// operators when a file has any (unless `nvtx`): the outermost operator's Python call stack
+/// (outermost frame first), the operators outermost first, the leaf; work no operator launched
+/// is under `(no operator)`, then its NVTX ranges.
+pub(crate) fn folded(an: &Analysis, cpu: bool, nvtx: bool) -> BTreeMap<String, u64> {
     let multi = {
         let mut r = an.ranks.clone();
         r.sort_unstable();
         r.dedup();
         r.len() > 1
     };
-    // (rank, path id, leaf name id, launch found) -> weight
-    let mut acc: BTreeMap<(i64, u32, u32, bool), u64> = BTreeMap::new();
+    let by_op = !nvtx && an.links.iter().any(Option::is_some);
+    let mut chains = Paths::default();
+    // (rank, where, leaf name id) -> weight
+    let mut acc: BTreeMap<(i64, Under, u32), u64> = BTreeMap::new();
+    let mut chain = Vec::new();
+    let mut key = Vec::new();
     for (fi, f) in an.files.iter().enumerate() {
         let rank = an.ranks[fi];
+        let links = an.links[fi].as_ref().filter(|_| by_op);
+        // Per operator of the file: its chain id, computed on first use.
+        let mut chain_of = vec![NONE; links.map_or(0, |_| f.cpu_ops.len())];
+        let mut under = |op: u32, path: Option<u32>| match links {
+            Some(l) if op != NONE => {
+                if chain_of[op as usize] == NONE {
+                    l.chain(op, &mut chain);
+                    key.clear();
+                    key.push(
+                        chain
+                            .iter()
+                            .map(|&c| f.cpu_ops[c as usize].stack)
+                            .find(|&s| s != NO_NAME)
+                            .unwrap_or(NO_NAME),
+                    );
+                    key.extend(chain.iter().map(|&c| f.cpu_ops[c as usize].name));
+                    chain_of[op as usize] = chains.id(&key);
+                }
+                Under::Operators(chain_of[op as usize])
+            }
+            _ => Under::Ranges {
+                path: path.unwrap_or(0),
+                found: path.is_some(),
+            },
+        };
         if cpu {
-            for (a, &p) in f.apis.iter().zip(&an.api_paths[fi]) {
-                *acc.entry((rank, p, a.name, true)).or_default() += (a.end - a.start) as u64;
+            for (ai, (a, &p)) in f.apis.iter().zip(&an.api_paths[fi]).enumerate() {
+                let op = links.map_or(NONE, |l| l.api[ai]);
+                *acc.entry((rank, under(op, Some(p)), a.name)).or_default() +=
+                    (a.end - a.start) as u64;
             }
         } else {
-            for (o, p) in f.ops.iter().zip(&an.op_paths[fi]) {
-                let key = (rank, p.unwrap_or(0), o.name, p.is_some());
-                *acc.entry(key).or_default() += (o.end - o.start) as u64;
+            for (oi, (o, p)) in f.ops.iter().zip(&an.op_paths[fi]).enumerate() {
+                let op = links.map_or(NONE, |l| l.gpu[oi]);
+                *acc.entry((rank, under(op, *p), o.name)).or_default() += (o.end - o.start) as u64;
             }
         }
     }
     let mut out = BTreeMap::new();
-    for ((rank, path, leaf, found), w) in acc {
+    for ((rank, under, leaf), w) in acc {
         if w == 0 {
             continue;
         }
@@ -69,16 +118,78 @@ pub(crate) fn folded(an: &Analysis, cpu: bool) -> BTreeMap<String, u64> {
         if multi {
             stack.push(format!("rank {rank}"));
         }
-        if !found {
-            stack.push(NO_LAUNCH.to_string());
-        }
-        for &n in &an.paths.paths[path as usize] {
-            stack.push(frame(an.names.name(n)));
+        match under {
+            Under::Operators(c) => {
+                let key = &chains.paths[c as usize];
+                if key[0] != NO_NAME {
+                    // `Call stack` is innermost frame first.
+                    stack.extend(an.names.name(key[0]).rsplit(';').map(|s| frame(s.trim())));
+                }
+                stack.extend(key[1..].iter().map(|&n| frame(an.names.name(n))));
+            }
+            Under::Ranges { path, found } => {
+                if by_op {
+                    stack.push(NO_OPERATOR.to_string());
+                }
+                if !found {
+                    stack.push(NO_LAUNCH.to_string());
+                }
+                for &n in &an.paths.paths[path as usize] {
+                    stack.push(frame(an.names.name(n)));
+                }
+            }
         }
         stack.push(frame(an.names.name(leaf)));
         *out.entry(stack.join(";")).or_default() += w;
     }
     out
+}
+
+/// Folded lines (`frame;frame;leaf weight`).
+fn lines(stacks: &BTreeMap<String, u64>) -> Vec<String> {
+    stacks.iter().map(|(s, w)| format!("{s} {w}")).collect()
+}
+
+/// Draws the flame graph of folded `lines` (inferno) into `w`; `paths` are the inputs named in
+/// the subtitle.
+fn draw(
+    lines: &[String],
+    cpu: bool,
+    by_op: bool,
+    paths: &[PathBuf],
+    w: &mut impl std::io::Write,
+) -> Result<()> {
+    let mut opt = inferno::flamegraph::Options::default();
+    opt.title = match (cpu, by_op) {
+        (true, false) => "cuprof: CPU time of CUDA API calls by NVTX range",
+        (false, false) => "cuprof: GPU time by NVTX range and kernel",
+        (true, true) => "cuprof: CPU time of CUDA API calls by Python line and operator",
+        (false, true) => "cuprof: GPU time by Python line, operator and kernel",
+    }
+    .to_string();
+    opt.count_name = "ns".to_string();
+    opt.subtitle = Some(
+        paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" "),
+    );
+    inferno::flamegraph::from_lines(&mut opt, lines.iter().map(String::as_str), w)?;
+    Ok(())
+}
+
+/// The SVG `cuprof flame PATHS` draws (GPU time; by operator when the traces have operators),
+/// or `None` when there is no GPU work to draw.
+pub(crate) fn svg(an: &Analysis, paths: &[PathBuf]) -> Result<Option<String>> {
+    let stacks = folded(an, false, false);
+    if stacks.is_empty() {
+        return Ok(None);
+    }
+    let by_op = an.links.iter().any(Option::is_some);
+    let mut out = Vec::new();
+    draw(&lines(&stacks), false, by_op, paths, &mut out)?;
+    Ok(Some(String::from_utf8(out)?))
 }
 
 pub fn flame(args: FlameArgs) -> Result<()> {
@@ -94,7 +205,8 @@ pub fn flame(args: FlameArgs) -> Result<()> {
         }
     }
     let an = super::analyse(&args.paths)?;
-    let stacks = folded(&an, args.cpu);
+    let stacks = folded(&an, args.cpu, args.nvtx);
+    let by_op = !args.nvtx && an.links.iter().any(Option::is_some);
     let what = if args.cpu {
         "CUDA API calls"
     } else {
@@ -111,28 +223,14 @@ pub fn flame(args: FlameArgs) -> Result<()> {
             if args.cpu { "without --cpu" } else { "--cpu" }
         );
     }
-    let lines: Vec<String> = stacks.iter().map(|(s, w)| format!("{s} {w}")).collect();
+    let lines = lines(&stacks);
     if let Some(p) = &args.folded {
         crate::output::write(p, (lines.join("\n") + "\n").as_bytes())
             .with_context(|| format!("{}: cannot write the folded stacks", p.display()))?;
     }
-    let mut opt = inferno::flamegraph::Options::default();
-    opt.title = if args.cpu {
-        "cuprof: CPU time of CUDA API calls by NVTX range".to_string()
-    } else {
-        "cuprof: GPU time by NVTX range and kernel".to_string()
-    };
-    opt.count_name = "ns".to_string();
-    opt.subtitle = Some(
-        args.paths
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(" "),
-    );
     let (staged, file) = Staged::create(&args.out)?;
     let mut w = BufWriter::new(file);
-    inferno::flamegraph::from_lines(&mut opt, lines.iter().map(String::as_str), &mut w)
+    draw(&lines, args.cpu, by_op, &args.paths, &mut w)
         .with_context(|| format!("{}: cannot draw the flame graph", args.out.display()))?;
     let file = w
         .into_inner()

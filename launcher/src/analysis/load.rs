@@ -1,5 +1,6 @@
 //! One streaming pass over a trace file into compact columns: GPU operations, API calls, NVTX
-//! ranges, steps and sync intervals. Strings are interned once per distinct name.
+//! ranges, steps, sync intervals and PyTorch operators. Strings are interned once per distinct
+//! name.
 
 use std::cell::RefCell;
 use std::ops::ControlFlow;
@@ -51,6 +52,12 @@ pub enum OpKind {
     Memset = 3,
 }
 
+impl OpKind {
+    pub fn is_kernel(self) -> bool {
+        matches!(self, OpKind::Compute | OpKind::Comm)
+    }
+}
+
 /// Communication kernels: the name contains `nccl` in any case (`ncclKernel_AllReduce...`,
 /// `ncclDevKernel_AllGather_RING_LL`, ...).
 pub fn is_comm_kernel(name: &str) -> bool {
@@ -99,6 +106,21 @@ pub struct Step {
     pub work: Option<f64>,
 }
 
+/// A PyTorch operator (`cpu_op`), as Kineto and cuprof write it.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuOp {
+    pub thread: u32,
+    pub start: i64,
+    pub end: i64,
+    pub name: u32,
+    /// `External id` (-1: none): what launches and GPU operations inside it point at.
+    pub ext: i64,
+    /// `Input Dims` without whitespace, interned (`NO_NAME`: shapes not recorded).
+    pub dims: u32,
+    /// `Call stack`, interned (`NO_NAME`: none).
+    pub stack: u32,
+}
+
 /// API calls that block the CPU until the GPU has finished something.
 pub fn is_sync_call(name: &str) -> bool {
     matches!(
@@ -134,8 +156,17 @@ pub struct FileData {
     pub steps: Vec<Step>,
     /// `cuda_sync` events: (device, start, end).
     pub gpu_syncs: Vec<(i64, i64, i64)>,
-    /// (pid, tid) of each thread index used by `apis` and `ranges`.
+    /// (pid, tid) of each thread index used by `apis`, `ranges` and `cpu_ops`.
     pub threads: Vec<(Id<'static>, Id<'static>)>,
+    pub cpu_ops: Vec<CpuOp>,
+    /// (index in `apis`, `External id`) of the API calls that carry one. Kept apart from
+    /// `ApiCall` so that traces without operators pay nothing for it.
+    pub api_ext: Vec<(u32, i64)>,
+    /// (index in `ops`, `External id`) of the GPU operations that carry one.
+    pub op_ext: Vec<(u32, i64)>,
+    /// Device memory counter samples (`ph: C`, `cat: cuda_memory`): (device, time,
+    /// `reserved_bytes`), in file order.
+    pub memory: Vec<(i64, i64, i64)>,
 }
 
 /// `R` of `...-rankR...` in a file name.
@@ -195,6 +226,10 @@ pub fn load(path: &Path, names: &mut Interner) -> Result<FileData> {
             steps: Vec::new(),
             gpu_syncs: Vec::new(),
             threads: Vec::new(),
+            cpu_ops: Vec::new(),
+            api_ext: Vec::new(),
+            op_ext: Vec::new(),
+            memory: Vec::new(),
         },
         threads: FxHashMap::default(),
         kinds: Vec::new(),
@@ -261,8 +296,35 @@ impl Builder<'_> {
         *self.syncs[i].get_or_insert_with(|| is_sync_call(self.names.name(name)))
     }
 
+    /// The reader does not decode counter values (only these few events have any), so the
+    /// sample's `args.reserved_bytes` is parsed from its raw text here.
+    fn memory_sample(&mut self, e: &Event<'_>) {
+        #[derive(serde::Deserialize)]
+        struct Counter {
+            args: Values,
+        }
+        #[derive(serde::Deserialize)]
+        struct Values {
+            reserved_bytes: Option<i64>,
+        }
+        let (Some(ts), Some(device)) = (e.ts, e.pid.as_ref().and_then(Id::as_int)) else {
+            return;
+        };
+        if let Ok(Counter {
+            args: Values {
+                reserved_bytes: Some(b),
+            },
+        }) = serde_json::from_slice::<Counter>(e.raw)
+        {
+            self.data.memory.push((device, ts, b));
+        }
+    }
+
     fn event(&mut self, e: &Event<'_>) {
         if !e.is_complete() {
+            if e.ph == "C" && e.cat == "cuda_memory" {
+                self.memory_sample(e);
+            }
             return;
         }
         let (Some(start), Some(dur)) = (e.ts, e.dur) else {
@@ -282,6 +344,9 @@ impl Builder<'_> {
                     .device
                     .or_else(|| e.pid.as_ref().and_then(Id::as_int))
                     .unwrap_or(0);
+                if let Some(x) = e.args.external_id {
+                    self.data.op_ext.push((self.data.ops.len() as u32, x));
+                }
                 self.data.ops.push(GpuOp {
                     start,
                     end,
@@ -304,6 +369,9 @@ impl Builder<'_> {
                 let name = self.names.id(&e.name);
                 let thread = self.thread(&e.pid, &e.tid);
                 let sync = self.is_sync(name);
+                if let Some(x) = e.args.external_id {
+                    self.data.api_ext.push((self.data.apis.len() as u32, x));
+                }
                 self.data.apis.push(ApiCall {
                     thread,
                     start,
@@ -331,6 +399,32 @@ impl Builder<'_> {
                         name,
                     });
                 }
+            }
+            "cpu_op" => {
+                let name = self.names.id(&e.name);
+                let thread = self.thread(&e.pid, &e.tid);
+                let dims = match e.args.input_dims {
+                    // Kineto writes `[[32], [8, 64]]`, cuprof `[[32],[8,64]]`: one key for both.
+                    Some(d) if d.bytes().any(|b| b.is_ascii_whitespace()) => {
+                        let compact: String = d.chars().filter(|c| !c.is_whitespace()).collect();
+                        self.names.id(&compact)
+                    }
+                    Some(d) => self.names.id(d),
+                    None => NO_NAME,
+                };
+                let stack = match &e.args.call_stack {
+                    Some(s) if !s.is_empty() => self.names.id(s),
+                    _ => NO_NAME,
+                };
+                self.data.cpu_ops.push(CpuOp {
+                    thread,
+                    start,
+                    end,
+                    name,
+                    ext: e.args.external_id.unwrap_or(-1),
+                    dims,
+                    stack,
+                });
             }
             _ => {}
         }

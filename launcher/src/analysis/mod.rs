@@ -27,6 +27,13 @@
 //!   range (other than `ProfilerStep#N`) open, `start <= t <= end`, on the thread of the
 //!   `cuda_runtime`/`cuda_driver` event whose `args.correlation` equals the operation's, at that
 //!   call's start `t`. No such call: `(no launch record)`; no open range: `(no NVTX range)`.
+//! * **Operators** (`cpu_op` events, [`operators`]): nested per thread by containment; self
+//!   time = duration minus the operators directly inside. A GPU operation belongs to the
+//!   operator its `External id` names, else to the one its launch's `External id` names (by
+//!   correlation), else to `(no operator)`.
+//! * **Series** ([`series`]): each rank's step durations, and each device's memory counter
+//!   (`reserved_bytes`) thinned to at most 2,000 points keeping each time bucket's extremes;
+//!   `report --html` ([`html`]) plots these and the figures above.
 //! * **Across ranks**: imbalance = max / mean over ranks (of mean step time, of GPU busy
 //!   time); for each step number seen on two ranks or more, the rank whose step took longest
 //!   (ties: lowest rank); comm/compute overlap = time communication and compute kernels ran
@@ -34,10 +41,14 @@
 
 mod compare;
 mod flame;
+mod html;
 pub(crate) mod load;
 mod merge;
 mod model;
+mod operators;
 mod render;
+mod run_summary;
+mod series;
 
 use std::path::{Path, PathBuf};
 
@@ -48,6 +59,7 @@ use crate::console::outln;
 pub use compare::{compare, CompareArgs};
 pub use flame::{flame, FlameArgs};
 pub use merge::{merge, MergeArgs};
+pub use run_summary::after_run;
 
 use load::Interner;
 use model::Analysis;
@@ -63,6 +75,10 @@ pub struct ReportArgs {
     /// Rows shown per table (summary.json has all of them).
     #[arg(long, default_value_t = 15)]
     pub top: usize,
+    /// Also write the report as one self-contained HTML page with plots (default with `-o DIR`:
+    /// `DIR/report.html`).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// The trace files named by `paths`: files as given, directories listed (not recursively) for
@@ -121,10 +137,20 @@ pub(crate) fn analyse(paths: &[PathBuf]) -> Result<Analysis> {
 }
 
 pub fn report(args: ReportArgs) -> Result<()> {
-    if let Some(dir) = &args.out {
+    // `--html FILE`, else `DIR/report.html` beside the other outputs.
+    let html = args
+        .html
+        .clone()
+        .or_else(|| args.out.as_ref().map(|d| d.join(REPORT_HTML)));
+    if args.out.is_some() || html.is_some() {
         let inputs = trace_files(&args.paths)?;
-        for name in [SUMMARY_JSON, REPORT_MD] {
-            crate::output::refuse_input(&dir.join(name), &inputs)?;
+        if let Some(dir) = &args.out {
+            for name in [SUMMARY_JSON, REPORT_MD] {
+                crate::output::refuse_input(&dir.join(name), &inputs)?;
+            }
+        }
+        if let Some(h) = &html {
+            crate::output::refuse_input(h, &inputs)?;
         }
     }
     let an = analyse(&args.paths)?;
@@ -138,11 +164,18 @@ pub fn report(args: ReportArgs) -> Result<()> {
             dir.join(REPORT_MD).display()
         )?;
     }
+    if let Some(h) = &html {
+        let flame = flame::svg(&an, &args.paths)?;
+        let page = html::page(&summary, flame.as_deref(), args.top);
+        crate::output::write(h, page.as_bytes())?;
+        outln!("wrote {}", h.display())?;
+    }
     Ok(())
 }
 
 const SUMMARY_JSON: &str = "summary.json";
 const REPORT_MD: &str = "report.md";
+const REPORT_HTML: &str = "report.html";
 
 /// Writes `summary.json` and `report.md` into `dir`, each through a temporary file and a
 /// rename (a symlink at either name is replaced, not followed).

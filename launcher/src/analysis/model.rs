@@ -7,6 +7,8 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use super::load::{FileData, GpuOp, Interner, OpKind, NO_NAME};
+use super::operators::{self, Links, Operators};
+use super::series::{self, MemorySeries, StepTime};
 
 /// Bucket of GPU work whose launching API call was not found in the trace.
 pub const NO_LAUNCH: &str = "(no launch record)";
@@ -31,7 +33,7 @@ impl Default for Paths {
 }
 
 impl Paths {
-    fn id(&mut self, key: &[u32]) -> u32 {
+    pub fn id(&mut self, key: &[u32]) -> u32 {
         if let Some(&i) = self.map.get(key) {
             return i;
         }
@@ -381,6 +383,9 @@ pub struct RankSummary {
     pub rank: i64,
     pub files: Vec<String>,
     pub steps: StepStats,
+    /// Every step's duration, by step number.
+    #[serde(default)]
+    pub step_times: Vec<StepTime>,
     pub devices: Vec<DeviceSummary>,
     /// Sum over the rank's devices.
     pub gpu: Breakdown,
@@ -395,6 +400,12 @@ pub struct KernelRow {
     pub mean_ns: f64,
     /// `total / sum of all kernels' totals`.
     pub share: f64,
+    /// When the traces have operators: the operator that launched most of this kernel's time
+    /// (`(no operator)` for launches outside every operator), and that time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_ns: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -471,6 +482,13 @@ pub struct Summary {
     pub memcpy: Vec<MemcpyRow>,
     pub dropped: Dropped,
     pub cross_rank: CrossRank,
+    /// PyTorch operators (`cpu_op` events); absent when no trace has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operators: Option<Operators>,
+    /// Device memory counters (`reserved_bytes`) per rank and device; absent when no trace
+    /// recorded memory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory: Vec<MemorySeries>,
 }
 
 /// Loaded files and what was derived from them once.
@@ -484,6 +502,8 @@ pub struct Analysis {
     pub op_paths: Vec<Vec<Option<u32>>>,
     /// Per file: the rank it is counted under.
     pub ranks: Vec<i64>,
+    /// Per file: operator nesting and attribution (`None`: the file has no operators).
+    pub links: Vec<Option<Links>>,
 }
 
 impl Analysis {
@@ -507,6 +527,7 @@ impl Analysis {
                 })
             })
             .collect();
+        let links = files.iter().map(operators::links).collect();
         Analysis {
             names,
             files,
@@ -514,6 +535,7 @@ impl Analysis {
             api_paths: api_p,
             op_paths: op_p,
             ranks,
+            links,
         }
     }
 
@@ -583,6 +605,8 @@ impl Analysis {
             }
         }
         let kernel_total: i64 = kernels.values().map(|k| k.1).sum();
+        let ops = operators::summarize(&self.names, &self.files, &self.links);
+        let launcher = |name: u32| ops.as_ref().and_then(|(_, by)| by.get(&name)).cloned();
         let mut top_kernels: Vec<KernelRow> = kernels
             .into_iter()
             .map(|(name, (count, total))| KernelRow {
@@ -591,6 +615,8 @@ impl Analysis {
                 total_ns: total,
                 mean_ns: total as f64 / count as f64,
                 share: ratio(total as f64, kernel_total as f64),
+                operator: launcher(name).map(|l| l.0),
+                operator_ns: launcher(name).map(|l| l.1),
             })
             .collect();
         top_kernels.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
@@ -621,6 +647,10 @@ impl Analysis {
         memcpy.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.kind.cmp(&b.kind)));
 
         let cross_rank = self.cross_rank(&ranks, &by_rank);
+        let memory = by_rank
+            .iter()
+            .flat_map(|(&rank, idx)| series::memory(rank, &self.files, idx))
+            .collect();
         Summary {
             tool: "cuprof report".into(),
             version: env!("CARGO_PKG_VERSION").into(),
@@ -633,6 +663,8 @@ impl Analysis {
             memcpy,
             dropped,
             cross_rank,
+            operators: ops.map(|o| o.0),
+            memory,
         }
     }
 
@@ -700,6 +732,7 @@ impl Analysis {
                 .map(|&i| self.files[i].path.display().to_string())
                 .collect(),
             steps: step_stats(idx.iter().flat_map(|&i| self.files[i].steps.iter())),
+            step_times: series::step_times(&self.files, idx),
             devices,
             gpu,
             dropped,
@@ -914,6 +947,10 @@ mod tests {
             steps: vec![],
             gpu_syncs: vec![],
             threads: vec![(Id::Int(1), Id::Int(1)), (Id::Int(1), Id::Int(2))],
+            cpu_ops: vec![],
+            api_ext: vec![],
+            op_ext: vec![],
+            memory: vec![],
         };
         let mut paths = Paths::default();
         let got: Vec<Vec<u32>> = api_paths(&f, &mut paths)

@@ -1,6 +1,7 @@
 //! Tables for the terminal and for `report.md`.
 
 use super::model::{Breakdown, StepStats, Summary};
+use super::operators::{OperatorRow, Operators};
 
 /// A table rendered either as aligned text or as a Markdown table.
 pub struct Table {
@@ -168,6 +169,8 @@ fn breakdown_cells(b: &Breakdown) -> Vec<String> {
         dur(w),
         c(b.compute_ns),
         c(b.communication_ns),
+        c(b.communication_total_ns),
+        c(b.comm_compute_overlap_ns),
         c(b.memcpy_ns),
         c(b.memset_ns),
         c(b.idle_ns),
@@ -213,6 +216,8 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
         ">wall",
         ">compute",
         ">communication",
+        ">comm total",
+        ">comm under compute",
         ">memcpy",
         ">memset",
         ">idle",
@@ -236,20 +241,36 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
         if t.is_empty() {
             "no GPU activity\n".to_string()
         } else {
+            // The exclusive split alone can read `communication 0 ns` while NCCL ran the whole
+            // time under compute: the two totals beside it say how much there was.
             render(&t)
+                + "compute, communication, memcpy, memset and idle count each instant once (in \
+                   that order) and add up to wall; comm total is all communication kernel time, \
+                   comm under compute the part of it that ran with compute.\n"
         },
     ));
 
-    let mut t = Table::new(&["#", "kernel", ">count", ">total", ">mean", ">share"]);
+    let by_op = s.operators.is_some();
+    let mut t = if by_op {
+        Table::new(&[
+            "#", "kernel", ">count", ">total", ">mean", ">share", "operator",
+        ])
+    } else {
+        Table::new(&["#", "kernel", ">count", ">total", ">mean", ">share"])
+    };
     for (i, k) in s.top_kernels.iter().take(top).enumerate() {
-        t.row(vec![
+        let mut row = vec![
             (i + 1).to_string(),
             short(&k.name, name_max),
             k.count.to_string(),
             dur(k.total_ns as f64),
             dur(k.mean_ns),
             pct(k.share),
-        ]);
+        ];
+        if by_op {
+            row.push(short(k.operator.as_deref().unwrap_or(""), name_max / 2));
+        }
+        t.row(row);
     }
     let more = s.top_kernels.len().saturating_sub(top);
     let mut text = if t.is_empty() {
@@ -261,6 +282,13 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
         text.push_str(&format!("({more} more in summary.json)\n"));
     }
     out.push(("Top kernels".to_string(), text));
+
+    if let Some(o) = &s.operators {
+        out.push((
+            "Top operators (GPU time launched as the innermost operator)".to_string(),
+            operators(o, top, md, name_max),
+        ));
+    }
 
     let mut t = Table::new(&["NVTX range", ">ops", ">GPU time", ">share"]);
     for b in s.nvtx_buckets.iter().take(top) {
@@ -368,6 +396,55 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
         out.push(("Across ranks".to_string(), text));
     }
     out
+}
+
+/// The operator tables: per name, then per name and input shapes when shapes were recorded.
+fn operators(o: &Operators, top: usize, md: bool, name_max: usize) -> String {
+    let render = |t: &Table| if md { t.markdown() } else { t.text() };
+    let mut text = format!(
+        "{} operator calls; GPU time launched outside every operator: {} ({})\n\n",
+        o.calls,
+        dur(o.gpu_without_operator_ns as f64),
+        pct(super::model::ratio(
+            o.gpu_without_operator_ns as f64,
+            o.gpu_ns as f64
+        ))
+    );
+    let tables: [(&[OperatorRow], bool); 2] = [(&o.top, false), (&o.by_input_dims, true)];
+    for (rows, dims) in tables {
+        if rows.is_empty() {
+            continue;
+        }
+        let mut headers = vec!["#", "operator"];
+        if dims {
+            headers.push("input dims");
+        }
+        headers.extend([">calls", ">GPU", ">GPU share", ">CPU total", ">CPU self"]);
+        let mut t = Table::new(&headers);
+        for (i, r) in rows.iter().take(top).enumerate() {
+            let mut row = vec![(i + 1).to_string(), short(&r.name, name_max)];
+            if dims {
+                row.push(short(r.input_dims.as_deref().unwrap_or(""), name_max));
+            }
+            row.extend([
+                r.count.to_string(),
+                dur(r.gpu_ns as f64),
+                pct(r.gpu_share),
+                dur(r.cpu_ns as f64),
+                dur(r.self_cpu_ns as f64),
+            ]);
+            t.row(row);
+        }
+        if dims {
+            text.push('\n');
+        }
+        text.push_str(&render(&t));
+        let more = rows.len().saturating_sub(top);
+        if more > 0 {
+            text.push_str(&format!("({more} more in summary.json)\n"));
+        }
+    }
+    text
 }
 
 pub fn text(s: &Summary, top: usize) -> String {

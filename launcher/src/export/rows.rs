@@ -107,7 +107,7 @@ impl FileTables {
                     .int(start)
                     .int(end)
                     .int(e.args.correlation)
-                    .int(int(x.external_id))
+                    .int(e.args.external_id)
                     .int(gx)
                     .int(gy)
                     .int(gz)
@@ -136,7 +136,7 @@ impl FileTables {
                     .int(e.args.bytes)
                     .float(float(x.bandwidth))
                     .int(e.args.correlation)
-                    .int(int(x.external_id))
+                    .int(e.args.external_id)
                     .end()
             }
             "cuda_runtime" | "cuda_driver" => {
@@ -154,7 +154,7 @@ impl FileTables {
                     .int(start)
                     .int(end)
                     .int(e.args.correlation)
-                    .int(int(x.external_id))
+                    .int(e.args.external_id)
                     .int(int(x.cbid))
                     .end()
             }
@@ -166,10 +166,10 @@ impl FileTables {
                 .int(pid_or_tid(&e.tid))
                 .int(start)
                 .int(end)
-                .int(int(x.external_id))
+                .int(e.args.external_id)
                 .int(int(x.sequence_number))
                 .int(int(x.fwd_thread_id))
-                .text(x.input_dims)
+                .text(e.args.input_dims)
                 .end(),
             "user_annotation" | "gpu_user_annotation" => {
                 let gpu = e.cat == "gpu_user_annotation";

@@ -171,6 +171,56 @@ impl Trace {
         c
     }
 
+    /// A PyTorch operator as cuprof's `torch_op` writes it (Kineto's fields).
+    pub fn cpu_op(
+        &mut self,
+        name: &str,
+        tid: i64,
+        start: i64,
+        dur: i64,
+        ext: i64,
+        dims: Option<&str>,
+        stack: Option<&str>,
+    ) {
+        let mut args = format!("\"External id\": {ext}, \"Record function id\": {ext}");
+        if let Some(d) = dims {
+            args.push_str(&format!(", \"Input Dims\": {d}"));
+        }
+        if let Some(s) = stack {
+            args.push_str(&format!(", \"Call stack\": {}", q(s)));
+        }
+        self.x("cpu_op", name, PID, tid, start, dur, &args);
+    }
+
+    /// `api` (1 µs) inside the operator `ext` on thread `tid`, then its GPU operation (`cat`
+    /// `kernel` or `gpu_memcpy`) at `start` for `dur`, carrying `External id` only when
+    /// `gpu_ext`.
+    pub fn launch_in(
+        &mut self,
+        ext: i64,
+        api: &str,
+        cat: &str,
+        name: &str,
+        tid: i64,
+        at: i64,
+        start: i64,
+        dur: i64,
+        gpu_ext: bool,
+    ) -> i64 {
+        let c = self.corr();
+        let args = format!("\"External id\": {ext}, \"cbid\": 211, \"correlation\": {c}");
+        self.x("cuda_runtime", api, PID, tid, at, 1000, &args);
+        let x = if gpu_ext {
+            format!("\"External id\": {ext}, ")
+        } else {
+            String::new()
+        };
+        let args =
+            format!("{x}\"device\": 0, \"stream\": 7, \"correlation\": {c}, \"bytes\": 4096");
+        self.x(cat, name, 0, 7, start, dur, &args);
+        c
+    }
+
     pub fn range(&mut self, name: &str, tid: i64, start: i64, dur: i64) {
         self.x("user_annotation", name, PID, tid, start, dur, "");
     }
@@ -418,4 +468,119 @@ pub fn sample() -> Trace {
     t.window_end(10_000_000);
     t.stats = Some(r#"{"events": 40, "dropped_channel": 3, "dropped_cupti": 2, "dropped_buffers": 0, "kernels_without_timestamps": 1, "memory_events_dropped": 0, "complete": true}"#.into());
     t
+}
+
+/// A PyTorch step on device 0 stream 7 (times in ns after the base; `gemm` is the first GEMM's
+/// duration, 300 µs in the report tests):
+///
+/// | operator (thread 100 unless said) | calls | GPU work it launches |
+/// | aten::linear 100-400 µs, shapes, stack model.py(12) | aten::t 110-130, aten::addmm 150-350 | gemm 500-500+gemm (id on the kernel), bias_add 800-850 (id only on the launch) |
+/// | aten::addmm 1000-1100, other shapes, stack model.py(20) | | gemm 1200-1300 |
+/// | aten::copy_ 2000-2100, no shapes | | Memcpy HtoD 2050-2150 |
+/// | (none) | | gemm 3000-3050 |
+/// | aten::mul 100-200 on thread 200 | | |
+pub fn with_operators(gemm: i64, mul: bool) -> Trace {
+    let mut t = Trace::new(0, 1);
+    t.metadata(&[0], &[(0, 7)], &[MAIN, OTHER]);
+    t.cpu_op(
+        "aten::linear",
+        MAIN,
+        100_000,
+        300_000,
+        1,
+        Some("[[8, 64], [32, 64], [32]]"),
+        Some("model.py(12): forward;train.py(40): <module>"),
+    );
+    t.cpu_op("aten::t", MAIN, 110_000, 20_000, 2, Some("[[32,64]]"), None);
+    t.cpu_op(
+        "aten::addmm",
+        MAIN,
+        150_000,
+        200_000,
+        3,
+        Some("[[32],[8,64],[64,32]]"),
+        Some("model.py(12): forward;train.py(40): <module>"),
+    );
+    t.launch_in(
+        3,
+        "cudaLaunchKernel",
+        "kernel",
+        "gemm",
+        MAIN,
+        200_000,
+        500_000,
+        gemm,
+        true,
+    );
+    t.launch_in(
+        3,
+        "cudaLaunchKernel",
+        "kernel",
+        "bias_add",
+        MAIN,
+        300_000,
+        800_000,
+        50_000,
+        false,
+    );
+    t.cpu_op(
+        "aten::addmm",
+        MAIN,
+        1_000_000,
+        100_000,
+        4,
+        Some("[[32], [4, 64], [64, 32]]"),
+        Some("model.py(20): head;train.py(40): <module>"),
+    );
+    t.launch_in(
+        4,
+        "cudaLaunchKernel",
+        "kernel",
+        "gemm",
+        MAIN,
+        1_050_000,
+        1_200_000,
+        100_000,
+        true,
+    );
+    t.cpu_op("aten::copy_", MAIN, 2_000_000, 100_000, 5, None, None);
+    t.launch_in(
+        5,
+        "cudaMemcpyAsync",
+        "gpu_memcpy",
+        "Memcpy HtoD (Pageable -> Device)",
+        MAIN,
+        2_010_000,
+        2_050_000,
+        100_000,
+        true,
+    );
+    t.launch("gemm", MAIN, 3_000_000, 0, 7, 3_000_000, 50_000);
+    if mul {
+        t.cpu_op(
+            "aten::mul",
+            OTHER,
+            100_000,
+            100_000,
+            6,
+            Some("[[8],[8]]"),
+            None,
+        );
+    }
+    t
+}
+
+/// The names in directory `d`, sorted.
+pub fn listing(d: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// A finished command's stderr as text.
+pub fn stderr_of(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
 }

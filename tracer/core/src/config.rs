@@ -69,13 +69,17 @@ pub mod vars {
 
 pub const DEFAULT_DIR: &str = "/tmp/cache_dit_profiles";
 pub const DEFAULT_MAX_MEM_EVENTS: u64 = 100_000;
-/// 2 MiB: with CUPTI 13's per-thread buffers every CUDA thread holds one, and the pool keeps
-/// what it allocated, so the size sets the tracer's memory; at 1 M records/s, 1 to 16 MiB lose
-/// nothing and RSS grows with the size (BENCHMARKS.md, "Buffer size").
+/// 2 MiB: the most one buffer holds before CUPTI hands it back. With CUPTI 13's per-thread
+/// buffers every CUDA thread holds one, but a buffer costs only the pages CUPTI wrote; at 1 M
+/// records/s, 1 to 16 MiB lose nothing (BENCHMARKS.md, "Buffer size").
 pub const DEFAULT_BUFFER_SIZE: usize = 2 << 20;
 pub const MIN_BUFFER_SIZE: usize = 1 << 20;
 pub const MAX_BUFFER_SIZE: usize = 64 << 20;
-pub const DEFAULT_BUFFERS: usize = 128;
+/// The pool's bound on recorded data, in buffers: 32 x 2 MiB = 64 MiB, reclaimed (flushed) from
+/// half of it; buffers out at once are capped at 64 per unit (2,048 threads by default). 1,024
+/// threads launching at once lose nothing and add under 128 MiB of RSS (BENCHMARKS.md,
+/// "Threads").
+pub const DEFAULT_BUFFERS: usize = 32;
 pub const MAX_BUFFERS: usize = 1024;
 pub const DEFAULT_FLUSH_MS: u64 = 1000;
 pub const DEFAULT_GZIP_LEVEL: u32 = 1;
@@ -215,7 +219,8 @@ pub struct Config {
     pub dump_buffers: Option<PathBuf>,
     /// Bytes per CUPTI activity buffer (a multiple of 8).
     pub buffer_size: usize,
-    /// Activity buffer pool size.
+    /// The activity buffer pool's bound on recorded data, in buffers of `buffer_size` bytes
+    /// (`buffers * buffer_size` bytes of records; up to 64 buffers out per unit).
     pub buffers: usize,
     /// Interval between sync-flushes of the trace file being written.
     pub flush_interval: Duration,
@@ -587,7 +592,7 @@ impl Parser<'_> {
             }
         }
         c.buffers = self
-            .integer(vars::BUFFERS, 1, MAX_BUFFERS as u64, "128")
+            .integer(vars::BUFFERS, 1, MAX_BUFFERS as u64, "32")
             .map_or(DEFAULT_BUFFERS, |n| n as usize);
         c.flush_interval = Duration::from_millis(
             self.integer(vars::FLUSH_MS, 1, u64::MAX, "1000")
@@ -1010,7 +1015,7 @@ mod tests {
         );
         assert_eq!(c.max_mem_events, 100_000);
         assert_eq!(c.buffer_size, 2 << 20);
-        assert_eq!(c.buffers, 128);
+        assert_eq!(c.buffers, 32);
         assert_eq!(c.flush_interval, Duration::from_secs(1));
         assert_eq!(c.gzip_level, 1);
         assert_eq!(
@@ -1226,8 +1231,8 @@ mod tests {
             (
                 "CUPROF_BUFFERS",
                 "0",
-                &["from 1 to 1024", "default (128)"],
-                |c| c.buffers == 128,
+                &["from 1 to 1024", "default (32)"],
+                |c| c.buffers == 32,
             ),
             (
                 "CUPROF_FLUSH_MS",

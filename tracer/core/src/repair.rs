@@ -209,17 +209,42 @@ mod tests {
         let cut = truncated();
         let s = survey(&mut reader(&cut)).unwrap();
         assert!(!s.is_complete());
-        assert_eq!(s.events, 10);
+        // 10 kernels, and the names of their tracks, written as the tracks appeared: the
+        // process (2), GPU 0 (3), its stream (2).
+        assert_eq!(s.events, 17);
         let (r, v) = repaired(&cut).unwrap();
-        assert_eq!(r.events, 10);
+        assert_eq!(r.events, 17);
         assert!(r.stats_added);
-        let names: Vec<&str> = v["traceEvents"]
-            .as_array()
-            .unwrap()
+        let events = v["traceEvents"].as_array().unwrap();
+        let names = |ph: &str| -> Vec<&str> {
+            events
+                .iter()
+                .filter(|e| e["ph"] == ph)
+                .map(|e| e["name"].as_str().unwrap())
+                .collect()
+        };
+        assert_eq!(
+            names("X"),
+            (0..10).map(|i| format!("k{i}")).collect::<Vec<_>>()
+        );
+        // A cut file names its tracks like a whole one.
+        let stream_name = events
             .iter()
-            .map(|e| e["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(names, (0..10).map(|i| format!("k{i}")).collect::<Vec<_>>());
+            .find(|e| e["ph"] == "M" && e["name"] == "thread_name")
+            .unwrap();
+        assert_eq!(stream_name["args"]["name"], "stream 7 ");
+        assert_eq!(
+            names("M"),
+            vec![
+                "process_name",
+                "process_sort_index",
+                "process_name",
+                "process_labels",
+                "process_sort_index",
+                "thread_name",
+                "thread_sort_index"
+            ]
+        );
         assert_eq!(v["cuprofStats"]["complete"], false);
         assert_eq!(v["cuprofStats"]["repaired"], true);
         assert_eq!(v["schemaVersion"], 1);
@@ -250,10 +275,10 @@ mod tests {
         w.sync_flush().unwrap();
         let n = w.output_len();
         let full = w.finish(0, &TraceStats::default()).unwrap();
-        // Cut after the header: repair gives an empty, valid trace.
+        // Cut after the header: repair gives a valid trace holding the process's name only.
         let (r, v) = repaired(&full[..n]).unwrap();
-        assert_eq!(r.events, 0);
-        assert_eq!(v["traceEvents"].as_array().unwrap().len(), 0);
+        assert_eq!(r.events, 2);
+        assert_eq!(v["traceEvents"].as_array().unwrap().len(), 2);
         assert!(matches!(
             survey(&mut reader(&full[..12])),
             Err(RepairError::NotATrace { .. })

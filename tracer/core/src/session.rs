@@ -96,14 +96,21 @@ pub enum Input {
     /// Recording of `cycle` begins at `ts` (the first active step starts).
     BeginRecording { ts: u64, cycle: u32 },
     /// Recording of the open cycle ends at `ts` (its last active step ended).
-    EndRecording { ts: u64 },
+    EndRecording {
+        ts: u64,
+        /// The correlation id of the call that ended recording (`cudaProfilerStop`), when one
+        /// did: GPU work of calls before it belongs to the cycle even when those calls were
+        /// not recorded (an API filter) and the work ran after the end.
+        last_call: Option<u32>,
+    },
     /// The call stack of an allocation call (`--with-stack`), captured unresolved on the
     /// allocating thread and symbolised here, off the program's path; with the PyTorch
     /// operators open on that thread (NVTX observer range names, innermost first) and the
     /// Python stack they were called from.
     AllocationStack {
         correlation: u32,
-        backtrace: std::backtrace::Backtrace,
+        /// The native frames, innermost first, symbolised.
+        native: Vec<crate::memory::Frame>,
         operators: Vec<Name>,
         python: Option<PyStack>,
     },
@@ -470,6 +477,13 @@ pub fn frames_of(text: &str) -> Vec<crate::memory::Frame> {
             }
         }
     }
+    program_frames(frames)
+}
+
+/// The frames of an allocation's native stack (innermost first) that belong to the program:
+/// without cuprof's own and the Rust runtime's that captured it, and, when the allocation call
+/// itself is among them, without CUPTI's and the driver's frames above it.
+pub fn program_frames(mut frames: Vec<crate::memory::Frame>) -> Vec<crate::memory::Frame> {
     let ours = |f: &crate::memory::Frame| {
         let n = f.name.as_str();
         n.starts_with("std::")
@@ -477,10 +491,20 @@ pub fn frames_of(text: &str) -> Vec<crate::memory::Frame> {
             || n.starts_with("cuprof::")
             || n.starts_with("<")
             || n.starts_with("__rust")
+            || n.starts_with("backtrace::")
     };
     let skip = frames.iter().take_while(|f| ours(f)).count();
     frames.drain(..skip);
+    if let Some(api) = frames.iter().position(|f| is_allocation_call(&f.name)) {
+        frames.drain(..api);
+    }
     frames
+}
+
+/// The CUDA runtime and driver entry points that allocate or free device memory.
+fn is_allocation_call(name: &str) -> bool {
+    const PREFIXES: [&str; 4] = ["cudaMalloc", "cudaFree", "cuMemAlloc", "cuMemFree"];
+    PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
 /// The frames outside the native stack of an allocation: the PyTorch operators it was made in
@@ -702,17 +726,22 @@ impl Session {
                 self.cycles.push(OpenCycle::new(cycle, key, ts));
                 self.memory_levels(ts);
             }
-            Input::EndRecording { ts } => self.end_recording(ts),
+            Input::EndRecording { ts, last_call } => {
+                self.end_recording(ts);
+                if let (Some(corr), Some(c)) = (last_call, self.cycles.last_mut()) {
+                    c.max_call = c.max_call.max(corr);
+                }
+            }
             Input::AllocationStack {
                 correlation,
-                backtrace,
+                native,
                 operators,
                 python,
             } => {
                 if self.stacks.len() >= MAX_STACKS {
                     self.stacks.clear();
                 }
-                let mut frames = frames_of(&backtrace.to_string());
+                let mut frames = program_frames(native);
                 frames.extend(caller_frames(&operators, python.as_deref()));
                 self.stacks.insert(correlation, frames.into());
             }

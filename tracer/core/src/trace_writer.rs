@@ -93,6 +93,8 @@ pub struct TraceWriter<W: Write> {
     /// (device, stream) whose `Stream Sync` row has been named.
     sync_rows: BTreeSet<(u32, u32)>,
     cpu_threads: BTreeSet<(u32, u32)>,
+    /// Devices whose GPU process is named already.
+    gpu_devices: BTreeSet<u32>,
     context_device: BTreeMap<u32, u32>,
     /// The last (device, context, stream) noted: consecutive GPU work is mostly on one stream,
     /// so the sets above are only searched when it changes.
@@ -219,12 +221,24 @@ impl<W: Write> TraceWriter<W> {
             gpu_threads: BTreeSet::new(),
             sync_rows: BTreeSet::new(),
             cpu_threads: BTreeSet::new(),
+            gpu_devices: BTreeSet::new(),
             context_device: BTreeMap::new(),
             last_gpu: None,
             scratch: String::new(),
             failed: None,
         };
         w.header()?;
+        // Names go in as tracks appear, not at the end: a file cut short (SIGKILL) and
+        // repaired reads with every track named.
+        let (pid, pname) = (w.meta.pid, w.meta.process_name.clone());
+        w.metadata("process_name", pid, 0, "name", MetaValue::Str(pname));
+        w.metadata(
+            "process_sort_index",
+            pid,
+            0,
+            "sort_index",
+            MetaValue::Int(pid as u64),
+        );
         Ok(w)
     }
 
@@ -368,8 +382,46 @@ impl<W: Write> TraceWriter<W> {
             return;
         }
         self.last_gpu = Some((device, context, stream));
-        self.gpu_threads.insert((device, stream));
+        self.gpu_track(device, stream);
         self.context_device.insert(context, device);
+    }
+
+    /// Notes a CPU thread's track, naming it the first time.
+    fn cpu_track(&mut self, pid: u32, tid: u32) {
+        if self.cpu_threads.insert((pid, tid)) {
+            let label = format!("thread {tid} ({})", thread_name(pid, tid));
+            self.metadata("thread_name", pid, tid, "name", MetaValue::Str(label));
+            let sort = MetaValue::Int(tid as u64);
+            self.metadata("thread_sort_index", pid, tid, "sort_index", sort);
+        }
+    }
+
+    /// Notes a GPU stream's track, naming it (and its device) the first time.
+    fn gpu_track(&mut self, device: u32, stream: u32) {
+        if self.gpu_threads.insert((device, stream)) {
+            self.gpu_process(device);
+            let name = MetaValue::Str(format!("stream {stream} "));
+            self.metadata("thread_name", device, stream, "name", name);
+            let sort = MetaValue::Int(stream as u64);
+            self.metadata("thread_sort_index", device, stream, "sort_index", sort);
+        }
+    }
+
+    /// Names a device's GPU process the first time one of its tracks appears.
+    fn gpu_process(&mut self, device: u32) {
+        if self.gpu_devices.insert(device) {
+            let name = format!("GPU {device}");
+            self.metadata(
+                "process_name",
+                device,
+                0,
+                "name",
+                MetaValue::Str(name.clone()),
+            );
+            self.metadata("process_labels", device, 0, "labels", MetaValue::Str(name));
+            let sort = MetaValue::Int(GPU_SORT_BASE + device as u64);
+            self.metadata("process_sort_index", device, 0, "sort_index", sort);
+        }
     }
 
     /// A kernel; `external`: the `External id` of the PyTorch operator that launched it.
@@ -500,7 +552,7 @@ impl<W: Write> TraceWriter<W> {
         let row = if s.sync_type == STREAM_SYNC && s.stream != NO_STREAM {
             self.sync_row(device, s.stream)
         } else {
-            self.gpu_threads.insert((device, tid));
+            self.gpu_track(device, tid);
             tid as u64
         };
         self.begin("X");
@@ -535,6 +587,7 @@ impl<W: Write> TraceWriter<W> {
     fn sync_row(&mut self, device: u32, stream: u32) -> u64 {
         let row = stream as u64 + SYNC_ROW_OFFSET;
         if self.sync_rows.insert((device, stream)) {
+            self.gpu_process(device);
             let name = MetaValue::Str(format!("stream {stream} (sync)"));
             self.metadata_row("thread_name", device, row, "name", name);
             let sort = MetaValue::Int(stream as u64);
@@ -546,7 +599,7 @@ impl<W: Write> TraceWriter<W> {
     /// A runtime or driver call on its OS thread; with `flow`, also the `ac2g` arrow's start.
     /// `external`: the `External id` of the PyTorch operator it was made in.
     pub fn api(&mut self, a: &ApiCall, flow: bool, external: Option<u64>) {
-        self.cpu_threads.insert((a.pid, a.tid));
+        self.cpu_track(a.pid, a.tid);
         let cat = match a.domain {
             ApiDomain::Runtime => "cuda_runtime",
             ApiDomain::Driver => "cuda_driver",
@@ -586,7 +639,7 @@ impl<W: Write> TraceWriter<W> {
 
     /// An NVTX range or a `ProfilerStep#N` on its CPU thread.
     pub fn range(&mut self, r: &Range, work: Option<f64>) {
-        self.cpu_threads.insert((r.pid, r.tid));
+        self.cpu_track(r.pid, r.tid);
         let name: &str = &r.name;
         if r.kind == RangeKind::Mark {
             self.begin("i");
@@ -628,7 +681,7 @@ impl<W: Write> TraceWriter<W> {
     /// it carry), autograd's sequence number and forward thread, the RecordFunction handle,
     /// input shapes when recorded, and the Python call stack with `--with-stack`.
     pub fn torch_op(&mut self, r: &Range, op: &TorchOp, fwd_thread: Option<u32>) {
-        self.cpu_threads.insert((r.pid, r.tid));
+        self.cpu_track(r.pid, r.tid);
         self.complete("cpu_op", op.name, r.pid, r.tid, r.start, r.end);
         self.args_open();
         self.first_arg("External id");
@@ -658,7 +711,7 @@ impl<W: Write> TraceWriter<W> {
     /// would otherwise tie with its first op, which comes first in the file, and a viewer would
     /// nest the range inside that op.
     pub fn gpu_annotation(&mut self, name: &str, device: u32, stream: u32, start: u64, end: u64) {
-        self.gpu_threads.insert((device, stream));
+        self.gpu_track(device, stream);
         let (start, end) = (start.saturating_sub(1), end.saturating_add(1));
         self.complete("gpu_user_annotation", name, device, stream, start, end);
         self.close(false);
@@ -736,8 +789,8 @@ impl<W: Write> TraceWriter<W> {
         self.close(true);
     }
 
-    /// Writes the process/thread metadata, the `Record Window End` instant and the footer, and
-    /// returns the underlying writer and the number of events in the file.
+    /// Writes the `Record Window End` instant and the footer (the tracks were named as they
+    /// appeared), and returns the underlying writer and the number of events in the file.
     pub fn finish(self, end_ns: u64, stats: &TraceStats) -> io::Result<W> {
         self.finish_counted(end_ns, stats).map(|(w, _)| w)
     }
@@ -746,75 +799,6 @@ impl<W: Write> TraceWriter<W> {
     pub fn finish_counted(mut self, end_ns: u64, stats: &TraceStats) -> io::Result<(W, u64)> {
         if let Some(e) = self.failed.take() {
             return Err(e);
-        }
-        let pid = self.meta.pid;
-        let pname = self.meta.process_name.clone();
-        self.metadata("process_name", pid, 0, "name", MetaValue::Str(pname));
-        self.metadata(
-            "process_sort_index",
-            pid,
-            0,
-            "sort_index",
-            MetaValue::Int(pid as u64),
-        );
-        let threads: Vec<_> = self.cpu_threads.iter().copied().collect();
-        for (p, t) in threads {
-            let label = format!("thread {t} ({})", thread_name(p, t));
-            self.metadata("thread_name", p, t, "name", MetaValue::Str(label));
-            self.metadata(
-                "thread_sort_index",
-                p,
-                t,
-                "sort_index",
-                MetaValue::Int(t as u64),
-            );
-        }
-        let devices: BTreeSet<u32> = self
-            .gpu_threads
-            .iter()
-            .chain(&self.sync_rows)
-            .map(|(d, _)| *d)
-            .collect();
-        for d in devices {
-            self.metadata(
-                "process_name",
-                d,
-                0,
-                "name",
-                MetaValue::Str(format!("GPU {d}")),
-            );
-            self.metadata(
-                "process_labels",
-                d,
-                0,
-                "labels",
-                MetaValue::Str(format!("GPU {d}")),
-            );
-            let sort = GPU_SORT_BASE + d as u64;
-            self.metadata(
-                "process_sort_index",
-                d,
-                0,
-                "sort_index",
-                MetaValue::Int(sort),
-            );
-        }
-        let streams: Vec<_> = self.gpu_threads.iter().copied().collect();
-        for (d, s) in streams {
-            self.metadata(
-                "thread_name",
-                d,
-                s,
-                "name",
-                MetaValue::Str(format!("stream {s} ")),
-            );
-            self.metadata(
-                "thread_sort_index",
-                d,
-                s,
-                "sort_index",
-                MetaValue::Int(s as u64),
-            );
         }
         self.begin("i");
         self.arg_str("s", "g");

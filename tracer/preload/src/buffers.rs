@@ -1,72 +1,14 @@
-//! CUPTI's activity buffers: handed out from a bounded pool, decoded in the completion
-//! callback (names copied out), and sent to the writer as one batch per buffer.
+//! CUPTI's activity buffers: handed out from the pool ([`crate::pool`]), decoded in the
+//! completion callback (names copied out), and sent to the writer as one batch per buffer.
 //!
-//! Nothing here blocks: a full channel drops the batch and counts its records. CUPTI before 12.9
-//! crashes on a declined (NULL) buffer, so when the pool is exhausted a small overflow buffer is
-//! handed out instead and its records are counted as dropped.
+//! Nothing here blocks: a full channel drops the batch and counts its records, and so does an
+//! overflow buffer (what the pool hands out at its bound).
 
 use crate::cupti::SUCCESS;
+use crate::pool::Buffer;
 use crate::{guard, tracer};
 use cuprof_core::session::Input;
-use std::alloc::{alloc, dealloc, Layout};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::Mutex;
-
-const ALIGN: usize = 8;
-/// What an exhausted pool hands out: enough for CUPTI to make progress, cheap to throw away.
-const OVERFLOW_SIZE: usize = 64 * 1024;
-
-/// Bounded pool of equally sized, 8-byte aligned buffers.
-pub struct Pool {
-    size: usize,
-    limit: usize,
-    outstanding: AtomicUsize,
-    free: Mutex<Vec<usize>>,
-}
-
-impl Pool {
-    pub fn new(size: usize, limit: usize) -> Self {
-        Pool {
-            size,
-            limit,
-            outstanding: AtomicUsize::new(0),
-            free: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// A buffer and its size; `false` when it is an overflow buffer.
-    fn take(&self) -> Option<(*mut u8, usize, bool)> {
-        if let Some(p) = self.free.lock().ok().and_then(|mut f| f.pop()) {
-            self.outstanding.fetch_add(1, Relaxed);
-            return Some((p as *mut u8, self.size, true));
-        }
-        if self.outstanding.fetch_add(1, Relaxed) < self.limit {
-            // SAFETY: size is non-zero and ALIGN a power of two.
-            let p = unsafe { alloc(Layout::from_size_align(self.size, ALIGN).ok()?) };
-            if !p.is_null() {
-                return Some((p, self.size, true));
-            }
-        }
-        self.outstanding.fetch_sub(1, Relaxed);
-        // SAFETY: as above.
-        let p = unsafe { alloc(Layout::from_size_align(OVERFLOW_SIZE, ALIGN).ok()?) };
-        (!p.is_null()).then_some((p, OVERFLOW_SIZE, false))
-    }
-
-    fn give_back(&self, p: *mut u8, size: usize) {
-        if size == self.size {
-            self.outstanding.fetch_sub(1, Relaxed);
-            if let Ok(mut f) = self.free.lock() {
-                f.push(p as usize);
-                return;
-            }
-        }
-        if let Ok(layout) = Layout::from_size_align(size, ALIGN) {
-            // SAFETY: p was allocated by `take` with this exact layout.
-            unsafe { dealloc(p, layout) };
-        }
-    }
-}
 
 /// CUPTI asks for a buffer (on its own thread or, in CUPTI 13's per-thread mode, on the
 /// application thread that needs one).
@@ -76,9 +18,9 @@ pub unsafe extern "C" fn requested(
     max_records: *mut usize,
 ) {
     guard((), || {
-        let got = tracer().and_then(|t| t.pool.take());
-        let (p, n) = match got {
-            Some((p, n, _)) => (p, n),
+        let (p, n) = match tracer().and_then(|t| Some((t.pool.take()?, t))) {
+            Some((Buffer::Pooled(p), t)) => (p, t.pool.buffer_size()),
+            Some((Buffer::Overflow(p), _)) => (p, crate::pool::OVERFLOW_SIZE),
             None => (std::ptr::null_mut(), 0),
         };
         // SAFETY: CUPTI passes valid out-pointers.
@@ -114,7 +56,7 @@ pub unsafe extern "C" fn completed(
         if valid > 0 {
             // SAFETY: CUPTI wrote `valid` bytes into the buffer we handed out.
             let bytes = unsafe { std::slice::from_raw_parts(buffer, valid) };
-            let is_overflow = size != t.pool.size;
+            let is_overflow = !t.pool.is_pooled(size);
             let (events, offsets) = decode_all(t, buffer, valid, bytes);
             if let Some(dir) = &t.dump_dir {
                 crate::rawdump::dump(dir, t.cupti_version, bytes, &offsets);
@@ -127,7 +69,7 @@ pub unsafe extern "C" fn completed(
                 t.counters.dropped_channel.fetch_add(n, Relaxed);
             }
         }
-        t.pool.give_back(buffer, size);
+        t.pool.give_back(buffer, size, valid);
     })
 }
 

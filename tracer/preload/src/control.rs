@@ -109,6 +109,12 @@ fn set_collecting(t: &Tracer, on: bool) {
 
 /// Acts on one transition of the window at time `ts`.
 fn apply(t: &Tracer, tr: Transition, ts: u64) {
+    apply_after_call(t, tr, ts, None)
+}
+
+/// [`apply`] for a transition made by an API call (`cudaProfilerStop`) with correlation id
+/// `call`.
+fn apply_after_call(t: &Tracer, tr: Transition, ts: u64, call: Option<u32>) {
     tracing::debug!(?tr, ts, "window transition");
     let (step_start, step_tid, work, cycle) = {
         let Ok(mut g) = STATE.lock() else { return };
@@ -140,7 +146,13 @@ fn apply(t: &Tracer, tr: Transition, ts: u64) {
         );
     }
     if tr.save.is_some() {
-        send(t, Input::EndRecording { ts });
+        send(
+            t,
+            Input::EndRecording {
+                ts,
+                last_call: call,
+            },
+        );
     }
     if tr.record_starts {
         let number = cycle_number(cycle);
@@ -248,7 +260,8 @@ pub fn range_start(from: RangeSource) {
 }
 
 /// `cudaProfilerStop` / `cuprof_stop()`: the range's records are flushed before it closes.
-pub fn range_stop(from: RangeSource) {
+/// `call`: the correlation id of the `cudaProfilerStop` call, when it is one.
+pub fn range_stop(from: RangeSource, call: Option<u32>) {
     let Some(t) = tracer() else { return };
     if let Some(tr) = with_driver(|d| match d {
         Driver::Range(w, source) if *source == from => Some(w.stop()),
@@ -256,7 +269,7 @@ pub fn range_stop(from: RangeSource) {
     })
     .flatten()
     {
-        apply(t, tr, now_ns());
+        apply_after_call(t, tr, now_ns(), call);
     }
 }
 
@@ -329,7 +342,13 @@ pub fn at_exit() {
                 },
             );
         }
-        send(t, Input::EndRecording { ts });
+        send(
+            t,
+            Input::EndRecording {
+                ts,
+                last_call: None,
+            },
+        );
     }
     if let Ok(mut g) = STATE.lock() {
         *g = None;

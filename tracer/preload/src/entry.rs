@@ -192,7 +192,7 @@ pub extern "C" fn cuprof_start() {
 pub extern "C" fn cuprof_stop() {
     guard((), || {
         if CONFIG.get().is_some() {
-            control::range_stop(RangeSource::Cuprof)
+            control::range_stop(RangeSource::Cuprof, None)
         }
     })
 }

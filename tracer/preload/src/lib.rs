@@ -23,8 +23,11 @@ mod cupti;
 mod entry;
 mod hooks;
 mod nvtx;
+mod pages;
+mod pool;
 mod python;
 mod rawdump;
+mod reclaim;
 mod resolve;
 mod stacks;
 mod start;
@@ -40,6 +43,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// A message to the writer thread.
 pub enum Msg {
     Input(Input),
+    /// An allocation's stack (`--with-stack`), symbolised by the writer thread.
+    AllocationStack(stacks::RawStack),
     /// Close everything and report; the sender waits on the reply (bounded).
     Shutdown(crossbeam_channel::Sender<()>),
     /// Make what is written so far survive a crash; the sender waits on the reply (bounded).
@@ -54,7 +59,7 @@ pub struct Tracer {
     pub cupti_version: u32,
     pub decoder: Mutex<Decoder>,
     pub names: Mutex<resolve::Names>,
-    pub pool: buffers::Pool,
+    pub pool: pool::Pool,
     pub tx: crossbeam_channel::Sender<Msg>,
     pub counters: Arc<Counters>,
     pub kinds: Vec<u32>,

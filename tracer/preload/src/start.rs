@@ -12,9 +12,30 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
-/// Allocation calls whose stacks `--with-stack` records: runtime (PyTorch's caching allocator
-/// uses cudaMalloc) and driver.
-const ALLOCATION_CALLS: [(u32, u32); 8] = [
+/// Allocation and free calls whose stacks `--with-stack` records: runtime (PyTorch's caching
+/// allocator uses cudaMalloc/cudaFree) and driver. Frees get theirs so the memory viewer shows
+/// where a block was released (without one it reads as freed before recording began).
+const ALLOCATION_CALLS: [(u32, u32); 13] = [
+    (
+        cupti::DOMAIN_RUNTIME,
+        Rt::CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020.0,
+    ),
+    (
+        cupti::DOMAIN_RUNTIME,
+        Rt::CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020.0,
+    ),
+    (
+        cupti::DOMAIN_RUNTIME,
+        Rt::CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_ptsz_v11020.0,
+    ),
+    (
+        cupti::DOMAIN_DRIVER,
+        Drv::CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2.0,
+    ),
+    (
+        cupti::DOMAIN_DRIVER,
+        Drv::CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync.0,
+    ),
     (
         cupti::DOMAIN_RUNTIME,
         Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020.0,
@@ -49,7 +70,7 @@ const ALLOCATION_CALLS: [(u32, u32); 8] = [
     ),
 ];
 
-/// Messages the channel holds: each is one CUPTI buffer's batch or one NVTX range.
+/// Messages the channel holds at least: each is one CUPTI buffer's batch or one NVTX range.
 const CHANNEL_CAPACITY: usize = 4096;
 
 /// Our CUPTI subscriber handle (null when not subscribed).
@@ -118,7 +139,10 @@ unsafe extern "C" fn on_callback(_user: *mut c_void, domain: u32, cbid: u32, dat
                 if start {
                     crate::control::range_start(RangeSource::CudaProfilerApi);
                 } else if stop {
-                    crate::control::range_stop(RangeSource::CudaProfilerApi);
+                    // SAFETY: as above.
+                    let correlation =
+                        unsafe { (*(data as *const cupti::CallbackData)).correlation_id };
+                    crate::control::range_stop(RangeSource::CudaProfilerApi, Some(correlation));
                 } else if reset {
                     crate::writer::flush_before_teardown();
                 }
@@ -216,13 +240,17 @@ pub fn start(cfg: &Config) -> Result<(), String> {
     let api = crate::api::ApiPlan::new(cfg, api_switches, &names);
     let kinds = kinds(cfg);
     tracing::debug!(kinds = ?kinds, memory = cfg.activities.mem, with_stack = cfg.with_stack, api = ?cfg.api, per_call = api.is_some(), "activity kinds");
-    let (tx, rx) = crossbeam_channel::bounded(CHANNEL_CAPACITY);
+    let pool = crate::pool::Pool::new(cfg.buffer_size, cfg.buffers);
+    // A flush from the writer thread (periodic, or to reclaim buffers) sends every partly filled
+    // buffer into the writer's own channel before it can drain any: room for all, twice.
+    let capacity = CHANNEL_CAPACITY.max(2 * pool.max_out());
+    let (tx, rx) = crossbeam_channel::bounded(capacity);
     let tracer = Tracer {
         api,
         cupti_version: version,
         decoder: Mutex::new(Decoder::new(family)),
         names: Mutex::new(names),
-        pool: crate::buffers::Pool::new(cfg.buffer_size, cfg.buffers),
+        pool,
         tx,
         counters: Arc::new(Default::default()),
         kinds,

@@ -148,13 +148,19 @@ pub fn spawn(cfg: &Config, tracer: Tracer, rx: Receiver<Msg>) -> Result<(), Stri
 fn run(mut session: Session, rx: Receiver<Msg>) {
     // Asked here, not in InitializeInjection: the driver is still inside cuInit there.
     session.set_devices(crate::entry::device_properties());
+    let mut reclaim = crate::reclaim::Reclaim::new(Instant::now());
+    let mut symbols = crate::stacks::Resolver::default();
     loop {
         let now = Instant::now();
-        let wait = [session.next_deadline(), control::time_deadline()]
-            .into_iter()
-            .flatten()
-            .map(|d| d.saturating_duration_since(now))
-            .fold(TICK, Duration::min);
+        let wait = [
+            session.next_deadline(),
+            control::time_deadline(),
+            Some(reclaim.deadline()),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|d| d.saturating_duration_since(now))
+        .fold(TICK, Duration::min);
         match rx.recv_timeout(wait) {
             Ok(Msg::Input(i)) => {
                 if let Input::Events(events) = &i {
@@ -162,14 +168,17 @@ fn run(mut session: Session, rx: Receiver<Msg>) {
                 }
                 session.handle(i);
             }
+            Ok(Msg::AllocationStack(raw)) => session.handle(symbols.resolve(raw)),
             Ok(Msg::SyncFlush(reply)) => {
                 session.sync_flush();
                 let _ = reply.send(());
             }
             Ok(Msg::Shutdown(reply)) => {
                 while let Ok(m) = rx.try_recv() {
-                    if let Msg::Input(i) = m {
-                        session.handle(i);
+                    match m {
+                        Msg::Input(i) => session.handle(i),
+                        Msg::AllocationStack(raw) => session.handle(symbols.resolve(raw)),
+                        _ => {}
                     }
                 }
                 report(session);
@@ -183,6 +192,9 @@ fn run(mut session: Session, rx: Receiver<Msg>) {
             }
         }
         control::poll_time();
+        if let Some(t) = tracer() {
+            reclaim.tick(t, Instant::now());
+        }
         if let Action::FlushCupti { forced } = session.tick(Instant::now()) {
             tracing::trace!(forced, "CUPTI flush");
             if let Some(t) = TRACER.get() {
@@ -329,7 +341,9 @@ fn loss_advice(stats: &cuprof_core::trace_writer::TraceStats) -> String {
         advice.push("CUPTI ran out of buffer room: raise CUPROF_BUFFER_SIZE");
     }
     if stats.dropped_buffers > 0 {
-        advice.push("more threads held buffers than the pool allows: raise CUPROF_BUFFERS");
+        advice.push(
+            "CUPTI's buffers held more records than the pool allows, or more threads held buffers than it allows: raise CUPROF_BUFFERS",
+        );
     }
     advice.join("; ")
 }

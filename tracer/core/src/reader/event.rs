@@ -57,21 +57,25 @@ pub struct Args<'a> {
     pub name: Option<Cow<'a, str>>,
     /// `process_sort_index` / `thread_sort_index` metadata.
     pub sort_index: Option<i64>,
+    /// Kineto's `External id`: on a `cpu_op` its own id, on a CUDA call or a GPU operation the
+    /// id of the innermost operator it ran in.
+    pub external_id: Option<i64>,
+    /// A `cpu_op`'s `Input Dims`, the JSON text as it stands in the file (nested arrays).
+    pub input_dims: Option<&'a str>,
+    /// A `cpu_op`'s `Call stack`: `file(line): function` frames, innermost first, `;` between.
+    pub call_stack: Option<Cow<'a, str>>,
     /// Members found but not decoded (their JSON text), for tools that keep them.
     pub raw: RawMembers<'a>,
 }
 
-/// Members of `args` that the reader delimits but leaves as JSON text: `cuprof export` keeps
+/// Members of `args` that the reader delimits but leaves as JSON text (`External id` and
+/// `Input Dims` are in [`Args`]): `cuprof export` keeps
 /// them as columns. Finding where a value ends costs what skipping it does, so reading them
 /// this way adds nothing to a reader that does not look at them.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct RawMembers<'a> {
-    /// `"External id"`: the PyTorch operator an event belongs to.
-    pub external_id: Option<&'a str>,
     pub sequence_number: Option<&'a str>,
     pub fwd_thread_id: Option<&'a str>,
-    /// `"Input Dims"`: an operator's input shapes, `[[64, 1024], [1024]]`.
-    pub input_dims: Option<&'a str>,
     pub grid: Option<&'a str>,
     pub block: Option<&'a str>,
     pub registers_per_thread: Option<&'a str>,
@@ -206,14 +210,16 @@ struct RawArgs<'a> {
     name: Option<Text<'a>>,
     #[serde(default)]
     sort_index: Option<Int>,
-    #[serde(borrow, default, rename = "External id")]
-    external_id: Option<&'a RawValue>,
+    #[serde(rename = "External id", default)]
+    external_id: Option<Int>,
+    #[serde(rename = "Input Dims", borrow, default)]
+    input_dims: Option<&'a RawValue>,
+    #[serde(rename = "Call stack", borrow, default)]
+    call_stack: Option<Text<'a>>,
     #[serde(borrow, default, rename = "Sequence number")]
     sequence_number: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "Fwd thread id")]
     fwd_thread_id: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "Input Dims")]
-    input_dims: Option<&'a RawValue>,
     #[serde(borrow, default)]
     grid: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -243,11 +249,12 @@ impl<'a> RawArgs<'a> {
             payload: self.payload.and_then(|f| f.0),
             name: self.name.map(|t| t.0),
             sort_index: self.sort_index.and_then(|i| i.0),
+            external_id: self.external_id.and_then(|i| i.0),
+            input_dims: self.input_dims.map(RawValue::get),
+            call_stack: self.call_stack.map(|t| t.0),
             raw: RawMembers {
-                external_id: self.external_id.map(RawValue::get),
                 sequence_number: self.sequence_number.map(RawValue::get),
                 fwd_thread_id: self.fwd_thread_id.map(RawValue::get),
-                input_dims: self.input_dims.map(RawValue::get),
                 grid: self.grid.map(RawValue::get),
                 block: self.block.map(RawValue::get),
                 registers_per_thread: self.registers_per_thread.map(RawValue::get),
@@ -484,9 +491,24 @@ mod tests {
         assert_eq!(e.args.device, Some(0));
         assert_eq!(e.args.raw.grid, Some("[132, 1, 1]"));
         assert_eq!(e.args.raw.registers_per_thread, Some("168"));
-        assert_eq!(e.args.raw.external_id, None);
+        assert_eq!(e.args.external_id, None);
         assert_eq!(e.offset, 42);
         assert_eq!(e.raw_str().unwrap(), raw);
+    }
+
+    #[test]
+    fn operator_args() {
+        let raw = r#"{"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 2, "ts": 1.000, "dur": 2.000, "args": {"External id": 5, "Sequence number": 1, "Record function id": 5, "Input Dims": [[32], [8, 64], []], "Call stack": "m.py(12): forward;t.py(40): <module>"}}"#;
+        let e = Event::parse(raw, 0).unwrap();
+        assert_eq!(e.args.external_id, Some(5));
+        assert_eq!(e.args.input_dims, Some("[[32], [8, 64], []]"));
+        assert_eq!(
+            e.args.call_stack.as_deref(),
+            Some("m.py(12): forward;t.py(40): <module>")
+        );
+        let k = Event::parse(r#"{"ph": "X", "args": {"correlation": 3}}"#, 0).unwrap();
+        assert_eq!(k.args.external_id, None);
+        assert_eq!(k.args.input_dims, None);
     }
 
     #[test]

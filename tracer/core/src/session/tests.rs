@@ -122,7 +122,10 @@ fn gpu_work_is_routed_by_the_call_that_launched_it() {
         kernel(2, 1_400, 1_500),
         api(3, 1_900),
     ]));
-    s.handle(Input::EndRecording { ts: 2_000 });
+    s.handle(Input::EndRecording {
+        ts: 2_000,
+        last_call: None,
+    });
     s.handle(Input::Events(vec![
         kernel(3, 2_100, 2_200),
         // A call after the end (kinds not yet off) and its kernel: not recorded.
@@ -147,10 +150,39 @@ fn gpu_work_is_routed_by_the_call_that_launched_it() {
 }
 
 #[test]
+fn work_of_unrecorded_calls_before_cuda_profiler_stop_stays_in_the_cycle() {
+    // Call 1 recorded; call 2 (a driver launch, its record filtered out) ran its kernel after
+    // cudaProfilerStop (call 3) ended recording; call 4's kernel came after the stop.
+    for (last_call, kept) in [(None, vec!["k1"]), (Some(3), vec!["k1", "k2"])] {
+        let sink = MemSink::default();
+        let mut s = recording(&sink);
+        s.handle(Input::Events(vec![api(1, 1_100), kernel(1, 1_200, 1_300)]));
+        s.handle(Input::EndRecording {
+            ts: 2_000,
+            last_call,
+        });
+        s.handle(Input::Events(vec![
+            kernel(2, 2_100, 2_200),
+            kernel(4, 2_300, 2_400),
+        ]));
+        let (written, _) = s.finish();
+        assert_eq!(written.len(), 1);
+        assert_eq!(
+            kernel_names(&sink.trace("cycle1.json.gz")),
+            kept,
+            "{last_call:?}"
+        );
+    }
+}
+
+#[test]
 fn a_cycle_with_nothing_in_it_writes_no_file() {
     let sink = MemSink::default();
     let mut s = recording(&sink);
-    s.handle(Input::EndRecording { ts: 2_000 });
+    s.handle(Input::EndRecording {
+        ts: 2_000,
+        last_call: None,
+    });
     let (written, errors) = s.finish();
     assert!(written.is_empty() && errors.is_empty());
     assert!(sink.names().is_empty());
@@ -198,7 +230,10 @@ fn gpu_work_stays_in_the_cycle_of_its_launch_when_it_runs_during_the_next() {
     let mut s = recording(&sink);
     // Cycle 1 launches k1 and k2; the GPU runs behind, so both start after cycle 2 began.
     s.handle(Input::Events(vec![api(1, 1_100), api(2, 1_200)]));
-    s.handle(Input::EndRecording { ts: 2_000 });
+    s.handle(Input::EndRecording {
+        ts: 2_000,
+        last_call: None,
+    });
     // A warm-up step between the cycles: its call is not recorded, nor its kernel.
     s.handle(Input::Events(vec![api(3, 2_200)]));
     s.handle(Input::BeginRecording {
@@ -212,7 +247,10 @@ fn gpu_work_stays_in_the_cycle_of_its_launch_when_it_runs_during_the_next() {
         kernel(3, 3_600, 3_700),
         kernel(4, 3_700, 3_800),
     ]));
-    s.handle(Input::EndRecording { ts: 4_000 });
+    s.handle(Input::EndRecording {
+        ts: 4_000,
+        last_call: None,
+    });
     let (written, errors) = s.finish();
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(
@@ -234,7 +272,10 @@ fn gpu_work_of_a_closed_cycle_is_not_written_into_the_next() {
     let sink = MemSink::default();
     let mut s = recording(&sink);
     s.handle(Input::Events(vec![api(1, 1_100)]));
-    s.handle(Input::EndRecording { ts: 2_000 });
+    s.handle(Input::EndRecording {
+        ts: 2_000,
+        last_call: None,
+    });
     // Cycle 1 drains, is flushed, then closes.
     let later = Instant::now() + DRAIN + Duration::from_secs(1);
     assert_eq!(s.tick(later), Action::FlushCupti { forced: true });
@@ -247,7 +288,10 @@ fn gpu_work_of_a_closed_cycle_is_not_written_into_the_next() {
     // k1's record comes only now (CUPTI held it back), while cycle 2 records.
     s.handle(Input::Events(vec![api(2, 3_100), kernel(1, 3_200, 3_300)]));
     s.handle(Input::Events(vec![kernel(2, 3_300, 3_400)]));
-    s.handle(Input::EndRecording { ts: 4_000 });
+    s.handle(Input::EndRecording {
+        ts: 4_000,
+        last_call: None,
+    });
     let (written, _) = s.finish();
     assert_eq!(written.len(), 2);
     assert_eq!(kernel_names(&sink.trace("cycle2.json.gz")), vec!["k2"]);
@@ -258,7 +302,10 @@ fn deferred_work_goes_to_the_cycle_of_its_call_when_the_call_comes_after_it() {
     let sink = MemSink::default();
     let mut s = recording(&sink);
     s.handle(Input::Events(vec![api(1, 1_100)]));
-    s.handle(Input::EndRecording { ts: 2_000 });
+    s.handle(Input::EndRecording {
+        ts: 2_000,
+        last_call: None,
+    });
     s.handle(Input::BeginRecording {
         ts: 3_000,
         cycle: 2,
@@ -521,4 +568,19 @@ fn backtrace_text_becomes_frames_without_cuprofs_own() {
     assert_eq!(f[0].filename, "tests/cupti-double/src/lib.rs");
     assert_eq!(f[0].line, 162);
     assert_eq!(f[1].line, 0);
+}
+
+#[test]
+fn allocation_stacks_start_at_the_programs_call() {
+    // As on a GPU: CUPTI's and the driver's frames sit between cuprof's callback and the
+    // runtime's cudaMalloc that PyTorch's allocator called.
+    let text = "   0: cuprof::stacks::capture\n   1: <unknown>\n   2: cuptiEnableDomain\n   3: cuDevicePrimaryCtxRetain\n   4: cudaMalloc\n   5: c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc\n";
+    let names: Vec<String> = frames_of(text).into_iter().map(|f| f.name).collect();
+    assert_eq!(
+        names,
+        vec![
+            "cudaMalloc",
+            "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc"
+        ]
+    );
 }

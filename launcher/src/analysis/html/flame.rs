@@ -1,0 +1,50 @@
+//! The flame graph of `cuprof flame` (same stacks, same inferno drawing), inline. The page is
+//! static (its Content-Security-Policy allows no script), so inferno's zoom/search script and
+//! the `onload` that starts it are left out, as are the XML prolog and the buttons that need
+//! the script, and comments; hovering a frame still shows its name and time. inferno's stylesheet selects by
+//! its own ids (`#frames`, `#title`, ...), which the rest of the page does not use, and one
+//! bare `text` rule, which is scoped to the flame graph here so that it leaves the other charts
+//! alone.
+
+/// The SVG element of an inferno flame graph, made inert and scoped for inlining.
+pub fn inline(svg: &str) -> String {
+    let start = svg.find("<svg").unwrap_or(0);
+    let mut s = svg[start..].replacen(r#" onload="init(evt)""#, "", 1);
+    s = s.replacen("<svg ", r#"<svg class="flame" "#, 1);
+    s = cut(&s, "<script", "</script>");
+    for id in ["unzoom", "search", "matched"] {
+        s = cut(&s, &format!(r#"<text id="{id}""#), "</text>");
+    }
+    // Comments (inferno's credits, with links) say nothing to the reader of the page.
+    while s.contains("<!--") {
+        let before = s.len();
+        s = cut(&s, "<!--", "-->");
+        if s.len() == before {
+            break;
+        }
+    }
+    s.replace("\ntext {", "\nsvg.flame text {")
+}
+
+/// `s` without the first element that starts with `open` and ends with `close`.
+fn cut(s: &str, open: &str, close: &str) -> String {
+    match s.find(open) {
+        Some(a) => match s[a..].find(close) {
+            Some(b) => format!("{}{}", &s[..a], &s[a + b + close.len()..]),
+            None => s.to_string(),
+        },
+        None => s.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn inert_and_scoped() {
+        let svg = "<?xml version=\"1.0\"?><!DOCTYPE svg><svg version=\"1.1\" onload=\"init(evt)\"><!--See https://x--><style>\ntext { font-size:12px }</style><script>var a;</script><text id=\"search\" x=\"1\">Search</text><g id=\"frames\"/></svg>";
+        assert_eq!(
+            super::inline(svg),
+            "<svg class=\"flame\" version=\"1.1\"><style>\nsvg.flame text { font-size:12px }</style><g id=\"frames\"/></svg>"
+        );
+    }
+}

@@ -1,0 +1,144 @@
+//! `cuprof report --html`: one self-contained HTML page (no script, no network: its
+//! Content-Security-Policy forbids both, so it opens the same on an air-gapped node and as a
+//! mail attachment) with the report's figures drawn as inline SVG:
+//!
+//! * step latency over the step number per rank, and its distribution with p50/p90/p99
+//!   ([`steps`]);
+//! * GPU time per rank as stacked bars, with every figure in a table ([`breakdown`]);
+//! * a rank × step heatmap of step time, with several ranks ([`heatmap`]);
+//! * top kernels and top operators as bars ([`bars`]);
+//! * device memory over time with its peak, when the traces have the memory counter
+//!   ([`memory`]);
+//! * the flame graph of `cuprof flame` ([`flame`]).
+//!
+//! Every drawn number shows on hover (an SVG `<title>`) and carries `data-key` (its path in
+//! summary.json) and `data-value` (its value there, written the same way), so a test can check
+//! the page against summary.json mark by mark. The SVG is written by hand ([`svg`]): see that
+//! module for why no plotting crate.
+
+mod bars;
+mod breakdown;
+mod flame;
+mod heatmap;
+mod memory;
+mod steps;
+mod svg;
+
+use std::fmt::Write;
+
+use super::model::Summary;
+use svg::esc;
+
+const STYLE: &str = r#"
+body { font: 14px/1.45 system-ui, sans-serif; margin: 20px 28px; color: #222; }
+h1 { font-size: 22px; margin: 0 0 4px; }
+h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid #ddd; padding-bottom: 2px; }
+header p, p.note { color: #555; margin: 2px 0; }
+p.none { color: #777; font-style: italic; }
+nav a { margin-right: 14px; }
+.figs { display: flex; flex-wrap: wrap; gap: 12px 24px; }
+svg.chart { max-width: 100%; height: auto; font-family: system-ui, sans-serif; }
+svg.chart text { font-size: 11px; fill: #333; }
+svg.chart text.axis { font-size: 12px; fill: #555; }
+svg.chart .grid { stroke: #ebebeb; }
+svg.chart .axisline { stroke: #999; }
+svg.chart .line { fill: none; stroke-width: 1.5; }
+svg.chart .dot:hover, svg.chart .memdot:hover { stroke: #000; }
+svg.chart .bin { fill: #9db7d5; }
+svg.chart .pct line { stroke: #c0392b; stroke-width: 1.5; stroke-dasharray: 5 3; }
+svg.chart .pct text { fill: #c0392b; font-weight: 600; }
+svg.chart .compute { fill: #4e79a7; }
+svg.chart .overlap { fill: #8c6bb1; }
+svg.chart .comm { fill: #f28e2b; }
+svg.chart .memcpy { fill: #59a14f; }
+svg.chart .memset { fill: #b6d7a8; }
+svg.chart .host { fill: #cfcfcf; }
+svg.chart .sync { fill: #e15759; }
+svg.chart .cpu { fill: #b9a98f; }
+svg.chart .part:hover, svg.chart .bar:hover, svg.chart .cell:hover { stroke: #000; }
+svg.chart .cell { stroke: #ddd; stroke-width: 0.5; }
+svg.chart .cell.slowest { stroke: #111; stroke-width: 1.2; }
+svg.chart .value { fill: #555; font-size: 10px; }
+svg.chart .mem { fill: none; stroke: #4e79a7; stroke-width: 1.5; }
+svg.chart .memdot { fill: #4e79a7; fill-opacity: 0.25; }
+svg.chart .peak circle { fill: none; stroke: #c0392b; stroke-width: 2; }
+svg.chart .peak text { fill: #c0392b; font-weight: 600; }
+table { border-collapse: collapse; margin: 10px 0; font-size: 13px; }
+th, td { padding: 3px 10px; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
+th { background: #f6f6f6; font-weight: 600; white-space: normal; vertical-align: bottom; }
+th:first-child, td:first-child { text-align: left; }
+svg.flame { width: 100%; height: auto; }
+"#;
+
+/// The page for `s`; `flame_svg` is what `cuprof flame` would write (none: no GPU work).
+pub fn page(s: &Summary, flame_svg: Option<&str>, top: usize) -> String {
+    let mut out = String::with_capacity(64 * 1024);
+    let events: u64 = s.files.iter().map(|f| f.events).sum();
+    let _ = write!(
+        out,
+        r#"<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="cuprof {}">
+<title>cuprof report</title><style>{STYLE}</style></head><body>
+<header><h1>cuprof report</h1><p>{} file(s), {} rank(s), {} events; every figure is in summary.json (hover a mark for its numbers)</p>"#,
+        esc(&s.version),
+        s.files.len(),
+        s.ranks.len(),
+        events
+    );
+    for f in &s.files {
+        if let Some(t) = &f.truncated {
+            let _ = write!(
+                out,
+                r#"<p class="note">warning: {} (rank {}) is cut short: {}; figures cover what was read</p>"#,
+                esc(&f.path),
+                f.rank,
+                esc(t)
+            );
+        }
+    }
+    let sections = [
+        steps::section(s),
+        breakdown::section(s),
+        heatmap::section(s),
+        bars::kernels(s, top),
+        bars::operators(s, top),
+        memory::section(s),
+        flame_section(flame_svg),
+    ];
+    out.push_str("<nav>");
+    for sec in sections.iter().filter(|x| !x.is_empty()) {
+        // Each section starts `<section id="ID"><h2>TITLE</h2>`.
+        let id = between(sec, "id=\"", "\"");
+        let title = between(sec, "<h2>", "</h2>");
+        let _ = write!(out, r##"<a href="#{id}">{title}</a>"##);
+    }
+    out.push_str("</nav></header>\n");
+    for sec in sections {
+        out.push_str(&sec);
+        out.push('\n');
+    }
+    out.push_str("</body></html>\n");
+    out
+}
+
+fn flame_section(svg: Option<&str>) -> String {
+    let mut out = String::from(r#"<section id="cp-flame"><h2>Flame graph</h2>"#);
+    match svg {
+        Some(svg) => {
+            out.push_str(r#"<p class="note">As <code>cuprof flame</code> draws it (hover a frame for its time; the SVG file adds zoom and search).</p>"#);
+            out.push_str(&flame::inline(svg));
+        }
+        None => out.push_str(r#"<p class="none">no GPU work to draw</p>"#),
+    }
+    out.push_str("</section>");
+    out
+}
+
+fn between<'a>(s: &'a str, a: &str, b: &str) -> &'a str {
+    let Some(i) = s.find(a) else { return "" };
+    let rest = &s[i + a.len()..];
+    &rest[..rest.find(b).unwrap_or(0)]
+}

@@ -1,0 +1,463 @@
+//! PyTorch operators (`cpu_op` events): how they nest on each thread, their self time, and which
+//! operator launched each GPU operation, then the per-operator figures of `cuprof report`.
+//!
+//! Attribution follows Kineto's links: a GPU operation belongs to the operator whose
+//! `External id` it carries; when it carries none, to the one its launching CUDA call carries
+//! (found by correlation id). That is the innermost operator open at the launch.
+
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+
+use super::load::{FileData, Interner, NO_NAME};
+use super::model::ratio;
+
+/// Bucket of GPU work that no operator launched.
+pub const NO_OPERATOR: &str = "(no operator)";
+
+/// "No operator" in the index columns below.
+pub const NONE: u32 = u32::MAX;
+
+/// What is derived once from a file that has operators.
+pub struct Links {
+    /// Per operator: the innermost operator of its thread that contains it, `NONE` at top level.
+    pub parent: Vec<u32>,
+    /// Per operator: its duration minus that of the operators directly nested in it.
+    pub self_ns: Vec<i64>,
+    /// Per operator: itself, or the operator it is folded into (see [`links`]); a folded one
+    /// counts nowhere and nothing points at it.
+    pub rep: Vec<u32>,
+    /// Per GPU operation (index of `FileData::ops`): the operator that launched it, or `NONE`.
+    pub gpu: Vec<u32>,
+    /// Per API call (index of `FileData::apis`): the operator it ran in, or `NONE`.
+    pub api: Vec<u32>,
+}
+
+impl Links {
+    /// The operators from the outermost down to `op` (empty for `NONE`).
+    pub fn chain(&self, mut op: u32, out: &mut Vec<u32>) {
+        out.clear();
+        while op != NONE {
+            out.push(op);
+            op = self.parent[op as usize];
+        }
+        out.reverse();
+    }
+}
+
+/// Nesting and attribution of `f`'s operators; `None` when it has none (nothing is built).
+pub fn links(f: &FileData) -> Option<Links> {
+    if f.cpu_ops.is_empty() {
+        return None;
+    }
+    let ops = &f.cpu_ops;
+    let mut parent = vec![NONE; ops.len()];
+    let mut self_ns: Vec<i64> = ops.iter().map(|o| o.end - o.start).collect();
+    let mut by_thread: Vec<Vec<u32>> = vec![Vec::new(); f.threads.len()];
+    for (i, o) in ops.iter().enumerate() {
+        by_thread[o.thread as usize].push(i as u32);
+    }
+    let mut stack: Vec<u32> = Vec::new();
+    for list in &mut by_thread {
+        // Outer operators first: earlier start, then longer, then the lower External id (a
+        // parent is entered, and numbered, before its children even when the clock cannot
+        // tell them apart).
+        list.sort_by_key(|&i| {
+            let o = &ops[i as usize];
+            (o.start, std::cmp::Reverse(o.end), o.ext, i)
+        });
+        stack.clear();
+        for &i in list.iter() {
+            let o = &ops[i as usize];
+            // An operator that does not contain this one has ended (or crosses it, which
+            // well-formed traces do not): it is no parent of this or any later one.
+            while let Some(&top) = stack.last() {
+                let t = &ops[top as usize];
+                if t.start <= o.start && o.end <= t.end {
+                    break;
+                }
+                stack.pop();
+            }
+            if let Some(&top) = stack.last() {
+                parent[i as usize] = top;
+                self_ns[top as usize] -= o.end - o.start;
+            }
+            stack.push(i);
+        }
+    }
+
+    // An operator that is the only one directly inside an operator of the same name is that
+    // call going through another overload (`aten::sum` -> `aten::sum.dim_IntList`): it is
+    // folded into its parent, as torch.profiler's tables do, so that counts and times agree.
+    let mut children = vec![0u32; ops.len()];
+    for &p in &parent {
+        if p != NONE {
+            children[p as usize] += 1;
+        }
+    }
+    let mut rep: Vec<u32> = (0..ops.len() as u32).collect();
+    for list in &by_thread {
+        // Sorted outer first: a parent's `rep` is final before its children are seen.
+        for &i in list {
+            let p = parent[i as usize];
+            if p == NONE {
+                continue;
+            }
+            if ops[p as usize].name == ops[i as usize].name && children[p as usize] == 1 {
+                rep[i as usize] = rep[p as usize];
+                self_ns[rep[i as usize] as usize] += self_ns[i as usize];
+            } else {
+                parent[i as usize] = rep[p as usize];
+            }
+        }
+    }
+
+    let mut by_ext: FxHashMap<i64, u32> = FxHashMap::default();
+    by_ext.reserve(ops.len());
+    for (i, o) in ops.iter().enumerate() {
+        if o.ext >= 0 {
+            by_ext.entry(o.ext).or_insert(rep[i]);
+        }
+    }
+    let mut api = vec![NONE; f.apis.len()];
+    let mut by_corr: FxHashMap<i64, u32> = FxHashMap::default();
+    for &(ai, x) in &f.api_ext {
+        if let Some(&op) = by_ext.get(&x) {
+            api[ai as usize] = op;
+            let corr = f.apis[ai as usize].corr;
+            if corr >= 0 {
+                by_corr.entry(corr).or_insert(op);
+            }
+        }
+    }
+    let mut gpu = vec![NONE; f.ops.len()];
+    for &(oi, x) in &f.op_ext {
+        if let Some(&op) = by_ext.get(&x) {
+            gpu[oi as usize] = op;
+        }
+    }
+    if !by_corr.is_empty() {
+        for (g, o) in gpu.iter_mut().zip(&f.ops) {
+            if *g == NONE && o.corr >= 0 {
+                if let Some(&op) = by_corr.get(&o.corr) {
+                    *g = op;
+                }
+            }
+        }
+    }
+    Some(Links {
+        parent,
+        self_ns,
+        rep,
+        gpu,
+        api,
+    })
+}
+
+/// One operator name (and, in `by_input_dims`, one list of input shapes).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OperatorRow {
+    pub name: String,
+    /// `Input Dims` without whitespace (`""` for calls recorded without shapes); only in
+    /// `by_input_dims`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_dims: Option<String>,
+    pub count: u64,
+    /// Sum of the calls' durations (nested operators included).
+    pub cpu_ns: i64,
+    /// `cpu_ns` minus the operators nested directly in each call on its thread.
+    pub self_cpu_ns: i64,
+    /// GPU time (kernels, memcpy, memset; plain sum) this operator launched as the innermost
+    /// operator.
+    pub gpu_ns: i64,
+    /// GPU operations counted in `gpu_ns`.
+    pub gpu_ops: u64,
+    /// `gpu_ns` plus the GPU time launched by operators nested in its calls.
+    pub gpu_total_ns: i64,
+    /// `gpu_ns / all GPU time`.
+    pub gpu_share: f64,
+}
+
+/// `summary.json`'s `operators`, present when a trace has `cpu_op` events.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Operators {
+    /// Operator calls in all files.
+    pub calls: u64,
+    /// GPU time of all GPU operations (the denominator of `gpu_share`).
+    pub gpu_ns: i64,
+    /// GPU time no operator launched (in `(no operator)` in `top_kernels[].operator`).
+    pub gpu_without_operator_ns: i64,
+    /// Per operator name, by `gpu_ns` then `cpu_ns` (descending).
+    pub top: Vec<OperatorRow>,
+    /// Per operator name and input shapes, same order; empty when no shapes were recorded.
+    pub by_input_dims: Vec<OperatorRow>,
+}
+
+/// Per kernel name id: the operator name that launched most of its time, and that time.
+pub type KernelOperators = FxHashMap<u32, (String, i64)>;
+
+#[derive(Default, Clone, Copy)]
+struct Acc {
+    count: u64,
+    cpu: i64,
+    self_cpu: i64,
+    gpu: i64,
+    gpu_ops: u64,
+    gpu_total: i64,
+}
+
+/// The operators' figures over `files` (with their `links`), and for each kernel name id the
+/// operator name (`NO_OPERATOR` included) that launched most of its time, with that time.
+/// `None` when no file has operators.
+pub fn summarize(
+    names: &Interner,
+    files: &[FileData],
+    links: &[Option<Links>],
+) -> Option<(Operators, KernelOperators)> {
+    if links.iter().all(Option::is_none) {
+        return None;
+    }
+    // Keyed by (name id, dims id); dims is NO_NAME in `by_name`.
+    let mut by_name: FxHashMap<u32, Acc> = FxHashMap::default();
+    let mut by_dims: FxHashMap<(u32, u32), Acc> = FxHashMap::default();
+    let mut shapes = false;
+    // (kernel name id, operator name id or NO_NAME) -> time.
+    let mut kernel_ops: FxHashMap<(u32, u32), i64> = FxHashMap::default();
+    let (mut calls, mut gpu_all, mut gpu_none) = (0u64, 0i64, 0i64);
+    let mut chain = Vec::new();
+    for (f, l) in files.iter().zip(links) {
+        let Some(l) = l else {
+            for o in &f.ops {
+                gpu_all += o.end - o.start;
+                gpu_none += o.end - o.start;
+                if o.kind.is_kernel() {
+                    *kernel_ops.entry((o.name, NO_NAME)).or_default() += o.end - o.start;
+                }
+            }
+            continue;
+        };
+        for (i, o) in f.cpu_ops.iter().enumerate() {
+            if l.rep[i] != i as u32 {
+                continue;
+            }
+            calls += 1;
+            shapes |= o.dims != NO_NAME;
+            for a in [
+                by_name.entry(o.name).or_default(),
+                by_dims.entry((o.name, o.dims)).or_default(),
+            ] {
+                a.count += 1;
+                a.cpu += o.end - o.start;
+                a.self_cpu += l.self_ns[i];
+            }
+        }
+        for (g, &op) in f.ops.iter().zip(&l.gpu) {
+            let d = g.end - g.start;
+            gpu_all += d;
+            if op == NONE {
+                gpu_none += d;
+                if g.kind.is_kernel() {
+                    *kernel_ops.entry((g.name, NO_NAME)).or_default() += d;
+                }
+                continue;
+            }
+            let o = &f.cpu_ops[op as usize];
+            if g.kind.is_kernel() {
+                *kernel_ops.entry((g.name, o.name)).or_default() += d;
+            }
+            for a in [
+                by_name.entry(o.name).or_default(),
+                by_dims.entry((o.name, o.dims)).or_default(),
+            ] {
+                a.gpu += d;
+                a.gpu_ops += 1;
+            }
+            l.chain(op, &mut chain);
+            for &c in &chain {
+                let c = &f.cpu_ops[c as usize];
+                by_name.entry(c.name).or_default().gpu_total += d;
+                by_dims.entry((c.name, c.dims)).or_default().gpu_total += d;
+            }
+        }
+    }
+    let row = |name: u32, dims: Option<u32>, a: Acc| OperatorRow {
+        name: names.name(name).to_string(),
+        input_dims: dims.map(|d| names.name(d).to_string()),
+        count: a.count,
+        cpu_ns: a.cpu,
+        self_cpu_ns: a.self_cpu,
+        gpu_ns: a.gpu,
+        gpu_ops: a.gpu_ops,
+        gpu_total_ns: a.gpu_total,
+        gpu_share: ratio(a.gpu as f64, gpu_all as f64),
+    };
+    let order = |a: &OperatorRow, b: &OperatorRow| {
+        b.gpu_ns
+            .cmp(&a.gpu_ns)
+            .then(b.cpu_ns.cmp(&a.cpu_ns))
+            .then_with(|| a.name.cmp(&b.name))
+            .then_with(|| a.input_dims.cmp(&b.input_dims))
+    };
+    let mut top: Vec<OperatorRow> = by_name.into_iter().map(|(n, a)| row(n, None, a)).collect();
+    top.sort_by(order);
+    let mut by_input_dims: Vec<OperatorRow> = if shapes {
+        by_dims
+            .into_iter()
+            .map(|((n, d), a)| row(n, Some(d), a))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    by_input_dims.sort_by(order);
+
+    // The launching operator of most of each kernel's time (ties: the first name).
+    let mut best = KernelOperators::default();
+    for ((kernel, op), t) in kernel_ops {
+        let name = if op == NO_NAME {
+            NO_OPERATOR
+        } else {
+            names.name(op)
+        };
+        let e = best.entry(kernel).or_insert_with(|| (name.to_string(), t));
+        if t > e.1 || (t == e.1 && name < e.0.as_str()) {
+            *e = (name.to_string(), t);
+        }
+    }
+    Some((
+        Operators {
+            calls,
+            gpu_ns: gpu_all,
+            gpu_without_operator_ns: gpu_none,
+            top,
+            by_input_dims,
+        },
+        best,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::load::{ApiCall, CpuOp, GpuOp, OpKind};
+    use cuprof_core::reader::Id;
+
+    fn op(thread: u32, start: i64, end: i64, ext: i64) -> CpuOp {
+        CpuOp {
+            thread,
+            start,
+            end,
+            name: ext as u32,
+            ext,
+            dims: NO_NAME,
+            stack: NO_NAME,
+        }
+    }
+
+    fn file(cpu_ops: Vec<CpuOp>) -> FileData {
+        FileData {
+            path: "t".into(),
+            meta: Default::default(),
+            read: Default::default(),
+            rank: Some(0),
+            ops: vec![],
+            apis: vec![],
+            ranges: vec![],
+            steps: vec![],
+            gpu_syncs: vec![],
+            threads: vec![(Id::Int(1), Id::Int(1)), (Id::Int(1), Id::Int(2))],
+            cpu_ops,
+            api_ext: vec![],
+            op_ext: vec![],
+            memory: vec![],
+        }
+    }
+
+    #[test]
+    fn nesting_and_self_time() {
+        // Thread 0: A [0,100] holds B [10,40] (which holds C [10,40], same times, later id)
+        // and D [40,60] touching B; E [100,120] touches A's end. Thread 1: F [20,30] is in
+        // nothing although A spans it on thread 0.
+        let f = file(vec![
+            op(0, 10, 40, 3),
+            op(0, 0, 100, 1),
+            op(0, 10, 40, 2),
+            op(0, 40, 60, 4),
+            op(0, 100, 120, 5),
+            op(1, 20, 30, 6),
+        ]);
+        let l = links(&f).unwrap();
+        assert_eq!(l.parent, [2, NONE, 1, 1, NONE, NONE]);
+        assert_eq!(l.self_ns, [30, 50, 0, 20, 20, 10]);
+        let mut c = Vec::new();
+        l.chain(0, &mut c);
+        assert_eq!(c, [1, 2, 0]);
+        assert!(links(&file(vec![])).is_none());
+    }
+
+    #[test]
+    fn same_name_only_child_is_folded() {
+        let named = |o: CpuOp, name| CpuOp { name, ..o };
+        // S1 [0,100] holds only S2 [10,50] (same name), which holds M [20,30]: S2 is S1's
+        // call; a kernel S2 launched is S1's. S3 [200,300] holds S4 (same name) and X: S4
+        // stays.
+        let mut f = file(vec![
+            named(op(0, 0, 100, 1), 9),
+            named(op(0, 10, 50, 2), 9),
+            named(op(0, 20, 30, 3), 4),
+            named(op(0, 200, 300, 4), 9),
+            named(op(0, 210, 220, 5), 9),
+            named(op(0, 230, 240, 6), 5),
+        ]);
+        f.ops = vec![GpuOp {
+            start: 0,
+            end: 10,
+            device: 0,
+            name: 0,
+            kind: OpKind::Compute,
+            corr: -1,
+            bytes: 0,
+        }];
+        f.op_ext = vec![(0, 2)];
+        let l = links(&f).unwrap();
+        assert_eq!(l.rep, [0, 0, 2, 3, 4, 5]);
+        assert_eq!(l.parent[2], 0);
+        // S1: 100 - 40 (S2) + S2's own 30 = 90.
+        assert_eq!(l.self_ns[0], 90);
+        assert_eq!(l.self_ns[3], 80);
+        assert_eq!(l.gpu, [0]);
+        let mut c = Vec::new();
+        l.chain(2, &mut c);
+        assert_eq!(c, [0, 2]);
+    }
+
+    #[test]
+    fn gpu_work_goes_to_its_external_id_else_its_launch() {
+        let mut f = file(vec![op(0, 0, 100, 7), op(0, 10, 50, 8)]);
+        let api = |start, corr| ApiCall {
+            thread: 0,
+            start,
+            end: start + 1,
+            name: 0,
+            corr,
+            sync: false,
+        };
+        let gpu = |corr| GpuOp {
+            start: 0,
+            end: 10,
+            device: 0,
+            name: 0,
+            kind: OpKind::Compute,
+            corr,
+            bytes: 0,
+        };
+        f.apis = vec![api(20, 1), api(60, 2), api(70, 3)];
+        f.api_ext = vec![(0, 8), (1, 7)];
+        // Kernel 0 names operator 8 itself; kernel 1 has no External id (launch 2 -> op 7);
+        // kernel 2's launch has none; kernel 3 has no launch; kernel 4's id is unknown but its
+        // launch is known.
+        f.ops = vec![gpu(1), gpu(2), gpu(3), gpu(99), gpu(1)];
+        f.op_ext = vec![(0, 8), (4, 12345)];
+        let l = links(&f).unwrap();
+        assert_eq!(l.api, [1, 0, NONE]);
+        assert_eq!(l.gpu, [1, 0, NONE, NONE, 1]);
+    }
+}

@@ -1,0 +1,316 @@
+//! PyTorch operators in `cuprof report`, `flame` and `compare`, on a trace whose every figure
+//! is known (`with_operators` in analysis_support).
+
+mod analysis_support;
+
+use analysis_support::*;
+use serde_json::Value;
+
+fn i(v: &Value) -> i64 {
+    v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"))
+}
+
+/// (name, input dims, calls, CPU, self CPU, GPU, GPU ops, GPU with nested operators).
+type Row = (String, Option<String>, i64, i64, i64, i64, i64, i64);
+
+fn rows(v: &Value) -> Vec<Row> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_string(),
+                r.get("input_dims").map(|d| d.as_str().unwrap().to_string()),
+                i(&r["count"]),
+                i(&r["cpu_ns"]),
+                i(&r["self_cpu_ns"]),
+                i(&r["gpu_ns"]),
+                i(&r["gpu_ops"]),
+                i(&r["gpu_total_ns"]),
+            )
+        })
+        .collect()
+}
+
+fn row(name: &str, dims: Option<&str>, n: [i64; 6]) -> Row {
+    (
+        name.to_string(),
+        dims.map(str::to_string),
+        n[0],
+        n[1],
+        n[2],
+        n[3],
+        n[4],
+        n[5],
+    )
+}
+
+#[test]
+fn report_tables_and_summary() {
+    let dir = tempdir("ops-report");
+    let trace = dir.join("run-rank0.trace.json.gz");
+    with_operators(300_000, true).write_gz(&trace);
+    let out = dir.join("out");
+    let stdout = cuprof_ok(&[
+        "report",
+        trace.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let s = read_json(&out.join("summary.json"));
+    let o = &s["operators"];
+    assert_eq!(i(&o["calls"]), 6);
+    // gemm 300 + bias_add 50 + gemm 100 + memcpy 100 + gemm 50 outside every operator.
+    assert_eq!(i(&o["gpu_ns"]), 600_000);
+    assert_eq!(i(&o["gpu_without_operator_ns"]), 50_000);
+    // linear's self time: 300 - t 20 - addmm 200. mul, on another thread, is inside nothing.
+    assert_eq!(
+        rows(&o["top"]),
+        [
+            row(
+                "aten::addmm",
+                None,
+                [2, 300_000, 300_000, 450_000, 3, 450_000]
+            ),
+            row(
+                "aten::copy_",
+                None,
+                [1, 100_000, 100_000, 100_000, 1, 100_000]
+            ),
+            row("aten::linear", None, [1, 300_000, 80_000, 0, 0, 350_000]),
+            row("aten::mul", None, [1, 100_000, 100_000, 0, 0, 0]),
+            row("aten::t", None, [1, 20_000, 20_000, 0, 0, 0]),
+        ]
+    );
+    assert_eq!(o["top"][0]["gpu_share"], 0.75);
+    // Kineto's spaced shapes and cuprof's compact ones are one key; copy_ had none.
+    assert_eq!(
+        rows(&o["by_input_dims"]),
+        [
+            row(
+                "aten::addmm",
+                Some("[[32],[8,64],[64,32]]"),
+                [1, 200_000, 200_000, 350_000, 2, 350_000]
+            ),
+            row(
+                "aten::addmm",
+                Some("[[32],[4,64],[64,32]]"),
+                [1, 100_000, 100_000, 100_000, 1, 100_000]
+            ),
+            row(
+                "aten::copy_",
+                Some(""),
+                [1, 100_000, 100_000, 100_000, 1, 100_000]
+            ),
+            row(
+                "aten::linear",
+                Some("[[8,64],[32,64],[32]]"),
+                [1, 300_000, 80_000, 0, 0, 350_000]
+            ),
+            row(
+                "aten::mul",
+                Some("[[8],[8]]"),
+                [1, 100_000, 100_000, 0, 0, 0]
+            ),
+            row("aten::t", Some("[[32,64]]"), [1, 20_000, 20_000, 0, 0, 0]),
+        ]
+    );
+
+    // Each kernel's operator bucket: gemm ran 400 µs under addmm, 50 µs under none.
+    let k: Vec<(&str, &str, i64, i64)> = s["top_kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap(),
+                r["operator"].as_str().unwrap(),
+                i(&r["operator_ns"]),
+                i(&r["total_ns"]),
+            )
+        })
+        .collect();
+    assert_eq!(
+        k,
+        [
+            ("gemm", "aten::addmm", 400_000, 450_000),
+            ("bias_add", "aten::addmm", 50_000, 50_000),
+        ]
+    );
+
+    assert!(
+        stdout.contains(
+            "6 operator calls; GPU time launched outside every operator: 50.000 µs (8.3%)"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .contains("  1  aten::addmm       2  450.000 µs      75.0%  300.000 µs  300.000 µs\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "  3  aten::copy_                              1  100.000 µs      16.7%  100.000 µs  100.000 µs\n"
+        ),
+        "{stdout}"
+    );
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        md.contains("| 1 | gemm | 3 | 450.000 µs | 150.000 µs | 90.0% | aten::addmm |"),
+        "{md}"
+    );
+}
+
+#[test]
+fn no_operators_no_operator_keys() {
+    let dir = tempdir("ops-none");
+    let trace = dir.join("run-rank0.trace.json.gz");
+    sample().write_gz(&trace);
+    let out = dir.join("out");
+    let stdout = cuprof_ok(&[
+        "report",
+        trace.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let s = read_json(&out.join("summary.json"));
+    assert!(s.get("operators").is_none());
+    assert!(s["top_kernels"][0].get("operator").is_none());
+    assert!(!stdout.contains("operator"), "{stdout}");
+}
+
+fn folded(trace: &std::path::Path, extra: &[&str]) -> String {
+    let dir = trace.parent().unwrap();
+    let folded = dir.join("f.folded");
+    let svg = dir.join("f.svg");
+    let mut args = vec![
+        "flame",
+        trace.to_str().unwrap(),
+        "-o",
+        svg.to_str().unwrap(),
+        "--folded",
+        folded.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    cuprof_ok(&args);
+    std::fs::read_to_string(&folded).unwrap()
+}
+
+#[test]
+fn flame_python_line_operator_kernel() {
+    let dir = tempdir("ops-flame");
+    let trace = dir.join("run-rank0.trace.json.gz");
+    with_operators(300_000, true).write_gz(&trace);
+    // The Python frames are the outermost operator's, outermost first; bias_add is found
+    // through its launch; copy_ has no stack.
+    assert_eq!(
+        folded(&trace, &[]),
+        "(no operator);gemm 50000\n\
+         aten::copy_;Memcpy HtoD (Pageable -> Device) 100000\n\
+         train.py(40): <module>;model.py(12): forward;aten::linear;aten::addmm;bias_add 50000\n\
+         train.py(40): <module>;model.py(12): forward;aten::linear;aten::addmm;gemm 300000\n\
+         train.py(40): <module>;model.py(20): head;aten::addmm;gemm 100000\n"
+    );
+    assert_eq!(
+        folded(&trace, &["--cpu"]),
+        "(no operator);cudaLaunchKernel 1000\n\
+         aten::copy_;cudaMemcpyAsync 1000\n\
+         train.py(40): <module>;model.py(12): forward;aten::linear;aten::addmm;cudaLaunchKernel 2000\n\
+         train.py(40): <module>;model.py(20): head;aten::addmm;cudaLaunchKernel 1000\n"
+    );
+    // --nvtx keeps the ranges view (this trace has no ranges).
+    assert_eq!(
+        folded(&trace, &["--nvtx"]),
+        "Memcpy HtoD (Pageable -> Device) 100000\nbias_add 50000\ngemm 450000\n"
+    );
+}
+
+#[test]
+fn compare_operators() {
+    let dir = tempdir("ops-compare");
+    let a = dir.join("a-rank0.trace.json.gz");
+    let b = dir.join("b-rank0.trace.json.gz");
+    let plain = dir.join("p-rank0.trace.json.gz");
+    with_operators(300_000, true).write_gz(&a);
+    // B: the first GEMM takes 150 µs instead of 300, and aten::mul is gone.
+    with_operators(150_000, false).write_gz(&b);
+    sample().write_gz(&plain);
+    let (a, b, plain) = (
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        plain.to_str().unwrap(),
+    );
+    let c: Value = serde_json::from_str(&cuprof_ok(&["compare", a, b, "--json"])).unwrap();
+    let got: Vec<(String, [i64; 8], Option<f64>)> = c["operators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let k = [
+                "a_count",
+                "b_count",
+                "a_cpu_ns",
+                "b_cpu_ns",
+                "a_self_cpu_ns",
+                "b_self_cpu_ns",
+                "a_gpu_ns",
+                "b_gpu_ns",
+            ];
+            assert_eq!(i(&r["cpu_delta_ns"]), i(&r["b_cpu_ns"]) - i(&r["a_cpu_ns"]));
+            assert_eq!(i(&r["gpu_delta_ns"]), i(&r["b_gpu_ns"]) - i(&r["a_gpu_ns"]));
+            (
+                r["name"].as_str().unwrap().to_string(),
+                k.map(|k| i(&r[k])),
+                r["gpu_ratio"].as_f64(),
+            )
+        })
+        .collect();
+    let s = |n: &str| n.to_string();
+    assert_eq!(
+        got,
+        [
+            (
+                s("aten::addmm"),
+                [2, 2, 300_000, 300_000, 300_000, 300_000, 450_000, 300_000],
+                Some(300_000.0 / 450_000.0)
+            ),
+            (
+                s("aten::copy_"),
+                [1, 1, 100_000, 100_000, 100_000, 100_000, 100_000, 100_000],
+                Some(1.0)
+            ),
+            (
+                s("aten::linear"),
+                [1, 1, 300_000, 300_000, 80_000, 80_000, 0, 0],
+                None
+            ),
+            (s("aten::mul"), [1, 0, 100_000, 0, 100_000, 0, 0, 0], None),
+            (
+                s("aten::t"),
+                [1, 1, 20_000, 20_000, 20_000, 20_000, 0, 0],
+                None
+            ),
+        ]
+    );
+    let text = cuprof_ok(&["compare", a, b]);
+    assert!(
+        text.contains(
+            "  aten::addmm   450.000 µs  300.000 µs  0.667x  -150.000 µs  300.000 µs  300.000 µs         0 ns\n\
+             \x20 aten::copy_   100.000 µs  100.000 µs  1.000x         0 ns  100.000 µs  100.000 µs         0 ns\n\
+             \x20 aten::linear        0 ns        0 ns                 0 ns  300.000 µs  300.000 µs         0 ns\n\
+             \x20 aten::mul           0 ns        0 ns                 0 ns  100.000 µs        0 ns  -100.000 µs\n"
+        ),
+        "{text}"
+    );
+
+    // Only one side with operators: no rows, and the text says why.
+    let c: Value = serde_json::from_str(&cuprof_ok(&["compare", a, plain, "--json"])).unwrap();
+    assert!(c.get("operators").is_none());
+    let text = cuprof_ok(&["compare", a, plain]);
+    assert!(
+        text.ends_with("operators: only A has them (B has no cpu_op events)\n"),
+        "{text}"
+    );
+    assert!(!cuprof_ok(&["compare", plain, plain]).contains("operators"));
+}

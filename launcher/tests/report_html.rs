@@ -1,0 +1,531 @@
+//! `cuprof report --html`: the page's content (exact figures, no network, every section), and
+//! the page as headless Chromium renders it: no console message, every section's SVG marks in
+//! the live DOM, a screenshot that is not blank, and every number on the page equal to
+//! summary.json's. Chromium is Debian's `chromium` (scripts/test.sh installs it); without it
+//! the browser test fails, it never passes silently.
+
+mod analysis_support;
+
+use std::collections::HashSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use analysis_support::*;
+use serde_json::Value;
+
+const MIB: i64 = 1024 * 1024;
+const STEPS: i64 = 8;
+
+/// Step `k` of rank `r` lasts 800 µs + 10 µs·k, except rank 1's step 5: 1400 µs (the
+/// straggler). In each step, from its start `s`: `aten::mm` launches `gemm` (s+100..s+400 µs),
+/// `c10d::allreduce_` launches an NCCL kernel (s+300..s+500: 100 µs under the gemm), and
+/// `aten::copy_` a 4 KiB HtoD copy (s+550..s+600). Reserved memory rises to (k+1)·64 MiB at
+/// s+100 and falls to 32 MiB at s+600 (peak: step 7, 512 MiB at s+100).
+fn rank_trace(rank: i64) -> Trace {
+    let mut t = Trace::new(rank, 2);
+    t.metadata(&[0], &[(0, 7)], &[MAIN]);
+    let mut s = 0;
+    for k in 0..STEPS {
+        let d = if rank == 1 && k == 5 {
+            1_400_000
+        } else {
+            800_000 + 10_000 * k
+        };
+        t.step(k, MAIN, s, d, None);
+        let ext = 10 * k + 1;
+        t.cpu_op("aten::mm", MAIN, s + 10_000, 100_000, ext, None, None);
+        t.launch_in(
+            ext,
+            "cudaLaunchKernel",
+            "kernel",
+            "gemm",
+            MAIN,
+            s + 20_000,
+            s + 100_000,
+            300_000,
+            true,
+        );
+        t.cpu_op(
+            "c10d::allreduce_",
+            MAIN,
+            s + 150_000,
+            50_000,
+            ext + 1,
+            None,
+            None,
+        );
+        t.launch_in(
+            ext + 1,
+            "cudaLaunchKernel",
+            "kernel",
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+            MAIN,
+            s + 160_000,
+            s + 300_000,
+            200_000,
+            true,
+        );
+        t.cpu_op(
+            "aten::copy_",
+            MAIN,
+            s + 210_000,
+            30_000,
+            ext + 2,
+            None,
+            None,
+        );
+        t.launch_in(
+            ext + 2,
+            "cudaMemcpyAsync",
+            "gpu_memcpy",
+            "Memcpy HtoD (Pageable -> Device)",
+            MAIN,
+            s + 220_000,
+            s + 550_000,
+            50_000,
+            true,
+        );
+        for (at, bytes) in [(s + 100_000, (k + 1) * 64 * MIB), (s + 600_000, 32 * MIB)] {
+            t.events.push(format!(
+                r#"{{"ph": "C", "cat": "cuda_memory", "name": "GPU 0 Memory", "pid": 0, "tid": 0, "ts": {}, "args": {{"reserved_bytes": {bytes}}}}}"#,
+                us(at)
+            ));
+        }
+        s += d;
+    }
+    t.window_end(s);
+    t
+}
+
+/// Two ranks in `dir/traces`, reported with `-o dir/out`: (terminal output, out dir).
+fn two_ranks(dir: &Path) -> (String, PathBuf) {
+    let traces = dir.join("traces");
+    std::fs::create_dir_all(&traces).unwrap();
+    for r in 0..2 {
+        rank_trace(r).write_gz(&traces.join(format!("run-rank{r}.trace.json.gz")));
+    }
+    let out = dir.join("out");
+    let stdout = cuprof_ok(&[
+        "report",
+        &traces.display().to_string(),
+        "-o",
+        &out.display().to_string(),
+    ]);
+    (stdout, out)
+}
+
+/// `key="VALUE"` pairs of every element that has `data-key`, in page order.
+fn data_pairs(html: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = html;
+    while let Some(i) = rest.find(" data-key=\"") {
+        rest = &rest[i + 11..];
+        let key = &rest[..rest.find('"').unwrap()];
+        let v = rest
+            .find(" data-value=\"")
+            .expect("data-value after data-key");
+        let val = &rest[v + 13..];
+        let val = &val[..val.find('"').unwrap()];
+        out.push((key.replace("&amp;", "&"), val.to_string()));
+    }
+    out
+}
+
+/// The number at `path` (`a.0.b`, or `X - Y`) in summary.json.
+fn lookup(s: &Value, key: &str) -> f64 {
+    let one = |p: &str| {
+        let mut v = s;
+        for part in p.split('.') {
+            v = match part.parse::<usize>() {
+                Ok(i) if v.is_array() => &v[i],
+                _ => &v[part],
+            };
+        }
+        v.as_f64()
+            .unwrap_or_else(|| panic!("{p} is not a number in summary.json: {v}"))
+    };
+    let mut parts = key.split(" - ");
+    let first = one(parts.next().unwrap());
+    parts.fold(first, |acc, p| acc - one(p))
+}
+
+/// Every `data-value` equals summary.json at its `data-key`; returns how many were checked.
+fn check_numbers(html: &str, summary: &Value) -> usize {
+    let pairs = data_pairs(html);
+    for (k, v) in &pairs {
+        let page: f64 = v
+            .parse()
+            .unwrap_or_else(|_| panic!("{k}: {v} is not a number"));
+        assert_eq!(page, lookup(summary, k), "{k}: page says {v}");
+    }
+    pairs.len()
+}
+
+/// The text of `<section id="ID">` up to its end.
+fn section<'a>(html: &'a str, id: &str) -> &'a str {
+    let start = html
+        .find(&format!("<section id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no section {id}"));
+    let end = html[start..].find("</section>").unwrap();
+    &html[start..start + end]
+}
+
+#[test]
+fn page_has_every_section_with_summary_numbers() {
+    let dir = tempdir("html1");
+    let (stdout, out) = two_ranks(&dir);
+    assert!(stdout.contains(&format!("wrote {}", out.join("report.html").display())));
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let s = read_json(&out.join("summary.json"));
+
+    // Self-contained: no script, no URL but the SVG namespaces, and a policy that forbids both.
+    assert!(html.contains(r#"content="default-src 'none'; style-src 'unsafe-inline'""#));
+    assert!(!html.contains("<script"));
+    let urls: HashSet<&str> = html
+        .match_indices("http:")
+        .chain(html.match_indices("https:"))
+        .map(|(i, _)| html[i..].split(['"', '\'', ' ']).next().unwrap())
+        .collect();
+    let allowed: HashSet<&str> = [
+        "http://www.w3.org/2000/svg",
+        "http://www.w3.org/1999/xlink",
+        "http://github.com/jonhoo/inferno",
+    ]
+    .into();
+    assert!(urls.is_subset(&allowed), "URLs in the page: {urls:?}");
+
+    // Steps: one dot per step and rank, the three percentiles, the straggler in summary.json.
+    let steps = section(&html, "cp-steps");
+    assert_eq!(steps.matches(r#"class="dot""#).count(), 16);
+    assert_eq!(steps.matches(r#"<g class="pct">"#).count(), 3);
+    assert_eq!(i(&s["ranks"][1]["step_times"][5]["dur_ns"]), 1_400_000);
+    assert!(steps.contains(r#"data-key="ranks.1.step_times.5.dur_ns" data-value="1400000"><title>rank 1 step 5: 1.400 ms</title>"#));
+    let bins: usize = steps
+        .match_indices("data-count=\"")
+        .map(|(i, _)| {
+            steps[i + 12..]
+                .split('"')
+                .next()
+                .unwrap()
+                .parse::<usize>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(bins, 16);
+
+    // GPU time: per rank, 8 × (gemm 300 µs of which 100 µs under NCCL, NCCL 100 µs alone,
+    // copy 50 µs).
+    let gpu = section(&html, "cp-gpu");
+    for r in 0..2 {
+        let b = &s["ranks"][r]["gpu"];
+        assert_eq!(i(&b["compute_ns"]), 2_400_000);
+        assert_eq!(i(&b["comm_compute_overlap_ns"]), 800_000);
+        assert_eq!(i(&b["communication_ns"]), 800_000);
+        assert_eq!(i(&b["communication_total_ns"]), 1_600_000);
+        assert_eq!(i(&b["memcpy_ns"]), 400_000);
+        assert!(gpu.contains(&format!(
+            r#"data-key="ranks.{r}.gpu.compute_ns - ranks.{r}.gpu.comm_compute_overlap_ns" data-value="1600000"><title>rank {r}: compute only 1.600 ms"#
+        )));
+        assert!(gpu.contains(&format!(
+            r#"data-key="ranks.{r}.gpu.communication_total_ns" data-value="1600000">1.600 ms"#
+        )));
+    }
+    assert_eq!(gpu.matches(r#"<rect class="part overlap""#).count(), 3); // 2 ranks + legend
+
+    // Heatmap: 2 ranks × 8 steps; rank 1 is the slowest of step 5 (1400 µs against 850 µs:
+    // mean 1125 µs); the other steps tie, and ties go to rank 0.
+    let heat = section(&html, "cp-heatmap");
+    assert_eq!(heat.matches(r#"<rect class="cell"#).count(), 16);
+    assert!(heat.contains(r#"<title>rank 1 step 5: 1.400 ms (+24.4% vs the step's mean over 2 ranks, 1.125 ms); slowest</title>"#));
+
+    // Kernels and operators.
+    let k = section(&html, "cp-kernels");
+    assert!(k.contains(r#"data-key="top_kernels.0.total_ns" data-value="4800000""#));
+    assert_eq!(k.matches(r#"<g class="row">"#).count(), 2);
+    let o = section(&html, "cp-operators");
+    assert_eq!(o.matches(r#"<g class="row">"#).count(), 3);
+    assert!(o.contains("<title>aten::mm\n16 calls; GPU 4.800 ms (54.5% of GPU time), with nested operators 4.800 ms; CPU total 1.600 ms, self 1.600 ms"));
+
+    // Memory: one series per rank, peak 512 MiB.
+    let m = section(&html, "cp-memory");
+    assert_eq!(s["memory"][0]["peak_bytes"], 512 * MIB);
+    assert_eq!(i(&s["memory"][0]["samples"]), 16);
+    assert_eq!(m.matches(r#"<path class="mem""#).count(), 2);
+    assert!(m.contains(&format!(
+        r#"data-key="memory.0.peak_bytes" data-value="{}"><title>peak 512.0 MiB"#,
+        512 * MIB
+    )));
+
+    // Flame graph inline, inert.
+    let f = section(&html, "cp-flame");
+    assert!(f.contains(r#"<svg class="flame""#) && f.contains(r#"id="frames""#));
+    assert!(!f.contains("onload"));
+
+    assert!(check_numbers(&html, &s) > 100);
+}
+
+fn i(v: &Value) -> i64 {
+    v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"))
+}
+
+#[test]
+fn terminal_table_shows_communication_under_compute() {
+    let dir = tempdir("html2");
+    let (stdout, _) = two_ranks(&dir);
+    let head = stdout
+        .lines()
+        .find(|l| l.contains("host-bound"))
+        .expect("GPU time table");
+    assert_eq!(
+        head.split_whitespace().collect::<Vec<_>>(),
+        [
+            "rank",
+            "device",
+            "wall",
+            "compute",
+            "communication",
+            "comm",
+            "total",
+            "comm",
+            "under",
+            "compute",
+            "memcpy",
+            "memset",
+            "idle",
+            "host-bound",
+            "sync",
+            "wait"
+        ]
+    );
+    let row = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("0 "))
+        .expect("rank 0 row");
+    assert!(
+        row.contains("800.000 µs") && row.contains("1.600 ms"),
+        "{row}"
+    );
+}
+
+#[test]
+fn html_flag_alone_writes_only_the_page() {
+    let dir = tempdir("html3");
+    let trace = dir.join("run-rank0.trace.json.gz");
+    rank_trace(0).write_gz(&trace);
+    let page = dir.join("p.html");
+    cuprof_ok(&[
+        "report",
+        &trace.display().to_string(),
+        "--html",
+        &page.display().to_string(),
+    ]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    // One rank: no heatmap, no legend of ranks.
+    assert!(!html.contains(r#"id="cp-heatmap""#));
+    assert!(html.contains(r#"id="cp-memory""#));
+    assert!(!dir.join("summary.json").exists());
+    // The page is one of the inputs: refused.
+    let out = cuprof(&[
+        "report",
+        &trace.display().to_string(),
+        "--html",
+        &trace.display().to_string(),
+    ]);
+    assert!(!out.status.success());
+}
+
+// ---- headless Chromium ----
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// Runs headless Chromium on `page` with `args`; returns (stdout, stderr).
+fn chromium(page: &Path, profile: &Path, args: &[&str]) -> (String, String) {
+    assert!(
+        Path::new(CHROMIUM).exists(),
+        "{CHROMIUM} is missing: run scripts/test.sh, which installs Debian's chromium \
+         (apt-get install -y chromium) before the tests"
+    );
+    let out = Command::new(CHROMIUM)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+            &format!("--user-data-dir={}", profile.display()),
+        ])
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("run chromium");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "chromium failed: {stderr}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+}
+
+/// Console messages (errors, CSP violations, uncaught exceptions) as Chromium logs them.
+fn console_lines(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter(|l| l.contains(":CONSOLE")).collect()
+}
+
+#[test]
+fn chromium_renders_the_page_without_errors() {
+    let dir = tempdir("html4");
+    let (_, out) = two_ranks(&dir);
+    let page = out.join("report.html");
+    let s = read_json(&out.join("summary.json"));
+
+    // The check can fail: a page with an error and a blocked image is reported.
+    let bad = dir.join("bad.html");
+    std::fs::write(
+        &bad,
+        r#"<!DOCTYPE html><meta http-equiv="Content-Security-Policy" content="default-src 'none'"><img src="http://192.0.2.1/x.png"><p>x</p>"#,
+    )
+    .unwrap();
+    let (_, err) = chromium(&bad, &dir.join("profile0"), &["--dump-dom"]);
+    assert!(
+        !console_lines(&err).is_empty(),
+        "no console line for a broken page:\n{err}"
+    );
+
+    let (dom, err) = chromium(&page, &dir.join("profile1"), &["--dump-dom"]);
+    assert!(
+        console_lines(&err).is_empty(),
+        "console: {:?}",
+        console_lines(&err)
+    );
+    // The live DOM has every section's marks.
+    for (id, mark, n) in [
+        ("cp-steps", r#"<circle class="dot""#, 16),
+        ("cp-steps", r#"<g class="pct">"#, 3),
+        ("cp-gpu", r#"<rect class="part compute""#, 3),
+        ("cp-heatmap", r#"<rect class="cell"#, 16),
+        ("cp-kernels", r#"<rect class="bar"#, 4),
+        ("cp-operators", r#"<g class="row">"#, 3),
+        ("cp-memory", r#"<path class="mem""#, 2),
+        ("cp-memory", r#"<g class="peak">"#, 2),
+    ] {
+        assert_eq!(section(&dom, id).matches(mark).count(), n, "{id}: {mark}");
+    }
+    let flame = section(&dom, "cp-flame");
+    assert!(flame.contains(r#"<svg class="flame""#));
+    assert!(flame.matches("<rect").count() >= 5, "flame graph frames");
+    // Every number in the DOM equals summary.json's.
+    assert!(check_numbers(&dom, &s) > 100);
+
+    let shot = dir.join("shot.png");
+    let (_, err) = chromium(
+        &page,
+        &dir.join("profile2"),
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1280,3600",
+            "--hide-scrollbars",
+        ],
+    );
+    assert!(
+        console_lines(&err).is_empty(),
+        "console: {:?}",
+        console_lines(&err)
+    );
+    let (w, h, px) = decode_png(&std::fs::read(&shot).unwrap());
+    assert_eq!((w, h), (1280, 3600));
+    let colours: HashSet<[u8; 4]> = px.iter().copied().collect();
+    assert!(
+        colours.len() > 50,
+        "screenshot has {} colours",
+        colours.len()
+    );
+    let ink = px.iter().filter(|p| p[..3] != [255, 255, 255]).count();
+    assert!(
+        ink * 50 > px.len(),
+        "screenshot mostly blank: {ink} of {} pixels",
+        px.len()
+    );
+    if let Ok(keep) = std::env::var("CUPROF_KEEP_HTML") {
+        std::fs::copy(&page, Path::new(&keep).join("report.html")).unwrap();
+        std::fs::copy(&shot, Path::new(&keep).join("shot.png")).unwrap();
+    }
+}
+
+/// Width, height and RGBA pixels of an 8-bit RGB or RGBA PNG (what Chromium writes).
+fn decode_png(png: &[u8]) -> (usize, usize, Vec<[u8; 4]>) {
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    let (mut w, mut h, mut channels) = (0usize, 0usize, 0usize);
+    let mut idat = Vec::new();
+    let mut at = 8;
+    while at + 8 <= png.len() {
+        let len = u32::from_be_bytes(png[at..at + 4].try_into().unwrap()) as usize;
+        let kind = &png[at + 4..at + 8];
+        let body = &png[at + 8..at + 8 + len];
+        match kind {
+            b"IHDR" => {
+                w = u32::from_be_bytes(body[0..4].try_into().unwrap()) as usize;
+                h = u32::from_be_bytes(body[4..8].try_into().unwrap()) as usize;
+                assert_eq!(body[8], 8, "bit depth");
+                channels = match body[9] {
+                    2 => 3,
+                    6 => 4,
+                    c => panic!("colour type {c}"),
+                };
+            }
+            b"IDAT" => idat.extend_from_slice(body),
+            _ => {}
+        }
+        at += 12 + len;
+    }
+    let mut raw = Vec::new();
+    flate2::read::ZlibDecoder::new(&idat[..])
+        .read_to_end(&mut raw)
+        .unwrap();
+    let stride = w * channels;
+    let mut prev = vec![0u8; stride];
+    let mut px = Vec::with_capacity(w * h);
+    for row in raw.chunks(stride + 1).take(h) {
+        let (filter, data) = (row[0], &row[1..]);
+        let mut cur = vec![0u8; stride];
+        for x in 0..stride {
+            let a = if x >= channels {
+                cur[x - channels] as i32
+            } else {
+                0
+            };
+            let b = prev[x] as i32;
+            let c = if x >= channels {
+                prev[x - channels] as i32
+            } else {
+                0
+            };
+            let pred = match filter {
+                0 => 0,
+                1 => a,
+                2 => b,
+                3 => (a + b) / 2,
+                4 => {
+                    let p = a + b - c;
+                    let (pa, pb, pc) = ((p - a).abs(), (p - b).abs(), (p - c).abs());
+                    if pa <= pb && pa <= pc {
+                        a
+                    } else if pb <= pc {
+                        b
+                    } else {
+                        c
+                    }
+                }
+                f => panic!("PNG filter {f}"),
+            };
+            cur[x] = data[x].wrapping_add(pred as u8);
+        }
+        for p in cur.chunks(channels) {
+            px.push([p[0], p[1], p[2], if channels == 4 { p[3] } else { 255 }]);
+        }
+        prev = cur;
+    }
+    (w, h, px)
+}
