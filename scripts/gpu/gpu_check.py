@@ -30,7 +30,8 @@ def preload_env(d, name, **extra):
 
 
 def load(path):
-    with gzip.open(path, "rt") as f:
+    """A trace, gzip (cuprof's, tensorboard_trace_handler's .gz) or plain JSON."""
+    with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
         return json.load(f)
 
 
@@ -103,10 +104,7 @@ def check_transformer():
     if not files or not tfiles:
         record("issue3.transformer_kernel_count", False, rc=r.returncode, rc_torch=r2.returncode, stderr=r.stderr[-800:], stderr_torch=r2.stderr[-400:])
         return
-    t = load(files[0])
-    opener = gzip.open if tfiles[0].endswith(".gz") else open
-    with opener(tfiles[0], "rt") as f:
-        tt = json.load(f)
+    t, tt = load(files[0]), load(tfiles[0])
     ours, theirs = len(events(t, "kernel")), len(events(tt, "kernel"))
     record("issue3.transformer_kernel_count_vs_torch_profiler", theirs > 0 and abs(ours - theirs) <= 0.01 * theirs,
            cuprof=ours, torch_profiler=theirs)
@@ -173,10 +171,7 @@ def check_operators():
     if not files or not tfiles:
         record("issue13.operators", False, rc=r.returncode, rc_torch=r2.returncode, stderr=r.stderr[-800:], stderr_torch=r2.stderr[-400:])
         return
-    t = load(files[0])
-    opener = gzip.open if tfiles[0].endswith(".gz") else open
-    with opener(tfiles[0], "rt") as f:
-        tt = json.load(f)
+    t, tt = load(files[0]), load(tfiles[0])
     (ours, ours_k), (theirs, theirs_k) = operator_figures(t), operator_figures(tt)
     ok, off = within(ours, theirs, 0.01)
     record("issue13.operators_vs_torch_profiler", ok and sum(theirs.values()) > 0, cuprof=sum(ours.values()),
