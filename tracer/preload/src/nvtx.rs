@@ -4,6 +4,12 @@
 //! NVTX callbacks: it records ranges itself (so it sees their names for step detection), and
 //! while recording pushes each range's id as a CUPTI external correlation id, so that GPU work
 //! launched inside a range can be projected onto the GPU (`gpu_user_annotation`).
+//!
+//! PyTorch's NVTX observer (turned on by `python.rs`) makes every operator a range here too:
+//! those are recognised by name (`cuprof_core::torch_op`), correlated on a stack of their own
+//! (so runtime calls carry the innermost operator's `External id` and NVTX ranges keep their
+//! projection), and, with `--with-stack`, the outermost one reads the Python stack that the
+//! operators nested in it share.
 
 use crate::control::{self, Correlated};
 use crate::{now_ns, tid};
