@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Result};
 use cuprof_core::reader::{Event, Id, ReadSummary, TraceMeta, TraceReader};
 use indicatif::{ProgressBar, ProgressStyle};
 use rustc_hash::FxHashMap;
@@ -167,6 +167,72 @@ pub struct FileData {
     /// Device memory counter samples (`ph: C`, `cat: cuda_memory`): (device, time,
     /// `reserved_bytes`), in file order.
     pub memory: Vec<(i64, i64, i64)>,
+    /// Complete events dropped because `ts` or `dur` is missing, not a number or not finite.
+    pub malformed_skipped: u64,
+    /// Complete events with a negative `dur`, read as lasting 0.
+    pub malformed_clamped: u64,
+    /// Complete events of categories that are neither CUDA activity nor host events analysis
+    /// knows (another accelerator's device events), by category.
+    pub ignored: std::collections::BTreeMap<String, u64>,
+}
+
+/// Categories older Kineto traces use for CUDA activity (HTA reads them), as the current names.
+fn cuda_category(cat: &str) -> &str {
+    match cat {
+        "Kernel" => "kernel",
+        "Memcpy" => "gpu_memcpy",
+        "Memset" => "gpu_memset",
+        "Runtime" => "cuda_runtime",
+        "Driver" => "cuda_driver",
+        _ => cat,
+    }
+}
+
+/// Host-side categories analysis skips on purpose: not counted as ignored device events.
+fn is_known_host_category(cat: &str) -> bool {
+    matches!(
+        cat,
+        "" | "gpu_user_annotation"
+            | "python_function"
+            | "cpu_instant_event"
+            | "overhead"
+            | "Trace"
+            | "external_correlation"
+            | "cuda_profiler_range"
+            | "collective_comm"
+            | "ac2g"
+            | "fwdbwd"
+    )
+}
+
+/// Why a file that parsed as JSON is not a trace, when it is not.
+fn not_a_trace(path: &Path, reader: &TraceReader<'_>, read: &ReadSummary) -> Option<String> {
+    if read.truncated.is_some() || read.stopped {
+        return None;
+    }
+    let p = path.display();
+    if !reader.has_events_array() {
+        let keys = &reader.meta().members;
+        if keys.iter().any(|(k, _)| k == "nodes") {
+            return Some(format!(
+                "{p}: a PyTorch execution trace (`nodes`, no `traceEvents`), not a Chrome trace; \
+                 pass the Kineto trace of the same run (`*.pt.trace.json`) or cuprof's \
+                 `*.trace.json.gz`"
+            ));
+        }
+        return Some(format!(
+            "{p}: a JSON object without `traceEvents` ({} other member(s)), not a Chrome \
+             trace; pass a cuprof `*.trace.json.gz` or another Kineto/Chrome JSON trace",
+            keys.len()
+        ));
+    }
+    if reader.is_bare_array() && read.events == 0 {
+        return Some(format!(
+            "{p}: an empty JSON array, with no trace events; pass a cuprof `*.trace.json.gz` or \
+             another Kineto/Chrome JSON trace"
+        ));
+    }
+    None
 }
 
 /// `R` of `...-rankR...` in a file name.
@@ -230,19 +296,25 @@ pub fn load(path: &Path, names: &mut Interner) -> Result<FileData> {
             api_ext: Vec::new(),
             op_ext: Vec::new(),
             memory: Vec::new(),
+            malformed_skipped: 0,
+            malformed_clamped: 0,
+            ignored: Default::default(),
         },
         threads: FxHashMap::default(),
         kinds: Vec::new(),
         syncs: Vec::new(),
     };
-    let read = reader
-        .read_events(|e| {
-            b.event(e);
-            ControlFlow::Continue(())
-        })
-        .with_context(|| format!("reading {}", path.display()))?;
+    // The reader's errors name the file already: no context, so the message stays one line.
+    let read = reader.read_events(|e| {
+        b.event(e);
+        ControlFlow::Continue(())
+    });
     if let Some(pb) = bar.borrow_mut().take() {
         pb.finish_and_clear();
+    }
+    let read = read?;
+    if let Some(why) = not_a_trace(path, &reader, &read) {
+        bail!(why);
     }
     let mut data = b.data;
     data.meta = reader.meta().clone();
@@ -328,13 +400,21 @@ impl Builder<'_> {
             return;
         }
         let (Some(start), Some(dur)) = (e.ts, e.dur) else {
+            self.data.malformed_skipped += 1;
             return;
         };
-        let end = start + dur.max(0);
-        match e.cat.as_ref() {
+        let dur = if dur < 0 {
+            self.data.malformed_clamped += 1;
+            0
+        } else {
+            dur
+        };
+        let end = start.saturating_add(dur);
+        let cat = cuda_category(&e.cat);
+        match cat {
             "kernel" | "gpu_memcpy" | "gpu_memset" => {
                 let name = self.names.id(&e.name);
-                let kind = match e.cat.as_ref() {
+                let kind = match cat {
                     "kernel" => self.kernel_kind(name),
                     "gpu_memcpy" => OpKind::Memcpy,
                     _ => OpKind::Memset,
@@ -426,7 +506,11 @@ impl Builder<'_> {
                     stack,
                 });
             }
-            _ => {}
+            other => {
+                if !is_known_host_category(other) {
+                    *self.data.ignored.entry(other.to_owned()).or_default() += 1;
+                }
+            }
         }
     }
 }

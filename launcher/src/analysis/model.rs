@@ -338,6 +338,22 @@ pub struct FileSummary {
     pub uncompressed_bytes: u64,
     /// Why and where the file stops early, when it does.
     pub truncated: Option<String>,
+    /// Complete events left out: `ts` or `dur` missing, not a number or not finite.
+    #[serde(default)]
+    pub malformed_events_skipped: u64,
+    /// Complete events with a negative `dur`, counted as lasting 0.
+    #[serde(default)]
+    pub malformed_events_clamped: u64,
+    /// Complete events of categories that are not CUDA activity nor known host events (another
+    /// accelerator's device events), left out of every figure.
+    #[serde(default)]
+    pub ignored_events: u64,
+    /// Those categories, by name, with their counts.
+    #[serde(default)]
+    pub ignored_categories: BTreeMap<String, u64>,
+    /// GPU operations (kernels, memcpys, memsets) read from the file.
+    #[serde(default)]
+    pub gpu_ops: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -565,6 +581,11 @@ impl Analysis {
                 events: f.read.events,
                 uncompressed_bytes: f.read.uncompressed_bytes,
                 truncated: f.read.truncated.as_ref().map(|t| t.to_string()),
+                malformed_events_skipped: f.malformed_skipped,
+                malformed_events_clamped: f.malformed_clamped,
+                ignored_events: f.ignored.values().sum(),
+                ignored_categories: f.ignored.clone(),
+                gpu_ops: f.ops.len() as u64,
             })
             .collect();
 
@@ -951,6 +972,9 @@ mod tests {
             api_ext: vec![],
             op_ext: vec![],
             memory: vec![],
+            malformed_skipped: 0,
+            malformed_clamped: 0,
+            ignored: Default::default(),
         };
         let mut paths = Paths::default();
         let got: Vec<Vec<u32>> = api_paths(&f, &mut paths)

@@ -368,6 +368,9 @@ mod tests {
             api_ext: vec![],
             op_ext: vec![],
             memory: vec![],
+            malformed_skipped: 0,
+            malformed_clamped: 0,
+            ignored: Default::default(),
         }
     }
 
