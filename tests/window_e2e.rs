@@ -30,23 +30,7 @@ fn trace(dir: &TempDir, file: &str) -> Value {
 
 #[test]
 fn nvtx_steps_two_cycles_hold_exactly_their_recorded_steps() {
-    let dir = TempDir::new("nvtx-steps");
-    Run::python("steps.py", &["nvtx", "10"], dir.path())
-        .env("CUPROF_STEP_NVTX", "step")
-        .env("CUPROF_WAIT", "1")
-        .env("CUPROF_WARMUP", "1")
-        .env("CUPROF_ACTIVE", "2")
-        .env("CUPROF_REPEAT", "2")
-        .ok_json();
-    assert_eq!(
-        dir.files(),
-        vec![
-            "t-rank0-cycle1.trace.json.gz",
-            "t-rank0-cycle2.trace.json.gz"
-        ]
-    );
-    let c1 = trace(&dir, "t-rank0-cycle1.trace.json.gz");
-    let c2 = trace(&dir, "t-rank0-cycle2.trace.json.gz");
+    let [c1, c2] = two_nvtx_cycles("nvtx-steps", &[]);
     assert_eq!(steps_of(&c1), vec!["ProfilerStep#2", "ProfilerStep#3"]);
     assert_eq!(steps_of(&c2), vec!["ProfilerStep#6", "ProfilerStep#7"]);
     for c in [&c1, &c2] {
