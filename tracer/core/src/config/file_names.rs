@@ -1,0 +1,191 @@
+//! The names of the files the library writes, and creating them without ever overwriting one.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// `NAME-rankR.trace.json.gz`, or `NAME-rankR-cycleC.trace.json.gz` with a cycle.
+pub fn trace_file_name(name: &str, rank: u32, cycle: Option<u32>) -> String {
+    match cycle {
+        Some(c) => format!("{name}-rank{rank}-cycle{c}.trace.json.gz"),
+        None => format!("{name}-rank{rank}.trace.json.gz"),
+    }
+}
+
+/// `NAME-rankR-memory-UNIXTIME.pickle` (cache-dit's memory snapshot name).
+pub fn memory_file_name(name: &str, rank: u32, unix_time: u64) -> String {
+    format!("{name}-rank{rank}-memory-{unix_time}.pickle")
+}
+
+/// A file created by [`unique_path`].
+#[derive(Debug)]
+pub struct UniqueFile {
+    /// Opened for writing, new and empty.
+    pub file: File,
+    pub path: PathBuf,
+    /// The wanted name was taken: the pid (and maybe a counter) was added. Say so.
+    pub pid_added: bool,
+}
+
+impl UniqueFile {
+    /// The line to tell the user when the pid was added (`None` otherwise).
+    pub fn renamed_note(&self, wanted: &str) -> Option<String> {
+        self.pid_added.then(|| {
+            format!(
+                "{wanted} already exists (another process with the same rank?): wrote {} instead",
+                self.path.display()
+            )
+        })
+    }
+}
+
+/// Suffixes the pid goes in front of.
+const KNOWN_SUFFIXES: [&str; 3] = [".trace.json.gz", ".trace.json", ".pickle"];
+
+/// `file_name` with `-pidPID` (and `-N` for N >= 2) inserted before its suffix
+/// (`.trace.json.gz`, `.pickle`, else the last extension).
+fn with_pid(file_name: &str, pid: u32, n: u32) -> String {
+    let cut = KNOWN_SUFFIXES
+        .iter()
+        .find(|s| file_name.len() > s.len() && file_name.ends_with(*s))
+        .map(|s| file_name.len() - s.len())
+        .or_else(|| file_name.rfind('.').filter(|&i| i > 0))
+        .unwrap_or(file_name.len());
+    let (stem, suffix) = file_name.split_at(cut);
+    if n <= 1 {
+        format!("{stem}-pid{pid}{suffix}")
+    } else {
+        format!("{stem}-pid{pid}-{n}{suffix}")
+    }
+}
+
+/// Create `dir/file_name` (and `dir`, if missing), never overwriting: when the name is taken,
+/// `NAME-rankR-pidPID.trace.json.gz` (then `...-pidPID-2...`, `-3`...). Race-free: each
+/// candidate is created with `O_EXCL` (`create_new`), so two processes never get one file.
+pub fn unique_path(dir: &Path, file_name: &str, pid: u32) -> io::Result<UniqueFile> {
+    std::fs::create_dir_all(dir)?;
+    let create = |name: &str| {
+        let path = dir.join(name);
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map(|file| (file, path))
+    };
+    match create(file_name) {
+        Ok((file, path)) => {
+            return Ok(UniqueFile {
+                file,
+                path,
+                pid_added: false,
+            })
+        }
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+        Err(_) => {}
+    }
+    for n in 1..=1000 {
+        match create(&with_pid(file_name, pid, n)) {
+            Ok((file, path)) => {
+                return Ok(UniqueFile {
+                    file,
+                    path,
+                    pid_added: true,
+                })
+            }
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            Err(_) => {}
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        format!(
+            "{}: 1000 names with pid {pid} are all taken",
+            dir.join(file_name).display()
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::test_dir as temp_dir;
+
+    #[test]
+    fn file_names() {
+        assert_eq!(trace_file_name("run", 0, None), "run-rank0.trace.json.gz");
+        assert_eq!(
+            trace_file_name("run", 12, Some(3)),
+            "run-rank12-cycle3.trace.json.gz"
+        );
+        assert_eq!(
+            memory_file_name("run", 1, 1_700_000_123),
+            "run-rank1-memory-1700000123.pickle"
+        );
+        assert_eq!(
+            with_pid("run-rank0.trace.json.gz", 42, 1),
+            "run-rank0-pid42.trace.json.gz"
+        );
+        assert_eq!(
+            with_pid("run-rank0-cycle2.trace.json.gz", 42, 3),
+            "run-rank0-cycle2-pid42-3.trace.json.gz"
+        );
+        assert_eq!(
+            with_pid("a.b-rank1-memory-5.pickle", 7, 1),
+            "a.b-rank1-memory-5-pid7.pickle"
+        );
+        assert_eq!(with_pid("x.bin", 7, 1), "x-pid7.bin");
+        assert_eq!(with_pid("noext", 7, 1), "noext-pid7");
+    }
+
+    #[test]
+    fn unique_path_never_overwrites() {
+        use std::io::Write;
+        let root = temp_dir("unique");
+        let dir = root.join("created/if/missing");
+        let name = trace_file_name("run", 0, None);
+        let mut a = unique_path(&dir, &name, 100).unwrap();
+        assert!(!a.pid_added);
+        assert_eq!(a.path, dir.join("run-rank0.trace.json.gz"));
+        assert_eq!(a.renamed_note(&name), None);
+        a.file.write_all(b"first").unwrap();
+        let b = unique_path(&dir, &name, 200).unwrap();
+        assert!(b.pid_added);
+        assert_eq!(b.path, dir.join("run-rank0-pid200.trace.json.gz"));
+        let note = b.renamed_note(&name).unwrap();
+        assert!(note.contains("run-rank0.trace.json.gz already exists") && note.contains("pid200"));
+        let c = unique_path(&dir, &name, 200).unwrap();
+        assert_eq!(c.path, dir.join("run-rank0-pid200-2.trace.json.gz"));
+        assert_eq!(std::fs::read(&a.path).unwrap(), b"first");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn unique_path_is_race_free() {
+        let dir = temp_dir("race");
+        let paths: Vec<PathBuf> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|i| {
+                    let dir = &dir;
+                    s.spawn(move || {
+                        unique_path(dir, "r-rank0.trace.json.gz", 1000 + i)
+                            .unwrap()
+                            .path
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut uniq = paths.clone();
+        uniq.sort();
+        uniq.dedup();
+        assert_eq!(uniq.len(), 8);
+        assert_eq!(
+            paths
+                .iter()
+                .filter(|p| p.ends_with("r-rank0.trace.json.gz"))
+                .count(),
+            1
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

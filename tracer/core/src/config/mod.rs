@@ -1,0 +1,37 @@
+//! The injected library's configuration, read from `CUPROF_*` environment variables
+//! (documented, one row each, in README.md, "Configuration"), plus the naming of the files it
+//! writes and the report file through which it tells the launcher what it wrote.
+//!
+//! One file per job:
+//! * [`vars`]: the variables' names;
+//! * `model`: [`Config`] and its parts, with their defaults;
+//! * `env`: parsing the environment into a [`Config`] ([`Config::from_lookup`]). An invalid
+//!   value never stops the program: it gives one warning line (naming the variable, the value,
+//!   what is accepted and the fallback) and the documented fallback: tracing off for
+//!   `CUPROF_ENABLED` and `CUPROF_RANKS`, the default for every other variable. An empty value
+//!   counts as unset;
+//! * `file_names`: the files' names, created without ever overwriting one ([`unique_path`]);
+//! * [`report`]: the report-file protocol between the library and the launcher.
+//!
+//! Step source, when several are given (each conflict gives a warning naming both):
+//! `CUPROF_STEP_NVTX` > `CUPROF_CAPTURE_RANGE` > `CUPROF_DELAY`/`CUPROF_DURATION` > a schedule
+//! alone (`CUPROF_WAIT`/`WARMUP`/`ACTIVE`/`REPEAT`/`SKIP_FIRST`[`_WAIT`], steps from
+//! `cuprof_step()` calls) > nothing (record from CUDA init to exit).
+
+mod env;
+mod file_names;
+mod model;
+pub mod report;
+pub mod vars;
+
+pub use env::parse_ranks;
+pub use file_names::{memory_file_name, trace_file_name, unique_path, UniqueFile};
+pub use model::*;
+
+/// A fresh (removed if present) temporary directory path for one test.
+#[cfg(test)]
+fn test_dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("cuprof-config-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
