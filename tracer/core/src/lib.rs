@@ -12,6 +12,7 @@ pub mod memory;
 pub mod reader;
 pub mod session;
 pub mod torch_op;
+pub mod trace_format;
 pub mod trace_writer;
 pub mod window;
 

@@ -21,6 +21,7 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 use crate::reader::{ReadError, Rest, TraceReader, Truncation};
+use crate::trace_format::{member, REPAIRED_STATS};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RepairError {
@@ -119,7 +120,8 @@ pub fn rewrite<W: Write>(r: &mut TraceReader<'_>, out: &mut W) -> Result<Rewritt
             head.push_str(v.get());
             head.push_str(",\n ");
         }
-        head.push_str("\"traceEvents\": [\n");
+        head.push_str(&json_key(member::TRACE_EVENTS));
+        head.push_str(": [\n");
     }
     out.write_all(head.as_bytes()).map_err(RepairError::Write)?;
 
@@ -150,8 +152,11 @@ pub fn rewrite<W: Write>(r: &mut TraceReader<'_>, out: &mut W) -> Result<Rewritt
             tail.push_str(": ");
             tail.push_str(v.get());
         }
-        if s.truncated.is_some() && !footer.iter().any(|(k, _)| k == "cuprofStats") {
-            tail.push_str(",\n \"cuprofStats\": {\"complete\": false, \"repaired\": true}");
+        if s.truncated.is_some() && !footer.iter().any(|(k, _)| k == member::STATS) {
+            tail.push_str(",\n ");
+            tail.push_str(&json_key(member::STATS));
+            tail.push_str(": ");
+            tail.push_str(REPAIRED_STATS);
             stats_added = true;
         }
         tail.push('}');

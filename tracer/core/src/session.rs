@@ -72,7 +72,7 @@ impl Counters {
             dropped_buffers: self.dropped_buffers.load(Relaxed),
             kernels_without_timestamps: self.kernels_without_timestamps.load(Relaxed),
             memory_events_dropped: 0,
-            complete: true,
+            complete: Some(true),
         }
     }
 }

@@ -9,71 +9,14 @@ use crate::json::{push_f64, push_i64, push_str, push_u64, push_us};
 use crate::torch_op::TorchOp;
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 
-/// Kineto floors wall-clock time to this boundary so that every rank computes the same base.
-pub const BASE_TIME_BOUNDARY_NS: u64 = 7_889_238 * 1_000_000_000;
-
-/// The trace's `baseTimeNanoseconds` for a wall-clock time.
-pub fn base_time_ns(realtime_ns: u64) -> u64 {
-    realtime_ns / BASE_TIME_BOUNDARY_NS * BASE_TIME_BOUNDARY_NS
-}
-
-/// One entry of `deviceProperties`, read from the driver by ordinal.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct DeviceProps {
-    pub id: u32,
-    pub name: String,
-    pub total_global_mem: u64,
-    pub compute_major: i32,
-    pub compute_minor: i32,
-    pub max_threads_per_block: i32,
-    pub max_threads_per_multiprocessor: i32,
-    pub regs_per_block: i32,
-    pub warp_size: i32,
-    pub shared_mem_per_block: i32,
-    pub num_sms: i32,
-    pub regs_per_multiprocessor: i32,
-    pub shared_mem_per_block_optin: i32,
-    pub shared_mem_per_multiprocessor: i32,
-    #[serde(skip)]
-    pub max_blocks_per_multiprocessor: i32,
-}
-
-/// What the header says about the process, the rank and the window.
-#[derive(Debug, Clone, Default)]
-pub struct TraceMeta {
-    pub devices: Vec<DeviceProps>,
-    pub rank: u32,
-    pub world_size: u32,
-    pub local_rank: u32,
-    pub pid: u32,
-    pub process_name: String,
-    pub hostname: String,
-    pub cupti_version: u32,
-    pub cycle: u32,
-    /// CLOCK_REALTIME and CLOCK_MONOTONIC read at one instant, for aligning ranks when merging.
-    pub clock_realtime_ns: u64,
-    pub clock_monotonic_ns: u64,
-    pub window: String,
-    pub base_time_ns: u64,
-    pub trace_name: String,
-}
-
-/// Counters written into `cuprofStats` at the end of a file.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-pub struct TraceStats {
-    pub events: u64,
-    pub dropped_channel: u64,
-    pub dropped_cupti: u64,
-    pub dropped_buffers: u64,
-    pub kernels_without_timestamps: u64,
-    pub memory_events_dropped: u64,
-    pub complete: bool,
-}
+// The header, stats and device types are the trace format's; these paths are the ones the
+// preload and the benches use.
+pub use crate::trace_format::{
+    base_time_ns, DeviceProps, Header as TraceMeta, TraceStats, BASE_TIME_BOUNDARY_NS,
+};
 
 const GPU_SORT_BASE: u64 = 5_000_000;
 /// Synchronization records carry no stream when they wait on a context or an event.
@@ -243,22 +186,7 @@ impl<W: Write> TraceWriter<W> {
     }
 
     fn header(&mut self) -> io::Result<()> {
-        let m = &self.meta;
-        let devices = serde_json::to_string(&m.devices).map_err(io::Error::other)?;
-        let cuprof = serde_json::json!({
-            "version": env!("CARGO_PKG_VERSION"),
-            "pid": m.pid,
-            "hostname": m.hostname,
-            "cupti_version": m.cupti_version,
-            "cycle": m.cycle,
-            "clock": {"realtime_ns": m.clock_realtime_ns, "monotonic_ns": m.clock_monotonic_ns},
-            "window": m.window,
-        });
-        // `"rank": N` with a space: HTA finds the rank with the regex `"rank":\s+(\d+)`.
-        let header = format!(
-            "{{\"schemaVersion\": 1,\n \"deviceProperties\": {devices},\n \"distributedInfo\": {{\"backend\": \"nccl\", \"rank\": {}, \"world_size\": {}, \"local_rank\": {}}},\n \"cuprof\": {cuprof},\n \"displayTimeUnit\": \"ms\",\n \"baseTimeNanoseconds\": {},\n \"traceEvents\": [\n",
-            m.rank, m.world_size, m.local_rank, m.base_time_ns
-        );
+        let header = self.meta.prefix()?;
         self.out.write_all(header.as_bytes())
     }
 
@@ -809,11 +737,7 @@ impl<W: Write> TraceWriter<W> {
         self.close(false);
         let mut stats = stats.clone();
         stats.events = self.events;
-        let footer = format!(
-            "\n],\n \"cuprofStats\": {},\n \"traceName\": {}}}\n",
-            serde_json::to_string(&stats).map_err(io::Error::other)?,
-            serde_json::to_string(&self.meta.trace_name).map_err(io::Error::other)?
-        );
+        let footer = crate::trace_format::footer(&stats, &self.meta.trace_name)?;
         self.buf.extend_from_slice(footer.as_bytes());
         if let Some(e) = self.failed.take() {
             return Err(e);

@@ -37,10 +37,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use scan::{skip_ws, string_end, value_end, Scan};
+
+use crate::trace_format::{member, CuprofMember, DistributedInfo};
+pub use crate::trace_format::{ClockAnchor, DeviceProperties, TraceStats};
 
 /// Bytes asked of the decompressor at a time.
 const CHUNK: usize = 1 << 20;
@@ -87,45 +89,6 @@ pub enum ReadError {
     },
 }
 
-/// `cuprof.clock`: CLOCK_REALTIME and CLOCK_MONOTONIC read at one instant by the traced process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-pub struct ClockAnchor {
-    pub realtime_ns: i64,
-    pub monotonic_ns: i64,
-}
-
-/// `cuprofStats`: what the tracer knows it lost.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(default)]
-pub struct CuprofStats {
-    pub events: u64,
-    pub dropped_channel: u64,
-    pub dropped_cupti: u64,
-    pub dropped_buffers: u64,
-    pub kernels_without_timestamps: u64,
-    pub memory_events_dropped: u64,
-    pub complete: Option<bool>,
-}
-
-impl CuprofStats {
-    /// Records lost on the way (channel, CUPTI, buffers).
-    pub fn dropped(&self) -> u64 {
-        self.dropped_channel + self.dropped_cupti + self.dropped_buffers
-    }
-}
-
-/// One entry of `deviceProperties` (only the members analysis shows).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(default)]
-pub struct DeviceProperties {
-    pub id: Option<i64>,
-    pub name: Option<String>,
-    #[serde(rename = "totalGlobalMem")]
-    pub total_global_mem: Option<u64>,
-    #[serde(rename = "numSms")]
-    pub num_sms: Option<u64>,
-}
-
 /// The top-level members other than `traceEvents`, as far as they have been read.
 #[derive(Debug, Clone, Default)]
 pub struct TraceMeta {
@@ -143,7 +106,7 @@ pub struct TraceMeta {
     pub cycle: Option<i64>,
     pub window: Option<String>,
     pub clock: Option<ClockAnchor>,
-    pub stats: Option<CuprofStats>,
+    pub stats: Option<TraceStats>,
     pub trace_name: Option<String>,
     /// Every top-level member except `traceEvents`, in file order, as written.
     pub members: Vec<(String, Box<RawValue>)>,
@@ -155,38 +118,24 @@ impl TraceMeta {
         // Known members of an unexpected shape are kept raw but not decoded: a foreign trace
         // is still readable.
         match key {
-            "schemaVersion" => self.schema_version = serde_json::from_str(text).ok(),
-            "baseTimeNanoseconds" => {
+            member::SCHEMA_VERSION => self.schema_version = serde_json::from_str(text).ok(),
+            member::BASE_TIME_NS => {
                 self.base_time_ns = serde_json::from_str::<i64>(text)
                     .ok()
                     .or_else(|| serde_json::from_str::<f64>(text).ok().map(|f| f as i64))
             }
-            "displayTimeUnit" => self.display_time_unit = serde_json::from_str(text).ok(),
-            "deviceProperties" => {
+            member::DISPLAY_TIME_UNIT => self.display_time_unit = serde_json::from_str(text).ok(),
+            member::DEVICE_PROPERTIES => {
                 self.devices = serde_json::from_str(text).unwrap_or_default();
             }
-            "distributedInfo" => {
-                #[derive(Deserialize)]
-                struct Dist {
-                    rank: Option<i64>,
-                    world_size: Option<i64>,
-                }
-                if let Ok(d) = serde_json::from_str::<Dist>(text) {
+            member::DISTRIBUTED_INFO => {
+                if let Ok(d) = serde_json::from_str::<DistributedInfo>(text) {
                     self.rank = d.rank;
                     self.world_size = d.world_size;
                 }
             }
-            "cuprof" => {
-                #[derive(Deserialize)]
-                struct Cuprof {
-                    version: Option<String>,
-                    pid: Option<i64>,
-                    hostname: Option<String>,
-                    cycle: Option<i64>,
-                    clock: Option<ClockAnchor>,
-                    window: Option<String>,
-                }
-                if let Ok(c) = serde_json::from_str::<Cuprof>(text) {
+            member::CUPROF => {
+                if let Ok(c) = serde_json::from_str::<CuprofMember>(text) {
                     self.cuprof_version = c.version;
                     self.pid = c.pid;
                     self.hostname = c.hostname;
@@ -195,8 +144,8 @@ impl TraceMeta {
                     self.window = c.window;
                 }
             }
-            "cuprofStats" => self.stats = serde_json::from_str(text).ok(),
-            "traceName" => self.trace_name = serde_json::from_str(text).ok(),
+            member::STATS => self.stats = serde_json::from_str(text).ok(),
+            member::TRACE_NAME => self.trace_name = serde_json::from_str(text).ok(),
             _ => {}
         }
         self.members.push((key.to_owned(), raw));
@@ -588,7 +537,7 @@ impl<'a> TraceReader<'a> {
 
     fn inside(&self) -> &'static str {
         if matches!(self.state, State::Event | State::AfterEvent) {
-            "traceEvents"
+            member::TRACE_EVENTS
         } else if self.seen_events {
             "footer"
         } else {
@@ -674,7 +623,7 @@ impl<'a> TraceReader<'a> {
                                 };
                             let Some((n, flow)) = outcome else {
                                 if !self.fill()? {
-                                    self.cut("traceEvents");
+                                    self.cut(member::TRACE_EVENTS);
                                     break;
                                 }
                                 continue;
@@ -732,7 +681,7 @@ impl<'a> TraceReader<'a> {
             Some(b':') => self.pos += 1,
             Some(_) => return Err(self.format_err(format!("expected `:` after `{key}`"))),
         }
-        if key == "traceEvents" {
+        if key == member::TRACE_EVENTS {
             return match self.peek()? {
                 None => Ok(false),
                 Some(b'[') => {
