@@ -430,9 +430,9 @@ fn api(b: &[u8], domain: ApiDomain, names: &mut impl Resolve) -> ApiCall {
     }
 }
 
-fn sync(b: &[u8]) -> Sync {
+fn sync(b: &[u8]) -> Synchronization {
     use off::sync as s;
-    Sync {
+    Synchronization {
         sync_type: u32_at(b, s::TYPE),
         start: u64_at(b, s::START),
         end: u64_at(b, s::END),

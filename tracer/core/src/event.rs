@@ -14,7 +14,7 @@ pub enum Event {
     Memcpy(Memcpy),
     Memset(Memset),
     Api(ApiCall),
-    Sync(Sync),
+    Sync(Synchronization),
     /// A complete NVTX range or instant mark, seen on the CPU thread that made it.
     Range(Range),
     /// CUPTI's link between an API call's correlation id and an id the tracer pushed.
@@ -110,8 +110,9 @@ pub struct ApiCall {
     pub return_value: u32,
 }
 
+/// A CPU wait on GPU work (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION): stream, event or context sync.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sync {
+pub struct Synchronization {
     /// CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_*: 1 event sync, 2 stream wait event, 3 stream sync, 4 context sync.
     pub sync_type: u32,
     pub start: u64,

@@ -473,7 +473,7 @@ impl<W: Write> TraceWriter<W> {
     /// name the stream and the call that recorded the awaited event, -1 when unknown (they
     /// come from CUDA_EVENT records, which cuprof does not collect), and
     /// `wait_on_cuda_event_id` is the event's id.
-    pub fn sync(&mut self, s: &Sync) {
+    pub fn sync(&mut self, s: &Synchronization) {
         const STREAM_SYNC: u32 = 3;
         let device = self.device_of_context(s.context);
         let tid = if s.stream == NO_STREAM { 0 } else { s.stream };
