@@ -1,14 +1,17 @@
-//! Parsing the environment into a [`Config`]: a pure function over a lookup
-//! ([`Config::from_lookup`], [`Config::from_vars`]); only [`Config::from_env`] reads the real
-//! environment. Every problem is one warning line and a documented fallback.
+//! The environment and the configuration, both ways. Parsing is a pure function over a lookup
+//! ([`Config::from_lookup`], [`Config::from_vars`]; only [`Config::from_env`] reads the real
+//! environment) that reads the variables into [`Settings`] (every problem one warning line and
+//! a documented fallback), then resolves them into a [`Config`]. [`Settings::to_env`] is its
+//! inverse: the variables that the parser reads back as the same settings.
 
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::model::*;
+use super::settings::{Settings, StepSettings};
 use super::vars;
-use crate::window::{Capture, RangeSource, Schedule};
+use crate::window::RangeSource;
 
 impl Config {
     /// Read the real environment; the default name uses the current time (call this once,
@@ -45,8 +48,122 @@ impl Config {
             lookup: &lookup,
             warnings: Vec::new(),
         };
-        let config = p.config(process_start_unix);
-        (config, p.warnings)
+        let Some(parsed) = p.parse(process_start_unix) else {
+            return (Config::default(), p.warnings);
+        };
+        let (mut config, conflicts) = parsed.settings.resolve(parsed.rank, process_start_unix);
+        config.enabled = parsed.ranks_valid;
+        let mut warnings = p.warnings;
+        // Conflicts are told where the step-source variables were read, like the other lines.
+        let at = parsed.conflicts_at;
+        warnings.splice(at..at, conflicts);
+        (config, warnings)
+    }
+}
+
+impl Settings {
+    /// The variables that make a process trace with these settings: `CUPROF_ENABLED=1`, then
+    /// one variable per field set, spelled so that the parser reads the same settings back.
+    /// The rank is no setting: it comes from the job's launcher (`RANK`, ...).
+    pub fn to_env(&self) -> Vec<(&'static str, OsString)> {
+        let mut env: Vec<(&'static str, OsString)> = vec![(vars::ENABLED, "1".into())];
+        let mut put = |var: &'static str, value: Option<String>| {
+            if let Some(v) = value {
+                env.push((var, v.into()));
+            }
+        };
+        let number = |n: Option<u64>| n.map(|n| n.to_string());
+        let switch = |b: Option<bool>| b.map(|b| if b { "1" } else { "0" }.to_owned());
+        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.as_os_str().to_owned());
+        let steps = &self.steps;
+        put(vars::NAME, self.name.clone());
+        put(
+            vars::ACTIVITIES,
+            self.activities.as_ref().map(Activities::to_list),
+        );
+        put(
+            vars::API,
+            self.api.map(|a| name_of(&API_NAMES, a).to_owned()),
+        );
+        put(vars::WITH_STACK, switch(self.with_stack));
+        put(vars::QUEUED, switch(self.queued));
+        put(vars::TORCH_OPS, switch(self.torch_ops));
+        put(vars::RECORD_SHAPES, switch(self.record_shapes));
+        put(vars::QUIET, switch(self.quiet));
+        put(vars::WAIT, number(steps.wait));
+        put(vars::WARMUP, number(steps.warmup));
+        put(vars::ACTIVE, number(steps.active));
+        put(vars::REPEAT, number(steps.repeat));
+        put(vars::SKIP_FIRST, number(steps.skip_first));
+        put(vars::SKIP_FIRST_WAIT, switch(steps.skip_first_wait));
+        put(vars::STEP_NVTX, steps.step_nvtx.clone());
+        put(
+            vars::CAPTURE_RANGE,
+            steps
+                .capture_range
+                .map(|r| name_of(&RANGE_NAMES, r).to_owned()),
+        );
+        put(vars::DELAY, steps.delay.map(seconds_text));
+        put(vars::DURATION, steps.duration.map(seconds_text));
+        put(
+            vars::RANKS,
+            self.ranks.as_ref().map(|r| {
+                let r: Vec<String> = r.iter().map(u32::to_string).collect();
+                r.join(",")
+            }),
+        );
+        put(vars::MAX_MEM_EVENTS, number(self.max_mem_events));
+        put(
+            vars::BUFFER_SIZE,
+            number(self.buffer_size.map(|n| n as u64)),
+        );
+        put(vars::BUFFERS, number(self.buffers.map(|n| n as u64)));
+        put(vars::FLUSH_MS, number(self.flush_ms));
+        put(vars::GZIP_LEVEL, number(self.gzip_level.map(u64::from)));
+        // Paths may be any bytes: not through `put`'s `String`.
+        for (var, p) in [
+            (vars::DIR, path(&self.dir)),
+            (vars::CUPTI_PATH, path(&self.cupti_path)),
+            (vars::DUMP_BUFFERS, path(&self.dump_buffers)),
+            (vars::REPORT_FILE, path(&self.report_file)),
+        ] {
+            if let Some(p) = p {
+                env.push((var, p));
+            }
+        }
+        env
+    }
+}
+
+/// `CUPROF_API`'s values, in the order the warning lists them.
+const API_NAMES: [(&str, ApiFilter); 3] = [
+    ("filtered", ApiFilter::Filtered),
+    ("runtime", ApiFilter::Runtime),
+    ("all", ApiFilter::All),
+];
+
+/// `CUPROF_CAPTURE_RANGE`'s values.
+const RANGE_NAMES: [(&str, RangeSource); 2] = [
+    ("cudaProfilerApi", RangeSource::CudaProfilerApi),
+    ("cuprof", RangeSource::Cuprof),
+];
+
+fn name_of<T: PartialEq>(names: &[(&'static str, T)], value: T) -> &'static str {
+    names
+        .iter()
+        .find(|(_, t)| *t == value)
+        .map(|&(name, _)| name)
+        .expect("every value has a name")
+}
+
+/// Seconds as the parser reads them back exactly: `2`, `2.5`, `0.000000001`.
+fn seconds_text(d: Duration) -> String {
+    match d.subsec_nanos() {
+        0 => d.as_secs().to_string(),
+        n => {
+            let text = format!("{}.{n:09}", d.as_secs());
+            text.trim_end_matches('0').to_owned()
+        }
     }
 }
 
@@ -116,12 +233,23 @@ fn parse_size(v: &str) -> Option<usize> {
     digits.trim().parse::<usize>().ok()?.checked_mul(mult)
 }
 
-fn parse_seconds(v: &str) -> Option<Duration> {
+/// A non-negative number of seconds, like `10` or `2.5`.
+pub fn parse_seconds(v: &str) -> Option<Duration> {
     let s: f64 = v.parse().ok()?;
     if !s.is_finite() || s < 0.0 {
         return None;
     }
     Duration::try_from_secs_f64(s).ok()
+}
+
+/// What [`Parser::parse`] read from an enabled process's environment.
+struct Parsed {
+    settings: Settings,
+    rank: RankInfo,
+    /// An invalid `CUPROF_RANKS` turns tracing off.
+    ranks_valid: bool,
+    /// How many warnings came before the step-source conflicts are known.
+    conflicts_at: usize,
 }
 
 struct Parser<'a> {
@@ -156,24 +284,31 @@ impl Parser<'_> {
             .map(PathBuf::from)
     }
 
-    fn boolean(&mut self, var: &str) -> bool {
-        self.boolean_or(var, false)
-    }
-
-    /// A `1`/`0` switch with the given default when unset, empty or invalid.
-    fn boolean_or(&mut self, var: &str, default: bool) -> bool {
+    /// A `1`/`0` switch; `None` when unset, empty or invalid (with a warning naming the
+    /// default).
+    fn switch(&mut self, var: &str, default: bool) -> Option<bool> {
         let fallback = if default {
             "using the default (on)"
         } else {
             "using the default (off)"
         };
-        let Some(v) = self.text(var, fallback) else {
-            return default;
-        };
-        parse_bool(&v).unwrap_or_else(|| {
+        let v = self.text(var, fallback)?;
+        let b = parse_bool(&v);
+        if b.is_none() {
             self.warn(var, &v, BOOL_ACCEPTED, fallback);
-            default
-        })
+        }
+        b
+    }
+
+    /// Set to something, even invalid or blank: the user meant it.
+    fn is_set(&self, var: &str) -> bool {
+        (self.lookup)(var).is_some_and(|v| !v.is_empty())
+    }
+
+    /// A schedule variable: `None` when unset, its default when set but invalid.
+    fn schedule_integer(&mut self, var: &str, min: u64, default: u64) -> Option<u64> {
+        let n = self.integer(var, min, u64::MAX, &default.to_string());
+        self.is_set(var).then(|| n.unwrap_or(default))
     }
 
     /// One of `choices`, by name, ignoring case; `None` if unset, empty or invalid (with a
@@ -230,10 +365,11 @@ impl Parser<'_> {
         d
     }
 
-    fn config(&mut self, start_unix: u64) -> Config {
-        let mut c = Config::default();
+    /// `None` when `CUPROF_ENABLED` does not turn tracing on: the other variables are not
+    /// even looked at, and the library stays inert.
+    fn parse(&mut self, start_unix: u64) -> Option<Parsed> {
         let off = "tracing is off";
-        c.enabled = match self.text(vars::ENABLED, off) {
+        let enabled = match self.text(vars::ENABLED, off) {
             None => false,
             Some(v) => parse_bool(&v).unwrap_or_else(|| {
                 self.warn(
@@ -245,43 +381,41 @@ impl Parser<'_> {
                 false
             }),
         };
-        if !c.enabled {
-            // The library stays inert; the other variables are not even looked at.
-            return c;
+        if !enabled {
+            return None;
         }
+        let mut s = Settings::default();
 
+        let mut ranks_valid = true;
         if let Some(v) = self.text(vars::RANKS, off) {
             match parse_ranks(&v) {
-                Ok(r) => c.ranks = Some(r),
+                Ok(r) => s.ranks = Some(r),
                 Err(why) => {
                     let accepted = format!("expected ranks like 0,3 or 0-3; {why}");
                     self.warn(vars::RANKS, &v, &accepted, off);
-                    c.enabled = false;
+                    ranks_valid = false;
                 }
             }
         }
-        c.rank = self.rank_info();
+        let rank = self.rank_info();
 
-        c.dir = self
+        s.dir = self
             .path(vars::DIR)
-            .or_else(|| self.path(vars::CACHE_DIT_DIR))
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_DIR));
-        let default_name = format!("profile_{start_unix}");
-        let name_fallback = format!("using the default ({default_name})");
-        c.name = match self.text(vars::NAME, &name_fallback) {
+            .or_else(|| self.path(vars::CACHE_DIT_DIR));
+        let name_fallback = format!("using the default (profile_{start_unix})");
+        s.name = match self.text(vars::NAME, &name_fallback) {
             Some(n) if n.contains('/') || n == "." || n == ".." => {
                 let accepted = "a file name prefix: no '/', not '.' or '..'";
                 self.warn(vars::NAME, &n, accepted, &name_fallback);
-                default_name
+                None
             }
-            Some(n) => n,
-            None => default_name,
+            name => name,
         };
 
         let act_fallback = "using the default (CPU,GPU)";
         if let Some(v) = self.text(vars::ACTIVITIES, act_fallback) {
             match Activities::parse(&v) {
-                Ok(a) => c.activities = a,
+                Ok(a) => s.activities = Some(a),
                 Err(why) => {
                     let accepted =
                         format!("expected CPU, GPU, MEM separated by commas or spaces; {why}");
@@ -289,33 +423,25 @@ impl Parser<'_> {
                 }
             }
         }
-        let api = [
-            ("filtered", ApiFilter::Filtered),
-            ("runtime", ApiFilter::Runtime),
-            ("all", ApiFilter::All),
-        ];
-        if let Some(a) = self.choice(vars::API, &api, "using the default (filtered)") {
-            c.api = a;
-        }
-        c.with_stack = self.boolean(vars::WITH_STACK);
-        c.queued = self.boolean(vars::QUEUED);
-        c.torch_ops = self.boolean_or(vars::TORCH_OPS, true);
-        c.record_shapes = self.boolean_or(vars::RECORD_SHAPES, true);
-        c.quiet = self.boolean(vars::QUIET);
+        s.api = self.choice(vars::API, &API_NAMES, "using the default (filtered)");
+        s.with_stack = self.switch(vars::WITH_STACK, false);
+        s.queued = self.switch(vars::QUEUED, false);
+        s.torch_ops = self.switch(vars::TORCH_OPS, true);
+        s.record_shapes = self.switch(vars::RECORD_SHAPES, true);
+        s.quiet = self.switch(vars::QUIET, false);
 
-        self.capture(&mut c);
+        s.steps = self.steps();
+        let conflicts_at = self.warnings.len();
 
-        c.cupti_path = self.path(vars::CUPTI_PATH);
-        c.dump_buffers = self.path(vars::DUMP_BUFFERS);
-        c.report_file = self.path(vars::REPORT_FILE);
-        c.max_mem_events = self
-            .integer(vars::MAX_MEM_EVENTS, 1, u64::MAX, "100000")
-            .unwrap_or(DEFAULT_MAX_MEM_EVENTS);
+        s.cupti_path = self.path(vars::CUPTI_PATH);
+        s.dump_buffers = self.path(vars::DUMP_BUFFERS);
+        s.report_file = self.path(vars::REPORT_FILE);
+        s.max_mem_events = self.integer(vars::MAX_MEM_EVENTS, 1, u64::MAX, "100000");
         let size_fallback = "using the default (2 MiB)";
         if let Some(v) = self.text(vars::BUFFER_SIZE, size_fallback) {
             match parse_size(&v) {
                 Some(n) if (MIN_BUFFER_SIZE..=MAX_BUFFER_SIZE).contains(&n) => {
-                    c.buffer_size = n & !7;
+                    s.buffer_size = Some(n & !7);
                 }
                 _ => {
                     let accepted = "expected bytes from 1 MiB to 64 MiB, like 8388608, 8M or 8MiB";
@@ -323,105 +449,41 @@ impl Parser<'_> {
                 }
             }
         }
-        c.buffers = self
+        s.buffers = self
             .integer(vars::BUFFERS, 1, MAX_BUFFERS as u64, "32")
-            .map_or(DEFAULT_BUFFERS, |n| n as usize);
-        c.flush_interval = Duration::from_millis(
-            self.integer(vars::FLUSH_MS, 1, u64::MAX, "1000")
-                .unwrap_or(DEFAULT_FLUSH_MS),
-        );
-        c.gzip_level = self
-            .integer(vars::GZIP_LEVEL, 0, 9, "1")
-            .map_or(DEFAULT_GZIP_LEVEL, |n| n as u32);
-        c
+            .map(|n| n as usize);
+        s.flush_ms = self.integer(vars::FLUSH_MS, 1, u64::MAX, "1000");
+        s.gzip_level = self.integer(vars::GZIP_LEVEL, 0, 9, "1").map(|n| n as u32);
+        Some(Parsed {
+            settings: s,
+            rank,
+            ranks_valid,
+            conflicts_at,
+        })
     }
 
-    /// The step source and its window.
-    fn capture(&mut self, c: &mut Config) {
-        let wait = self.integer(vars::WAIT, 0, u64::MAX, "0");
-        let warmup = self.integer(vars::WARMUP, 0, u64::MAX, "0");
-        let active = self.integer(vars::ACTIVE, 1, u64::MAX, "1");
-        let repeat = self.integer(vars::REPEAT, 0, u64::MAX, "1");
-        let skip_first = self.integer(vars::SKIP_FIRST, 0, u64::MAX, "0");
-        let skip_first_wait = self.boolean(vars::SKIP_FIRST_WAIT);
-        // Schedule variables present (even if invalid: the user meant a schedule).
-        let set = |p: &Self, var: &str| (p.lookup)(var).is_some_and(|v| !v.is_empty());
-        let step_vars: Vec<&str> = [
-            vars::WAIT,
-            vars::WARMUP,
-            vars::ACTIVE,
-            vars::SKIP_FIRST,
-            vars::SKIP_FIRST_WAIT,
-        ]
-        .into_iter()
-        .filter(|v| set(self, v))
-        .collect();
-        let any_schedule = !step_vars.is_empty() || set(self, vars::REPEAT);
-        let schedule = Schedule::new(
-            wait.unwrap_or(DEFAULT_WAIT),
-            warmup.unwrap_or(DEFAULT_WARMUP),
-            active.unwrap_or(DEFAULT_ACTIVE),
-        )
-        .expect("active >= 1 by construction")
-        .with_repeat(repeat.unwrap_or(DEFAULT_REPEAT))
-        .with_skip_first(skip_first.unwrap_or(0))
-        .with_skip_first_wait(skip_first_wait);
-
-        let nvtx = self.text(vars::STEP_NVTX, "NVTX ranges do not mark steps");
-        let ranges = [
-            ("cudaProfilerApi", RangeSource::CudaProfilerApi),
-            ("cuprof", RangeSource::Cuprof),
-        ];
-        let range = self.choice(vars::CAPTURE_RANGE, &ranges, "no capture range");
-        let delay = self.seconds(vars::DELAY, "0: from CUDA initialisation");
-        let duration = self.seconds(vars::DURATION, "0: until exit");
-        let time_var = match (delay.is_some(), duration.is_some()) {
-            (true, true) => Some("CUPROF_DELAY/CUPROF_DURATION"),
-            (true, false) => Some(vars::DELAY),
-            (false, true) => Some(vars::DURATION),
-            (false, false) => None,
-        };
-
-        let conflict = |p: &mut Self, winner: &str, loser: Option<&str>| {
-            if let Some(loser) = loser {
-                p.warnings.push(format!(
-                    "cuprof: {winner} and {loser} both choose what to record; {winner} wins and {loser} is ignored"
-                ));
-            }
-        };
-        if let Some(pattern) = nvtx {
-            conflict(self, vars::STEP_NVTX, range.map(|_| vars::CAPTURE_RANGE));
-            conflict(self, vars::STEP_NVTX, time_var);
-            c.capture = Capture::Steps(schedule);
-            c.step_nvtx = Some(pattern);
-        } else if let Some(source) = range {
-            conflict(self, vars::CAPTURE_RANGE, time_var);
-            if !step_vars.is_empty() {
-                self.warnings.push(format!(
-                    "cuprof: {} {} ignored with {} (each start..stop range is recorded whole; only CUPROF_REPEAT applies)",
-                    step_vars.join(", "),
-                    if step_vars.len() == 1 { "is" } else { "are" },
-                    vars::CAPTURE_RANGE
-                ));
-            }
-            c.capture = Capture::Range {
-                source,
-                repeat: repeat.unwrap_or(DEFAULT_REPEAT),
-            };
-        } else if let Some(time_var) = time_var {
-            if any_schedule {
-                let mut all = step_vars.clone();
-                if set(self, vars::REPEAT) {
-                    all.push(vars::REPEAT);
-                }
-                conflict(self, time_var, Some(&all.join(", ")));
-            }
-            c.capture = Capture::Time {
-                delay: delay.unwrap_or(Duration::ZERO),
-                duration: duration.filter(|d| !d.is_zero()),
-            };
-        } else if any_schedule {
-            c.capture = Capture::Steps(schedule);
+    /// The variables that choose what is recorded; which one wins is [`Settings::resolve`]'s.
+    fn steps(&mut self) -> StepSettings {
+        let wait = self.schedule_integer(vars::WAIT, 0, DEFAULT_WAIT);
+        let warmup = self.schedule_integer(vars::WARMUP, 0, DEFAULT_WARMUP);
+        let active = self.schedule_integer(vars::ACTIVE, 1, DEFAULT_ACTIVE);
+        let repeat = self.schedule_integer(vars::REPEAT, 0, DEFAULT_REPEAT);
+        let skip_first = self.schedule_integer(vars::SKIP_FIRST, 0, 0);
+        let skip_first_wait = self.switch(vars::SKIP_FIRST_WAIT, false);
+        let skip_first_wait = self
+            .is_set(vars::SKIP_FIRST_WAIT)
+            .then(|| skip_first_wait.unwrap_or(false));
+        StepSettings {
+            wait,
+            warmup,
+            active,
+            repeat,
+            skip_first,
+            skip_first_wait,
+            step_nvtx: self.text(vars::STEP_NVTX, "NVTX ranges do not mark steps"),
+            capture_range: self.choice(vars::CAPTURE_RANGE, &RANGE_NAMES, "no capture range"),
+            delay: self.seconds(vars::DELAY, "0: from CUDA initialisation"),
+            duration: self.seconds(vars::DURATION, "0: until exit"),
         }
     }
 

@@ -5,7 +5,10 @@
 //! One file per job:
 //! * [`vars`]: the variables' names;
 //! * `model`: [`Config`] and its parts, with their defaults;
-//! * `env`: parsing the environment into a [`Config`] ([`Config::from_lookup`]). An invalid
+//! * `settings`: [`Settings`], what the variables say, typed, and how they resolve into a
+//!   [`Config`] (defaults, which step source wins);
+//! * `env`: parsing the environment into settings and a [`Config`] ([`Config::from_lookup`]),
+//!   and its inverse, [`Settings::to_env`], which the launcher sets its options with. An invalid
 //!   value never stops the program: it gives one warning line (naming the variable, the value,
 //!   what is accepted and the fallback) and the documented fallback: tracing off for
 //!   `CUPROF_ENABLED` and `CUPROF_RANKS`, the default for every other variable. An empty value
@@ -22,11 +25,13 @@ mod env;
 mod file_names;
 mod model;
 pub mod report;
+mod settings;
 pub mod vars;
 
-pub use env::parse_ranks;
+pub use env::{parse_ranks, parse_seconds};
 pub use file_names::{memory_file_name, trace_file_name, unique_path, UniqueFile};
 pub use model::*;
+pub use settings::{Settings, StepSettings};
 
 /// A fresh (removed if present) temporary directory path for one test.
 #[cfg(test)]

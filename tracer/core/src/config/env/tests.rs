@@ -1,5 +1,6 @@
 use super::*;
 use crate::window::{Capture, RangeSource, Schedule};
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 const START: u64 = 1_700_000_000;
@@ -587,4 +588,102 @@ fn activities_parse() {
         Ok("CPU,GPU".to_owned())
     );
     assert!(Activities::parse("CPU;GPU").is_err());
+}
+
+/// The settings `settings.to_env()` gives back when parsed, with no warning other than the
+/// step-source conflicts; and the configuration is the one the settings resolve to.
+fn round_trip(settings: &Settings) {
+    let env = settings.to_env();
+    let map: std::collections::HashMap<&str, OsString> = env.iter().cloned().collect();
+    assert_eq!(map.len(), env.len(), "each variable once: {env:?}");
+    let lookup = |k: &str| map.get(k).cloned();
+    let mut p = Parser {
+        lookup: &lookup,
+        warnings: Vec::new(),
+    };
+    let parsed = p.parse(START).expect("CUPROF_ENABLED=1");
+    assert!(p.warnings.is_empty(), "{:#?}", p.warnings);
+    assert_eq!(&parsed.settings, settings, "{env:?}");
+    let (config, warnings) = Config::from_vars(env, START);
+    let (want, conflicts) = settings.resolve(RankInfo::default(), START);
+    assert_eq!(config, want);
+    assert_eq!(warnings, conflicts);
+}
+
+#[test]
+fn settings_round_trip_through_the_environment() {
+    round_trip(&Settings::default());
+    round_trip(&Settings {
+        dir: Some("/data/prof".into()),
+        name: Some("run1".into()),
+        activities: Some(Activities {
+            cpu: false,
+            gpu: true,
+            mem: true,
+        }),
+        api: Some(ApiFilter::Runtime),
+        with_stack: Some(true),
+        queued: Some(true),
+        torch_ops: Some(false),
+        record_shapes: Some(false),
+        quiet: Some(true),
+        // Every step source at once: kept as said, resolved (with warnings) by the library.
+        steps: StepSettings {
+            wait: Some(1),
+            warmup: Some(2),
+            active: Some(3),
+            repeat: Some(0),
+            skip_first: Some(5),
+            skip_first_wait: Some(true),
+            step_nvtx: Some("train_*".into()),
+            capture_range: Some(RangeSource::CudaProfilerApi),
+            delay: Some(Duration::from_millis(1500)),
+            duration: Some(Duration::ZERO),
+        },
+        ranks: Some(vec![0, 3, 4]),
+        cupti_path: Some("/opt/cupti/libcupti.so.12".into()),
+        max_mem_events: Some(77),
+        dump_buffers: Some("/tmp/dump".into()),
+        buffer_size: Some(4 << 20),
+        buffers: Some(16),
+        flush_ms: Some(250),
+        gzip_level: Some(0),
+        report_file: Some("/tmp/report".into()),
+    });
+    round_trip(&Settings {
+        steps: StepSettings {
+            delay: Some(Duration::new(2, 123_456_789)),
+            duration: Some(Duration::from_nanos(1)),
+            ..StepSettings::default()
+        },
+        with_stack: Some(false),
+        torch_ops: Some(true),
+        ..Settings::default()
+    });
+}
+
+#[test]
+fn settings_to_env_spells_the_variables() {
+    let s = Settings {
+        activities: Some(Activities::parse("mem,gpu").unwrap()),
+        steps: StepSettings {
+            delay: Some(Duration::from_millis(2500)),
+            capture_range: Some(RangeSource::Cuprof),
+            ..StepSettings::default()
+        },
+        ranks: Some(vec![0, 1, 3]),
+        ..Settings::default()
+    };
+    let env: Vec<(&str, String)> = s
+        .to_env()
+        .into_iter()
+        .map(|(k, v)| (k, v.into_string().unwrap()))
+        .collect();
+    let get = |k: &str| env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str());
+    assert_eq!(get("CUPROF_ENABLED"), Some("1"));
+    assert_eq!(get("CUPROF_ACTIVITIES"), Some("GPU,MEM"));
+    assert_eq!(get("CUPROF_DELAY"), Some("2.5"));
+    assert_eq!(get("CUPROF_CAPTURE_RANGE"), Some("cuprof"));
+    assert_eq!(get("CUPROF_RANKS"), Some("0,1,3"));
+    assert_eq!(env.len(), 5, "{env:?}");
 }
