@@ -1,0 +1,104 @@
+//! Where `libcuprof.so` is, and how it is preloaded.
+
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+/// `libcuprof.so`: `$CUPROF_LIB`, else beside this executable, else in `../lib` from it.
+pub(super) fn find_library(
+    cuprof_lib: Option<OsString>,
+    exe: io::Result<PathBuf>,
+) -> Result<PathBuf> {
+    if let Some(lib) = cuprof_lib.filter(|v| !v.is_empty()) {
+        let lib = PathBuf::from(lib);
+        if !lib.is_file() {
+            bail!(
+                "CUPROF_LIB={} is not a file: point it at libcuprof.so, or unset it to use the one installed beside cuprof",
+                lib.display()
+            );
+        }
+        return lib
+            .canonicalize()
+            .with_context(|| format!("CUPROF_LIB={}", lib.display()));
+    }
+    let exe = exe.context("cannot find libcuprof.so: cannot locate the cuprof executable")?;
+    let dir = exe.parent().unwrap_or(Path::new("/"));
+    let candidates = [
+        dir.join("libcuprof.so"),
+        dir.join("..").join("lib").join("libcuprof.so"),
+    ];
+    for c in &candidates {
+        if c.is_file() {
+            return c.canonicalize().with_context(|| c.display().to_string());
+        }
+    }
+    bail!(
+        "cannot find libcuprof.so: looked for {} and {}; build it (cargo build -p cuprof-preload) or set CUPROF_LIB=/path/to/libcuprof.so",
+        candidates[0].display(),
+        candidates[1].display()
+    )
+}
+
+/// `lib` in front of an existing `LD_PRELOAD` (ld.so separates entries by ':' or space).
+pub(super) fn ld_preload(lib: &Path, existing: Option<&OsStr>) -> Result<OsString> {
+    let bytes = lib.as_os_str().as_encoded_bytes();
+    if bytes.iter().any(|&b| b == b':' || b == b' ' || b == b'\t') {
+        bail!(
+            "libcuprof.so's path {} holds a ':' or a space, which LD_PRELOAD cannot express; set CUPROF_LIB to a path without them (a symlink will do)",
+            lib.display()
+        );
+    }
+    let mut v = lib.as_os_str().to_owned();
+    if let Some(existing) = existing.filter(|e| !e.is_empty()) {
+        v.push(":");
+        v.push(existing);
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preload_prepends() {
+        let lib = Path::new("/opt/cuprof/lib/libcuprof.so");
+        assert_eq!(
+            ld_preload(lib, None).unwrap(),
+            "/opt/cuprof/lib/libcuprof.so"
+        );
+        assert_eq!(
+            ld_preload(lib, Some(OsStr::new(""))).unwrap(),
+            "/opt/cuprof/lib/libcuprof.so"
+        );
+        assert_eq!(
+            ld_preload(lib, Some(OsStr::new("/a.so /b.so"))).unwrap(),
+            "/opt/cuprof/lib/libcuprof.so:/a.so /b.so"
+        );
+        assert!(ld_preload(Path::new("/my dir/libcuprof.so"), None).is_err());
+    }
+
+    #[test]
+    fn library_search() {
+        let dir = std::env::temp_dir().join(format!("cuprof-run-lib-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        std::fs::create_dir_all(dir.join("lib")).unwrap();
+        let exe = dir.join("bin").join("cuprof");
+        assert!(find_library(None, Ok(exe.clone())).is_err());
+        std::fs::write(dir.join("lib/libcuprof.so"), b"").unwrap();
+        let found = find_library(None, Ok(exe.clone())).unwrap();
+        assert_eq!(found, dir.join("lib/libcuprof.so").canonicalize().unwrap());
+        std::fs::write(dir.join("bin/libcuprof.so"), b"").unwrap();
+        assert_eq!(
+            find_library(None, Ok(exe.clone())).unwrap(),
+            dir.join("bin/libcuprof.so").canonicalize().unwrap()
+        );
+        let err = find_library(Some("/nonexistent/libcuprof.so".into()), Ok(exe)).unwrap_err();
+        assert!(err
+            .to_string()
+            .contains("CUPROF_LIB=/nonexistent/libcuprof.so"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
