@@ -1,4 +1,11 @@
 //! `cuprof`: run a program under the tracer, or analyse traces offline.
+//!
+//! One module per command: `run` (options to core's `config::Settings`, the preloaded child
+//! process, what is printed after it), `analysis` (report, flame, compare, merge: a model
+//! built from the traces through `cuprof_core::reader`, rendered as text, HTML and JSON),
+//! `memory_cmd`, `repair_cmd` (over `cuprof_core::repair`) and `export` (Parquet). `console`
+//! and `output` hold what the commands share: one-line errors, a stdout closed early, output
+//! files written without destroying one.
 
 mod analysis;
 mod console;

@@ -1,8 +1,15 @@
 //! cuprof's core: everything that can be tested without a GPU or an injected process.
 //!
 //! Data path: raw CUPTI record bytes --[`decode`]--> [`event::Event`] --> (channel, in the
-//! preload crate) --> [`window`] decides what is kept --> [`trace_writer`] streams gzip JSON,
-//! [`memory`] builds the device-memory timeline and snapshot pickles.
+//! preload crate) --> [`window`] decides what is kept --> [`session`] routes it to
+//! [`trace_writer`], which streams gzip JSON, and [`memory`], which builds the device-memory
+//! timeline and snapshot pickles. [`torch_op`] names PyTorch operators from their NVTX ranges.
+//!
+//! Around it: [`config`] (the `CUPROF_*` variables both ways, the file names, the report file
+//! the launcher reads); [`trace_format`] (the trace's top level: header, stats, device types,
+//! member names), shared by the writer, [`reader`] (the streaming reader the offline commands
+//! use) and [`repair`] (closing a cut trace); [`json`] (the writer's number and string
+//! formatting).
 
 pub mod config;
 pub mod decode;
@@ -10,6 +17,7 @@ pub mod event;
 pub mod json;
 pub mod memory;
 pub mod reader;
+pub mod repair;
 pub mod session;
 pub mod torch_op;
 pub mod trace_format;
@@ -23,4 +31,3 @@ pub const EXTERNAL_KIND_CUPROF: u32 = 5;
 /// as Kineto does for its operators): a stack of its own, so an operator inside an NVTX range
 /// leaves the range's id in place for the range's GPU projection.
 pub const EXTERNAL_KIND_TORCH_OP: u32 = 3;
-pub mod repair;
