@@ -176,7 +176,8 @@ pub fn rewrite<W: Write>(r: &mut TraceReader<'_>, out: &mut W) -> Result<Rewritt
 mod tests {
     use super::*;
     use crate::event::*;
-    use crate::trace_writer::{TraceMeta, TraceStats, TraceWriter};
+    use crate::trace_format::{Header, TraceStats};
+    use crate::trace_writer::TraceWriter;
     use std::io::Cursor;
     use std::path::Path;
 
@@ -186,7 +187,7 @@ mod tests {
 
     /// A gzip trace with 10 events flushed, 5 more written but not flushed, then cut.
     fn truncated() -> Vec<u8> {
-        let mut w = TraceWriter::new(Vec::new(), TraceMeta::default(), 1).unwrap();
+        let mut w = TraceWriter::new(Vec::new(), Header::default(), 1).unwrap();
         for i in 0..10 {
             w.kernel(&kernel(i), None);
         }
@@ -257,7 +258,7 @@ mod tests {
 
     #[test]
     fn a_complete_file_needs_nothing() {
-        let mut w = TraceWriter::new(Vec::new(), TraceMeta::default(), 1).unwrap();
+        let mut w = TraceWriter::new(Vec::new(), Header::default(), 1).unwrap();
         w.kernel(&kernel(1), None);
         let full = w.finish(5_000, &TraceStats::default()).unwrap();
         let s = survey(&mut reader(&full)).unwrap();
@@ -276,7 +277,7 @@ mod tests {
 
     #[test]
     fn a_file_cut_inside_the_header_is_not_a_trace() {
-        let mut w = TraceWriter::new(Vec::new(), TraceMeta::default(), 1).unwrap();
+        let mut w = TraceWriter::new(Vec::new(), Header::default(), 1).unwrap();
         w.sync_flush().unwrap();
         let n = w.output_len();
         let full = w.finish(0, &TraceStats::default()).unwrap();
