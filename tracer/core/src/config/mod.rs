@@ -18,7 +18,7 @@
 //!
 //! Step source, when several are given (each conflict gives a warning naming both):
 //! `CUPROF_STEP_NVTX` > `CUPROF_CAPTURE_RANGE` > `CUPROF_DELAY`/`CUPROF_DURATION` > a schedule
-//! alone (`CUPROF_WAIT`/`WARMUP`/`ACTIVE`/`REPEAT`/`SKIP_FIRST`[`_WAIT`], steps from
+//! alone (`CUPROF_WAIT`/`WARMUP`/`ACTIVE`/`REPEAT`/`SKIP_FIRST`\[`_WAIT`\], steps from
 //! `cuprof_step()` calls) > nothing (record from CUDA init to exit).
 
 mod env;

@@ -165,7 +165,7 @@ pub struct Config {
     /// Interval between sync-flushes of the trace file being written.
     pub flush_interval: Duration,
     pub gzip_level: u32,
-    /// `CUPROF_REPORT_FILE` (set by the launcher): append one [`report::ReportLine`] per file
+    /// `CUPROF_REPORT_FILE` (set by the launcher): append one [`super::report::ReportLine`] per file
     /// written.
     pub report_file: Option<PathBuf>,
     /// `CUPROF_QUIET`: no informational stderr lines (warnings still print).
