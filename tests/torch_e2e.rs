@@ -408,3 +408,31 @@ fn a_torch_whose_profiler_differs_gets_one_line_and_the_rest_of_the_trace() {
         1
     );
 }
+
+/// Operators are batched per thread on their way to the writer (op_batch.rs): a batch sent
+/// full, one sent when its thread exits, one the writer takes from a quiet thread, and the
+/// last one at shutdown all arrive, each operator on its own thread's row.
+#[test]
+fn every_threads_operators_arrive_whichever_way_their_batch_is_sent() {
+    require_torch();
+    let dir = TempDir::new("torch-threads");
+    let (out, _) = Run::python("torch_threads.py", &[], dir.path()).ok_json();
+    let trace = read_trace(&dir.path().join("t-rank0.trace.json.gz"));
+    let mut recorded: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    for e in events(&trace, "cpu_op") {
+        let name = e["name"].as_str().unwrap();
+        if name == "aten::add" || name == "cuproftest::threaded" {
+            *recorded
+                .entry(e["tid"].to_string())
+                .or_default()
+                .entry(name.to_string())
+                .or_default() += 1;
+        }
+    }
+    let ran: BTreeMap<String, BTreeMap<String, u64>> =
+        serde_json::from_value(out["ran"].clone()).unwrap();
+    let total: u64 = ran.values().flat_map(|per| per.values()).sum();
+    assert_eq!(total, 3 * 700 + 100 + 5);
+    assert_eq!(recorded, ran);
+    assert_eq!(trace["cuprofStats"]["dropped_channel"], 0);
+}

@@ -87,7 +87,29 @@ impl<'a> TorchOp<'a> {
 
 /// Whether a range name could be an operator's (cheap: for the application thread).
 pub fn is_op_range(range_name: &str) -> bool {
-    rfind_op_id(range_name).is_some()
+    is_op_name(range_name.as_bytes())
+}
+
+/// [`is_op_range`] on the name's bytes as NVTX passes them, before any UTF-8 check: the
+/// application thread asks this of every range, so the search is memchr's SIMD one with its
+/// needle prepared once, and it looks from the front, where the observer puts `op_id` (the
+/// shapes and input ids after it run to hundreds of bytes); the last occurrence decides when
+/// the first is not followed by a number, as in [`TorchOp::parse`].
+pub fn is_op_name(name: &[u8]) -> bool {
+    use memchr::memmem::{Finder, FinderRev};
+    use std::sync::OnceLock;
+    static FORWARD: OnceLock<Finder<'static>> = OnceLock::new();
+    static BACKWARD: OnceLock<FinderRev<'static>> = OnceLock::new();
+    let followed_by_digit = |at: usize| name.get(at + OP_ID.len()).is_some_and(u8::is_ascii_digit);
+    let forward = FORWARD.get_or_init(|| Finder::new(OP_ID.as_bytes()));
+    match forward.find(name) {
+        None => false,
+        Some(at) if followed_by_digit(at) => true,
+        Some(_) => BACKWARD
+            .get_or_init(|| FinderRev::new(OP_ID.as_bytes()))
+            .rfind(name)
+            .is_some_and(followed_by_digit),
+    }
 }
 
 fn rfind_op_id(s: &str) -> Option<usize> {
@@ -189,6 +211,9 @@ mod tests {
         }
         assert!(!is_op_range("step"));
         assert!(is_op_range("aten::mm, op_id = 9"));
+        assert!(is_op_range("my, op_id = x, op_id = 9"));
+        assert!(!is_op_range("my, op_id = y"));
+        assert!(!is_op_range("aten::mm, op_id = "));
     }
 
     #[test]

@@ -116,6 +116,8 @@ fn apply(t: &Tracer, tr: Transition, ts: u64) {
 /// `call`.
 fn apply_after_call(t: &Tracer, tr: Transition, ts: u64, call: Option<u32>) {
     tracing::debug!(?tr, ts, "window transition");
+    // The operators that ended before the transition belong before it.
+    crate::op_batch::flush(t);
     let (step_start, step_tid, work, cycle) = {
         let Ok(mut g) = STATE.lock() else { return };
         let Some(s) = g.as_mut() else { return };
@@ -402,6 +404,14 @@ pub fn pop_correlation(what: Correlated) {
 /// Python call stacks are wanted for operators (`--with-stack`), and the window collects.
 pub fn wants_stacks() -> bool {
     COLLECTING.load(Relaxed) && tracer().is_some_and(|t| t.with_stack)
+}
+
+/// The tracer, while the window collects ranges (CPU activity on): operators' ranges are kept.
+pub fn recording_ranges() -> Option<&'static Tracer> {
+    if !COLLECTING.load(Relaxed) {
+        return None;
+    }
+    tracer().filter(|t| t.cpu_activity)
 }
 
 /// Sends a finished NVTX range to the writer while collecting (ranges outside the window are

@@ -23,6 +23,7 @@ mod cupti;
 mod entry;
 mod hooks;
 mod nvtx;
+mod op_batch;
 mod pages;
 mod pool;
 mod python;
@@ -45,6 +46,8 @@ pub enum Msg {
     Input(Input),
     /// An allocation's stack (`--with-stack`), symbolised by the writer thread.
     AllocationStack(stacks::RawStack),
+    /// PyTorch operators' ranges, batched by the thread that ran them.
+    OpRanges(op_batch::Batch),
     /// Close everything and report; the sender waits on the reply (bounded).
     Shutdown(crossbeam_channel::Sender<()>),
     /// Make what is written so far survive a crash; the sender waits on the reply (bounded).

@@ -9,9 +9,12 @@
 //! those are recognised by name (`cuprof_core::torch_op`), correlated on a stack of their own
 //! (so runtime calls carry the innermost operator's `External id` and NVTX ranges keep their
 //! projection), and, with `--with-stack`, the outermost one reads the Python stack that the
-//! operators nested in it share.
+//! operators nested in it share. An operator's name is never copied into an allocation of its
+//! own on the program thread: it waits on a per-thread byte stack while the operator is open,
+//! then goes into the thread's batch (`op_batch`).
 
 use crate::control::{self, Correlated};
+use crate::op_batch;
 use crate::{now_ns, tid};
 use cuprof_core::event::{Name, PyStack, Range, RangeKind};
 use cuprof_core::torch_op;
@@ -61,10 +64,42 @@ struct Domain {
     name: Name,
 }
 
+/// A range's name as NVTX hands it over: borrowed for the call, or already made.
+enum Message<'a> {
+    Bytes(&'a [u8]),
+    Made(Name),
+}
+
+impl Message<'_> {
+    fn is_op(&self) -> bool {
+        match self {
+            Message::Bytes(b) => torch_op::is_op_name(b),
+            Message::Made(n) => torch_op::is_op_range(n),
+        }
+    }
+
+    fn into_name(self) -> Name {
+        match self {
+            Message::Bytes(b) => Name::from(String::from_utf8_lossy(b).as_ref()),
+            Message::Made(n) => n,
+        }
+    }
+}
+
+/// An open range's name.
+enum OpenName {
+    /// A PyTorch operator's: its bytes are on this thread's `OP_NAMES` stack, from `at`.
+    Op {
+        at: usize,
+        len: usize,
+    },
+    Other(Name),
+}
+
 struct Open {
     id: u64,
     parent: u64,
-    name: Name,
+    name: OpenName,
     domain: Option<Name>,
     start: u64,
     payload: Option<f64>,
@@ -77,6 +112,9 @@ struct Open {
 
 thread_local! {
     static STACK: RefCell<Vec<Open>> = const { RefCell::new(Vec::new()) };
+    /// The names of the operators open on this thread, end to end (push/pop ranges nest, so
+    /// closing one truncates this to where its name begins).
+    static OP_NAMES: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -96,28 +134,33 @@ fn wide(ptr: *const i32) -> String {
     s
 }
 
-fn ascii(ptr: *const c_char) -> Name {
+/// A C string's bytes, valid for the NVTX call that passed it.
+fn c_bytes<'a>(ptr: *const c_char) -> Message<'a> {
     if ptr.is_null() {
-        return Name::from("");
+        return Message::Bytes(b"");
     }
-    // SAFETY: NVTX's A functions take NUL-terminated strings.
-    Name::from(unsafe { CStr::from_ptr(ptr) }.to_string_lossy().as_ref())
+    // SAFETY: NVTX's A functions take NUL-terminated strings, alive for the call.
+    Message::Bytes(unsafe { CStr::from_ptr(ptr) }.to_bytes())
 }
 
-fn attr_message(a: *const EventAttributes) -> (Name, Option<f64>) {
+fn ascii(ptr: *const c_char) -> Name {
+    c_bytes(ptr).into_name()
+}
+
+fn attr_message<'a>(a: *const EventAttributes) -> (Message<'a>, Option<f64>) {
     if a.is_null() {
-        return (Name::from(""), None);
+        return (Message::Bytes(b""), None);
     }
     // SAFETY: NVTX passes a valid attributes struct for the duration of the call.
     let a = unsafe { &*a };
     let name = match a.message_type {
-        MESSAGE_ASCII => ascii(a.message as *const c_char),
-        MESSAGE_UNICODE => Name::from(wide(a.message as *const i32)),
+        MESSAGE_ASCII => c_bytes(a.message as *const c_char),
+        MESSAGE_UNICODE => Message::Made(Name::from(wide(a.message as *const i32))),
         // SAFETY: registered handles are the leaked `Name`s made by register_string.
         MESSAGE_REGISTERED if !a.message.is_null() => unsafe {
-            (*(a.message as *const Name)).clone()
+            Message::Made((*(a.message as *const Name)).clone())
         },
-        _ => Name::from(""),
+        _ => Message::Bytes(b""),
     };
     let p = a.payload;
     let payload = match a.payload_type {
@@ -139,17 +182,33 @@ fn domain_name(d: *const c_void) -> Option<Name> {
 
 /// Opens a range. `enclosing_op_stack` is the Python stack of the innermost PyTorch operator
 /// open on this thread, which a nested operator shares (`None` when no operator is open).
+/// `batched`: the range nests (push/pop), so an operator's name can wait on this thread's
+/// byte stack and the range go into the thread's batch.
 fn open(
-    name: Name,
+    message: Message<'_>,
     domain: Option<Name>,
     payload: Option<f64>,
     parent: u64,
     enclosing_op_stack: Option<Option<PyStack>>,
+    batched: bool,
 ) -> Open {
     let start = now_ns();
     let id = NEXT_ID.fetch_add(1, Relaxed);
-    let is_op = torch_op::is_op_range(&name);
-    let is_step = !is_op && control::is_step_range(&name);
+    let is_op = message.is_op();
+    let name = match message {
+        Message::Bytes(b) if is_op && batched && domain.is_none() && payload.is_none() => OP_NAMES
+            .with(|names| {
+                let mut names = names.borrow_mut();
+                let at = names.len();
+                names.extend_from_slice(b);
+                OpenName::Op { at, len: b.len() }
+            }),
+        m => OpenName::Other(m.into_name()),
+    };
+    let is_step = match &name {
+        OpenName::Other(n) if !is_op => control::is_step_range(n),
+        _ => false,
+    };
     if is_step {
         control::step_begin(start);
     }
@@ -183,8 +242,33 @@ fn close(o: Open, kind: RangeKind) {
     if o.pushed_correlation {
         control::pop_correlation(o.correlated);
     }
+    let name = match o.name {
+        OpenName::Other(name) => name,
+        OpenName::Op { at, len } => {
+            OP_NAMES.with(|names| {
+                let mut names = names.borrow_mut();
+                if let Some(t) = control::recording_ranges() {
+                    op_batch::record(
+                        t,
+                        op_batch::Finished {
+                            name: &names[at..at + len],
+                            start: o.start,
+                            end,
+                            pid: crate::pid(),
+                            tid: tid(),
+                            id: o.id,
+                            parent: o.parent,
+                            stack: o.stack,
+                        },
+                    );
+                }
+                names.truncate(at);
+            });
+            return;
+        }
+    };
     control::send_range(Range {
-        name: o.name,
+        name,
         domain: o.domain,
         start: o.start,
         end,
@@ -214,11 +298,21 @@ pub fn open_operators() -> (Vec<Name>, Option<PyStack>) {
             .filter(|o| o.correlated == Correlated::TorchOp)
             .collect();
         let stack = ops.first().and_then(|o| o.stack.clone());
-        (ops.iter().map(|o| o.name.clone()).collect(), stack)
+        let names = OP_NAMES.with(|bytes| {
+            let bytes = bytes.try_borrow().ok()?;
+            let names = ops.iter().map(|o| match &o.name {
+                OpenName::Other(n) => n.clone(),
+                OpenName::Op { at, len } => {
+                    Name::from(String::from_utf8_lossy(&bytes[*at..at + len]).as_ref())
+                }
+            });
+            Some(names.collect())
+        });
+        (names.unwrap_or_default(), stack)
     })
 }
 
-fn push(name: Name, domain: Option<Name>, payload: Option<f64>) -> c_int {
+fn push(name: Message<'_>, domain: Option<Name>, payload: Option<f64>) -> c_int {
     crate::guard(-1, || {
         let (parent, enclosing_op_stack) = STACK.with(|s| {
             let s = s.borrow();
@@ -229,7 +323,7 @@ fn push(name: Name, domain: Option<Name>, payload: Option<f64>) -> c_int {
             )
         });
         // Not under the stack's borrow: a step range may run the window, and through it Python.
-        let o = open(name, domain, payload, parent, enclosing_op_stack);
+        let o = open(name, domain, payload, parent, enclosing_op_stack, true);
         STACK.with(|s| {
             let mut s = s.borrow_mut();
             s.push(o);
@@ -252,9 +346,9 @@ fn pop() -> c_int {
     })
 }
 
-fn start(name: Name, domain: Option<Name>, payload: Option<f64>) -> u64 {
+fn start(name: Message<'_>, domain: Option<Name>, payload: Option<f64>) -> u64 {
     crate::guard(0, || {
-        let o = open(name, domain, payload, 0, None);
+        let o = open(name, domain, payload, 0, None, false);
         let id = o.id;
         // Start/end ranges are not nested on a thread; their correlation push would leak onto
         // the thread's stack, so undo it now.
@@ -306,7 +400,7 @@ fn mark(name: Name, domain: Option<Name>, payload: Option<f64>) {
 // The callbacks NVTX calls. Each is a C entry point: `guard` catches panics.
 unsafe extern "C" fn mark_ex(a: *const EventAttributes) {
     let (n, p) = attr_message(a);
-    mark(n, None, p)
+    mark(n.into_name(), None, p)
 }
 unsafe extern "C" fn mark_a(m: *const c_char) {
     mark(ascii(m), None, None)
@@ -319,10 +413,10 @@ unsafe extern "C" fn range_start_ex(a: *const EventAttributes) -> u64 {
     start(n, None, p)
 }
 unsafe extern "C" fn range_start_a(m: *const c_char) -> u64 {
-    start(ascii(m), None, None)
+    start(c_bytes(m), None, None)
 }
 unsafe extern "C" fn range_start_w(m: *const i32) -> u64 {
-    start(Name::from(wide(m)), None, None)
+    start(Message::Made(Name::from(wide(m))), None, None)
 }
 unsafe extern "C" fn range_end(id: u64) {
     end(id)
@@ -332,17 +426,17 @@ unsafe extern "C" fn range_push_ex(a: *const EventAttributes) -> c_int {
     push(n, None, p)
 }
 unsafe extern "C" fn range_push_a(m: *const c_char) -> c_int {
-    push(ascii(m), None, None)
+    push(c_bytes(m), None, None)
 }
 unsafe extern "C" fn range_push_w(m: *const i32) -> c_int {
-    push(Name::from(wide(m)), None, None)
+    push(Message::Made(Name::from(wide(m))), None, None)
 }
 unsafe extern "C" fn range_pop() -> c_int {
     pop()
 }
 unsafe extern "C" fn domain_mark_ex(d: *const c_void, a: *const EventAttributes) {
     let (n, p) = attr_message(a);
-    mark(n, domain_name(d), p)
+    mark(n.into_name(), domain_name(d), p)
 }
 unsafe extern "C" fn domain_range_start_ex(d: *const c_void, a: *const EventAttributes) -> u64 {
     let (n, p) = attr_message(a);

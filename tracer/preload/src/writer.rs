@@ -16,6 +16,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const TICK: Duration = Duration::from_millis(100);
+/// How long operators may wait in a quiet thread's batch (`op_batch`) before the writer takes
+/// them.
+const OP_TAKE_EVERY: Duration = Duration::from_secs(1);
 static WRITER: Mutex<Option<std::thread::JoinHandle<()>>> = Mutex::new(None);
 static SHUT: AtomicBool = AtomicBool::new(false);
 
@@ -150,6 +153,7 @@ fn run(mut session: Session, rx: Receiver<Msg>) {
     session.set_devices(crate::entry::device_properties());
     let mut reclaim = crate::reclaim::Reclaim::new(Instant::now());
     let mut symbols = crate::stacks::Resolver::default();
+    let mut last_op_take = Instant::now();
     loop {
         let now = Instant::now();
         let wait = [
@@ -169,6 +173,9 @@ fn run(mut session: Session, rx: Receiver<Msg>) {
                 session.handle(i);
             }
             Ok(Msg::AllocationStack(raw)) => session.handle(symbols.resolve(raw)),
+            Ok(Msg::OpRanges(batch)) => batch
+                .into_ranges()
+                .for_each(|r| session.handle(Input::Range(r))),
             Ok(Msg::SyncFlush(reply)) => {
                 session.sync_flush();
                 let _ = reply.send(());
@@ -178,6 +185,9 @@ fn run(mut session: Session, rx: Receiver<Msg>) {
                     match m {
                         Msg::Input(i) => session.handle(i),
                         Msg::AllocationStack(raw) => session.handle(symbols.resolve(raw)),
+                        Msg::OpRanges(batch) => batch
+                            .received()
+                            .for_each(|r| session.handle(Input::Range(r))),
                         _ => {}
                     }
                 }
@@ -192,6 +202,14 @@ fn run(mut session: Session, rx: Receiver<Msg>) {
             }
         }
         control::poll_time();
+        if last_op_take.elapsed() >= OP_TAKE_EVERY {
+            last_op_take = Instant::now();
+            for batch in crate::op_batch::take_all_if(|| rx.is_empty()) {
+                batch
+                    .into_ranges()
+                    .for_each(|r| session.handle(Input::Range(r)));
+            }
+        }
         if let Some(t) = tracer() {
             reclaim.tick(t, Instant::now());
         }
@@ -297,6 +315,7 @@ pub fn shutdown() {
     }
     let Some(t) = tracer() else { return };
     control::at_exit();
+    crate::op_batch::flush(t);
     t.set_kinds(false);
     crate::buffers::DRAINING.store(true, Relaxed);
     t.flush_cupti(true);
@@ -313,6 +332,7 @@ pub fn shutdown() {
 /// A signal the program handles itself: make what is written so far survive, keep tracing.
 pub fn sync_flush() {
     let Some(t) = tracer() else { return };
+    crate::op_batch::flush(t);
     t.flush_cupti(false);
     let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
     let wait = std::time::Duration::from_secs(1);
