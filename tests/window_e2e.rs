@@ -196,7 +196,7 @@ fn each_cycle_holds_exactly_its_own_gpu_work_twenty_times_under_load() {
 
 #[test]
 fn gpu_work_running_behind_stays_in_the_cycle_that_launched_it() {
-    // gemm lasts 3 ms: the last steps of cycle 1 run on the GPU after cycle 2 began.
+    // gemm lasts 30 ms: the last steps of cycle 1 run on the GPU after cycle 2 began.
     let cycles = two_nvtx_cycles("behind", &["--gpu-behind"]);
     for (i, c) in cycles.iter().enumerate() {
         assert_eq!(

@@ -1,7 +1,7 @@
 """Steps on the libcupti double, marked by `cuprof_step()` (default) or by NVTX ranges named
 `step` (argv[1] == "nvtx"). Each step launches: 2 compute kernels on stream 7, one NCCL kernel on
 stream 13, an HtoD copy and a memset on stream 7. argv[2] = number of steps (default 6).
-With --gpu-behind, gemm lasts 3 ms: the GPU falls behind the program, so a step's work runs
+With --gpu-behind, gemm lasts 30 ms: the GPU falls behind the program, so a step's work runs
 during later steps (as on a real GPU when the program runs ahead).
 Prints {"steps": N, "corr": [[...], ...]} (correlation ids per step)."""
 import ctypes
@@ -20,7 +20,9 @@ me = ctypes.CDLL(None)
 out = []
 
 
-gemm_ns = 3_000_000 if "--gpu-behind" in sys.argv else 40_000
+# 30 ms: far more than a step takes on the CPU even on a loaded machine (3 ms was not, at load
+# 10 on 2 cores), so the backlog always outlasts the two steps between the cycles.
+gemm_ns = 30_000_000 if "--gpu-behind" in sys.argv else 40_000
 
 
 def body(i):
