@@ -192,6 +192,10 @@ struct OpenCycle {
     unlinked: HashMap<u32, Vec<(u32, u32, u64, u64)>>,
     /// GPU operations in `unlinked`.
     unlinked_ops: usize,
+    /// First start and last end of the cycle's timed kernels, copies and sets.
+    gpu_work: Option<(u64, u64)>,
+    /// A `ProfilerStep#N` was written: the cycle has steps of its own.
+    has_steps: bool,
 }
 
 /// How a cycle's file gets created when its first event comes.
@@ -225,6 +229,8 @@ impl OpenCycle {
             extents: HashMap::new(),
             unlinked: HashMap::new(),
             unlinked_ops: 0,
+            gpu_work: None,
+            has_steps: false,
         }
     }
 
@@ -284,6 +290,13 @@ impl OpenCycle {
             }
         }
         self.last_ts = self.last_ts.max(end);
+        // CUPTI's zero timestamps (its device buffers overflowed) say nothing about when.
+        if start != 0 {
+            self.gpu_work = Some(match self.gpu_work {
+                Some((first, last)) => (first.min(start), last.max(end)),
+                None => (start, end),
+            });
+        }
         match self.external.get(&corr) {
             Some(&range) => extend(&mut self.extents, range, device, stream, start, end),
             // Its range link may still come, but only if NVTX ranges are in play at all.
@@ -787,6 +800,7 @@ impl Session {
         if let Some(w) = c.writer(&mut o) {
             w.range(r, work);
         }
+        c.has_steps |= r.kind == RangeKind::Step;
         c.last_ts = c.last_ts.max(r.end);
         if r.id != 0 {
             c.remember_range(r, o.errors);
@@ -996,6 +1010,11 @@ impl Session {
             }
         }
         c.project_ranges(&mut o);
+        if let (false, Some((first, last)), File::Open { writer, .. }) =
+            (c.has_steps, c.gpu_work, &mut c.file)
+        {
+            writer.gpu_work_span(first, last);
+        }
         let File::Open { writer, path } = std::mem::replace(&mut c.file, File::Failed) else {
             return; // nothing was recorded: no file
         };

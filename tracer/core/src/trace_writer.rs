@@ -82,6 +82,10 @@ const NO_STREAM: u32 = u32::MAX;
 /// stream + this, so that they never partly overlap the stream's copies and kernels (a Stream
 /// Sync spans the CPU's wait, which begins while the stream's last work still runs).
 pub const SYNC_ROW_OFFSET: u64 = 1_000_000;
+/// Name (of the event and of its row) of [`TraceWriter::gpu_work_span`].
+pub const GPU_WORK: &str = "GPU work (no steps recorded)";
+/// The row of [`TraceWriter::gpu_work_span`]: no OS thread has id 0.
+pub const GPU_WORK_TID: u32 = 0;
 
 pub struct TraceWriter<W: Write> {
     out: GzEncoder<W>,
@@ -714,6 +718,25 @@ impl<W: Write> TraceWriter<W> {
         self.gpu_track(device, stream);
         let (start, end) = (start.saturating_sub(1), end.saturating_add(1));
         self.complete("gpu_user_annotation", name, device, stream, start, end);
+        self.close(false);
+    }
+
+    /// The span of a cycle's GPU work (its first kernel, copy or set's start to the last one's
+    /// end), written for a cycle that recorded no steps. TensorBoard's profiler plugin takes a
+    /// trace without `ProfilerStep#N` as one step spanning its host events of the categories
+    /// `cpu_op`, `python` and steps, and with none of them it shows a step of -2^64 µs; this
+    /// event (category `python`, which no other consumer counts as an operator or a step) makes
+    /// that step the GPU window `cuprof report` measures the busy share over. On a row of its
+    /// own (tid 0) so it never partly overlaps a thread's calls.
+    pub fn gpu_work_span(&mut self, start: u64, end: u64) {
+        let pid = self.meta.pid;
+        if self.cpu_threads.insert((pid, GPU_WORK_TID)) {
+            let label = MetaValue::Str(GPU_WORK.to_string());
+            self.metadata("thread_name", pid, GPU_WORK_TID, "name", label);
+            let sort = MetaValue::Int(GPU_WORK_TID as u64);
+            self.metadata("thread_sort_index", pid, GPU_WORK_TID, "sort_index", sort);
+        }
+        self.complete("python", GPU_WORK, pid, GPU_WORK_TID, start, end);
         self.close(false);
     }
 
