@@ -79,6 +79,9 @@ pub struct ApiCall {
     callbacks: bool,
     correlation_data: u64,
     return_value: i32,
+    /// The latest end its API records claim: a real call returns after CUPTI's end timestamp,
+    /// so nothing the program does next (an NVTX pop, the next call) can start before it.
+    returns_at: std::cell::Cell<u64>,
 }
 
 impl ApiCall {
@@ -92,6 +95,7 @@ impl ApiCall {
             callbacks,
             correlation_data: 0,
             return_value: 0,
+            returns_at: std::cell::Cell::new(0),
         };
         call.fire(API_ENTER);
         call
@@ -118,10 +122,14 @@ impl ApiCall {
     /// The API activity record (and EXTERNAL_CORRELATION records before it), if the
     /// RUNTIME/DRIVER switches for this cbid are on. Returns records emitted.
     pub fn record(&self, end: u64) -> u64 {
+        self.returns_at.set(self.returns_at.get().max(end));
         api_record(self.domain, self.cbid, self.start, end, self.corr)
     }
 
     pub fn finish(mut self) {
+        while state::now_ns() < self.returns_at.get() {
+            std::hint::spin_loop();
+        }
         self.fire(API_EXIT);
     }
 }
