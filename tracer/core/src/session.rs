@@ -48,6 +48,8 @@ const MAX_DEFERRED: usize = if cfg!(test) { 1 << 12 } else { 1 << 18 };
 /// Bound on remembered call -> NVTX range links per cycle (one per call made inside a range);
 /// past it the older half goes: their GPU work arrived long before. (Smaller in unit tests,
 /// which cross it through the whole gzip writer in a debug build.)
+/// Points where two ops on one stream touch, remembered per cycle (see `OpenCycle::touching`).
+const MAX_TOUCHING: usize = 1 << 16;
 const MAX_LINKS: usize = if cfg!(test) { 1 << 14 } else { 1 << 18 };
 /// Bound on NVTX ranges per cycle projected onto the GPU timeline (their names, parents and
 /// spans wait for the cycle's end); later ranges stay on the CPU timeline only, said once.
@@ -174,6 +176,17 @@ struct OpenCycle {
     deferred: Vec<Event>,
     /// Correlation ids whose flow end (`f`) was written: one arrow per launch.
     flow_ends: HashSet<u32>,
+    /// Arrow ends waiting for their other end, by correlation id: launch calls written
+    /// (pid, tid, start) and GPU work written (device, stream, start). An arrow is written
+    /// whole or not at all: viewers drop a lone end as a broken flow (a driver call not kept,
+    /// work whose call another cycle recorded).
+    flow_calls: Links<(u32, u32, u64)>,
+    flow_work: Links<(u32, u32, u64)>,
+    /// The end of the last op seen on each (device, stream).
+    stream_ends: HashMap<(u32, u32), u64>,
+    /// (device, stream, ns) where one op ended and the next began at that very ns (rare on a
+    /// GPU, bounded by [`MAX_TOUCHING`]): a range projected there is not widened past it.
+    touching: HashSet<(u32, u32, u64)>,
     /// CUPTI correlation id -> innermost NVTX range id open when the call was made (bounded by
     /// [`MAX_LINKS`]).
     external: Links,
@@ -222,6 +235,10 @@ impl OpenCycle {
             max_call: 0,
             deferred: Vec::new(),
             flow_ends: HashSet::new(),
+            flow_calls: Links::new(MAX_LINKS),
+            flow_work: Links::new(MAX_LINKS),
+            stream_ends: HashMap::new(),
+            touching: HashSet::new(),
             external: Links::new(MAX_LINKS),
             op_links: Links::new(MAX_LINKS),
             too_many_ranges: false,
@@ -285,13 +302,18 @@ impl OpenCycle {
         // those need remembering (bounded memory however long the window).
         let first = !in_graph(e) || self.flow_ends.insert(corr);
         if first && o.flows {
-            if let Some(w) = self.writer(o) {
-                w.flow("f", corr, device, stream, start);
+            match self.flow_calls.remove(&corr) {
+                Some(call) => self.write_flow(o, corr, call, (device, stream, start)),
+                None => self.flow_work.insert(corr, (device, stream, start)),
             }
         }
         self.last_ts = self.last_ts.max(end);
         // CUPTI's zero timestamps (its device buffers overflowed) say nothing about when.
         if start != 0 {
+            let previous_end = self.stream_ends.insert((device, stream), end);
+            if previous_end == Some(start) && self.touching.len() < MAX_TOUCHING {
+                self.touching.insert((device, stream, start));
+            }
             self.gpu_work = Some(match self.gpu_work {
                 Some((first, last)) => (first.min(start), last.max(end)),
                 None => (start, end),
@@ -302,6 +324,27 @@ impl OpenCycle {
             // Its range link may still come, but only if NVTX ranges are in play at all.
             None if self.nvtx_seen() => self.wait_for_link(corr, (device, stream, start, end)),
             None => {}
+        }
+    }
+
+    /// A launch call was written: its arrow, if its GPU work was written already.
+    fn flow_from_call(&mut self, o: &mut Opener, corr: u32, call: (u32, u32, u64)) {
+        match self.flow_work.remove(&corr) {
+            Some(work) => self.write_flow(o, corr, call, work),
+            None => self.flow_calls.insert(corr, call),
+        }
+    }
+
+    fn write_flow(
+        &mut self,
+        o: &mut Opener,
+        corr: u32,
+        call: (u32, u32, u64),
+        work: (u32, u32, u64),
+    ) {
+        if let Some(w) = self.writer(o) {
+            w.flow("s", corr, call.0, call.1, call.2);
+            w.flow("f", corr, work.0, work.1, work.2);
         }
     }
 
@@ -395,9 +438,23 @@ impl OpenCycle {
         if out.is_empty() {
             return;
         }
+        let touching = std::mem::take(&mut self.touching);
         let Some(w) = self.writer(o) else { return };
         for p in out {
-            w.gpu_annotation(&p.name, p.device, p.stream, p.start, p.end);
+            // 1 ns earlier and 1 ns later than its work, as Kineto writes it: it would
+            // otherwise tie with its first op, which comes first in the file, and a viewer
+            // would nest the range inside that op. Not where another op ends or starts at that
+            // very ns: the range would partly overlap it, and Perfetto drops one of the two.
+            let key = |t: u64| (p.device, p.stream, t);
+            let start = match touching.contains(&key(p.start)) {
+                true => p.start,
+                false => p.start.saturating_sub(1),
+            };
+            let end = match touching.contains(&key(p.end)) {
+                true => p.end,
+                false => p.end.saturating_add(1),
+            };
+            w.gpu_annotation(&p.name, p.device, p.stream, start, end);
         }
     }
 
@@ -889,7 +946,10 @@ impl Session {
             Some(c) => {
                 let external = c.op_links.get(&a.correlation).copied();
                 if let Some(w) = c.writer(&mut o) {
-                    w.api(a, is_launch(&a.name), external);
+                    w.api(a, external);
+                }
+                if o.flows && is_launch(&a.name) {
+                    c.flow_from_call(&mut o, a.correlation, (a.pid, a.tid, a.start));
                 }
                 c.last_ts = c.last_ts.max(a.end);
                 c.max_call = c.max_call.max(a.correlation);

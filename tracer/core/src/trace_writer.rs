@@ -600,9 +600,9 @@ impl<W: Write> TraceWriter<W> {
         row
     }
 
-    /// A runtime or driver call on its OS thread; with `flow`, also the `ac2g` arrow's start.
+    /// A runtime or driver call on its OS thread (its `ac2g` arrow is the session's: [`TraceWriter::flow`]).
     /// `external`: the `External id` of the PyTorch operator it was made in.
-    pub fn api(&mut self, a: &ApiCall, flow: bool, external: Option<u64>) {
+    pub fn api(&mut self, a: &ApiCall, external: Option<u64>) {
         self.cpu_track(a.pid, a.tid);
         let cat = match a.domain {
             ApiDomain::Runtime => "cuda_runtime",
@@ -620,9 +620,6 @@ impl<W: Write> TraceWriter<W> {
         push_u64(&mut self.buf, a.cbid as u64);
         self.arg_u64("correlation", a.correlation as u64);
         self.close(true);
-        if flow {
-            self.flow("s", a.correlation, a.pid, a.tid, a.start);
-        }
     }
 
     /// One end of an `ac2g` flow arrow. Ids must be unique per file: the caller emits one `s`
@@ -710,13 +707,10 @@ impl<W: Write> TraceWriter<W> {
         self.close(true);
     }
 
-    /// An NVTX range projected onto the GPU stream that ran its work (`start`/`end`: its first
-    /// op's start, its last op's end). Written as Kineto does, 1 ns earlier and 1 ns later: it
-    /// would otherwise tie with its first op, which comes first in the file, and a viewer would
-    /// nest the range inside that op.
+    /// An NVTX range projected onto the GPU stream that ran its work, over `start..end` (the
+    /// session widens its work's span by 1 ns each side, as Kineto does).
     pub fn gpu_annotation(&mut self, name: &str, device: u32, stream: u32, start: u64, end: u64) {
         self.gpu_track(device, stream);
-        let (start, end) = (start.saturating_sub(1), end.saturating_add(1));
         self.complete("gpu_user_annotation", name, device, stream, start, end);
         self.close(false);
     }
