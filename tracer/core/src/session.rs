@@ -29,9 +29,11 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod cuda_events;
 mod forward;
 mod links;
 use crate::torch_op::TorchOp;
+use cuda_events::CudaEvents;
 use forward::ForwardThreads;
 use links::Links;
 
@@ -48,6 +50,8 @@ const MAX_DEFERRED: usize = if cfg!(test) { 1 << 12 } else { 1 << 18 };
 /// Bound on remembered call -> NVTX range links per cycle (one per call made inside a range);
 /// past it the older half goes: their GPU work arrived long before. (Smaller in unit tests,
 /// which cross it through the whole gzip writer in a debug build.)
+/// CUDA events whose latest recording is remembered (in each of two generations).
+const MAX_CUDA_EVENTS: usize = 1 << 14;
 /// Points where two ops on one stream touch, remembered per cycle (see `OpenCycle::touching`).
 const MAX_TOUCHING: usize = 1 << 16;
 const MAX_LINKS: usize = if cfg!(test) { 1 << 14 } else { 1 << 18 };
@@ -219,6 +223,8 @@ struct Opener<'a> {
     errors: &'a mut Vec<String>,
     /// Launch-to-GPU flow arrows are written (API calls are recorded).
     flows: bool,
+    /// Where CUDA events were recorded, for the syncs that wait on them.
+    cuda_events: &'a CudaEvents,
 }
 
 impl OpenCycle {
@@ -292,7 +298,7 @@ impl OpenCycle {
                 (m.correlation, m.device, m.stream, m.start, m.end)
             }
             Event::Sync(s) => {
-                w.sync(s);
+                w.sync(s, o.cuda_events.get(s.context, s.cuda_event));
                 self.last_ts = self.last_ts.max(s.end);
                 return;
             }
@@ -676,6 +682,8 @@ pub struct Session {
     sync_due: Option<Instant>,
     /// Kineto's `Fwd thread id` of operators with a sequence number.
     forward_threads: ForwardThreads,
+    /// Where each CUDA event was last recorded (bounded by [`MAX_CUDA_EVENTS`]).
+    cuda_events: CudaEvents,
 }
 
 /// Time for a periodic CUPTI flush's records to reach the writer before files are synced.
@@ -707,6 +715,7 @@ impl Session {
             flows: true,
             sync_due: None,
             forward_threads: ForwardThreads::default(),
+            cuda_events: CudaEvents::new(MAX_CUDA_EVENTS),
         }
     }
 
@@ -752,6 +761,7 @@ impl Session {
                 gzip_level: self.gzip_level,
                 errors: &mut self.errors,
                 flows: self.flows,
+                cuda_events: &self.cuda_events,
             },
             &mut self.calls,
         )
@@ -936,6 +946,7 @@ impl Session {
                 }
             }
             Event::Overhead(_) => {}
+            Event::CudaEvent(c) => self.cuda_events.recorded(c),
             Event::Kernel(_) | Event::Memcpy(_) | Event::Memset(_) | Event::Sync(_) => self.gpu(e),
         }
     }

@@ -82,6 +82,13 @@ const NO_STREAM: u32 = u32::MAX;
 /// stream + this, so that they never partly overlap the stream's copies and kernels (a Stream
 /// Sync spans the CPU's wait, which begins while the stream's last work still runs).
 pub const SYNC_ROW_OFFSET: u64 = 1_000_000;
+/// Where a CUDA event was recorded: its stream and the cudaEventRecord's correlation id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordedEvent {
+    pub stream: u32,
+    pub correlation: u32,
+}
+
 /// Name (of the event and of its row) of [`TraceWriter::gpu_work_span`].
 pub const GPU_WORK: &str = "GPU work (no steps recorded)";
 /// The row of [`TraceWriter::gpu_work_span`]: no OS thread has id 0.
@@ -549,7 +556,9 @@ impl<W: Write> TraceWriter<W> {
     /// name the stream and the call that recorded the awaited event, -1 when unknown (they
     /// come from CUDA_EVENT records, which cuprof does not collect), and
     /// `wait_on_cuda_event_id` is the event's id.
-    pub fn sync(&mut self, s: &Sync) {
+    /// A synchronisation; `recorded`: for an event sync, the stream and the cudaEventRecord
+    /// correlation id of the event it waited on, when its CUDA_EVENT record was seen.
+    pub fn sync(&mut self, s: &Sync, recorded: Option<RecordedEvent>) {
         const STREAM_SYNC: u32 = 3;
         let device = self.device_of_context(s.context);
         let tid = if s.stream == NO_STREAM { 0 } else { s.stream };
@@ -576,8 +585,11 @@ impl<W: Write> TraceWriter<W> {
             s.stream as i64
         };
         if matches!(s.sync_type, 1 | 2) {
-            self.arg_i64("wait_on_stream", -1);
-            self.arg_i64("wait_on_cuda_event_record_corr_id", -1);
+            // -1 when unknown, as Kineto writes it (and HTA's critical path skips).
+            let (on_stream, record_corr) =
+                recorded.map_or((-1, -1), |r| (r.stream as i64, r.correlation as i64));
+            self.arg_i64("wait_on_stream", on_stream);
+            self.arg_i64("wait_on_cuda_event_record_corr_id", record_corr);
             self.arg_u64("wait_on_cuda_event_id", s.cuda_event as u64);
         }
         self.arg_i64("stream", stream);
