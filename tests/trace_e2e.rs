@@ -416,3 +416,67 @@ fn unkept_api_calls_are_switched_off_one_by_one_inside_the_window() {
         assert_eq!(s.kernels, 2, "{what}");
     }
 }
+
+/// The syncs of events.py under the double playing CUPTI `version`, by correlation id, with
+/// the correlation ids the program got.
+fn event_syncs(version: &str) -> (BTreeMap<u64, Value>, Value) {
+    let dir = TempDir::new(&format!("events{version}"));
+    let (corr, _) = Run::python("events.py", &[], dir.path())
+        .env("CUPTI_DOUBLE_VERSION", version)
+        .ok_json();
+    let trace = read_trace(&dir.path().join("t-rank0.trace.json.gz"));
+    let syncs = events(&trace, "cuda_sync")
+        .into_iter()
+        .map(|e| (e["args"]["correlation"].as_u64().unwrap(), e.clone()))
+        .collect();
+    (syncs, corr)
+}
+
+/// Event syncs name the stream and the cudaEventRecord call of the event they waited on, from
+/// CUPTI's CUDA_EVENT records (CudaEvent before CUDA 12.8, CudaEvent2 since), as Kineto does.
+#[test]
+fn event_syncs_name_where_their_event_was_recorded() {
+    for version in ["13", "12", "25"] {
+        let (syncs, corr) = event_syncs(version);
+        let waits = |c: &str| -> (Value, Value, Value, Value) {
+            let e = &syncs[&corr[c].as_u64().unwrap()];
+            let a = &e["args"];
+            (
+                e["name"].clone(),
+                a["wait_on_stream"].clone(),
+                a["wait_on_cuda_event_record_corr_id"].clone(),
+                a["wait_on_cuda_event_id"].clone(),
+            )
+        };
+        let json = |v: i64| Value::from(v);
+        // The stream wait on event 4: recorded on stream 7.
+        assert_eq!(
+            waits("wait4"),
+            (
+                "Stream Wait Event".into(),
+                json(7),
+                corr["record4"].clone(),
+                json(4)
+            ),
+            "CUPTI {version}"
+        );
+        // Event 3 was recorded twice: the later recording, on stream 9, is the one waited on.
+        assert_eq!(
+            waits("sync3"),
+            (
+                "Event Sync".into(),
+                json(9),
+                corr["record3"].clone(),
+                json(3)
+            ),
+            "CUPTI {version}"
+        );
+        // Event 5 was never recorded: -1, as Kineto writes it.
+        assert_eq!(
+            waits("sync5"),
+            ("Event Sync".into(), json(-1), json(-1), json(5)),
+            "CUPTI {version}"
+        );
+        assert_eq!(syncs.len(), 3);
+    }
+}

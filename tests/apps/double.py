@@ -90,6 +90,8 @@ _SIGNATURES = {
     ),
     "double_memset": (_U32, [c_uint64, c_uint32, c_uint32, c_uint32, c_uint64]),
     "double_sync": (_U32, [c_uint32, c_uint32, c_uint64]),
+    "double_wait_event": (_U32, [c_uint32, c_uint32, c_uint32, c_uint64]),
+    "double_event_record": (_U32, [c_uint32, c_uint32]),
     "double_api_call": (_U32, [c_uint32, c_uint32, c_uint64]),
     "double_malloc": (_U64, [c_uint32, c_uint64]),
     "double_free": (None, [c_uint32, c_uint64]),

@@ -140,7 +140,8 @@ impl Run {
     }
 }
 
-/// Reads a gzip (or plain) JSON trace.
+/// Reads a gzip (or plain) JSON trace; a cuprof trace must keep Perfetto's rules
+/// ([`rules::check_perfetto_rules`]).
 pub fn read_trace(path: &Path) -> Value {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut text = String::new();
@@ -151,8 +152,13 @@ pub fn read_trace(path: &Path) -> Value {
     } else {
         text = String::from_utf8(bytes).unwrap();
     }
-    serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("{} is not valid JSON: {e}", path.display()))
+    let trace: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not valid JSON: {e}", path.display()));
+    // Every cuprof trace a test reads is held to the rules its viewers apply.
+    if trace.get("cuprof").is_some() {
+        rules::check_perfetto_rules(&text);
+    }
+    trace
 }
 
 pub fn events<'a>(trace: &'a Value, cat: &str) -> Vec<&'a Value> {
@@ -201,6 +207,7 @@ pub fn num_text(v: &Value) -> String {
 }
 
 pub mod dump;
+pub mod rules;
 
 /// One trace event with its `ts` and `dur` exactly as written (f64 parsing would lose
 /// nanoseconds at epoch scale).

@@ -193,6 +193,7 @@ fn is_known_host_category(cat: &str) -> bool {
     matches!(
         cat,
         "" | "gpu_user_annotation"
+            | "python"
             | "python_function"
             | "cpu_instant_event"
             | "overhead"

@@ -20,6 +20,7 @@ pub mod cbid {
     pub const CUDA_MEMCPY_ASYNC: u32 = 41; // cudaMemcpyAsync_v3020
     pub const CUDA_MEMSET_ASYNC: u32 = 51; // cudaMemsetAsync_v3020
     pub const CUDA_STREAM_SYNCHRONIZE: u32 = 131; // cudaStreamSynchronize_v3020
+    pub const CUDA_EVENT_RECORD: u32 = 135; // cudaEventRecord_v3020
     pub const CUDA_EVENT_SYNCHRONIZE: u32 = 137; // cudaEventSynchronize_v3020
     pub const CUDA_STREAM_WAIT_EVENT: u32 = 147; // cudaStreamWaitEvent_v3020
     pub const CUDA_DEVICE_RESET: u32 = 164; // cudaDeviceReset_v3020
@@ -79,6 +80,9 @@ pub struct ApiCall {
     callbacks: bool,
     correlation_data: u64,
     return_value: i32,
+    /// The latest end its API records claim: a real call returns after CUPTI's end timestamp,
+    /// so nothing the program does next (an NVTX pop, the next call) can start before it.
+    returns_at: std::cell::Cell<u64>,
 }
 
 impl ApiCall {
@@ -92,6 +96,7 @@ impl ApiCall {
             callbacks,
             correlation_data: 0,
             return_value: 0,
+            returns_at: std::cell::Cell::new(0),
         };
         call.fire(API_ENTER);
         call
@@ -118,10 +123,14 @@ impl ApiCall {
     /// The API activity record (and EXTERNAL_CORRELATION records before it), if the
     /// RUNTIME/DRIVER switches for this cbid are on. Returns records emitted.
     pub fn record(&self, end: u64) -> u64 {
+        self.returns_at.set(self.returns_at.get().max(end));
         api_record(self.domain, self.cbid, self.start, end, self.corr)
     }
 
     pub fn finish(mut self) {
+        while state::now_ns() < self.returns_at.get() {
+            std::hint::spin_loop();
+        }
         self.fire(API_EXIT);
     }
 }
@@ -400,7 +409,8 @@ static EVENT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// 1 cudaEventSynchronize, 2 cudaStreamWaitEvent, 3 cudaStreamSynchronize,
 /// 4 cudaDeviceSynchronize (CUpti_ActivitySynchronizationType). Returns 0 for others.
-pub fn sync(sync_type: u32, stream: u32, duration: u64) -> u32 {
+/// `event`: the CUDA event an event sync waits on (else a fresh id each time).
+pub fn sync(sync_type: u32, stream: u32, duration: u64, event: Option<u32>) -> u32 {
     let c = match sync_type {
         1 => cbid::CUDA_EVENT_SYNCHRONIZE,
         2 => cbid::CUDA_STREAM_WAIT_EVENT,
@@ -413,10 +423,10 @@ pub fn sync(sync_type: u32, stream: u32, duration: u64) -> u32 {
     call.record(t0 + duration + 1000);
     if state::kind_enabled(kind::SYNCHRONIZATION) {
         let is_event = matches!(sync_type, 1 | 2);
-        let event = if is_event {
-            EVENT_ID.fetch_add(1, Relaxed)
-        } else {
-            0
+        let event = match (is_event, event) {
+            (true, Some(id)) => u64::from(id),
+            (true, None) => EVENT_ID.fetch_add(1, Relaxed),
+            (false, _) => 0,
         };
         let rec = layout::SyncRec {
             sync_type,
@@ -441,6 +451,31 @@ pub fn sync(sync_type: u32, stream: u32, duration: u64) -> u32 {
             },
         };
         state::emit(kind::SYNCHRONIZATION, |b| layout::write_sync(b, &rec));
+    }
+    let corr = call.corr;
+    call.finish();
+    corr
+}
+
+/// cudaEventRecord (cbid 135) of event `event_id` on `stream`: API record + CUDA_EVENT record
+/// (CudaEvent before CUDA 12.8, CudaEvent2 since). Returns the correlation id.
+pub fn event_record(stream: u32, event_id: u32) -> u32 {
+    let call = ApiCall::begin(
+        DOMAIN_RUNTIME,
+        cbid::CUDA_EVENT_RECORD,
+        std::ptr::null(),
+        true,
+    );
+    call.record(call.start + 1000);
+    if state::kind_enabled(kind::CUDA_EVENT) {
+        let rec = layout::CudaEventRec {
+            correlation_id: call.corr,
+            context: 1,
+            stream,
+            event_id,
+            device: 0,
+        };
+        state::emit(kind::CUDA_EVENT, |b| layout::write_cuda_event(b, &rec));
     }
     let corr = call.corr;
     call.finish();

@@ -19,6 +19,7 @@ pub mod kind {
     pub const MARKER: u32 = 12;
     pub const MARKER_DATA: u32 = 13;
     pub const OVERHEAD: u32 = 17;
+    pub const CUDA_EVENT: u32 = 36;
     pub const MEMCPY2: u32 = 22;
     pub const SYNCHRONIZATION: u32 = 38;
     pub const EXTERNAL_CORRELATION: u32 = 39;
@@ -126,6 +127,7 @@ pub fn record_size(version: u32, k: u32) -> usize {
     match k {
         kind::MEMCPY | kind::MEMCPY2 if version < 26 => 88,
         kind::SYNCHRONIZATION if version < 26 => 40,
+        kind::CUDA_EVENT if version < 26 => 24,
         kind::MEMORY2 if version < 24 => 120,
         kind::OVERHEAD if version < 22 => 48,
         _ => s,
@@ -254,6 +256,17 @@ pub mod off {
         pub const CUDA_EVENT_ID: usize = 36;
         pub const CUDA_EVENT_SYNC_ID: usize = 40; // v2 only
         pub const RETURN_VALUE: usize = 48; // v2 only
+    }
+    /// CUpti_ActivityCudaEvent (24 bytes, before 12.8) and CudaEvent2 (56): deviceId and
+    /// cudaEventSyncId in CudaEvent2 only.
+    pub mod cuda_event {
+        pub const KIND: usize = 0;
+        pub const CORRELATION_ID: usize = 4;
+        pub const CONTEXT_ID: usize = 8;
+        pub const STREAM_ID: usize = 12;
+        pub const EVENT_ID: usize = 16;
+        pub const DEVICE_ID: usize = 24; // v2 only
+        pub const CUDA_EVENT_SYNC_ID: usize = 48; // v2 only
     }
     /// CUpti_ActivityMarker2 (56; same offsets in 12.x): objectId @24, name @40, domain @48.
     pub mod marker {
@@ -577,6 +590,30 @@ pub fn write_sync(b: &mut [u8], r: &SyncRec) {
     if v2 {
         w.u64(CUDA_EVENT_SYNC_ID, r.cuda_event_sync_id);
         w.u32(RETURN_VALUE, 0);
+    }
+}
+
+pub struct CudaEventRec {
+    pub correlation_id: u32,
+    pub context: u32,
+    pub stream: u32,
+    pub event_id: u32,
+    pub device: u32,
+}
+
+pub fn write_cuda_event(b: &mut [u8], r: &CudaEventRec) {
+    use off::cuda_event::*;
+    b.fill(0);
+    let v2 = b.len() >= 56;
+    let mut w = W(b);
+    w.u32(KIND, kind::CUDA_EVENT);
+    w.u32(CORRELATION_ID, r.correlation_id);
+    w.u32(CONTEXT_ID, r.context);
+    w.u32(STREAM_ID, r.stream);
+    w.u32(EVENT_ID, r.event_id);
+    if v2 {
+        w.u32(DEVICE_ID, r.device);
+        w.u64(CUDA_EVENT_SYNC_ID, u64::from(r.event_id));
     }
 }
 

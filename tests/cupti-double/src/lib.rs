@@ -217,7 +217,28 @@ pub extern "C" fn double_memset(
 /// id (0 for an unknown type).
 #[no_mangle]
 pub extern "C" fn double_sync(sync_type: u32, stream: u32, duration_ns: u64) -> u32 {
-    guard(0, || control::sync(sync_type, stream, duration_ns))
+    guard(0, || control::sync(sync_type, stream, duration_ns, None))
+}
+
+/// An event sync (1 cudaEventSynchronize, 2 cudaStreamWaitEvent on `stream`) waiting on the
+/// CUDA event `event_id`. Returns the correlation id.
+#[no_mangle]
+pub extern "C" fn double_wait_event(
+    sync_type: u32,
+    stream: u32,
+    event_id: u32,
+    duration_ns: u64,
+) -> u32 {
+    guard(0, || {
+        control::sync(sync_type, stream, duration_ns, Some(event_id))
+    })
+}
+
+/// cudaEventRecord of the CUDA event `event_id` on `stream`: API record + CUDA_EVENT record.
+/// Returns the correlation id.
+#[no_mangle]
+pub extern "C" fn double_event_record(stream: u32, event_id: u32) -> u32 {
+    guard(0, || control::event_record(stream, event_id))
 }
 
 /// cudaMalloc: API record + MEMORY2 allocation record. Returns the device address.

@@ -1515,6 +1515,14 @@ fn agrees_with_cupti_sys() {
         size_of::<s::CUpti_ActivitySynchronization>()
     );
     assert_eq!(
+        layout::record_size(v13, 36),
+        size_of::<s::CUpti_ActivityCudaEvent2>()
+    );
+    assert_eq!(
+        layout::record_size(25, 36),
+        size_of::<s::CUpti_ActivityCudaEvent>()
+    );
+    assert_eq!(
         layout::record_size(v13, 39),
         size_of::<s::CUpti_ActivityExternalCorrelation>()
     );
@@ -1633,6 +1641,21 @@ fn agrees_with_cupti_sys() {
         offset_of!(Sy, cudaEventSyncId)
     );
     assert_eq!(off::sync::RETURN_VALUE, offset_of!(Sy, returnValue));
+    type Ev = s::CUpti_ActivityCudaEvent2;
+    assert_eq!(
+        off::cuda_event::CORRELATION_ID,
+        offset_of!(Ev, correlationId)
+    );
+    assert_eq!(off::cuda_event::CONTEXT_ID, offset_of!(Ev, contextId));
+    assert_eq!(off::cuda_event::STREAM_ID, offset_of!(Ev, streamId));
+    assert_eq!(off::cuda_event::EVENT_ID, offset_of!(Ev, eventId));
+    assert_eq!(off::cuda_event::DEVICE_ID, offset_of!(Ev, deviceId));
+    assert_eq!(
+        off::cuda_event::CUDA_EVENT_SYNC_ID,
+        offset_of!(Ev, cudaEventSyncId)
+    );
+    type Ev1 = s::CUpti_ActivityCudaEvent;
+    assert_eq!(off::cuda_event::EVENT_ID, offset_of!(Ev1, eventId));
     type A = s::CUpti_ActivityAPI;
     assert_eq!(off::api::THREAD_ID, offset_of!(A, threadId));
     assert_eq!(off::api::RETURN_VALUE, offset_of!(A, returnValue));

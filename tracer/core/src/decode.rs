@@ -23,6 +23,7 @@ pub mod kind {
     pub const MARKER: u32 = 12;
     pub const MARKER_DATA: u32 = 13;
     pub const OVERHEAD: u32 = 17;
+    pub const CUDA_EVENT: u32 = 36;
     pub const SYNCHRONIZATION: u32 = 38;
     pub const EXTERNAL_CORRELATION: u32 = 39;
     pub const MEMORY2: u32 = 49;
@@ -125,6 +126,13 @@ pub mod off {
         pub const STREAM_ID: usize = 32;
         pub const CUDA_EVENT_ID: usize = 36;
     }
+    /// CudaEvent (24 bytes, before CUDA 12.8) and CudaEvent2 (56): the same leading fields.
+    pub mod cuda_event {
+        pub const CORRELATION_ID: usize = 4;
+        pub const CONTEXT_ID: usize = 8;
+        pub const STREAM_ID: usize = 12;
+        pub const EVENT_ID: usize = 16;
+    }
     pub mod external {
         pub const EXTERNAL_KIND: usize = 4;
         pub const EXTERNAL_ID: usize = 8;
@@ -146,6 +154,7 @@ fn min_len(kind: u32) -> usize {
         kind::RUNTIME | kind::DRIVER => 40,
         kind::MARKER => 56,
         kind::SYNCHRONIZATION => 40,
+        kind::CUDA_EVENT => 20,
         kind::EXTERNAL_CORRELATION => 20,
         kind::OVERHEAD => 40,
         _ => 4,
@@ -266,6 +275,7 @@ impl Decoder {
             kind::RUNTIME => Some(Event::Api(api(rec, ApiDomain::Runtime, names))),
             kind::DRIVER => Some(Event::Api(api(rec, ApiDomain::Driver, names))),
             kind::SYNCHRONIZATION => Some(Event::Sync(sync(rec))),
+            kind::CUDA_EVENT => Some(Event::CudaEvent(cuda_event(rec))),
             kind::EXTERNAL_CORRELATION => Some(Event::ExternalCorrelation(external(rec))),
             kind::MEMORY2 => Some(Event::Memory(memory(rec))),
             kind::OVERHEAD => Some(Event::Overhead(Overhead {
@@ -443,6 +453,16 @@ fn sync(b: &[u8]) -> Synchronization {
     }
 }
 
+fn cuda_event(b: &[u8]) -> CudaEvent {
+    use off::cuda_event as c;
+    CudaEvent {
+        correlation: u32_at(b, c::CORRELATION_ID),
+        context: u32_at(b, c::CONTEXT_ID),
+        stream: u32_at(b, c::STREAM_ID),
+        event_id: u32_at(b, c::EVENT_ID),
+    }
+}
+
 fn external(b: &[u8]) -> ExternalCorrelation {
     use off::external as e;
     ExternalCorrelation {
@@ -471,5 +491,51 @@ fn memory(b: &[u8]) -> Memory {
         stream: u32_at(b, m::STREAM_ID),
         is_async: u32_at(b, m::IS_ASYNC) != 0,
         pool_address: u64_at(b, m::POOL_ADDRESS),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct NoNames;
+    impl Resolve for NoNames {
+        fn kernel_name(&mut self, _: u64) -> Name {
+            Name::from("k")
+        }
+        fn string(&mut self, _: u64) -> Name {
+            Name::from("s")
+        }
+        fn api_name(&mut self, _: ApiDomain, _: u32) -> Name {
+            Name::from("api")
+        }
+    }
+
+    /// A CUDA_EVENT record of `len` bytes: correlation 41, context 2, stream 7, event 3.
+    fn cuda_event_record(len: usize) -> Vec<u8> {
+        let mut b = vec![0u8; len];
+        for (o, v) in [(0, kind::CUDA_EVENT), (4, 41), (8, 2), (12, 7), (16, 3)] {
+            if o + 4 <= len {
+                b[o..o + 4].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        b
+    }
+
+    #[test]
+    fn cuda_event_records_of_both_layouts_decode_and_a_short_one_is_skipped() {
+        let mut d = Decoder::new(LayoutFamily::Cupti13);
+        let want = Some(Event::CudaEvent(CudaEvent {
+            correlation: 41,
+            context: 2,
+            stream: 7,
+            event_id: 3,
+        }));
+        // CudaEvent (before CUDA 12.8) and CudaEvent2.
+        assert_eq!(d.decode(&cuda_event_record(24), &mut NoNames), want);
+        assert_eq!(d.decode(&cuda_event_record(56), &mut NoNames), want);
+        assert_eq!(d.stats.skipped, 0);
+        assert_eq!(d.decode(&cuda_event_record(16), &mut NoNames), None);
+        assert_eq!(d.stats.skipped, 1);
     }
 }

@@ -21,6 +21,18 @@ pub enum Event {
     ExternalCorrelation(ExternalCorrelation),
     Memory(Memory),
     Overhead(Overhead),
+    /// A cudaEventRecord: where the event was recorded, for the syncs that wait on it.
+    CudaEvent(CudaEvent),
+}
+
+/// CUPTI's CUDA_EVENT record (CudaEvent / CudaEvent2: the same leading fields).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CudaEvent {
+    /// The cudaEventRecord call's correlation id.
+    pub correlation: u32,
+    pub context: u32,
+    pub stream: u32,
+    pub event_id: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -221,6 +233,7 @@ impl Event {
             Event::ExternalCorrelation(_) => 0,
             Event::Memory(m) => m.timestamp,
             Event::Overhead(o) => o.start,
+            Event::CudaEvent(_) => 0,
         }
     }
 }

@@ -14,6 +14,7 @@
 pub mod config;
 pub mod decode;
 pub mod event;
+pub mod gpu_work;
 pub mod json;
 pub mod memory;
 pub mod reader;

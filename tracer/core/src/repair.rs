@@ -20,6 +20,7 @@ use std::io::{self, Write};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 
+use crate::gpu_work::{span_events, GpuWorkWatch, SPAN_EVENTS};
 use crate::reader::{ReadError, Rest, TraceReader, Truncation};
 use crate::trace_format::{member, REPAIRED_STATS};
 
@@ -127,7 +128,9 @@ pub fn rewrite<W: Write>(r: &mut TraceReader<'_>, out: &mut W) -> Result<Rewritt
 
     let mut failure: Option<io::Error> = None;
     let mut first = true;
+    let mut gpu_work = GpuWorkWatch::default();
     let s = r.read_events(|e| {
+        gpu_work.see(&e.ph, &e.cat, &e.name, e.ts, e.dur);
         let sep: &[u8] = if first { b"" } else { b",\n" };
         first = false;
         match out.write_all(sep).and_then(|_| out.write_all(e.raw)) {
@@ -140,6 +143,16 @@ pub fn rewrite<W: Write>(r: &mut TraceReader<'_>, out: &mut W) -> Result<Rewritt
     })?;
     if let Some(err) = failure {
         return Err(RepairError::Write(err));
+    }
+    // The writer adds this span when it closes the trace; a cut trace never got it.
+    let pid = r.meta().pid.and_then(|p| u64::try_from(p).ok());
+    let mut added = 0;
+    if let (Some(_), false, Some(pid), Some((start, end))) =
+        (&s.truncated, first, pid, gpu_work.missing_span())
+    {
+        let span = span_events(pid, start, end);
+        out.write_all(&span).map_err(RepairError::Write)?;
+        added = SPAN_EVENTS;
     }
 
     let mut tail = String::from("\n]");
@@ -165,7 +178,7 @@ pub fn rewrite<W: Write>(r: &mut TraceReader<'_>, out: &mut W) -> Result<Rewritt
     out.write_all(tail.as_bytes()).map_err(RepairError::Write)?;
     let dropped_bytes = s.truncated.as_ref().map_or(0, |t| t.partial);
     Ok(Rewritten {
-        events: s.events,
+        events: s.events + added,
         truncation: s.truncated,
         dropped_bytes,
         stats_added,
@@ -219,7 +232,8 @@ mod tests {
         // process (2), GPU 0 (3), its stream (2).
         assert_eq!(s.events, 17);
         let (r, v) = repaired(&cut).unwrap();
-        assert_eq!(r.events, 17);
+        // And the span of the GPU work the writer adds when it closes a trace without steps.
+        assert_eq!(r.events, 20);
         assert!(r.stats_added);
         let events = v["traceEvents"].as_array().unwrap();
         let names = |ph: &str| -> Vec<&str> {
@@ -229,9 +243,14 @@ mod tests {
                 .map(|e| e["name"].as_str().unwrap())
                 .collect()
         };
+        let mut kernels: Vec<String> = (0..10).map(|i| format!("k{i}")).collect();
+        kernels.push(crate::trace_writer::GPU_WORK.to_string());
+        assert_eq!(names("X"), kernels);
+        let span = events.iter().find(|e| e["cat"] == "python").unwrap();
+        // k0 starts at 1,000 ns, k9 ends at 1,950 ns.
         assert_eq!(
-            names("X"),
-            (0..10).map(|i| format!("k{i}")).collect::<Vec<_>>()
+            (span["ts"].to_string(), span["dur"].to_string()),
+            ("1.0".into(), "0.95".into())
         );
         // A cut file names its tracks like a whole one.
         let stream_name = events
@@ -247,6 +266,8 @@ mod tests {
                 "process_name",
                 "process_labels",
                 "process_sort_index",
+                "thread_name",
+                "thread_sort_index",
                 "thread_name",
                 "thread_sort_index"
             ]

@@ -29,9 +29,11 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod cuda_events;
 mod forward;
 mod links;
 use crate::torch_op::TorchOp;
+use cuda_events::CudaEvents;
 use forward::ForwardThreads;
 use links::Links;
 
@@ -48,6 +50,10 @@ const MAX_DEFERRED: usize = if cfg!(test) { 1 << 12 } else { 1 << 18 };
 /// Bound on remembered call -> NVTX range links per cycle (one per call made inside a range);
 /// past it the older half goes: their GPU work arrived long before. (Smaller in unit tests,
 /// which cross it through the whole gzip writer in a debug build.)
+/// CUDA events whose latest recording is remembered (in each of two generations).
+const MAX_CUDA_EVENTS: usize = 1 << 14;
+/// Points where two ops on one stream touch, remembered per cycle (see `OpenCycle::touching`).
+const MAX_TOUCHING: usize = 1 << 16;
 const MAX_LINKS: usize = if cfg!(test) { 1 << 14 } else { 1 << 18 };
 /// Bound on NVTX ranges per cycle projected onto the GPU timeline (their names, parents and
 /// spans wait for the cycle's end); later ranges stay on the CPU timeline only, said once.
@@ -174,6 +180,17 @@ struct OpenCycle {
     deferred: Vec<Event>,
     /// Correlation ids whose flow end (`f`) was written: one arrow per launch.
     flow_ends: HashSet<u32>,
+    /// Arrow ends waiting for their other end, by correlation id: launch calls written
+    /// (pid, tid, start) and GPU work written (device, stream, start). An arrow is written
+    /// whole or not at all: viewers drop a lone end as a broken flow (a driver call not kept,
+    /// work whose call another cycle recorded).
+    flow_calls: Links<(u32, u32, u64)>,
+    flow_work: Links<(u32, u32, u64)>,
+    /// The end of the last op seen on each (device, stream).
+    stream_ends: HashMap<(u32, u32), u64>,
+    /// (device, stream, ns) where one op ended and the next began at that very ns (rare on a
+    /// GPU, bounded by [`MAX_TOUCHING`]): a range projected there is not widened past it.
+    touching: HashSet<(u32, u32, u64)>,
     /// CUPTI correlation id -> innermost NVTX range id open when the call was made (bounded by
     /// [`MAX_LINKS`]).
     external: Links,
@@ -192,6 +209,10 @@ struct OpenCycle {
     unlinked: HashMap<u32, Vec<(u32, u32, u64, u64)>>,
     /// GPU operations in `unlinked`.
     unlinked_ops: usize,
+    /// First start and last end of the cycle's timed kernels, copies and sets.
+    gpu_work: Option<(u64, u64)>,
+    /// A `ProfilerStep#N` was written: the cycle has steps of its own.
+    has_steps: bool,
 }
 
 /// How a cycle's file gets created when its first event comes.
@@ -202,6 +223,8 @@ struct Opener<'a> {
     errors: &'a mut Vec<String>,
     /// Launch-to-GPU flow arrows are written (API calls are recorded).
     flows: bool,
+    /// Where CUDA events were recorded, for the syncs that wait on them.
+    cuda_events: &'a CudaEvents,
 }
 
 impl OpenCycle {
@@ -218,6 +241,10 @@ impl OpenCycle {
             max_call: 0,
             deferred: Vec::new(),
             flow_ends: HashSet::new(),
+            flow_calls: Links::new(MAX_LINKS),
+            flow_work: Links::new(MAX_LINKS),
+            stream_ends: HashMap::new(),
+            touching: HashSet::new(),
             external: Links::new(MAX_LINKS),
             op_links: Links::new(MAX_LINKS),
             too_many_ranges: false,
@@ -225,6 +252,8 @@ impl OpenCycle {
             extents: HashMap::new(),
             unlinked: HashMap::new(),
             unlinked_ops: 0,
+            gpu_work: None,
+            has_steps: false,
         }
     }
 
@@ -269,7 +298,7 @@ impl OpenCycle {
                 (m.correlation, m.device, m.stream, m.start, m.end)
             }
             Event::Sync(s) => {
-                w.sync(s);
+                w.sync(s, o.cuda_events.get(s.context, s.cuda_event));
                 self.last_ts = self.last_ts.max(s.end);
                 return;
             }
@@ -279,16 +308,49 @@ impl OpenCycle {
         // those need remembering (bounded memory however long the window).
         let first = !in_graph(e) || self.flow_ends.insert(corr);
         if first && o.flows {
-            if let Some(w) = self.writer(o) {
-                w.flow("f", corr, device, stream, start);
+            match self.flow_calls.remove(&corr) {
+                Some(call) => self.write_flow(o, corr, call, (device, stream, start)),
+                None => self.flow_work.insert(corr, (device, stream, start)),
             }
         }
         self.last_ts = self.last_ts.max(end);
+        // CUPTI's zero timestamps (its device buffers overflowed) say nothing about when.
+        if start != 0 {
+            let previous_end = self.stream_ends.insert((device, stream), end);
+            if previous_end == Some(start) && self.touching.len() < MAX_TOUCHING {
+                self.touching.insert((device, stream, start));
+            }
+            self.gpu_work = Some(match self.gpu_work {
+                Some((first, last)) => (first.min(start), last.max(end)),
+                None => (start, end),
+            });
+        }
         match self.external.get(&corr) {
             Some(&range) => extend(&mut self.extents, range, device, stream, start, end),
             // Its range link may still come, but only if NVTX ranges are in play at all.
             None if self.nvtx_seen() => self.wait_for_link(corr, (device, stream, start, end)),
             None => {}
+        }
+    }
+
+    /// A launch call was written: its arrow, if its GPU work was written already.
+    fn flow_from_call(&mut self, o: &mut Opener, corr: u32, call: (u32, u32, u64)) {
+        match self.flow_work.remove(&corr) {
+            Some(work) => self.write_flow(o, corr, call, work),
+            None => self.flow_calls.insert(corr, call),
+        }
+    }
+
+    fn write_flow(
+        &mut self,
+        o: &mut Opener,
+        corr: u32,
+        call: (u32, u32, u64),
+        work: (u32, u32, u64),
+    ) {
+        if let Some(w) = self.writer(o) {
+            w.flow("s", corr, call.0, call.1, call.2);
+            w.flow("f", corr, work.0, work.1, work.2);
         }
     }
 
@@ -382,9 +444,23 @@ impl OpenCycle {
         if out.is_empty() {
             return;
         }
+        let touching = std::mem::take(&mut self.touching);
         let Some(w) = self.writer(o) else { return };
         for p in out {
-            w.gpu_annotation(&p.name, p.device, p.stream, p.start, p.end);
+            // 1 ns earlier and 1 ns later than its work, as Kineto writes it: it would
+            // otherwise tie with its first op, which comes first in the file, and a viewer
+            // would nest the range inside that op. Not where another op ends or starts at that
+            // very ns: the range would partly overlap it, and Perfetto drops one of the two.
+            let key = |t: u64| (p.device, p.stream, t);
+            let start = match touching.contains(&key(p.start)) {
+                true => p.start,
+                false => p.start.saturating_sub(1),
+            };
+            let end = match touching.contains(&key(p.end)) {
+                true => p.end,
+                false => p.end.saturating_add(1),
+            };
+            w.gpu_annotation(&p.name, p.device, p.stream, start, end);
         }
     }
 
@@ -606,6 +682,8 @@ pub struct Session {
     sync_due: Option<Instant>,
     /// Kineto's `Fwd thread id` of operators with a sequence number.
     forward_threads: ForwardThreads,
+    /// Where each CUDA event was last recorded (bounded by [`MAX_CUDA_EVENTS`]).
+    cuda_events: CudaEvents,
 }
 
 /// Time for a periodic CUPTI flush's records to reach the writer before files are synced.
@@ -637,6 +715,7 @@ impl Session {
             flows: true,
             sync_due: None,
             forward_threads: ForwardThreads::default(),
+            cuda_events: CudaEvents::new(MAX_CUDA_EVENTS),
         }
     }
 
@@ -682,6 +761,7 @@ impl Session {
                 gzip_level: self.gzip_level,
                 errors: &mut self.errors,
                 flows: self.flows,
+                cuda_events: &self.cuda_events,
             },
             &mut self.calls,
         )
@@ -787,6 +867,7 @@ impl Session {
         if let Some(w) = c.writer(&mut o) {
             w.range(r, work);
         }
+        c.has_steps |= r.kind == RangeKind::Step;
         c.last_ts = c.last_ts.max(r.end);
         if r.id != 0 {
             c.remember_range(r, o.errors);
@@ -865,6 +946,7 @@ impl Session {
                 }
             }
             Event::Overhead(_) => {}
+            Event::CudaEvent(c) => self.cuda_events.recorded(c),
             Event::Kernel(_) | Event::Memcpy(_) | Event::Memset(_) | Event::Sync(_) => self.gpu(e),
         }
     }
@@ -875,7 +957,10 @@ impl Session {
             Some(c) => {
                 let external = c.op_links.get(&a.correlation).copied();
                 if let Some(w) = c.writer(&mut o) {
-                    w.api(a, is_launch(&a.name), external);
+                    w.api(a, external);
+                }
+                if o.flows && is_launch(&a.name) {
+                    c.flow_from_call(&mut o, a.correlation, (a.pid, a.tid, a.start));
                 }
                 c.last_ts = c.last_ts.max(a.end);
                 c.max_call = c.max_call.max(a.correlation);
@@ -996,6 +1081,11 @@ impl Session {
             }
         }
         c.project_ranges(&mut o);
+        if let (false, Some((first, last)), File::Open { writer, .. }) =
+            (c.has_steps, c.gpu_work, &mut c.file)
+        {
+            writer.gpu_work_span(first, last);
+        }
         let File::Open { writer, path } = std::mem::replace(&mut c.file, File::Failed) else {
             return; // nothing was recorded: no file
         };

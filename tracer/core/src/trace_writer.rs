@@ -25,6 +25,17 @@ const NO_STREAM: u32 = u32::MAX;
 /// stream + this, so that they never partly overlap the stream's copies and kernels (a Stream
 /// Sync spans the CPU's wait, which begins while the stream's last work still runs).
 pub const SYNC_ROW_OFFSET: u64 = 1_000_000;
+/// Where a CUDA event was recorded: its stream and the cudaEventRecord's correlation id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordedEvent {
+    pub stream: u32,
+    pub correlation: u32,
+}
+
+/// Name (of the event and of its row) of [`TraceWriter::gpu_work_span`].
+pub const GPU_WORK: &str = "GPU work (no steps recorded)";
+/// The row of [`TraceWriter::gpu_work_span`]: no OS thread has id 0.
+pub const GPU_WORK_TID: u32 = 0;
 
 pub struct TraceWriter<W: Write> {
     out: GzEncoder<W>,
@@ -470,10 +481,10 @@ impl<W: Write> TraceWriter<W> {
 
     /// A synchronization record. Kineto's fields: `wait_on_*` only for event syncs (Event
     /// Sync, Stream Wait Event), where `wait_on_stream` and `wait_on_cuda_event_record_corr_id`
-    /// name the stream and the call that recorded the awaited event, -1 when unknown (they
-    /// come from CUDA_EVENT records, which cuprof does not collect), and
-    /// `wait_on_cuda_event_id` is the event's id.
-    pub fn sync(&mut self, s: &Synchronization) {
+    /// name the stream and the call that recorded the awaited event (`recorded`, from its
+    /// CUDA_EVENT record; -1 when that was not seen), and `wait_on_cuda_event_id` is the
+    /// event's id.
+    pub fn sync(&mut self, s: &Synchronization, recorded: Option<RecordedEvent>) {
         const STREAM_SYNC: u32 = 3;
         let device = self.device_of_context(s.context);
         let tid = if s.stream == NO_STREAM { 0 } else { s.stream };
@@ -500,8 +511,11 @@ impl<W: Write> TraceWriter<W> {
             s.stream as i64
         };
         if matches!(s.sync_type, 1 | 2) {
-            self.arg_i64("wait_on_stream", -1);
-            self.arg_i64("wait_on_cuda_event_record_corr_id", -1);
+            // -1 when unknown, as Kineto writes it (and HTA's critical path skips).
+            let (on_stream, record_corr) =
+                recorded.map_or((-1, -1), |r| (r.stream as i64, r.correlation as i64));
+            self.arg_i64("wait_on_stream", on_stream);
+            self.arg_i64("wait_on_cuda_event_record_corr_id", record_corr);
             self.arg_u64("wait_on_cuda_event_id", s.cuda_event as u64);
         }
         self.arg_i64("stream", stream);
@@ -524,9 +538,9 @@ impl<W: Write> TraceWriter<W> {
         row
     }
 
-    /// A runtime or driver call on its OS thread; with `flow`, also the `ac2g` arrow's start.
+    /// A runtime or driver call on its OS thread (its `ac2g` arrow is the session's: [`TraceWriter::flow`]).
     /// `external`: the `External id` of the PyTorch operator it was made in.
-    pub fn api(&mut self, a: &ApiCall, flow: bool, external: Option<u64>) {
+    pub fn api(&mut self, a: &ApiCall, external: Option<u64>) {
         self.cpu_track(a.pid, a.tid);
         let cat = match a.domain {
             ApiDomain::Runtime => "cuda_runtime",
@@ -544,9 +558,6 @@ impl<W: Write> TraceWriter<W> {
         push_u64(&mut self.buf, a.cbid as u64);
         self.arg_u64("correlation", a.correlation as u64);
         self.close(true);
-        if flow {
-            self.flow("s", a.correlation, a.pid, a.tid, a.start);
-        }
     }
 
     /// One end of an `ac2g` flow arrow. Ids must be unique per file: the caller emits one `s`
@@ -634,14 +645,30 @@ impl<W: Write> TraceWriter<W> {
         self.close(true);
     }
 
-    /// An NVTX range projected onto the GPU stream that ran its work (`start`/`end`: its first
-    /// op's start, its last op's end). Written as Kineto does, 1 ns earlier and 1 ns later: it
-    /// would otherwise tie with its first op, which comes first in the file, and a viewer would
-    /// nest the range inside that op.
+    /// An NVTX range projected onto the GPU stream that ran its work, over `start..end` (the
+    /// session widens its work's span by 1 ns each side, as Kineto does).
     pub fn gpu_annotation(&mut self, name: &str, device: u32, stream: u32, start: u64, end: u64) {
         self.gpu_track(device, stream);
-        let (start, end) = (start.saturating_sub(1), end.saturating_add(1));
         self.complete("gpu_user_annotation", name, device, stream, start, end);
+        self.close(false);
+    }
+
+    /// The span of a cycle's GPU work (its first kernel, copy or set's start to the last one's
+    /// end), written for a cycle that recorded no steps. TensorBoard's profiler plugin takes a
+    /// trace without `ProfilerStep#N` as one step spanning its host events of the categories
+    /// `cpu_op`, `python` and steps, and with none of them it shows a step of -2^64 µs; this
+    /// event (category `python`, which no other consumer counts as an operator or a step) makes
+    /// that step the GPU window `cuprof report` measures the busy share over. On a row of its
+    /// own (tid 0) so it never partly overlaps a thread's calls.
+    pub fn gpu_work_span(&mut self, start: u64, end: u64) {
+        let pid = self.meta.pid;
+        if self.cpu_threads.insert((pid, GPU_WORK_TID)) {
+            let label = MetaValue::Str(GPU_WORK.to_string());
+            self.metadata("thread_name", pid, GPU_WORK_TID, "name", label);
+            let sort = MetaValue::Int(GPU_WORK_TID as u64);
+            self.metadata("thread_sort_index", pid, GPU_WORK_TID, "sort_index", sort);
+        }
+        self.complete("python", GPU_WORK, pid, GPU_WORK_TID, start, end);
         self.close(false);
     }
 

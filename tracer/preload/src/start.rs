@@ -102,6 +102,8 @@ fn kinds(cfg: &Config) -> Vec<u32> {
             kind::MEMCPY,
             kind::MEMSET,
             kind::SYNCHRONIZATION,
+            // Where awaited events were recorded: the wait_on_* fields of event syncs.
+            kind::CUDA_EVENT,
         ]);
     }
     if cfg.activities.cpu {

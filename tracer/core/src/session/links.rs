@@ -40,6 +40,10 @@ impl<V> Links<V> {
         self.map.get(corr)
     }
 
+    pub(super) fn remove(&mut self, corr: &u32) -> Option<V> {
+        self.map.remove(corr)
+    }
+
     #[cfg(test)]
     pub(super) fn contains_key(&self, corr: &u32) -> bool {
         self.map.contains_key(corr)

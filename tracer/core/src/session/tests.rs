@@ -584,3 +584,62 @@ fn allocation_stacks_start_at_the_programs_call() {
         ]
     );
 }
+
+#[test]
+fn a_projected_range_is_not_widened_into_an_op_that_touches_its_work() {
+    let sink = MemSink::default();
+    let mut s = recording(&sink);
+    // Kernel 4 (outside every range) ends where kernel 5 (in "mid") begins, and kernel 6
+    // (outside) begins where kernel 5 ends: the range spans kernel 5 exactly. "late" has a gap
+    // before and after its kernel 8: widened by 1 ns each side.
+    s.handle(Input::Events(vec![
+        api(4, 1_100),
+        link(5, 1),
+        api(5, 1_200),
+        api(6, 1_300),
+        link(8, 2),
+        api(8, 1_400),
+    ]));
+    s.handle(Input::Range(nvtx_range(1, 0, "mid", 1_150, 1_250)));
+    s.handle(Input::Range(nvtx_range(2, 0, "late", 1_350, 1_450)));
+    s.handle(Input::Events(vec![
+        kernel(4, 2_000, 2_500),
+        kernel(5, 2_500, 3_000),
+        kernel(6, 3_000, 3_200),
+        kernel(8, 4_000, 4_100),
+    ]));
+    s.finish();
+    let t = sink.trace("cycle1.json.gz");
+    assert_eq!(
+        gpu_annotations(&t),
+        vec![
+            ("mid".to_string(), 2.5, 0.5),
+            ("late".to_string(), 3.999, 0.102)
+        ]
+    );
+}
+
+#[test]
+fn flow_arrows_are_written_whole_whichever_end_comes_first() {
+    let sink = MemSink::default();
+    let mut s = recording(&sink);
+    // 5: call then kernel; 6: kernel then call; 7: a kernel whose call is never recorded (a
+    // driver launch with driver calls not kept); 8: a launch whose kernel never comes.
+    s.handle(Input::Events(vec![api(5, 1_100), kernel(5, 1_200, 1_300)]));
+    s.handle(Input::Events(vec![kernel(6, 1_400, 1_500), api(6, 1_350)]));
+    s.handle(Input::Events(vec![kernel(7, 1_600, 1_700), api(8, 1_800)]));
+    s.finish();
+    let t = sink.trace("cycle1.json.gz");
+    assert_eq!(flow_ids(&t, "s"), vec![5, 6]);
+    assert_eq!(flow_ids(&t, "f"), vec![5, 6]);
+    let start_of = |id: u64| -> String {
+        t["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["ph"] == "s" && e["id"] == id)
+            .unwrap()["ts"]
+            .to_string()
+    };
+    assert_eq!((start_of(5), start_of(6)), ("1.1".into(), "1.35".into()));
+}

@@ -1,0 +1,53 @@
+"""What TensorBoard's profiler plugin (torch-tb-profiler) shows for a trace in its Overview, Kernel
+and Trace views, through its own parser and run generator (what its RunLoader runs for each
+worker file, no server). Prints one JSON line:
+
+{"views": [...], "steps": [[name, us], ...], "avg_step_us": us,
+ "gpu_utilization": {device: fraction}, "kernels": {name: calls}, "trace_file": bool,
+ "recommendations": html}
+"""
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import warnings
+
+warnings.filterwarnings("ignore")
+logging.disable(logging.WARNING)
+
+trace = sys.argv[1]
+work = tempfile.mkdtemp()
+try:
+    # The plugin only discovers WORKER.pt.trace.json[.gz].
+    tb_file = os.path.join(work, "worker0.pt.trace.json" + (".gz" if trace.endswith(".gz") else ""))
+    shutil.copy(trace, tb_file)
+    from torch_tb_profiler.profiler.data import RunProfileData
+    from torch_tb_profiler.profiler.event_parser import ProfileRole
+    from torch_tb_profiler.profiler.run_generator import RunGenerator
+
+    data = RunProfileData.parse("worker0", None, tb_file, work)
+    profile = RunGenerator("worker0", None, data).generate_run_profile()
+    steps = [
+        [name, costs.costs[ProfileRole.Total]]
+        for name, costs in zip(data.steps_names, data.steps_costs)
+    ]
+    metrics = data.gpu_metrics_parser
+    utilization = {str(g): metrics.gpu_utilization[g] for g in sorted(metrics.gpu_ids)}
+    kernels = {}
+    if profile.kernel_table is not None:
+        for row in profile.kernel_table["data"]["rows"]:
+            kernels[row[0]] = row[2]
+    out = {
+        "views": [v.display_name for v in profile.views],
+        "steps": steps,
+        "avg_step_us": data.avg_costs.costs[ProfileRole.Total],
+        "gpu_utilization": utilization,
+        "kernels": kernels,
+        "trace_file": os.path.exists(profile.trace_file_path),
+        "recommendations": profile.overview["recommendations"],
+    }
+finally:
+    shutil.rmtree(work, ignore_errors=True)
+print(json.dumps(out))
