@@ -432,7 +432,7 @@ fn every_threads_operators_arrive_whichever_way_their_batch_is_sent() {
     let ran: BTreeMap<String, BTreeMap<String, u64>> =
         serde_json::from_value(out["ran"].clone()).unwrap();
     let total: u64 = ran.values().flat_map(|per| per.values()).sum();
-    assert_eq!(total, 3 * 700 + 100 + 5);
+    assert_eq!(total, 3 * 12_000 + 100 + 5);
     assert_eq!(recorded, ran);
     assert_eq!(trace["cuprofStats"]["dropped_channel"], 0);
 }

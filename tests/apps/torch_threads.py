@@ -5,8 +5,9 @@
 
 PyTorch's NVTX observer records the thread that turned it on (as torch.profiler does by
 default), so the three worker threads push ranges named as the observer names an operator
-(`cuproftest::threaded, op_id = N`) through torch.cuda.nvtx, the real NVTX3 loader: 700 each,
-more than one 512-range batch, so one batch is sent full and the rest when the thread exits.
+(`cuproftest::threaded, op_id = N`) through torch.cuda.nvtx, the real NVTX3 loader: 12,000
+each, 23 full 512-range batches (70 in all: more than the 64 that may be in flight at once, so
+the writer must give back what it takes) and the rest when the thread exits.
 The main thread then runs 100 real `torch.add` operators, stays quiet for 1.5 s (the writer
 takes a quiet thread's batch itself) and runs 5 more before the process exits (the last batch
 is sent at shutdown). Prints one JSON line: for each thread's native id, how many of each it ran.
@@ -48,7 +49,7 @@ def adds(n):
     count("aten::add", n)
 
 
-threads = [threading.Thread(target=worker, args=(700,)) for _ in range(3)]
+threads = [threading.Thread(target=worker, args=(12_000,)) for _ in range(3)]
 for t in threads:
     t.start()
 for t in threads:

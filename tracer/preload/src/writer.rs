@@ -174,7 +174,7 @@ fn run(mut session: Session, rx: Receiver<Msg>) {
             }
             Ok(Msg::AllocationStack(raw)) => session.handle(symbols.resolve(raw)),
             Ok(Msg::OpRanges(batch)) => batch
-                .into_ranges()
+                .received()
                 .for_each(|r| session.handle(Input::Range(r))),
             Ok(Msg::SyncFlush(reply)) => {
                 session.sync_flush();
