@@ -6,7 +6,7 @@
 //! | message | from | when the channel is full |
 //! | --- | --- | --- |
 //! | a CUPTI buffer's records | `buffers` | dropped and counted; past [`MAX_IN_FLIGHT`] records waiting, too. While draining at exit: waits (2 s) |
-//! | an NVTX range, an allocation's stack | `nvtx`, `stacks` | dropped and counted |
+//! | an NVTX range, an allocation's stack | `nvtx` (through `window`), `callbacks` | dropped and counted |
 //! | a window transition | `window` | waits 200 ms (few, and must not be lost) |
 //! | finish / sync-flush requests | `lifecycle` | waits, then waits for the writer's reply |
 //!

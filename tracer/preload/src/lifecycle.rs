@@ -1,9 +1,9 @@
 //! The library's life in this process: one state ([`Phase`]) and every transition of it.
 //!
 //! ```text
-//! Inert ──arm──▶ Armed ──start (cuInit)──▶ Starting ──▶ Running ──shutdown──▶ ShuttingDown ──▶ Stopped
-//!                                             │ (CUPTI refused)                    step_aside: ──▶ Aside
-//!                                             └──────────▶ Inert        any phase ──fork (child)──▶ Forked
+//! Inert ─arm─▶ Armed ─claim_start─▶ Starting ─start─▶ Running ─shutdown─▶ ShuttingDown ─▶ Stopped
+//!                                     └─ CUPTI refused ─▶ Inert       step_aside: Stopped ─▶ Aside
+//! fork: any phase ─▶ Forked (in the child)
 //! ```
 //!
 //! Shutdown comes from the exit paths (atexit, `_exit`, `kill` of the process itself), a fatal

@@ -36,6 +36,7 @@ pub struct Tracer {
     pub dump_dir: Option<PathBuf>,
     pub pid: u32,
     pub report_file: Option<PathBuf>,
+    /// The activity kinds are on now (see [`Tracer::set_kinds`]).
     pub kinds_on: AtomicBool,
 }
 
