@@ -277,6 +277,11 @@ entry_points! {
         cbid: CUpti_CallbackId,
         enable: u8,
     ) -> CUptiResult;
+    /// `CUptiResult cuptiActivityEnableLatencyTimestamps(uint8_t enable)`: queued and
+    /// submitted times on kernel records.
+    cuptiActivityEnableLatencyTimestamps / cuptiActivityEnableLatencyTimestamps_t = fn(
+        enable: u8,
+    ) -> CUptiResult;
     /// `CUptiResult cuptiActivityFlushAll(uint32_t flag)`; `flag` 1 =
     /// `CUPTI_ACTIVITY_FLAG_FLUSH_FORCED`.
     cuptiActivityFlushAll / cuptiActivityFlushAll_t = fn(flag: u32) -> CUptiResult;

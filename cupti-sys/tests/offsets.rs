@@ -766,7 +766,7 @@ fn header_version() {
 
 #[test]
 fn symbol_names() {
-    assert_eq!(symbols::ALL.len(), 22);
+    assert_eq!(symbols::ALL.len(), 23);
     assert_eq!(
         symbols::cuptiActivityEnable.to_bytes(),
         b"cuptiActivityEnable"

@@ -2,9 +2,9 @@
 //! or wait for GPU work, because CUPTI's cost grows with every recorded call (PyTorch makes
 //! about six runtime calls per operator, most of them queries).
 
-use crate::cupti;
+use crate::cupti::{ActivityKind, Cupti};
+use crate::resolve::Names;
 use cuprof_core::config::{ApiFilter, Config};
-use cuprof_core::decode::kind;
 use cuprof_core::event::ApiDomain;
 
 /// Runtime calls recorded by default: the ones that make or wait for GPU work.
@@ -40,29 +40,23 @@ pub fn keep_driver(name: &str) -> bool {
 
 /// One API domain's per-call switches.
 struct Domain {
-    /// `cuptiActivityEnableRuntimeApi` or `cuptiActivityEnableDriverApi`.
-    set: unsafe extern "C" fn(u32, u8) -> cupti::CuptiResult,
+    domain: ApiDomain,
     /// The callback ids of the calls that are not kept.
     silenced: Vec<u32>,
 }
 
 impl Domain {
-    fn new(
-        set: unsafe extern "C" fn(u32, u8) -> cupti::CuptiResult,
-        names: &[cuprof_core::event::Name],
-        keep: fn(&str) -> bool,
-    ) -> Domain {
-        let silenced = (names.iter().enumerate().skip(1))
+    fn new(domain: ApiDomain, names: &Names, keep: fn(&str) -> bool) -> Domain {
+        let silenced = (names.api_names(domain).iter().enumerate().skip(1))
             .filter(|(_, name)| !keep(name))
             .map(|(cbid, _)| cbid as u32)
             .collect();
-        Domain { set, silenced }
+        Domain { domain, silenced }
     }
 
-    fn silence(&self) {
+    fn silence(&self, cupti: &Cupti) {
         for &cbid in &self.silenced {
-            // SAFETY: CUPTI's per-call switch, integer arguments.
-            unsafe { (self.set)(cbid, 0) };
+            cupti.switch_api_call(self.domain, cbid, false);
         }
     }
 }
@@ -83,36 +77,33 @@ pub struct ApiPlan {
 impl ApiPlan {
     /// `None` when every call of the API kinds is recorded: no CPU activity, `CUPROF_API=all`,
     /// or a CUPTI without per-call switches.
-    pub fn new(
-        cfg: &Config,
-        set: Option<cupti::ApiSwitches>,
-        names: &crate::resolve::Names,
-    ) -> Option<ApiPlan> {
-        let set = set.filter(|_| cfg.activities.cpu && cfg.api != ApiFilter::All)?;
-        let runtime = Domain::new(
-            set.runtime,
-            names.api_names(ApiDomain::Runtime),
-            keep_runtime,
-        );
+    pub fn new(cfg: &Config, cupti: &Cupti, names: &Names) -> Option<ApiPlan> {
+        if !(cupti.has_api_switches() && cfg.activities.cpu && cfg.api != ApiFilter::All) {
+            return None;
+        }
+        let runtime = Domain::new(ApiDomain::Runtime, names, keep_runtime);
         let driver = (cfg.api == ApiFilter::Filtered)
-            .then(|| Domain::new(set.driver, names.api_names(ApiDomain::Driver), keep_driver));
+            .then(|| Domain::new(ApiDomain::Driver, names, keep_driver));
         Some(ApiPlan { runtime, driver })
     }
 
     /// Switches the unkept calls off after the activity kinds went on: enabling a whole API kind
     /// resets its per-call switches, so this follows every enable.
-    pub fn silence(&self) {
-        self.runtime.silence();
+    pub fn silence(&self, cupti: &Cupti) {
+        self.runtime.silence(cupti);
         if let Some(driver) = &self.driver {
-            driver.silence();
+            driver.silence(cupti);
         }
     }
 }
 
 /// The API activity kinds to enable when CPU activity is traced.
-pub fn api_kinds(api: ApiFilter) -> &'static [u32] {
+pub fn api_kinds(api: ApiFilter) -> &'static [ActivityKind] {
     match api {
-        ApiFilter::Runtime => &[kind::RUNTIME],
-        ApiFilter::Filtered | ApiFilter::All => &[kind::RUNTIME, kind::DRIVER],
+        ApiFilter::Runtime => &[ActivityKind::CUPTI_ACTIVITY_KIND_RUNTIME],
+        ApiFilter::Filtered | ApiFilter::All => &[
+            ActivityKind::CUPTI_ACTIVITY_KIND_RUNTIME,
+            ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER,
+        ],
     }
 }

@@ -1,106 +1,495 @@
-//! libcupti, loaded at run time (never linked): a table of the entry points cuprof calls.
+//! libcupti behind a safe interface: the one module that calls CUPTI.
+//!
+//! The library is loaded at run time (never linked) and looked up with `dlsym`; every entry
+//! point is typed with cupti-sys's function-pointer types (`cuptiActivityEnable_t`, ...), which
+//! cupti-sys checks against the signatures bindgen generated from CUPTI's headers, and every
+//! constant is cupti-sys's. Nothing outside this file holds a raw CUPTI function pointer.
 //!
 //! Search order (design note): a copy the process already has (RTLD_NOLOAD on libcupti.so.13,
 //! .12 and the unversioned name), an explicit path (CUPROF_CUPTI_PATH), then the usual locations.
 //! The library is never closed: CUPTI 13.0 leaves dangling pointers behind on dlclose.
 
+use cuprof_core::event::ApiDomain;
+use cupti_sys::{self as sys, symbols, CUptiResult};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
+use std::sync::OnceLock;
 
-pub type CuptiResult = u32;
-pub const SUCCESS: CuptiResult = 0;
-pub const ERROR_NOT_INITIALIZED: CuptiResult = 15;
-pub const ERROR_INSUFFICIENT_PRIVILEGES: CuptiResult = 35;
-pub const ERROR_MULTIPLE_SUBSCRIBERS: CuptiResult = 39;
+pub use sys::{BufferCompletedFn, BufferRequestedFn, CUpti_ActivityKind as ActivityKind};
 
-pub type BufferRequested = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
-pub type BufferCompleted = unsafe extern "C" fn(*mut c_void, u32, *mut u8, usize, usize);
-pub type CallbackFunc = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
+/// The subscriber callback cuprof registers (`CUpti_CallbackFunc` without its `Option`).
+pub type CallbackFn = unsafe extern "C" fn(
+    userdata: *mut c_void,
+    domain: sys::CUpti_CallbackDomain,
+    cbid: sys::CUpti_CallbackId,
+    data: *const c_void,
+);
 
-/// The subset of CUpti_CallbackData cuprof reads (prefix of the real struct, x86-64).
-#[repr(C)]
-pub struct CallbackData {
-    pub callback_site: u32,
-    pub function_name: *const c_char,
-    pub function_params: *const c_void,
-    pub function_return_value: *mut c_void,
-    pub symbol_name: *const c_char,
-    pub context: *mut c_void,
-    pub context_uid: u32,
-    pub correlation_data: *mut u64,
-    pub correlation_id: u32,
+/// Which CUPTI external-correlation stack an id goes on: NVTX ranges and PyTorch operators
+/// have one each, so an operator inside a range leaves the range's id in place.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Correlated {
+    /// CUSTOM2: Kineto uses CUSTOM0 and CUSTOM1.
+    Range,
+    /// CUSTOM0, the kind Kineto gives PyTorch operators.
+    TorchOp,
 }
 
-pub const API_ENTER: u32 = 0;
-pub const DOMAIN_DRIVER: u32 = 1;
-pub const DOMAIN_RUNTIME: u32 = 2;
-pub const DOMAIN_RESOURCE: u32 = 3;
-pub const THREAD_ID_TYPE_SYSTEM: u32 = 1;
-pub const FLUSH_FORCED: u32 = 1;
-/// CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2: Kineto uses CUSTOM0 and CUSTOM1.
-pub const EXTERNAL_KIND_CUPROF: u32 = 5;
+// The session tells ranges from operators by these kinds in the decoded records.
+const _: () = {
+    assert!(
+        sys::CUpti_ExternalCorrelationKind::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2.0
+            == cuprof_core::EXTERNAL_KIND_CUPROF
+    );
+    assert!(
+        sys::CUpti_ExternalCorrelationKind::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0.0
+            == cuprof_core::EXTERNAL_KIND_TORCH_OP
+    );
+};
 
-macro_rules! cupti_table {
-    ($($name:ident : fn($($arg:ty),*) ;)*) => {
-        /// Function pointers into the loaded libcupti.
-        #[allow(non_snake_case)]
-        pub struct Cupti {
-            pub path: String,
-            handle: usize,
-            $(pub $name: unsafe extern "C" fn($($arg),*) -> CuptiResult,)*
-        }
-
-        impl Cupti {
-            /// # Safety
-            /// `handle` must be a live dlopen handle of a CUPTI library.
-            unsafe fn from_handle(handle: *mut c_void, path: String) -> Result<Cupti, String> {
-                Ok(Cupti {
-                    path,
-                    handle: handle as usize,
-                    $($name: {
-                        let sym = CString::new(stringify!($name)).expect("no NUL in symbol names");
-                        // SAFETY: handle is live; dlsym only reads the symbol table.
-                        let p = unsafe { libc::dlsym(handle, sym.as_ptr()) };
-                        if p.is_null() {
-                            return Err(format!("has no symbol {}", stringify!($name)));
-                        }
-                        // SAFETY: the symbol is CUPTI's function of exactly this C signature.
-                        unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) -> CuptiResult>(p) }
-                    },)*
-                })
+impl Correlated {
+    fn kind(self) -> sys::CUpti_ExternalCorrelationKind {
+        match self {
+            Correlated::Range => {
+                sys::CUpti_ExternalCorrelationKind::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2
             }
+            Correlated::TorchOp => {
+                sys::CUpti_ExternalCorrelationKind::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0
+            }
+        }
+    }
+}
+
+/// What an API callback (runtime or driver domain) tells cuprof.
+#[derive(Clone, Copy, Debug)]
+pub struct ApiCall {
+    pub domain: ApiDomain,
+    pub cbid: u32,
+    /// At the call's entry (not its exit).
+    pub entering: bool,
+    pub correlation: u32,
+}
+
+/// A subscriber callback, read: an API call, a resource event, or something cuprof ignores.
+pub enum Callback {
+    Api(ApiCall),
+    /// A context is about to be destroyed.
+    ContextDestroying,
+    Other,
+}
+
+/// Reads the arguments CUPTI passed to a subscriber callback.
+///
+/// # Safety
+/// The arguments must be those of a CUPTI subscriber callback, during that callback.
+pub unsafe fn read_callback(
+    domain: sys::CUpti_CallbackDomain,
+    cbid: u32,
+    data: *const c_void,
+) -> Callback {
+    use sys::CUpti_CallbackDomain as D;
+    let api = match domain {
+        D::CUPTI_CB_DOMAIN_RUNTIME_API => ApiDomain::Runtime,
+        D::CUPTI_CB_DOMAIN_DRIVER_API => ApiDomain::Driver,
+        D::CUPTI_CB_DOMAIN_RESOURCE
+            if cbid
+                == sys::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING
+                    .0 =>
+        {
+            return Callback::ContextDestroying
+        }
+        _ => return Callback::Other,
+    };
+    if data.is_null() {
+        return Callback::Other;
+    }
+    // SAFETY: for the API domains CUPTI passes a CUpti_CallbackData (the caller's contract).
+    let data = unsafe { &*(data as *const sys::CUpti_CallbackData) };
+    Callback::Api(ApiCall {
+        domain: api,
+        cbid,
+        entering: data.callbackSite == sys::CUpti_ApiCallbackSite::CUPTI_API_ENTER,
+        correlation: data.correlationId,
+    })
+}
+
+fn callback_domain(domain: ApiDomain) -> sys::CUpti_CallbackDomain {
+    match domain {
+        ApiDomain::Runtime => sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API,
+        ApiDomain::Driver => sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API,
+    }
+}
+
+/// The entry points cuprof cannot work without.
+#[allow(non_snake_case)]
+struct Required {
+    cuptiGetVersion: sys::cuptiGetVersion_t,
+    cuptiSubscribe: sys::cuptiSubscribe_t,
+    cuptiUnsubscribe: sys::cuptiUnsubscribe_t,
+    cuptiEnableCallback: sys::cuptiEnableCallback_t,
+    cuptiSetThreadIdType: sys::cuptiSetThreadIdType_t,
+    cuptiActivityRegisterCallbacks: sys::cuptiActivityRegisterCallbacks_t,
+    cuptiActivityEnable: sys::cuptiActivityEnable_t,
+    cuptiActivityDisable: sys::cuptiActivityDisable_t,
+    cuptiActivityFlushAll: sys::cuptiActivityFlushAll_t,
+    cuptiActivityGetNextRecord: sys::cuptiActivityGetNextRecord_t,
+    cuptiActivityGetNumDroppedRecords: sys::cuptiActivityGetNumDroppedRecords_t,
+    cuptiGetCallbackName: sys::cuptiGetCallbackName_t,
+    cuptiGetResultString: sys::cuptiGetResultString_t,
+    cuptiActivityPushExternalCorrelationId: sys::cuptiActivityPushExternalCorrelationId_t,
+    cuptiActivityPopExternalCorrelationId: sys::cuptiActivityPopExternalCorrelationId_t,
+}
+
+/// Entry points of newer CUPTIs, used when present.
+#[allow(non_snake_case)]
+struct Optional {
+    /// 13.0+: names cuprof to other tools and learns who holds CUPTI.
+    cuptiSubscribe_v2: Option<sys::cuptiSubscribe_v2_t>,
+    /// 12.5+, both or neither: switch the records of one API call on or off.
+    api_switches: Option<(
+        sys::cuptiActivityEnableRuntimeApi_t,
+        sys::cuptiActivityEnableDriverApi_t,
+    )>,
+    cuptiActivityEnableLatencyTimestamps: Option<sys::cuptiActivityEnableLatencyTimestamps_t>,
+}
+
+/// The loaded libcupti.
+pub struct Cupti {
+    pub path: String,
+    required: Required,
+    optional: Optional,
+    /// Our subscriber handle (null when not subscribed).
+    subscriber: AtomicPtr<sys::CUpti_Subscriber_st>,
+}
+
+/// The dlopen handle of the libcupti cuprof loaded (never closed), for forwarding the calls
+/// cuprof interposes.
+static LOADED: OnceLock<usize> = OnceLock::new();
+
+/// The function `name` of the library `handle` as the function-pointer type `F`.
+///
+/// # Safety
+/// `handle` must be a live dlopen handle and `F` the C signature of the function `name`.
+unsafe fn symbol<F: Copy>(handle: *mut c_void, name: &CStr) -> Option<F> {
+    // SAFETY: handle is live (the caller's contract); dlsym only reads the symbol table.
+    let p = unsafe { libc::dlsym(handle, name.as_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
+    // SAFETY: per the function's contract, `p` is a function of type `F`.
+    Some(unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) })
+}
+
+/// `entry!(handle, name)`: cupti-sys's entry point `name`, typed `name_t` (the pairing
+/// cupti-sys checks against the header's declaration).
+macro_rules! entry {
+    ($handle:expr, $name:ident, $ty:ident) => {
+        // SAFETY: `$ty` is cupti-sys's checked signature of `$name`; the handle is live.
+        unsafe { symbol::<sys::$ty>($handle, symbols::$name) }
+    };
+}
+
+macro_rules! required {
+    ($handle:expr, $($name:ident: $ty:ident),* $(,)?) => {
+        Required {
+            $($name: entry!($handle, $name, $ty)
+                .ok_or_else(|| format!("has no symbol {}", stringify!($name)))?,)*
         }
     };
 }
 
-cupti_table! {
-    cuptiGetVersion: fn(*mut u32);
-    cuptiSubscribe: fn(*mut *mut c_void, CallbackFunc, *mut c_void);
-    cuptiUnsubscribe: fn(*mut c_void);
-    cuptiEnableCallback: fn(u32, *mut c_void, u32, u32);
-    cuptiEnableDomain: fn(u32, *mut c_void, u32);
-    cuptiSetThreadIdType: fn(u32);
-    cuptiActivitySetAttribute: fn(u32, *mut usize, *mut c_void);
-    cuptiActivityRegisterCallbacks: fn(BufferRequested, BufferCompleted);
-    cuptiActivityEnable: fn(u32);
-    cuptiActivityDisable: fn(u32);
-    cuptiActivityFlushAll: fn(u32);
-    cuptiActivityFlushPeriod: fn(u32);
-    cuptiActivityGetNextRecord: fn(*mut u8, usize, *mut *mut u8);
-    cuptiActivityGetNumDroppedRecords: fn(*mut c_void, u32, *mut usize);
-    cuptiGetTimestamp: fn(*mut u64);
-    cuptiGetCallbackName: fn(u32, u32, *mut *const c_char);
-    cuptiGetResultString: fn(CuptiResult, *mut *const c_char);
-    cuptiActivityPushExternalCorrelationId: fn(u32, u64);
-    cuptiActivityPopExternalCorrelationId: fn(u32, *mut u64);
+impl Cupti {
+    /// # Safety
+    /// `handle` must be a live dlopen handle of a CUPTI library.
+    unsafe fn from_handle(handle: *mut c_void, path: String) -> Result<Cupti, String> {
+        let required = required!(handle,
+            cuptiGetVersion: cuptiGetVersion_t,
+            cuptiSubscribe: cuptiSubscribe_t,
+            cuptiUnsubscribe: cuptiUnsubscribe_t,
+            cuptiEnableCallback: cuptiEnableCallback_t,
+            cuptiSetThreadIdType: cuptiSetThreadIdType_t,
+            cuptiActivityRegisterCallbacks: cuptiActivityRegisterCallbacks_t,
+            cuptiActivityEnable: cuptiActivityEnable_t,
+            cuptiActivityDisable: cuptiActivityDisable_t,
+            cuptiActivityFlushAll: cuptiActivityFlushAll_t,
+            cuptiActivityGetNextRecord: cuptiActivityGetNextRecord_t,
+            cuptiActivityGetNumDroppedRecords: cuptiActivityGetNumDroppedRecords_t,
+            cuptiGetCallbackName: cuptiGetCallbackName_t,
+            cuptiGetResultString: cuptiGetResultString_t,
+            cuptiActivityPushExternalCorrelationId: cuptiActivityPushExternalCorrelationId_t,
+            cuptiActivityPopExternalCorrelationId: cuptiActivityPopExternalCorrelationId_t,
+        );
+        let runtime = entry!(
+            handle,
+            cuptiActivityEnableRuntimeApi,
+            cuptiActivityEnableRuntimeApi_t
+        );
+        let driver = entry!(
+            handle,
+            cuptiActivityEnableDriverApi,
+            cuptiActivityEnableDriverApi_t
+        );
+        let optional = Optional {
+            cuptiSubscribe_v2: entry!(handle, cuptiSubscribe_v2, cuptiSubscribe_v2_t),
+            api_switches: runtime.zip(driver),
+            cuptiActivityEnableLatencyTimestamps: entry!(
+                handle,
+                cuptiActivityEnableLatencyTimestamps,
+                cuptiActivityEnableLatencyTimestamps_t
+            ),
+        };
+        Ok(Cupti {
+            path,
+            required,
+            optional,
+            subscriber: AtomicPtr::new(std::ptr::null_mut()),
+        })
+    }
+
+    /// `cuptiGetVersion`: what decides the record layouts.
+    pub fn version(&self) -> u32 {
+        let mut version = 0u32;
+        // SAFETY: writes one u32.
+        unsafe { (self.required.cuptiGetVersion)(&mut version) };
+        version
+    }
+
+    /// Becomes CUPTI's subscriber with `callback`. Errors are one line for stderr.
+    pub fn subscribe(&self, callback: CallbackFn) -> Result<(), String> {
+        let mut sub: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
+        let mut holder = [0 as c_char; 256];
+        let r = match self.optional.cuptiSubscribe_v2 {
+            Some(subscribe_v2) => {
+                let mut params = sys::CUpti_SubscriberParams {
+                    structSize: std::mem::size_of::<sys::CUpti_SubscriberParams>(),
+                    subscriberName: c"cuprof".as_ptr(),
+                    oldSubscriberName: holder.as_mut_ptr(),
+                    oldSubscriberSize: holder.len(),
+                };
+                // SAFETY: params and its buffer outlive the call; the callback lives forever
+                // (the library is never unloaded).
+                unsafe { subscribe_v2(&mut sub, Some(callback), std::ptr::null_mut(), &mut params) }
+            }
+            // SAFETY: CUPTI writes the handle; the callback lives forever.
+            None => unsafe {
+                (self.required.cuptiSubscribe)(&mut sub, Some(callback), std::ptr::null_mut())
+            },
+        };
+        // SAFETY: the buffer is zeroed and CUPTI writes at most its size, NUL-terminated.
+        let holder = unsafe { CStr::from_ptr(holder.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        let who = if holder.is_empty() {
+            "e.g. nsys, torch.profiler or another tracer".to_string()
+        } else {
+            format!("held by {holder:?}")
+        };
+        match r {
+            CUptiResult::CUPTI_SUCCESS => {
+                self.subscriber.store(sub, Relaxed);
+                Ok(())
+            }
+            CUptiResult::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED => Err(format!(
+                "another profiler already holds CUPTI in this process ({who}; {}); cuprof stays passive and the program runs untraced by it",
+                self.result_string(r)
+            )),
+            CUptiResult::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES => Err(format!(
+                "CUPTI refused: {} (GPU profiling may be restricted to admin users: NVreg_RestrictProfilingToAdminUsers); tracing is off",
+                self.result_string(r)
+            )),
+            _ => Err(format!(
+                "CUPTI subscribe failed: {}; tracing is off",
+                self.result_string(r)
+            )),
+        }
+    }
+
+    /// Gives CUPTI's subscriber slot up (once; later calls do nothing).
+    pub fn unsubscribe(&self) {
+        let sub = self.subscriber.swap(std::ptr::null_mut(), Relaxed);
+        if !sub.is_null() {
+            // SAFETY: our own subscriber handle, unsubscribed once.
+            unsafe { (self.required.cuptiUnsubscribe)(sub) };
+        }
+    }
+
+    /// Turns on our subscriber's callback for one API call.
+    pub fn enable_api_callback(&self, domain: ApiDomain, cbid: u32) {
+        self.enable_callback(callback_domain(domain), cbid);
+    }
+
+    /// Turns on our subscriber's callback for a context about to be destroyed.
+    pub fn enable_context_destroy_callback(&self) {
+        self.enable_callback(
+            sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE,
+            sys::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING.0,
+        );
+    }
+
+    fn enable_callback(&self, domain: sys::CUpti_CallbackDomain, cbid: u32) {
+        let sub = self.subscriber.load(Relaxed);
+        // SAFETY: integer arguments and our own subscriber handle.
+        unsafe { (self.required.cuptiEnableCallback)(1, sub, domain, cbid) };
+    }
+
+    /// Thread ids in records are the OS's (gettid), as Kineto writes them.
+    pub fn use_system_thread_ids(&self) {
+        // SAFETY: a plain CUPTI call with an integer argument.
+        unsafe {
+            (self.required.cuptiSetThreadIdType)(
+                sys::CUpti_ActivityThreadIdType::CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM,
+            )
+        };
+    }
+
+    /// Registers the activity-buffer callbacks. Errors are CUPTI's words.
+    pub fn register_buffer_callbacks(
+        &self,
+        requested: BufferRequestedFn,
+        completed: BufferCompletedFn,
+    ) -> Result<(), String> {
+        // SAFETY: the callbacks live forever (the library is never unloaded).
+        let r = unsafe {
+            (self.required.cuptiActivityRegisterCallbacks)(Some(requested), Some(completed))
+        };
+        self.check(r)
+    }
+
+    /// Turns an activity kind on. Errors are CUPTI's words.
+    pub fn enable_kind(&self, kind: ActivityKind) -> Result<(), String> {
+        // SAFETY: a plain CUPTI call with an integer argument.
+        let r = unsafe { (self.required.cuptiActivityEnable)(kind) };
+        self.check(r)
+    }
+
+    pub fn disable_kind(&self, kind: ActivityKind) {
+        // SAFETY: a plain CUPTI call with an integer argument.
+        unsafe { (self.required.cuptiActivityDisable)(kind) };
+    }
+
+    /// Asks CUPTI for its buffers: all of them (`forced`), or those whose records are complete.
+    pub fn flush_all(&self, forced: bool) {
+        let flag = if forced {
+            sys::CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED.0
+        } else {
+            0
+        };
+        // SAFETY: a plain CUPTI call; our completion callback takes no lock the caller holds.
+        unsafe { (self.required.cuptiActivityFlushAll)(flag) };
+    }
+
+    /// The offsets of the records in a completed buffer, in order.
+    ///
+    /// # Safety
+    /// `buffer` must be the valid part of a buffer CUPTI filled and handed back.
+    pub unsafe fn records<'a>(&'a self, buffer: &'a [u8]) -> impl Iterator<Item = usize> + 'a {
+        let start = buffer.as_ptr() as *mut u8;
+        let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
+        std::iter::from_fn(move || {
+            // SAFETY: the caller's contract; CUPTI only reads the buffer (the pointer is
+            // `*mut` in its signature) and advances `record` within it.
+            let r = unsafe {
+                (self.required.cuptiActivityGetNextRecord)(start, buffer.len(), &mut record)
+            };
+            if r != CUptiResult::CUPTI_SUCCESS || record.is_null() {
+                return None;
+            }
+            let offset = (record as usize).checked_sub(start as usize)?;
+            (offset < buffer.len()).then_some(offset)
+        })
+    }
+
+    /// Records CUPTI dropped for this context and stream (its buffers were full).
+    pub fn dropped_records(&self, context: sys::CUcontext, stream: u32) -> usize {
+        let mut dropped = 0usize;
+        // SAFETY: writes one usize; context/stream are what CUPTI passed to the completion.
+        let r = unsafe {
+            (self.required.cuptiActivityGetNumDroppedRecords)(context, stream, &mut dropped)
+        };
+        if r == CUptiResult::CUPTI_SUCCESS {
+            dropped
+        } else {
+            0
+        }
+    }
+
+    /// Pushes `id` as the calling thread's external correlation id on `stack`.
+    pub fn push_correlation(&self, stack: Correlated, id: u64) -> bool {
+        // SAFETY: a plain CUPTI call with integer arguments.
+        let r = unsafe { (self.required.cuptiActivityPushExternalCorrelationId)(stack.kind(), id) };
+        r == CUptiResult::CUPTI_SUCCESS
+    }
+
+    pub fn pop_correlation(&self, stack: Correlated) {
+        let mut last = 0u64;
+        // SAFETY: writes one u64.
+        unsafe { (self.required.cuptiActivityPopExternalCorrelationId)(stack.kind(), &mut last) };
+    }
+
+    /// The name of an API call (`cudaLaunchKernel_v7000`), if CUPTI knows it.
+    pub fn callback_name(&self, domain: ApiDomain, cbid: u32) -> Option<String> {
+        let mut s: *const c_char = std::ptr::null();
+        // SAFETY: CUPTI writes a pointer to a static name or fails.
+        let r =
+            unsafe { (self.required.cuptiGetCallbackName)(callback_domain(domain), cbid, &mut s) };
+        if r != CUptiResult::CUPTI_SUCCESS || s.is_null() {
+            return None;
+        }
+        // SAFETY: CUPTI's callback names are static C strings.
+        Some(unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned())
+    }
+
+    /// Queued and submitted times on kernel records, where this CUPTI has them.
+    pub fn enable_latency_timestamps(&self) {
+        if let Some(f) = self.optional.cuptiActivityEnableLatencyTimestamps {
+            // SAFETY: a plain CUPTI call with an integer argument.
+            unsafe { f(1) };
+        }
+    }
+
+    /// Whether this CUPTI can switch the records of single API calls (12.5+).
+    pub fn has_api_switches(&self) -> bool {
+        self.optional.api_switches.is_some()
+    }
+
+    /// Switches the records of one API call on or off (nothing without [`Self::has_api_switches`]).
+    pub fn switch_api_call(&self, domain: ApiDomain, cbid: u32, on: bool) {
+        let Some((runtime, driver)) = self.optional.api_switches else {
+            return;
+        };
+        let set = match domain {
+            ApiDomain::Runtime => runtime,
+            ApiDomain::Driver => driver,
+        };
+        // SAFETY: CUPTI's per-call switch, integer arguments.
+        unsafe { set(cbid, on as u8) };
+    }
+
+    fn check(&self, r: CUptiResult) -> Result<(), String> {
+        if r == CUptiResult::CUPTI_SUCCESS {
+            Ok(())
+        } else {
+            Err(self.result_string(r))
+        }
+    }
+
+    fn result_string(&self, r: CUptiResult) -> String {
+        let mut s: *const c_char = std::ptr::null();
+        // SAFETY: CUPTI writes a pointer to a static string or leaves it NULL.
+        let ok = unsafe { (self.required.cuptiGetResultString)(r, &mut s) }
+            == CUptiResult::CUPTI_SUCCESS;
+        if ok && !s.is_null() {
+            // SAFETY: CUPTI's result strings are static C strings.
+            let text = unsafe { CStr::from_ptr(s) }.to_string_lossy();
+            format!("{text} ({})", r.0)
+        } else {
+            format!("CUPTI error {}", r.0)
+        }
+    }
 }
 
-/// Optional entry points (CUPTI 12.5+): switch the records of one API call on or off.
-pub struct ApiSwitches {
-    pub runtime: unsafe extern "C" fn(u32, u8) -> CuptiResult,
-    pub driver: unsafe extern "C" fn(u32, u8) -> CuptiResult,
-}
-
-const SONAMES: [&str; 3] = ["libcupti.so.13", "libcupti.so.12", "libcupti.so"];
+const SONAMES: [&CStr; 3] = [c"libcupti.so.13", c"libcupti.so.12", c"libcupti.so"];
 
 fn dlerror_string() -> String {
     // SAFETY: dlerror returns NULL or a thread-local NUL-terminated string.
@@ -126,11 +515,12 @@ fn dlopen(path: &str, flags: c_int) -> Result<*mut c_void, String> {
 
 /// Where libcupti may be, in the order they are tried.
 fn candidates(explicit: Option<&str>) -> Vec<String> {
+    let sonames = SONAMES.map(|s| s.to_string_lossy().into_owned());
     let mut v = Vec::new();
     if let Some(p) = explicit {
         v.push(p.to_string());
     }
-    v.extend(SONAMES.iter().map(|s| s.to_string()));
+    v.extend(sonames.iter().cloned());
     let mut roots: Vec<String> = Vec::new();
     for var in ["CUDA_HOME", "CUDA_PATH"] {
         if let Ok(r) = std::env::var(var) {
@@ -140,7 +530,7 @@ fn candidates(explicit: Option<&str>) -> Vec<String> {
     roots.push("/usr/local/cuda".into());
     for r in roots {
         for sub in ["lib64", "extras/CUPTI/lib64", "targets/x86_64-linux/lib"] {
-            for so in SONAMES {
+            for so in &sonames {
                 v.push(format!("{r}/{sub}/{so}"));
             }
         }
@@ -149,12 +539,13 @@ fn candidates(explicit: Option<&str>) -> Vec<String> {
 }
 
 /// Finds and loads libcupti. The error lists what was tried.
-pub fn load(explicit: Option<&str>) -> Result<(Cupti, Option<ApiSwitches>), String> {
+pub fn load(explicit: Option<&str>) -> Result<Cupti, String> {
     let flags_noload = libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_GLOBAL;
     let mut handle = None;
     if explicit.is_none() {
         for so in SONAMES {
-            if let Ok(h) = dlopen(so, flags_noload) {
+            let so = so.to_string_lossy();
+            if let Ok(h) = dlopen(&so, flags_noload) {
                 handle = Some((h, format!("{so} (already loaded)")));
                 break;
             }
@@ -181,99 +572,90 @@ pub fn load(explicit: Option<&str>) -> Result<(Cupti, Option<ApiSwitches>), Stri
     let Some((h, path)) = handle else {
         return Err("libcupti not found (tried libcupti.so.13, libcupti.so.12, $CUDA_HOME/lib64, /usr/local/cuda/lib64): install the CUDA toolkit's CUPTI or the nvidia-cuda-cupti wheel, or set CUPROF_CUPTI_PATH".to_string());
     };
+    let _ = LOADED.set(h as usize);
     // SAFETY: h is a live handle from dlopen.
-    let cupti = unsafe { Cupti::from_handle(h, path.clone()) }
-        .map_err(|e| format!("{path} is not a usable libcupti: it {e}"))?;
-    let sym = |name: &str| {
-        let c = CString::new(name).expect("no NUL");
-        // SAFETY: live handle, valid C string.
-        unsafe { libc::dlsym(h, c.as_ptr()) }
-    };
-    let (rt, drv) = (
-        sym("cuptiActivityEnableRuntimeApi"),
-        sym("cuptiActivityEnableDriverApi"),
-    );
-    let filter = (!rt.is_null() && !drv.is_null()).then(|| ApiSwitches {
-        // SAFETY: both are CUPTI functions `CUptiResult (CUpti_CallbackId, uint8_t)`.
-        runtime: unsafe {
-            std::mem::transmute::<*mut c_void, unsafe extern "C" fn(u32, u8) -> CuptiResult>(rt)
-        },
-        // SAFETY: as above.
-        driver: unsafe {
-            std::mem::transmute::<*mut c_void, unsafe extern "C" fn(u32, u8) -> CuptiResult>(drv)
-        },
-    });
-    Ok((cupti, filter))
+    unsafe { Cupti::from_handle(h, path.clone()) }
+        .map_err(|e| format!("{path} is not a usable libcupti: it {e}"))
 }
 
-impl Cupti {
-    /// Any symbol of the loaded libcupti (for forwarding interposed calls).
-    pub fn raw_symbol(&self, name: &CStr) -> Option<*mut c_void> {
-        // SAFETY: the handle stays open for the life of the process.
-        let p = unsafe { libc::dlsym(self.handle as *mut c_void, name.as_ptr()) };
-        (!p.is_null()).then_some(p)
+/// The real libcupti function `name` (the copy cuprof loaded, else one already in the process,
+/// else the next definition after libcuprof.so), for forwarding an interposed call.
+///
+/// # Safety
+/// `F` must be the C signature of the CUPTI function `name`.
+unsafe fn real<F: Copy>(name: &CStr) -> Option<F> {
+    let mut handles: Vec<*mut c_void> = LOADED
+        .get()
+        .map(|&h| h as *mut c_void)
+        .into_iter()
+        .collect();
+    for so in SONAMES {
+        // SAFETY: RTLD_NOLOAD only finds an already loaded copy.
+        let h = unsafe { libc::dlopen(so.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+        if !h.is_null() {
+            handles.push(h);
+        }
     }
+    handles.push(libc::RTLD_NEXT);
+    // SAFETY: live handles (or RTLD_NEXT); `F` per the function's contract.
+    handles
+        .into_iter()
+        .find_map(|h| unsafe { symbol::<F>(h, name) })
+}
 
-    pub fn result_string(&self, r: CuptiResult) -> String {
-        let mut s: *const c_char = std::ptr::null();
-        // SAFETY: CUPTI writes a pointer to a static string or leaves it NULL.
-        let ok = unsafe { (self.cuptiGetResultString)(r, &mut s) } == SUCCESS;
-        if ok && !s.is_null() {
-            // SAFETY: CUPTI's result strings are static C strings.
-            let text = unsafe { CStr::from_ptr(s) }.to_string_lossy();
-            format!("{text} ({r})")
-        } else {
-            format!("CUPTI error {r}")
+/// The calls cuprof interposes (a second CUPTI client is starting), forwarded to libcupti.
+/// Each returns CUPTI_ERROR_NOT_INITIALIZED when no libcupti can be found.
+pub mod forward {
+    use super::{real, symbols, sys, CUptiResult};
+    use std::ffi::c_void;
+
+    /// What an interposed call returns when it cannot be forwarded.
+    pub const NOT_INITIALIZED: CUptiResult = CUptiResult::CUPTI_ERROR_NOT_INITIALIZED;
+
+    /// # Safety
+    /// CUPTI's `cuptiSubscribe` contract.
+    pub unsafe fn subscribe(
+        subscriber: *mut sys::CUpti_SubscriberHandle,
+        callback: sys::CUpti_CallbackFunc,
+        userdata: *mut c_void,
+    ) -> CUptiResult {
+        // SAFETY: cupti-sys's signature of the function; the caller's arguments.
+        match unsafe { real::<sys::cuptiSubscribe_t>(symbols::cuptiSubscribe) } {
+            // SAFETY: the caller's contract.
+            Some(f) => unsafe { f(subscriber, callback, userdata) },
+            None => NOT_INITIALIZED,
         }
     }
 
-    pub fn timestamp(&self) -> u64 {
-        let mut t = 0u64;
-        // SAFETY: writes one u64.
-        unsafe { (self.cuptiGetTimestamp)(&mut t) };
-        t
-    }
-
-    pub fn callback_name(&self, domain: u32, cbid: u32) -> Option<String> {
-        let mut s: *const c_char = std::ptr::null();
-        // SAFETY: CUPTI writes a pointer to a static name or fails.
-        let r = unsafe { (self.cuptiGetCallbackName)(domain, cbid, &mut s) };
-        if r != SUCCESS || s.is_null() {
-            return None;
+    /// # Safety
+    /// CUPTI's `cuptiSubscribe_v2` contract.
+    pub unsafe fn subscribe_v2(
+        subscriber: *mut sys::CUpti_SubscriberHandle,
+        callback: sys::CUpti_CallbackFunc,
+        userdata: *mut c_void,
+        params: *mut sys::CUpti_SubscriberParams,
+    ) -> CUptiResult {
+        // SAFETY: cupti-sys's signature of the function.
+        match unsafe { real::<sys::cuptiSubscribe_v2_t>(symbols::cuptiSubscribe_v2) } {
+            // SAFETY: the caller's contract.
+            Some(f) => unsafe { f(subscriber, callback, userdata, params) },
+            None => NOT_INITIALIZED,
         }
-        // SAFETY: CUPTI's callback names are static C strings.
-        Some(unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned())
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::CallbackData;
-    use std::mem::offset_of;
-
-    #[test]
-    fn callback_data_matches_cuptis_layout() {
-        use cupti_sys::CUpti_CallbackData as C;
-        assert_eq!(
-            offset_of!(CallbackData, callback_site),
-            offset_of!(C, callbackSite)
-        );
-        assert_eq!(
-            offset_of!(CallbackData, function_name),
-            offset_of!(C, functionName)
-        );
-        assert_eq!(
-            offset_of!(CallbackData, symbol_name),
-            offset_of!(C, symbolName)
-        );
-        assert_eq!(
-            offset_of!(CallbackData, correlation_data),
-            offset_of!(C, correlationData)
-        );
-        assert_eq!(
-            offset_of!(CallbackData, correlation_id),
-            offset_of!(C, correlationId)
-        );
-        assert_eq!(offset_of!(CallbackData, correlation_id), 64);
+    /// # Safety
+    /// CUPTI's `cuptiActivityRegisterCallbacks` contract.
+    pub unsafe fn register_callbacks(
+        requested: sys::CUpti_BuffersCallbackRequestFunc,
+        completed: sys::CUpti_BuffersCallbackCompleteFunc,
+    ) -> CUptiResult {
+        // SAFETY: cupti-sys's signature of the function.
+        match unsafe {
+            real::<sys::cuptiActivityRegisterCallbacks_t>(symbols::cuptiActivityRegisterCallbacks)
+        } {
+            // SAFETY: the caller's contract.
+            Some(f) => unsafe { f(requested, completed) },
+            None => NOT_INITIALIZED,
+        }
     }
 }

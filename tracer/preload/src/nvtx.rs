@@ -13,9 +13,11 @@
 //! own on the program thread: it waits on a per-thread byte stack while the operator is open,
 //! then goes into the thread's batch (`op_batch`).
 
-use crate::control::{self, Correlated};
+use crate::cupti::Correlated;
 use crate::op_batch;
-use crate::{now_ns, tid};
+use crate::process::{guard, now_ns, pid, tid};
+use crate::tracer::running;
+use crate::window;
 use cuprof_core::event::{Name, PyStack, Range, RangeKind};
 use cuprof_core::torch_op;
 use std::cell::RefCell;
@@ -194,6 +196,7 @@ fn open(
 ) -> Open {
     let start = now_ns();
     let id = NEXT_ID.fetch_add(1, Relaxed);
+    let t = running();
     let is_op = message.is_op();
     let name = match message {
         Message::Bytes(b) if is_op && batched && domain.is_none() && payload.is_none() => OP_NAMES
@@ -206,11 +209,11 @@ fn open(
         m => OpenName::Other(m.into_name()),
     };
     let is_step = match &name {
-        OpenName::Other(n) if !is_op => control::is_step_range(n),
+        OpenName::Other(n) if !is_op => window::is_step_range(n),
         _ => false,
     };
-    if is_step {
-        control::step_begin(start);
+    if let Some(t) = t.filter(|_| is_step) {
+        window::step_begin(t, start);
     }
     let correlated = if is_op {
         Correlated::TorchOp
@@ -219,10 +222,10 @@ fn open(
     };
     let stack = match enclosing_op_stack {
         Some(stack) => stack,
-        None if is_op && control::wants_stacks() => crate::python::stack(),
+        None if is_op && t.is_some_and(window::wants_stacks) => crate::python::stack(),
         None => None,
     };
-    let pushed_correlation = control::push_correlation(correlated, id);
+    let pushed_correlation = t.is_some_and(|t| window::push_correlation(t, correlated, id));
     Open {
         id,
         parent,
@@ -239,22 +242,26 @@ fn open(
 
 fn close(o: Open, kind: RangeKind) {
     let end = now_ns();
-    if o.pushed_correlation {
-        control::pop_correlation(o.correlated);
+    let t = running();
+    if let Some(t) = t.filter(|_| o.pushed_correlation) {
+        window::pop_correlation(t, o.correlated);
     }
+    let is_step = o.is_step;
     let name = match o.name {
         OpenName::Other(name) => name,
+        // Taken off the name stack whether or not it is recorded (the tracer may have stopped
+        // while the operator ran).
         OpenName::Op { at, len } => {
             OP_NAMES.with(|names| {
                 let mut names = names.borrow_mut();
-                if let Some(t) = control::recording_ranges() {
+                if let Some(t) = t.filter(|t| window::records_ranges(t)) {
                     op_batch::record(
                         t,
                         op_batch::Finished {
                             name: &names[at..at + len],
                             start: o.start,
                             end,
-                            pid: crate::pid(),
+                            pid: pid(),
                             tid: tid(),
                             id: o.id,
                             parent: o.parent,
@@ -267,21 +274,25 @@ fn close(o: Open, kind: RangeKind) {
             return;
         }
     };
-    control::send_range(Range {
-        name,
-        domain: o.domain,
-        start: o.start,
-        end,
-        pid: crate::pid(),
-        tid: tid(),
-        id: o.id,
-        parent: o.parent,
-        payload: o.payload,
-        kind,
-        stack: o.stack,
-    });
-    if o.is_step {
-        control::step_end(end);
+    let Some(t) = t else { return };
+    window::send_range(
+        t,
+        Range {
+            name,
+            domain: o.domain,
+            start: o.start,
+            end,
+            pid: pid(),
+            tid: tid(),
+            id: o.id,
+            parent: o.parent,
+            payload: o.payload,
+            kind,
+            stack: o.stack,
+        },
+    );
+    if is_step {
+        window::step_end(t, end);
     }
 }
 
@@ -313,7 +324,7 @@ pub fn open_operators() -> (Vec<Name>, Option<PyStack>) {
 }
 
 fn push(name: Message<'_>, domain: Option<Name>, payload: Option<f64>) -> c_int {
-    crate::guard(-1, || {
+    guard(-1, || {
         let (parent, enclosing_op_stack) = STACK.with(|s| {
             let s = s.borrow();
             let enclosing = s.iter().rev().find(|o| o.correlated == Correlated::TorchOp);
@@ -333,7 +344,7 @@ fn push(name: Message<'_>, domain: Option<Name>, payload: Option<f64>) -> c_int 
 }
 
 fn pop() -> c_int {
-    crate::guard(-1, || {
+    guard(-1, || {
         let top = STACK.with(|s| s.borrow_mut().pop());
         match top {
             Some(o) => {
@@ -347,13 +358,13 @@ fn pop() -> c_int {
 }
 
 fn start(name: Message<'_>, domain: Option<Name>, payload: Option<f64>) -> u64 {
-    crate::guard(0, || {
+    guard(0, || {
         let o = open(name, domain, payload, 0, None, false);
         let id = o.id;
         // Start/end ranges are not nested on a thread; their correlation push would leak onto
         // the thread's stack, so undo it now.
-        if o.pushed_correlation {
-            control::pop_correlation(o.correlated);
+        if let Some(t) = running().filter(|_| o.pushed_correlation) {
+            window::pop_correlation(t, o.correlated);
         }
         let o = Open {
             pushed_correlation: false,
@@ -367,7 +378,7 @@ fn start(name: Message<'_>, domain: Option<Name>, payload: Option<f64>) -> u64 {
 }
 
 fn end(id: u64) {
-    crate::guard((), || {
+    guard((), || {
         let o = STARTED
             .lock()
             .ok()
@@ -379,21 +390,25 @@ fn end(id: u64) {
 }
 
 fn mark(name: Name, domain: Option<Name>, payload: Option<f64>) {
-    crate::guard((), || {
+    guard((), || {
+        let Some(t) = running() else { return };
         let ts = now_ns();
-        control::send_range(Range {
-            name,
-            domain,
-            start: ts,
-            end: ts,
-            pid: crate::pid(),
-            tid: tid(),
-            id: 0,
-            parent: 0,
-            payload,
-            kind: RangeKind::Mark,
-            stack: None,
-        });
+        window::send_range(
+            t,
+            Range {
+                name,
+                domain,
+                start: ts,
+                end: ts,
+                pid: pid(),
+                tid: tid(),
+                id: 0,
+                parent: 0,
+                payload,
+                kind: RangeKind::Mark,
+                stack: None,
+            },
+        );
     })
 }
 
@@ -456,22 +471,22 @@ unsafe extern "C" fn domain_register_string_a(
     _d: *const c_void,
     s: *const c_char,
 ) -> *const c_void {
-    crate::guard(std::ptr::null(), || {
+    guard(std::ptr::null(), || {
         Box::into_raw(Box::new(ascii(s))) as *const c_void
     })
 }
 unsafe extern "C" fn domain_register_string_w(_d: *const c_void, s: *const i32) -> *const c_void {
-    crate::guard(std::ptr::null(), || {
+    guard(std::ptr::null(), || {
         Box::into_raw(Box::new(Name::from(wide(s)))) as *const c_void
     })
 }
 unsafe extern "C" fn domain_create_a(name: *const c_char) -> *const c_void {
-    crate::guard(std::ptr::null(), || {
+    guard(std::ptr::null(), || {
         Box::into_raw(Box::new(Domain { name: ascii(name) })) as *const c_void
     })
 }
 unsafe extern "C" fn domain_create_w(name: *const i32) -> *const c_void {
-    crate::guard(std::ptr::null(), || {
+    guard(std::ptr::null(), || {
         Box::into_raw(Box::new(Domain {
             name: Name::from(wide(name)),
         })) as *const c_void

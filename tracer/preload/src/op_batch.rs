@@ -15,21 +15,15 @@
 //! records after it. Flushes also happen at each window transition (so a cycle's operators
 //! precede its end), when the writer is idle for a second, at a thread's exit and at shutdown.
 
-use crate::{Msg, Tracer};
+use crate::tracer::{running, Tracer};
 use cuprof_core::event::{Name, PyStack, Range, RangeKind};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, Weak};
 
 /// Ranges per batch: one channel message per this many operators.
 const MAX_RANGES: usize = 512;
 /// Name bytes per batch (names with shapes run to a few hundred bytes).
 const MAX_NAME_BYTES: usize = 64 << 10;
-/// Batches sent and not yet taken by the writer. A batch can hold a hundred times what one
-/// channel slot held before, so the channel's own bound no longer bounds memory: past this
-/// (32,768 operators, at most about 7 MiB) a batch is dropped and counted, as a full channel's
-/// message is.
-const MAX_IN_FLIGHT: usize = 64;
-static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 
 /// One operator range; its name is a span of the batch's name bytes.
 struct OpRange {
@@ -86,13 +80,6 @@ impl Batch {
         self.ranges.len()
     }
 
-    /// The batch's ranges as the session takes them (on the writer thread, which took it off
-    /// the channel: it no longer counts as in flight).
-    pub fn received(self) -> impl Iterator<Item = Range> {
-        IN_FLIGHT.fetch_sub(1, Relaxed);
-        self.into_ranges()
-    }
-
     /// The batch's ranges as the session takes them.
     pub fn into_ranges(self) -> impl Iterator<Item = Range> {
         let Batch { names, ranges } = self;
@@ -125,7 +112,7 @@ struct Mine(Arc<Mutex<Batch>>);
 
 impl Drop for Mine {
     fn drop(&mut self) {
-        if let Some(t) = crate::tracer() {
+        if let Some(t) = running() {
             flush(t);
         }
     }
@@ -160,8 +147,8 @@ pub fn record(t: &Tracer, r: Finished<'_>) {
     }
 }
 
-/// Sends every thread's batch to the writer (dropping, and counting, what the channel cannot
-/// take). Called from any thread but the writer's, and by the writer only through `try_send`.
+/// Sends every thread's batch to the writer (the channel drops, and counts, what it cannot
+/// take). Never blocks on the writer; called from any thread but the writer's.
 pub fn flush(t: &Tracer) {
     let _order = FLUSHING.lock().unwrap_or_else(|e| e.into_inner());
     let batches: Vec<_> = match BATCHES.lock() {
@@ -176,12 +163,7 @@ pub fn flush(t: &Tracer) {
             }
             std::mem::take(&mut *b)
         };
-        let n = taken.len() as u64;
-        let room = IN_FLIGHT.fetch_add(1, Relaxed) < MAX_IN_FLIGHT;
-        if !room || t.tx.try_send(Msg::OpRanges(taken)).is_err() {
-            IN_FLIGHT.fetch_sub(1, Relaxed);
-            t.counters.dropped_channel.fetch_add(n, Relaxed);
-        }
+        t.channel.send_op_batch(taken);
     }
 }
 

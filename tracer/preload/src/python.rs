@@ -13,7 +13,7 @@
 //! bytecode boundary. cuprof never waits for the GIL: inside `cuInit` that could deadlock
 //! against a thread that holds the GIL and waits for CUDA.
 
-use crate::say;
+use crate::process::{guard, say};
 use cuprof_core::event::{Name, PyFrame, PyStack};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -157,7 +157,7 @@ pub fn operators(on: bool, shapes: bool) {
 }
 
 unsafe extern "C" fn pending(_: *mut c_void) -> c_int {
-    crate::guard(0, || {
+    guard(0, || {
         PENDING.store(false, Relaxed);
         if let Some(api) = api() {
             apply(api);

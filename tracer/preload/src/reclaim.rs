@@ -9,7 +9,7 @@
 //! The writer holds no lock the buffer callbacks take, so flushing from it is safe: the
 //! callbacks run on this thread during the flush, or on CUPTI's and the program's threads.
 
-use crate::Tracer;
+use crate::tracer::Tracer;
 use std::time::{Duration, Instant};
 
 /// How often the buffers out are measured: short enough that what threads write in between

@@ -112,11 +112,11 @@ fn intern(
 impl Names {
     /// `lookup(domain, cbid)` names a callback id (cuptiGetCallbackName), for ids below `max`.
     pub fn new(
-        lookup: impl Fn(u32, u32) -> Option<String>,
+        lookup: impl Fn(ApiDomain, u32) -> Option<String>,
         max_runtime: u32,
         max_driver: u32,
     ) -> Self {
-        let table = |domain: u32, max: u32, prefix: &str| -> Vec<Name> {
+        let table = |domain: ApiDomain, max: u32, prefix: &str| -> Vec<Name> {
             (0..max)
                 .map(|cbid| {
                     let raw = lookup(domain, cbid).unwrap_or_else(|| format!("{prefix}{cbid}"));
@@ -127,8 +127,8 @@ impl Names {
         Names {
             kernels: HashMap::new(),
             strings: HashMap::new(),
-            runtime: table(crate::cupti::DOMAIN_RUNTIME, max_runtime, "cudaApi#"),
-            driver: table(crate::cupti::DOMAIN_DRIVER, max_driver, "cuApi#"),
+            runtime: table(ApiDomain::Runtime, max_runtime, "cudaApi#"),
+            driver: table(ApiDomain::Driver, max_driver, "cuApi#"),
         }
     }
 

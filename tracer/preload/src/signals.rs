@@ -1,55 +1,29 @@
-//! Process lifecycle: fork, exit (atexit and `_exit`), and fatal signals.
+//! Fatal signals (SIGTERM, SIGINT, SIGHUP, SIGABRT) while tracing: how they are caught and
+//! handed on. What a signal means for the trace is [`crate::lifecycle`]'s.
 //!
-//! Signals: the handler itself only writes one byte to a pipe and waits (bounded, with poll) for
-//! the `cuprof-signal` thread to flush or close the trace; then the program's own disposition
+//! The handler itself only writes one byte to a pipe and waits (bounded, with poll) for the
+//! `cuprof-signal` thread to flush or close the trace; then the program's own disposition
 //! runs exactly as before: a chained handler is called with the same arguments, a default action
 //! is restored and the signal re-raised, so the exit status is the program's own.
 
-use crate::{guard, phase, Phase};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::Relaxed};
+use crate::process::guard;
+use std::sync::atomic::{AtomicI32, Ordering::Relaxed};
 use std::sync::OnceLock;
-use std::time::Duration;
 
-static FORKED: AtomicBool = AtomicBool::new(false);
-static QUIET: AtomicBool = AtomicBool::new(false);
-
-/// How long the exit path waits for the writer to finish the trace.
-pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
 /// How long a fatal signal waits for the trace to be closed before the program's own
 /// disposition runs.
 const SIGNAL_WAIT_MS: i32 = 3000;
 
-const SIGNALS: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGABRT];
+/// The signals cuprof finishes or flushes the trace on.
+pub const SIGNALS: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGABRT];
 
-pub fn forked_child() -> bool {
-    FORKED.load(Relaxed)
-}
-
-pub fn quiet() -> bool {
-    QUIET.load(Relaxed)
-}
-
-pub fn set_quiet(q: bool) {
-    QUIET.store(q, Relaxed);
-}
-
-extern "C" fn after_fork_in_child() {
-    // Atomics only: the child has one thread, and the parent's locks may be held forever.
-    FORKED.store(true, Relaxed);
-}
-
-extern "C" fn at_exit() {
-    guard((), crate::writer::shutdown);
-}
-
-/// Registers the fork and exit hooks. Called from CUDA initialisation, after libcuda registered
-/// its own exit handlers, so that ours runs first (atexit runs in reverse order).
-pub fn install_lifecycle() {
-    // SAFETY: registering plain extern "C" functions with libc.
-    unsafe {
-        libc::pthread_atfork(None, None, Some(after_fork_in_child));
-        libc::atexit(at_exit);
-    }
+/// What a signal asks of the tracer.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Request {
+    /// The process is about to end: finish the trace.
+    Close = 1,
+    /// The program handles the signal itself and goes on: make what is written survive.
+    Flush = 2,
 }
 
 struct SignalPipes {
@@ -63,10 +37,6 @@ static PIPES: SignalPipes = SignalPipes {
 };
 static OLD_ACTIONS: OnceLock<Vec<(libc::c_int, libc::sigaction)>> = OnceLock::new();
 
-/// Request bytes written to the signal thread.
-const REQ_CLOSE: u8 = 1;
-const REQ_FLUSH: u8 = 2;
-
 fn old_action(sig: libc::c_int) -> Option<libc::sigaction> {
     OLD_ACTIONS
         .get()?
@@ -76,19 +46,19 @@ fn old_action(sig: libc::c_int) -> Option<libc::sigaction> {
 }
 
 extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    // Async-signal-safe only: read/write/poll on pipes, sigaction, raise.
+    // Async-signal-safe only: read/write/poll on pipes, sigaction, raise, atomic loads.
     let Some(old) = old_action(sig) else { return };
     let handler = old.sa_sigaction;
     let default = handler == libc::SIG_DFL;
-    if handler != libc::SIG_IGN && !FORKED.load(Relaxed) && phase() == Phase::Running {
+    if handler != libc::SIG_IGN && crate::tracer::running().is_some() {
         let w = PIPES.request_w.load(Relaxed);
         let r = PIPES.done_r.load(Relaxed);
         if w >= 0 && r >= 0 {
             let req = if default || sig == libc::SIGABRT {
-                REQ_CLOSE
+                Request::Close
             } else {
-                REQ_FLUSH
-            };
+                Request::Flush
+            } as u8;
             // SAFETY: write/poll/read are async-signal-safe; buffers are on the stack.
             unsafe {
                 libc::write(w, (&req as *const u8).cast(), 1);
@@ -135,8 +105,9 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
     }
 }
 
-/// Installs the fatal-signal handlers and the thread that serves them.
-pub fn install_signals() {
+/// Installs the fatal-signal handlers and the `cuprof-signal` thread that serves their
+/// requests with `serve` (outside the handler, so it may take locks and wait).
+pub fn install(serve: impl Fn(Request) + Send + 'static) {
     let mut req = [0i32; 2];
     let mut done = [0i32; 2];
     // SAFETY: pipe2 fills two fds each.
@@ -157,13 +128,12 @@ pub fn install_signals() {
             if n <= 0 {
                 return;
             }
-            guard((), || {
-                if b == REQ_CLOSE {
-                    crate::writer::shutdown();
-                } else {
-                    crate::writer::sync_flush();
-                }
-            });
+            let request = if b == Request::Close as u8 {
+                Request::Close
+            } else {
+                Request::Flush
+            };
+            guard((), || serve(request));
             // SAFETY: one byte to our own pipe.
             unsafe { libc::write(done_w, (&b as *const u8).cast(), 1) };
         });
@@ -201,68 +171,11 @@ pub fn install_signals() {
     }
 }
 
-type KillFn = unsafe extern "C" fn(libc::pid_t, libc::c_int) -> libc::c_int;
-
-/// `kill` of the program's own process with a fatal signal whose disposition is the default
-/// (Python exits that way after an uncaught KeyboardInterrupt, skipping atexit): finish the trace
-/// first, then deliver it.
-///
-/// # Safety
-/// Called by the program as libc's `kill`.
-#[no_mangle]
-pub unsafe extern "C" fn kill(pid: libc::pid_t, sig: libc::c_int) -> libc::c_int {
-    // SAFETY: getpid has no preconditions.
-    let me = unsafe { libc::getpid() };
-    if (pid == me || pid == 0)
-        && SIGNALS.contains(&sig)
-        && phase() == Phase::Running
-        && !forked_child()
-    {
-        // SAFETY: reading the current disposition into a zeroed struct.
-        let default = unsafe {
-            let mut cur: libc::sigaction = std::mem::zeroed();
-            libc::sigaction(sig, std::ptr::null(), &mut cur) == 0
-                && cur.sa_sigaction == libc::SIG_DFL
-        };
-        if default {
-            guard((), crate::writer::shutdown);
-        }
-    }
-    // SAFETY: RTLD_NEXT lookup of libc's kill by a NUL-terminated name.
-    let next = unsafe { libc::dlsym(libc::RTLD_NEXT, c"kill".as_ptr()) };
-    if next.is_null() {
-        // SAFETY: the raw syscall with the caller's arguments.
-        return unsafe { libc::syscall(libc::SYS_kill, pid, sig) as libc::c_int };
-    }
-    // SAFETY: libc's kill has exactly this signature.
-    unsafe { std::mem::transmute::<*mut libc::c_void, KillFn>(next)(pid, sig) }
-}
-
-type ExitFn = unsafe extern "C" fn(libc::c_int) -> !;
-
-fn next_exit(name: &[u8]) -> Option<ExitFn> {
-    // SAFETY: RTLD_NEXT lookup of libc's own function by a NUL-terminated name.
-    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) };
-    // SAFETY: `_exit`/`_Exit` have exactly this signature.
-    (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut libc::c_void, ExitFn>(p) })
-}
-
-/// `_exit` (Python's `os._exit`) skips atexit: finish the trace first, then exit for real.
-///
-/// # Safety
-/// Called by the program as libc's `_exit`.
-#[no_mangle]
-pub unsafe extern "C" fn _exit(status: libc::c_int) -> ! {
-    if phase() == Phase::Running && !forked_child() {
-        guard((), crate::writer::shutdown);
-    }
-    match next_exit(b"_exit\0") {
-        // SAFETY: libc's _exit.
-        Some(f) => unsafe { f(status) },
-        // SAFETY: the raw syscall never returns.
-        None => unsafe {
-            libc::syscall(libc::SYS_exit_group, status);
-            std::hint::unreachable_unchecked()
-        },
+/// Whether `sig`'s disposition is the default one (the process ends on it).
+pub fn is_default(sig: libc::c_int) -> bool {
+    // SAFETY: reading the current disposition into a zeroed struct.
+    unsafe {
+        let mut cur: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut cur) == 0 && cur.sa_sigaction == libc::SIG_DFL
     }
 }

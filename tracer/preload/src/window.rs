@@ -3,8 +3,12 @@
 //!
 //! Each boundary asks the window (plain Rust, `cuprof_core::window`) what to do, then does it
 //! outside the window's lock: tell the writer (channel), switch CUPTI's activity kinds.
+//!
+//! Callers pass the running tracer ([`crate::tracer::running`]): nothing here runs without one.
 
-use crate::{now_ns, tid, tracer, Msg, Tracer};
+use crate::cupti::Correlated;
+use crate::process::{now_ns, pid, tid};
+use crate::tracer::Tracer;
 use cuprof_core::event::Range;
 use cuprof_core::session::Input;
 use cuprof_core::window::{
@@ -42,9 +46,12 @@ static COLLECTING: AtomicBool = AtomicBool::new(false);
 static STEP_PATTERN: Mutex<Option<StepPattern>> = Mutex::new(None);
 static HAS_STEP_PATTERN: AtomicBool = AtomicBool::new(false);
 static STEPS_SEEN: AtomicU64 = AtomicU64::new(0);
+/// The window is made of steps (for the "no step was recorded" message).
+static STEPS_EXPECTED: AtomicBool = AtomicBool::new(false);
 
 /// Sets up the window at CUDA initialisation and applies its first transition.
 pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
+    STEPS_EXPECTED.store(matches!(capture, Capture::Steps(_)), Relaxed);
     if let Some(p) = step_pattern {
         if let Ok(mut s) = STEP_PATTERN.lock() {
             *s = Some(p);
@@ -87,16 +94,11 @@ pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
     }
     if whole_run {
         set_collecting(t, true);
-        send(t, Input::BeginRecording { ts: now, cycle: 1 });
+        t.channel
+            .send_window(Input::BeginRecording { ts: now, cycle: 1 });
     } else if let Some(first) = first {
         apply(t, first, now);
     }
-}
-
-fn send(t: &Tracer, input: Input) {
-    // Window messages are few and must not be lost: a blocking send with a short timeout.
-    let _ =
-        t.tx.send_timeout(Msg::Input(input), std::time::Duration::from_millis(200));
 }
 
 fn set_collecting(t: &Tracer, on: bool) {
@@ -135,30 +137,25 @@ fn apply_after_call(t: &Tracer, tr: Transition, ts: u64, call: Option<u32>) {
         (out.0, out.1, out.2, s.cycle)
     };
     if let Some(n) = tr.recorded_step {
-        send(
-            t,
-            Input::Step {
-                number: n,
-                pid: crate::pid(),
-                tid: step_tid,
-                start: step_start,
-                end: ts,
-                work,
-            },
-        );
+        t.channel.send_window(Input::Step {
+            number: n,
+            pid: pid(),
+            tid: step_tid,
+            start: step_start,
+            end: ts,
+            work,
+        });
     }
     if tr.save.is_some() {
-        send(
-            t,
-            Input::EndRecording {
-                ts,
-                last_call: call,
-            },
-        );
+        t.channel.send_window(Input::EndRecording {
+            ts,
+            last_call: call,
+        });
     }
     if tr.record_starts {
         let number = cycle_number(cycle);
-        send(t, Input::BeginRecording { ts, cycle: number });
+        t.channel
+            .send_window(Input::BeginRecording { ts, cycle: number });
     }
     match tr.collection {
         Collection::Enable => set_collecting(t, true),
@@ -177,8 +174,7 @@ fn with_driver<R>(f: impl FnOnce(&mut Driver) -> R) -> Option<R> {
 }
 
 /// A step boundary from `cuprof_step()`: the running step ends, the next begins.
-pub fn api_step() {
-    let Some(t) = tracer() else { return };
+pub fn api_step(t: &Tracer) {
     if HAS_STEP_PATTERN.load(Relaxed) {
         return;
     }
@@ -214,8 +210,7 @@ pub fn is_step_range(name: &str) -> bool {
 
 /// A matching NVTX range begins: the first one begins step 0; each one starts its step's
 /// `ProfilerStep#N` span.
-pub fn step_begin(ts: u64) {
-    let Some(t) = tracer() else { return };
+pub fn step_begin(t: &Tracer, ts: u64) {
     let first = with_driver(|d| match d {
         Driver::Steps(w) if w.current_step().is_none() => Some(w.step()),
         _ => None,
@@ -235,8 +230,7 @@ pub fn step_begin(ts: u64) {
 }
 
 /// A matching NVTX range ends: its step ends, the next begins.
-pub fn step_end(ts: u64) {
-    let Some(t) = tracer() else { return };
+pub fn step_end(t: &Tracer, ts: u64) {
     if let Some(tr) = with_driver(|d| match d {
         Driver::Steps(w) if w.current_step().is_some() => Some(w.step()),
         _ => None,
@@ -249,8 +243,7 @@ pub fn step_end(ts: u64) {
 }
 
 /// `cudaProfilerStart` / `cuprof_start()`.
-pub fn range_start(from: RangeSource) {
-    let Some(t) = tracer() else { return };
+pub fn range_start(t: &Tracer, from: RangeSource) {
     if let Some(tr) = with_driver(|d| match d {
         Driver::Range(w, source) if *source == from => Some(w.start()),
         _ => None,
@@ -263,8 +256,7 @@ pub fn range_start(from: RangeSource) {
 
 /// `cudaProfilerStop` / `cuprof_stop()`: the range's records are flushed before it closes.
 /// `call`: the correlation id of the `cudaProfilerStop` call, when it is one.
-pub fn range_stop(from: RangeSource, call: Option<u32>) {
-    let Some(t) = tracer() else { return };
+pub fn range_stop(t: &Tracer, from: RangeSource, call: Option<u32>) {
     if let Some(tr) = with_driver(|d| match d {
         Driver::Range(w, source) if *source == from => Some(w.stop()),
         _ => None,
@@ -277,8 +269,7 @@ pub fn range_stop(from: RangeSource, call: Option<u32>) {
 
 /// Time-driven windows advance from the writer thread, which wakes at [`time_deadline`]; the
 /// transition is stamped with the deadline itself, not the (slightly later) wake-up.
-pub fn poll_time() {
-    let Some(t) = tracer() else { return };
+pub fn poll_time(t: &Tracer) {
     let polled = with_driver(|d| match d {
         Driver::Time {
             window,
@@ -310,8 +301,7 @@ pub fn time_deadline() -> Option<Instant> {
 }
 
 /// At exit: close the running step and the partial cycle, if one is being recorded.
-pub fn at_exit() {
-    let Some(t) = tracer() else { return };
+pub fn at_exit(t: &Tracer) {
     let ts = now_ns();
     // `Some(running step)` when a cycle is being recorded (the step is `None` without steps).
     let recording = with_driver(|d| match d {
@@ -331,26 +321,19 @@ pub fn at_exit() {
                         .map(|s| (s.step_start, s.step_tid, s.step_work.take()))
                 })
                 .unwrap_or((ts, tid(), None));
-            let pid = crate::pid();
-            send(
-                t,
-                Input::Step {
-                    number: n,
-                    pid,
-                    tid: stid,
-                    start,
-                    end: ts,
-                    work,
-                },
-            );
+            t.channel.send_window(Input::Step {
+                number: n,
+                pid: pid(),
+                tid: stid,
+                start,
+                end: ts,
+                work,
+            });
         }
-        send(
-            t,
-            Input::EndRecording {
-                ts,
-                last_call: None,
-            },
-        );
+        t.channel.send_window(Input::EndRecording {
+            ts,
+            last_call: None,
+        });
     }
     if let Ok(mut g) = STATE.lock() {
         *g = None;
@@ -363,68 +346,35 @@ pub fn steps_seen() -> u64 {
     STEPS_SEEN.load(Relaxed)
 }
 
-/// Which CUPTI external-correlation stack an id goes on: NVTX ranges and PyTorch operators
-/// have one each, so an operator inside a range leaves the range's id in place.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Correlated {
-    Range,
-    TorchOp,
-}
-
-impl Correlated {
-    fn kind(self) -> u32 {
-        match self {
-            Correlated::Range => crate::cupti::EXTERNAL_KIND_CUPROF,
-            Correlated::TorchOp => cuprof_core::EXTERNAL_KIND_TORCH_OP,
-        }
-    }
+/// Whether the window is made of steps.
+pub fn expects_steps() -> bool {
+    STEPS_EXPECTED.load(Relaxed)
 }
 
 /// Pushes an NVTX range's (or operator's) id as CUPTI's external correlation id while
 /// collecting.
-pub fn push_correlation(what: Correlated, id: u64) -> bool {
-    if !COLLECTING.load(Relaxed) {
-        return false;
-    }
-    let Some(t) = tracer() else { return false };
-    if !t.cpu_activity {
-        return false;
-    }
-    // SAFETY: a plain CUPTI call with no pointers.
-    unsafe { (t.cupti.cuptiActivityPushExternalCorrelationId)(what.kind(), id) == 0 }
+pub fn push_correlation(t: &Tracer, what: Correlated, id: u64) -> bool {
+    COLLECTING.load(Relaxed) && t.cpu_activity && t.cupti.push_correlation(what, id)
 }
 
-pub fn pop_correlation(what: Correlated) {
-    let Some(t) = tracer() else { return };
-    let mut last = 0u64;
-    // SAFETY: writes one u64.
-    unsafe { (t.cupti.cuptiActivityPopExternalCorrelationId)(what.kind(), &mut last) };
+pub fn pop_correlation(t: &Tracer, what: Correlated) {
+    t.cupti.pop_correlation(what);
 }
 
 /// Python call stacks are wanted for operators (`--with-stack`), and the window collects.
-pub fn wants_stacks() -> bool {
-    COLLECTING.load(Relaxed) && tracer().is_some_and(|t| t.with_stack)
+pub fn wants_stacks(t: &Tracer) -> bool {
+    COLLECTING.load(Relaxed) && t.with_stack
 }
 
-/// The tracer, while the window collects ranges (CPU activity on): operators' ranges are kept.
-pub fn recording_ranges() -> Option<&'static Tracer> {
-    if !COLLECTING.load(Relaxed) {
-        return None;
-    }
-    tracer().filter(|t| t.cpu_activity)
+/// The window collects ranges (CPU activity on): operators' ranges are kept.
+pub fn records_ranges(t: &Tracer) -> bool {
+    COLLECTING.load(Relaxed) && t.cpu_activity
 }
 
 /// Sends a finished NVTX range to the writer while collecting (ranges outside the window are
 /// worth nothing and cost a channel slot).
-pub fn send_range(r: Range) {
-    if !COLLECTING.load(Relaxed) {
-        return;
-    }
-    let Some(t) = tracer() else { return };
-    if !t.cpu_activity {
-        return;
-    }
-    if t.tx.try_send(Msg::Input(Input::Range(r))).is_err() {
-        t.counters.dropped_channel.fetch_add(1, Relaxed);
+pub fn send_range(t: &Tracer, r: Range) {
+    if COLLECTING.load(Relaxed) && t.cpu_activity {
+        t.channel.send_range(r);
     }
 }

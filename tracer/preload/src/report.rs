@@ -1,0 +1,110 @@
+//! What the user is told when the session ends: the files written, the records lost and what
+//! to change for each cause, on stderr and in the launcher's report file.
+
+use crate::process::say;
+use crate::tracer::Tracer;
+use crate::window;
+use cuprof_core::config::report::ReportLine;
+use cuprof_core::session::{Session, Written};
+use std::io::Write;
+use std::sync::atomic::Ordering::Relaxed;
+
+fn human(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{b} B"),
+    }
+}
+
+/// Finishes the session and tells the user (stderr and the launcher's report file).
+pub fn finish(t: &Tracer, session: Session) {
+    let (written, errors) = session.finish();
+    for e in &errors {
+        say(e.trim_start_matches("cuprof: "));
+    }
+    let stats = t.counters.snapshot();
+    tracing::debug!(
+        ?written,
+        ?stats,
+        records = t.counters.records.load(Relaxed),
+        "session finished"
+    );
+    // Under `cuprof run` the launcher prints the lines once the program has ended (stderr may be
+    // closed by then, or interleaved with the program's own output).
+    let say = |m: &str| {
+        if t.report_file.is_none() {
+            say(m)
+        }
+    };
+    let lost = stats.dropped_channel + stats.dropped_cupti + stats.dropped_buffers;
+    let mut lines = Vec::new();
+    for Written { path, events, .. } in &written {
+        let bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        say(&format!(
+            "wrote {} ({events} events, {})",
+            path.display(),
+            human(bytes)
+        ));
+        lines.push(
+            ReportLine::File {
+                path: path.clone(),
+                events: *events,
+                bytes,
+            }
+            .to_line(),
+        );
+    }
+    if lost > 0 {
+        let note = format!(
+            "{lost} records were lost ({} channel full, {} dropped by CUPTI, {} buffer pool exhausted): {}",
+            stats.dropped_channel,
+            stats.dropped_cupti,
+            stats.dropped_buffers,
+            loss_advice(&stats)
+        );
+        say(&note);
+        lines.push(ReportLine::Note(note).to_line());
+    }
+    if written.is_empty() {
+        let why = if window::steps_seen() == 0 && window::expects_steps() {
+            "no step was recorded: no NVTX range matched the step pattern and cuprof_step() was never called".to_string()
+        } else {
+            format!(
+                "process {} initialised CUDA but did no GPU work in the profiling window: no trace written",
+                t.pid
+            )
+        };
+        say(&why);
+        lines.push(ReportLine::Note(why).to_line());
+    }
+    if let Some(rf) = &t.report_file {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(rf)
+        {
+            let _ = f.write_all(lines.concat().as_bytes());
+        }
+    }
+}
+
+/// What to change for each cause of loss that happened.
+fn loss_advice(stats: &cuprof_core::trace_writer::TraceStats) -> String {
+    let mut advice = Vec::new();
+    if stats.dropped_channel > 0 {
+        advice.push(
+            "the writer fell behind: narrow the window or record less (CUPROF_ACTIVITIES, CUPROF_API)",
+        );
+    }
+    if stats.dropped_cupti > 0 {
+        advice.push("CUPTI ran out of buffer room: raise CUPROF_BUFFER_SIZE");
+    }
+    if stats.dropped_buffers > 0 {
+        advice.push(
+            "CUPTI's buffers held more records than the pool allows, or more threads held buffers than it allows: raise CUPROF_BUFFERS",
+        );
+    }
+    advice.join("; ")
+}

@@ -1,0 +1,119 @@
+//! Bringing CUPTI up at CUDA initialisation, in the order the design note gives: load,
+//! version, subscribe, thread ids, buffer callbacks, callbacks, API filter, kinds; and the
+//! tracer and channel built around it.
+
+use crate::channel::{self, Inbox};
+use crate::cupti::{self, ActivityKind};
+use crate::process::say;
+use crate::tracer::Tracer;
+use cuprof_core::config::Config;
+use cuprof_core::decode::{Decoder, LayoutFamily};
+use cupti_sys::CUpti_driver_api_trace_cbid_enum as Drv;
+use cupti_sys::CUpti_runtime_api_trace_cbid_enum as Rt;
+use std::sync::{Arc, Mutex};
+
+/// Messages the channel holds at least: each is one CUPTI buffer's batch or one NVTX range.
+const CHANNEL_CAPACITY: usize = 4096;
+
+/// CUPROF_LOG=error|warn|info|debug|trace: cuprof's own diagnostics on stderr (CUPTI setup,
+/// window transitions, flushes, files). Off by default: the host's stderr is not ours.
+fn init_logging() {
+    let level = match std::env::var("CUPROF_LOG").as_deref().map(str::trim) {
+        Ok("error") => tracing::Level::ERROR,
+        Ok("warn") => tracing::Level::WARN,
+        Ok("info") => tracing::Level::INFO,
+        Ok("debug") => tracing::Level::DEBUG,
+        Ok("trace") => tracing::Level::TRACE,
+        _ => return,
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(level)
+        .with_target(false)
+        .try_init();
+}
+
+/// The activity kinds the window switches on and off.
+fn kinds(cfg: &Config) -> Vec<ActivityKind> {
+    let mut k = Vec::new();
+    if cfg.activities.gpu {
+        k.extend([
+            ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+            ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
+            ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
+            ActivityKind::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+            // Where awaited events were recorded: the wait_on_* fields of event syncs.
+            ActivityKind::CUPTI_ACTIVITY_KIND_CUDA_EVENT,
+        ]);
+    }
+    if cfg.activities.cpu {
+        k.extend(crate::api::api_kinds(cfg.api));
+        k.push(ActivityKind::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+    }
+    k
+}
+
+/// Loads and configures CUPTI; returns the tracer and the writer's end of its channel.
+/// Errors are one line for stderr.
+pub fn connect(cfg: &Config) -> Result<(Tracer, Inbox), String> {
+    init_logging();
+    let explicit = cfg
+        .cupti_path
+        .as_ref()
+        .map(|p| p.to_string_lossy().into_owned());
+    let cupti = cupti::load(explicit.as_deref())?;
+    let version = cupti.version();
+    let family = LayoutFamily::from_version(version).map_err(|e| e.to_string())?;
+    tracing::debug!(path = %cupti.path, version, ?family, "libcupti loaded");
+    crate::callbacks::subscribe(&cupti)?;
+    cupti.use_system_thread_ids();
+    cupti
+        .register_buffer_callbacks(crate::buffers::requested, crate::buffers::completed)
+        .map_err(|e| format!("CUPTI refused the activity callbacks: {e}; tracing is off"))?;
+    let names = crate::resolve::Names::new(
+        |d, c| cupti.callback_name(d, c),
+        Rt::CUPTI_RUNTIME_TRACE_CBID_SIZE.0,
+        Drv::CUPTI_DRIVER_TRACE_CBID_SIZE.0,
+    );
+    crate::callbacks::enable(&cupti, cfg.with_stack && cfg.activities.mem);
+    // Queued/submitted times on kernel records (Kineto's `queued` arg) exist only when asked for,
+    // and cost time on every launch (about 1.2 us on an H100): only with CUPROF_QUEUED.
+    if cfg.queued {
+        cupti.enable_latency_timestamps();
+    }
+    // Memory records stay on for the whole run: a snapshot needs every live allocation, and
+    // allocations are rare in caching allocators.
+    if cfg.activities.mem {
+        if let Err(e) = cupti.enable_kind(ActivityKind::CUPTI_ACTIVITY_KIND_MEMORY2) {
+            say(&format!("CUPTI refused device-memory records: {e}"));
+        }
+    }
+    let api = crate::api::ApiPlan::new(cfg, &cupti, &names);
+    let kinds = kinds(cfg);
+    tracing::debug!(kinds = ?kinds.iter().map(|k| k.0).collect::<Vec<_>>(), memory = cfg.activities.mem, with_stack = cfg.with_stack, api = ?cfg.api, per_call = api.is_some(), "activity kinds");
+    let pool = crate::pool::Pool::new(cfg.buffer_size, cfg.buffers);
+    // A flush from the writer thread (periodic, or to reclaim buffers) sends every partly filled
+    // buffer into the writer's own channel before it can drain any: room for all, twice.
+    let capacity = CHANNEL_CAPACITY.max(2 * pool.max_out());
+    let counters: Arc<cuprof_core::session::Counters> = Arc::new(Default::default());
+    let (outbox, inbox) = channel::bounded(capacity, counters.clone());
+    let tracer = Tracer {
+        api,
+        cupti_version: version,
+        decoder: Mutex::new(Decoder::new(family)),
+        names: Mutex::new(names),
+        pool,
+        channel: outbox,
+        counters,
+        kinds,
+        cpu_activity: cfg.activities.cpu,
+        torch_ops: (cfg.activities.cpu && cfg.torch_ops).then_some(cfg.record_shapes),
+        with_stack: cfg.with_stack,
+        dump_dir: cfg.dump_buffers.clone(),
+        pid: std::process::id(),
+        report_file: cfg.report_file.clone(),
+        kinds_on: Default::default(),
+        cupti,
+    };
+    Ok((tracer, inbox))
+}
