@@ -66,7 +66,7 @@ const DEVICE_RESET: (ApiDomain, u32) = (
 );
 
 /// Subscribes cuprof to CUPTI with [`on_callback`].
-pub fn subscribe(cupti: &Cupti) -> Result<(), String> {
+pub fn subscribe(cupti: &Cupti) -> Result<(), crate::error::StartError> {
     cupti.subscribe(on_callback)
 }
 

@@ -9,6 +9,7 @@
 //! .12 and the unversioned name), an explicit path (CUPROF_CUPTI_PATH), then the usual locations.
 //! The library is never closed: CUPTI 13.0 leaves dangling pointers behind on dlclose.
 
+use crate::error::{CuptiResult, StartError};
 use cuprof_core::event::ApiDomain;
 use cupti_sys::{self as sys, symbols, CUptiResult};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -194,7 +195,7 @@ macro_rules! required {
     ($handle:expr, $($name:ident: $ty:ident),* $(,)?) => {
         Required {
             $($name: entry!($handle, $name, $ty)
-                .ok_or_else(|| format!("has no symbol {}", stringify!($name)))?,)*
+                .ok_or(stringify!($name))?,)*
         }
     };
 }
@@ -202,7 +203,8 @@ macro_rules! required {
 impl Cupti {
     /// # Safety
     /// `handle` must be a live dlopen handle of a CUPTI library.
-    unsafe fn from_handle(handle: *mut c_void, path: String) -> Result<Cupti, String> {
+    /// The error is the name of a required symbol the library lacks.
+    unsafe fn from_handle(handle: *mut c_void, path: String) -> Result<Cupti, &'static str> {
         let required = required!(handle,
             cuptiGetVersion: cuptiGetVersion_t,
             cuptiSubscribe: cuptiSubscribe_t,
@@ -256,7 +258,7 @@ impl Cupti {
     }
 
     /// Becomes CUPTI's subscriber with `callback`. Errors are one line for stderr.
-    pub fn subscribe(&self, callback: CallbackFn) -> Result<(), String> {
+    pub fn subscribe(&self, callback: CallbackFn) -> Result<(), StartError> {
         let mut sub: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
         let mut holder = [0 as c_char; 256];
         let r = match self.optional.cuptiSubscribe_v2 {
@@ -290,18 +292,16 @@ impl Cupti {
                 self.subscriber.store(sub, Relaxed);
                 Ok(())
             }
-            CUptiResult::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED => Err(format!(
-                "another profiler already holds CUPTI in this process ({who}; {}); cuprof stays passive and the program runs untraced by it",
-                self.result_string(r)
-            )),
-            CUptiResult::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES => Err(format!(
-                "CUPTI refused: {} (GPU profiling may be restricted to admin users: NVreg_RestrictProfilingToAdminUsers); tracing is off",
-                self.result_string(r)
-            )),
-            _ => Err(format!(
-                "CUPTI subscribe failed: {}; tracing is off",
-                self.result_string(r)
-            )),
+            CUptiResult::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED => {
+                Err(StartError::CuptiHeld {
+                    holder: who,
+                    result: self.result_string(r),
+                })
+            }
+            CUptiResult::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES => {
+                Err(StartError::CuptiPrivileges(self.result_string(r)))
+            }
+            _ => Err(StartError::Subscribe(self.result_string(r))),
         }
     }
 
@@ -348,7 +348,7 @@ impl Cupti {
         &self,
         requested: BufferRequestedFn,
         completed: BufferCompletedFn,
-    ) -> Result<(), String> {
+    ) -> Result<(), CuptiResult> {
         // SAFETY: the callbacks live forever (the library is never unloaded).
         let r = unsafe {
             (self.required.cuptiActivityRegisterCallbacks)(Some(requested), Some(completed))
@@ -357,7 +357,7 @@ impl Cupti {
     }
 
     /// Turns an activity kind on. Errors are CUPTI's words.
-    pub fn enable_kind(&self, kind: ActivityKind) -> Result<(), String> {
+    pub fn enable_kind(&self, kind: ActivityKind) -> Result<(), CuptiResult> {
         // SAFETY: a plain CUPTI call with an integer argument.
         let r = unsafe { (self.required.cuptiActivityEnable)(kind) };
         self.check(r)
@@ -466,7 +466,7 @@ impl Cupti {
         unsafe { set(cbid, on as u8) };
     }
 
-    fn check(&self, r: CUptiResult) -> Result<(), String> {
+    fn check(&self, r: CUptiResult) -> Result<(), CuptiResult> {
         if r == CUptiResult::CUPTI_SUCCESS {
             Ok(())
         } else {
@@ -474,7 +474,7 @@ impl Cupti {
         }
     }
 
-    fn result_string(&self, r: CUptiResult) -> String {
+    fn result_string(&self, r: CUptiResult) -> CuptiResult {
         let mut s: *const c_char = std::ptr::null();
         // SAFETY: CUPTI writes a pointer to a static string or leaves it NULL.
         let ok = unsafe { (self.required.cuptiGetResultString)(r, &mut s) }
@@ -482,9 +482,9 @@ impl Cupti {
         if ok && !s.is_null() {
             // SAFETY: CUPTI's result strings are static C strings.
             let text = unsafe { CStr::from_ptr(s) }.to_string_lossy();
-            format!("{text} ({})", r.0)
+            CuptiResult(format!("{text} ({})", r.0))
         } else {
-            format!("CUPTI error {}", r.0)
+            CuptiResult(format!("CUPTI error {}", r.0))
         }
     }
 }
@@ -539,7 +539,7 @@ fn candidates(explicit: Option<&str>) -> Vec<String> {
 }
 
 /// Finds and loads libcupti. The error lists what was tried.
-pub fn load(explicit: Option<&str>) -> Result<Cupti, String> {
+pub fn load(explicit: Option<&str>) -> Result<Cupti, StartError> {
     let flags_noload = libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_GLOBAL;
     let mut handle = None;
     if explicit.is_none() {
@@ -562,7 +562,7 @@ pub fn load(explicit: Option<&str>) -> Result<Cupti, String> {
                 Err(e) => {
                     if explicit.is_some() && errors.is_empty() {
                         // An explicit path that fails is the one error worth showing.
-                        return Err(format!("could not load CUPROF_CUPTI_PATH={path}: {e}"));
+                        return Err(StartError::CuptiPath { path, reason: e });
                     }
                     errors.push(e);
                 }
@@ -570,12 +570,12 @@ pub fn load(explicit: Option<&str>) -> Result<Cupti, String> {
         }
     }
     let Some((h, path)) = handle else {
-        return Err("libcupti not found (tried libcupti.so.13, libcupti.so.12, $CUDA_HOME/lib64, /usr/local/cuda/lib64): install the CUDA toolkit's CUPTI or the nvidia-cuda-cupti wheel, or set CUPROF_CUPTI_PATH".to_string());
+        return Err(StartError::CuptiNotFound);
     };
     let _ = LOADED.set(h as usize);
     // SAFETY: h is a live handle from dlopen.
     unsafe { Cupti::from_handle(h, path.clone()) }
-        .map_err(|e| format!("{path} is not a usable libcupti: it {e}"))
+        .map_err(|symbol| StartError::CuptiSymbol { path, symbol })
 }
 
 /// The real libcupti function `name` (the copy cuprof loaded, else one already in the process,

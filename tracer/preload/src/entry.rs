@@ -137,7 +137,7 @@ pub extern "C" fn InitializeInjection() -> c_int {
             say(w.trim_start_matches("cuprof: "));
         }
         if let Err(e) = lifecycle::start(cfg) {
-            say(&e);
+            say(&e.to_string());
             if let Some(rf) = &cfg.report_file {
                 let note =
                     cuprof_core::config::report::ReportLine::Note(format!("not traced: {e}"));

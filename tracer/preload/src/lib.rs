@@ -16,6 +16,7 @@
 //! - `lifecycle` owns the library's one state (`Phase`) and every transition: start at CUDA
 //!   initialisation, shutdown on the exit paths and fatal signals (`signals` catches them),
 //!   step-aside for a second profiler, fork. `entry` holds the C entry points that drive it.
+//!   `error` says, in one line each, why tracing could not start.
 //! - `tracer` is what the running tracer holds, and where callbacks find it (`running()`).
 //! - `cupti` is the only module that calls CUPTI (a safe wrapper on cupti-sys's types);
 //!   `setup` brings CUPTI up in order, `callbacks` acts on its subscriber callbacks, `api`
@@ -54,6 +55,7 @@ mod report;
 
 // The library's life and its entry points.
 mod entry;
+mod error;
 mod lifecycle;
 mod signals;
 mod tracer;

@@ -11,6 +11,7 @@
 //! CUPTI ([`step_aside`]). While Running (and ShuttingDown, to take CUPTI's last buffers) the
 //! tracer is lent out through [`crate::tracer::running`].
 
+use crate::error::StartError;
 use crate::process::{guard, say};
 use crate::signals::{self, Request};
 use crate::tracer::{self, Tracer};
@@ -90,7 +91,7 @@ pub fn claim_start() -> bool {
 
 /// Starting -> Running: sets CUPTI up, starts the writer, installs the exit, fork and signal
 /// hooks, opens the window. On an error (one line for stderr) the library goes inert.
-pub fn start(cfg: &Config) -> Result<(), String> {
+pub fn start(cfg: &Config) -> Result<(), StartError> {
     let started = start_tracer(cfg);
     if started.is_err() {
         set(Phase::Inert);
@@ -98,7 +99,7 @@ pub fn start(cfg: &Config) -> Result<(), String> {
     started
 }
 
-fn start_tracer(cfg: &Config) -> Result<(), String> {
+fn start_tracer(cfg: &Config) -> Result<(), StartError> {
     let (tracer, inbox) = crate::setup::connect(cfg)?;
     // Lives as long as the process: CUPTI and NVTX call into it until the end.
     let t: &'static Tracer = Box::leak(Box::new(tracer));

@@ -4,6 +4,7 @@
 
 use crate::channel::{self, Inbox};
 use crate::cupti::{self, ActivityKind};
+use crate::error::StartError;
 use crate::process::say;
 use crate::tracer::Tracer;
 use cuprof_core::config::Config;
@@ -55,7 +56,7 @@ fn kinds(cfg: &Config) -> Vec<ActivityKind> {
 
 /// Loads and configures CUPTI; returns the tracer and the writer's end of its channel.
 /// Errors are one line for stderr.
-pub fn connect(cfg: &Config) -> Result<(Tracer, Inbox), String> {
+pub fn connect(cfg: &Config) -> Result<(Tracer, Inbox), StartError> {
     init_logging();
     let explicit = cfg
         .cupti_path
@@ -63,13 +64,13 @@ pub fn connect(cfg: &Config) -> Result<(Tracer, Inbox), String> {
         .map(|p| p.to_string_lossy().into_owned());
     let cupti = cupti::load(explicit.as_deref())?;
     let version = cupti.version();
-    let family = LayoutFamily::from_version(version).map_err(|e| e.to_string())?;
+    let family = LayoutFamily::from_version(version)?;
     tracing::debug!(path = %cupti.path, version, ?family, "libcupti loaded");
     crate::callbacks::subscribe(&cupti)?;
     cupti.use_system_thread_ids();
     cupti
         .register_buffer_callbacks(crate::buffers::requested, crate::buffers::completed)
-        .map_err(|e| format!("CUPTI refused the activity callbacks: {e}; tracing is off"))?;
+        .map_err(StartError::BufferCallbacks)?;
     let names = crate::resolve::Names::new(
         |d, c| cupti.callback_name(d, c),
         Rt::CUPTI_RUNTIME_TRACE_CBID_SIZE.0,

@@ -3,6 +3,7 @@
 //! and reports the files it wrote when asked to finish.
 
 use crate::channel::{Inbox, Msg};
+use crate::error::StartError;
 use crate::process::{guard, say};
 use crate::tracer::Tracer;
 use crate::window;
@@ -16,12 +17,12 @@ const TICK: Duration = Duration::from_millis(100);
 const OP_TAKE_EVERY: Duration = Duration::from_secs(1);
 
 /// Starts the writer thread on `session`, fed by `inbox`.
-pub fn spawn(t: &'static Tracer, session: Session, inbox: Inbox) -> Result<(), String> {
+pub fn spawn(t: &'static Tracer, session: Session, inbox: Inbox) -> Result<(), StartError> {
     std::thread::Builder::new()
         .name("cuprof-writer".into())
         .spawn(move || guard((), || run(t, session, inbox)))
         .map(drop)
-        .map_err(|e| format!("could not start the writer thread: {e}"))
+        .map_err(StartError::WriterThread)
 }
 
 fn run(t: &Tracer, mut session: Session, inbox: Inbox) {
