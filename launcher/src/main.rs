@@ -1,6 +1,7 @@
 //! `cuprof`: run a program under the tracer, or analyse traces offline.
 
 mod analysis;
+mod byte_size;
 mod console;
 mod export;
 mod memory_cmd;
