@@ -1,6 +1,7 @@
 //! `cuprof compare A B`: kernel by kernel, bucket by bucket and (when both have them) PyTorch
 //! operator by operator, with the step-time speedup.
 
+use super::saturating::AddSat;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -88,17 +89,17 @@ fn operator_rows(a: &Operators, b: &Operators) -> Vec<OperatorRow> {
     let mut m: BTreeMap<&str, OperatorRow> = BTreeMap::new();
     for r in &a.top {
         let o = m.entry(&r.name).or_default();
-        o.a_count += r.count;
-        o.a_cpu_ns += r.cpu_ns;
-        o.a_self_cpu_ns += r.self_cpu_ns;
-        o.a_gpu_ns += r.gpu_ns;
+        o.a_count.add_sat(r.count);
+        o.a_cpu_ns.add_sat(r.cpu_ns);
+        o.a_self_cpu_ns.add_sat(r.self_cpu_ns);
+        o.a_gpu_ns.add_sat(r.gpu_ns);
     }
     for r in &b.top {
         let o = m.entry(&r.name).or_default();
-        o.b_count += r.count;
-        o.b_cpu_ns += r.cpu_ns;
-        o.b_self_cpu_ns += r.self_cpu_ns;
-        o.b_gpu_ns += r.gpu_ns;
+        o.b_count.add_sat(r.count);
+        o.b_cpu_ns.add_sat(r.cpu_ns);
+        o.b_self_cpu_ns.add_sat(r.self_cpu_ns);
+        o.b_gpu_ns.add_sat(r.gpu_ns);
     }
     let mut v: Vec<OperatorRow> = m
         .into_iter()
@@ -126,10 +127,10 @@ fn rows(
 ) -> Vec<Row> {
     let mut m: BTreeMap<String, (i64, i64)> = BTreeMap::new();
     for (n, t) in a {
-        m.entry(n).or_default().0 += t;
+        m.entry(n).or_default().0.add_sat(t);
     }
     for (n, t) in b {
-        m.entry(n).or_default().1 += t;
+        m.entry(n).or_default().1.add_sat(t);
     }
     let mut v: Vec<Row> = m
         .into_iter()

@@ -13,6 +13,11 @@ use cuprof_core::reader::{Event, Id, ReadSummary, TraceMeta, TraceReader};
 use indicatif::{ProgressBar, ProgressStyle};
 use rustc_hash::FxHashMap;
 
+/// Times (ns) an event may start and end at, exclusive: 2^62 ns is the year 2116 on the Unix
+/// clock, and within it the difference of any two times fits in 64 bits, so windows and
+/// durations cannot wrap (sums of many saturate instead: [`super::saturating`]).
+pub const TIME_LIMIT_NS: i64 = 1 << 62;
+
 /// Name id of "no name".
 pub const NO_NAME: u32 = u32::MAX;
 
@@ -167,7 +172,8 @@ pub struct FileData {
     /// Device memory counter samples (`ph: C`, `cat: cuda_memory`): (device, time,
     /// `reserved_bytes`), in file order.
     pub memory: Vec<(i64, i64, i64)>,
-    /// Complete events dropped because `ts` or `dur` is missing, not a number or not finite.
+    /// Complete events dropped because `ts` or `dur` is missing, not a number, not finite, or
+    /// starts or ends beyond ±[`TIME_LIMIT_NS`].
     pub malformed_skipped: u64,
     /// Complete events with a negative `dur`, read as lasting 0.
     pub malformed_clamped: u64,
@@ -410,6 +416,12 @@ impl Builder<'_> {
             dur
         };
         let end = start.saturating_add(dur);
+        if !(-TIME_LIMIT_NS..TIME_LIMIT_NS).contains(&start)
+            || !(-TIME_LIMIT_NS..TIME_LIMIT_NS).contains(&end)
+        {
+            self.data.malformed_skipped += 1;
+            return;
+        }
         let cat = cuda_category(&e.cat);
         match cat {
             "kernel" | "gpu_memcpy" | "gpu_memset" => {

@@ -48,6 +48,7 @@ mod model;
 mod operators;
 mod render;
 mod run_summary;
+mod saturating;
 mod series;
 
 use std::path::{Path, PathBuf};

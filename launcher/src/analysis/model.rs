@@ -1,6 +1,7 @@
 //! The numbers of `cuprof report`, computed from loaded files. Every definition is in the module
 //! documentation of `analysis` (and `docs/analysis.md`); this file is their implementation.
 
+use super::saturating::{self, AddSat};
 use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
@@ -160,17 +161,19 @@ pub struct Breakdown {
 
 impl Breakdown {
     pub fn add(&mut self, o: &Breakdown) {
-        self.wall_ns += o.wall_ns;
-        self.compute_ns += o.compute_ns;
-        self.communication_ns += o.communication_ns;
-        self.memcpy_ns += o.memcpy_ns;
-        self.memset_ns += o.memset_ns;
-        self.idle_ns += o.idle_ns;
-        self.idle_sync_wait_ns += o.idle_sync_wait_ns;
-        self.idle_host_bound_ns += o.idle_host_bound_ns;
-        self.busy_ns += o.busy_ns;
-        self.communication_total_ns += o.communication_total_ns;
-        self.comm_compute_overlap_ns += o.comm_compute_overlap_ns;
+        self.wall_ns.add_sat(o.wall_ns);
+        self.compute_ns.add_sat(o.compute_ns);
+        self.communication_ns.add_sat(o.communication_ns);
+        self.memcpy_ns.add_sat(o.memcpy_ns);
+        self.memset_ns.add_sat(o.memset_ns);
+        self.idle_ns.add_sat(o.idle_ns);
+        self.idle_sync_wait_ns.add_sat(o.idle_sync_wait_ns);
+        self.idle_host_bound_ns.add_sat(o.idle_host_bound_ns);
+        self.busy_ns.add_sat(o.busy_ns);
+        self.communication_total_ns
+            .add_sat(o.communication_total_ns);
+        self.comm_compute_overlap_ns
+            .add_sat(o.comm_compute_overlap_ns);
     }
 }
 
@@ -195,7 +198,7 @@ pub fn intersection_len(a: &[(i64, i64)], b: &[(i64, i64)]) -> i64 {
         let s = a[i].0.max(b[j].0);
         let e = a[i].1.min(b[j].1);
         if e > s {
-            total += e - s;
+            total.add_sat(e - s);
         }
         if a[i].1 < b[j].1 {
             i += 1;
@@ -231,24 +234,24 @@ pub fn breakdown(ops: &[&GpuOp], syncs: &[(i64, i64)]) -> Breakdown {
             return;
         }
         if active[0] > 0 {
-            b.compute_ns += d;
+            b.compute_ns.add_sat(d);
         } else if active[1] > 0 {
-            b.communication_ns += d;
+            b.communication_ns.add_sat(d);
         } else if active[2] > 0 {
-            b.memcpy_ns += d;
+            b.memcpy_ns.add_sat(d);
         } else if active[3] > 0 {
-            b.memset_ns += d;
+            b.memset_ns.add_sat(d);
         } else {
-            b.idle_ns += d;
+            b.idle_ns.add_sat(d);
             match idle.last_mut() {
                 Some(l) if l.1 == from => l.1 = to,
                 _ => idle.push((from, to)),
             }
         }
         if active[1] > 0 {
-            b.communication_total_ns += d;
+            b.communication_total_ns.add_sat(d);
             if active[0] > 0 {
-                b.comm_compute_overlap_ns += d;
+                b.comm_compute_overlap_ns.add_sat(d);
             }
         }
     };
@@ -309,7 +312,7 @@ pub fn step_stats<'a>(steps: impl Iterator<Item = &'a super::load::Step>) -> Ste
         if let Some(w) = st.work {
             s.work_steps += 1;
             s.work += w;
-            s.work_time_ns += st.dur;
+            s.work_time_ns.add_sat(st.dur);
         }
     }
     if durs.is_empty() {
@@ -317,7 +320,7 @@ pub fn step_stats<'a>(steps: impl Iterator<Item = &'a super::load::Step>) -> Ste
     }
     durs.sort_unstable();
     s.count = durs.len();
-    s.total_ns = durs.iter().sum();
+    s.total_ns = saturating::sum(durs.iter().copied());
     s.mean_ns = s.total_ns as f64 / s.count as f64;
     s.p50_ns = percentile(&durs, 50);
     s.p90_ns = percentile(&durs, 90);
@@ -338,7 +341,8 @@ pub struct FileSummary {
     pub uncompressed_bytes: u64,
     /// Why and where the file stops early, when it does.
     pub truncated: Option<String>,
-    /// Complete events left out: `ts` or `dur` missing, not a number or not finite.
+    /// Complete events left out: `ts` or `dur` missing, not a number, not finite or beyond
+    /// ±2^62 ns.
     #[serde(default)]
     pub malformed_events_skipped: u64,
     /// Complete events with a negative `dur`, counted as lasting 0.
@@ -384,13 +388,14 @@ impl Dropped {
     }
 
     fn add(&mut self, o: &Dropped) {
-        self.dropped_channel += o.dropped_channel;
-        self.dropped_cupti += o.dropped_cupti;
-        self.dropped_buffers += o.dropped_buffers;
-        self.kernels_without_timestamps += o.kernels_without_timestamps;
-        self.memory_events_dropped += o.memory_events_dropped;
-        self.files_without_stats += o.files_without_stats;
-        self.files_incomplete += o.files_incomplete;
+        self.dropped_channel.add_sat(o.dropped_channel);
+        self.dropped_cupti.add_sat(o.dropped_cupti);
+        self.dropped_buffers.add_sat(o.dropped_buffers);
+        self.kernels_without_timestamps
+            .add_sat(o.kernels_without_timestamps);
+        self.memory_events_dropped.add_sat(o.memory_events_dropped);
+        self.files_without_stats.add_sat(o.files_without_stats);
+        self.files_incomplete.add_sat(o.files_incomplete);
     }
 }
 
@@ -583,7 +588,7 @@ impl Analysis {
                 truncated: f.read.truncated.as_ref().map(|t| t.to_string()),
                 malformed_events_skipped: f.malformed_skipped,
                 malformed_events_clamped: f.malformed_clamped,
-                ignored_events: f.ignored.values().sum(),
+                ignored_events: saturating::sum(f.ignored.values().copied()),
                 ignored_categories: f.ignored.clone(),
                 gpu_ops: f.ops.len() as u64,
             })
@@ -611,21 +616,21 @@ impl Analysis {
                     OpKind::Compute | OpKind::Comm => {
                         let k = kernels.entry(o.name).or_default();
                         k.0 += 1;
-                        k.1 += d;
+                        k.1.add_sat(d);
                     }
                     OpKind::Memcpy | OpKind::Memset => {
                         let m = memcpy.entry(o.name).or_default();
                         m.0 += 1;
-                        m.1 += o.bytes;
-                        m.2 += d;
+                        m.1.add_sat(o.bytes);
+                        m.2.add_sat(d);
                     }
                 }
                 let b = buckets.entry(self.bucket_name(*path)).or_default();
                 b.0 += 1;
-                b.1 += d;
+                b.1.add_sat(d);
             }
         }
-        let kernel_total: i64 = kernels.values().map(|k| k.1).sum();
+        let kernel_total: i64 = saturating::sum(kernels.values().map(|k| k.1));
         let ops = operators::summarize(&self.names, &self.files, &self.links);
         let launcher = |name: u32| ops.as_ref().and_then(|(_, by)| by.get(&name)).cloned();
         let mut top_kernels: Vec<KernelRow> = kernels
@@ -641,7 +646,7 @@ impl Analysis {
             })
             .collect();
         top_kernels.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
-        let bucket_total: i64 = buckets.values().map(|b| b.1).sum();
+        let bucket_total: i64 = saturating::sum(buckets.values().map(|b| b.1));
         let mut nvtx_buckets: Vec<BucketRow> = buckets
             .into_iter()
             .map(|(name, (count, total))| BucketRow {
@@ -729,11 +734,15 @@ impl Analysis {
             }
             match &f.meta.stats {
                 Some(st) => {
-                    dropped.dropped_channel += st.dropped_channel;
-                    dropped.dropped_cupti += st.dropped_cupti;
-                    dropped.dropped_buffers += st.dropped_buffers;
-                    dropped.kernels_without_timestamps += st.kernels_without_timestamps;
-                    dropped.memory_events_dropped += st.memory_events_dropped;
+                    dropped.dropped_channel.add_sat(st.dropped_channel);
+                    dropped.dropped_cupti.add_sat(st.dropped_cupti);
+                    dropped.dropped_buffers.add_sat(st.dropped_buffers);
+                    dropped
+                        .kernels_without_timestamps
+                        .add_sat(st.kernels_without_timestamps);
+                    dropped
+                        .memory_events_dropped
+                        .add_sat(st.memory_events_dropped);
                     if st.complete == Some(false) {
                         dropped.files_incomplete += 1;
                     }
