@@ -27,6 +27,8 @@ pub struct CompareArgs {
     /// Rows shown per table (the JSON has all of them).
     #[arg(long, default_value_t = 20)]
     pub top: usize,
+    #[command(flatten)]
+    pub jobs: crate::jobs::Jobs,
 }
 
 #[derive(Debug, Serialize)]
@@ -275,8 +277,14 @@ fn operator_table(rows: &[OperatorRow], top: usize) -> String {
 }
 
 pub fn compare(args: CompareArgs) -> Result<()> {
-    let a = super::analyse(std::slice::from_ref(&args.a))?.summarize();
-    let b = super::analyse(std::slice::from_ref(&args.b))?.summarize();
+    // A and B at once, each file of each on its own worker.
+    let (a, b) = args.jobs.install(|| {
+        rayon::join(
+            || super::analyse(std::slice::from_ref(&args.a)).map(|an| an.summarize()),
+            || super::analyse(std::slice::from_ref(&args.b)).map(|an| an.summarize()),
+        )
+    })?;
+    let (a, b) = (a?, b?);
     let c = comparison(&a, &b);
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&c)?)

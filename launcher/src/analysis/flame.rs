@@ -31,6 +31,8 @@ pub struct FlameArgs {
     /// Stack by NVTX ranges even when the trace has PyTorch operators.
     #[arg(long)]
     pub nvtx: bool,
+    #[command(flatten)]
+    pub jobs: crate::jobs::Jobs,
 }
 
 /// A frame name safe for the folded format (`;` separates frames, the count ends the line).
@@ -208,7 +210,7 @@ pub fn flame(args: FlameArgs) -> Result<()> {
             );
         }
     }
-    let an = super::analyse(&args.paths)?;
+    let an = args.jobs.install(|| super::analyse(&args.paths))??;
     let stacks = folded(&an, args.cpu, args.nvtx);
     let by_op = !args.nvtx && an.links.iter().any(Option::is_some);
     let what = if args.cpu {

@@ -46,6 +46,13 @@ impl Interner {
             &self.names[id as usize]
         }
     }
+
+    /// Adds `other`'s names, in their order; what each of `other`'s ids is here. Absorbing
+    /// files' interners in file order gives every name the id one interner reading the files
+    /// one after the other would have given it.
+    pub fn absorb(&mut self, other: Interner) -> Vec<u32> {
+        other.names.iter().map(|n| self.id(n)).collect()
+    }
 }
 
 /// What a GPU operation counts as in the time breakdown.
@@ -180,6 +187,42 @@ pub struct FileData {
     /// Complete events of categories that are neither CUDA activity nor host events analysis
     /// knows (another accelerator's device events), by category.
     pub ignored: std::collections::BTreeMap<String, u64>,
+}
+
+impl FileData {
+    /// Renames every name id through `map` (from [`Interner::absorb`]); `NO_NAME` stays.
+    pub fn rename(&mut self, map: &[u32]) {
+        let m = |id: &mut u32| {
+            if *id != NO_NAME {
+                *id = map[*id as usize];
+            }
+        };
+        self.ops.iter_mut().for_each(|o| m(&mut o.name));
+        self.apis.iter_mut().for_each(|a| m(&mut a.name));
+        self.ranges.iter_mut().for_each(|r| m(&mut r.name));
+        for c in &mut self.cpu_ops {
+            m(&mut c.name);
+            m(&mut c.dims);
+            m(&mut c.stack);
+        }
+    }
+}
+
+/// Loads `files`, one per worker of the current rayon pool, each with its own interner; the
+/// names are then merged in file order, so the result is the same as loading them one after
+/// the other into one interner.
+pub fn load_all(files: &[PathBuf]) -> Result<(Interner, Vec<FileData>)> {
+    let loaded = crate::jobs::map_in_order(files, |f| {
+        let mut names = Interner::default();
+        load(f, &mut names).map(|d| (names, d))
+    })?;
+    let mut names = Interner::default();
+    let mut out = Vec::with_capacity(loaded.len());
+    for (own, mut data) in loaded {
+        data.rename(&names.absorb(own));
+        out.push(data);
+    }
+    Ok((names, out))
 }
 
 /// Categories older Kineto traces use for CUDA activity (HTA reads them), as the current names.
