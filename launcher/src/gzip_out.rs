@@ -4,7 +4,7 @@
 //! and the blocks are written in order with one gzip header and a trailer whose CRC-32 is
 //! combined from the blocks'. The file is one ordinary gzip member that any reader inflates.
 //!
-//! Memory stays bounded: at most two blocks per worker are in flight; the writer waits for the
+//! Memory stays bounded: at most two blocks per worker (16 in all) are in flight; the writer waits for the
 //! oldest before cutting another. Blocks do not share a dictionary, which costs well under 1%
 //! of size at 1 MiB per block.
 
@@ -16,6 +16,10 @@ use flate2::{Compress, Compression, FlushCompress};
 
 /// Uncompressed bytes per block.
 const BLOCK: usize = 1 << 20;
+
+/// Blocks in flight at most, whatever the number of workers: about 1.3 MiB each (input and
+/// output), so that `repair` stays within its memory bound on a machine of many cores.
+const MAX_IN_FLIGHT: usize = 16;
 
 /// A block being compressed: (deflate bytes, CRC-32 and length of the input) when done.
 type Pending = mpsc::Receiver<io::Result<(Vec<u8>, crc32fast::Hasher)>>;
@@ -32,19 +36,64 @@ pub struct ParGzWriter<W: Write> {
     depth: usize,
 }
 
+/// Raw deflate blocks and what they hold: a piece of a gzip stream written apart (one rank of a
+/// merge, by its own worker) and spliced in by [`ParGzWriter::append_segment`].
+pub struct Segment<W> {
+    pub out: W,
+    pub crc: crc32fast::Hasher,
+    pub len: u64,
+}
+
 impl<W: Write> ParGzWriter<W> {
     pub fn new(mut out: W, level: Compression) -> io::Result<Self> {
         // ID1 ID2 CM=deflate FLG=0 MTIME=0 XFL=0 OS=255 (unknown), as flate2 writes it.
         out.write_all(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff])?;
-        Ok(ParGzWriter {
+        Ok(Self::raw(out, level))
+    }
+
+    /// A writer of raw deflate blocks only (no gzip header): [`Self::finish_segment`] ends it.
+    pub fn raw(out: W, level: Compression) -> Self {
+        ParGzWriter {
             out,
             level,
             block: Vec::with_capacity(BLOCK),
             pending: VecDeque::new(),
             crc: crc32fast::Hasher::new(),
             len: 0,
-            depth: 2 * rayon::current_num_threads().max(1),
+            depth: (2 * rayon::current_num_threads()).clamp(2, MAX_IN_FLIGHT),
+        }
+    }
+
+    /// Writes every block of a [`Self::raw`] writer; its blocks, their CRC-32 and length.
+    pub fn finish_segment(mut self) -> io::Result<Segment<W>> {
+        self.cut()?;
+        while !self.pending.is_empty() {
+            self.write_oldest()?;
+        }
+        self.out.flush()?;
+        Ok(Segment {
+            out: self.out,
+            crc: self.crc,
+            len: self.len,
         })
+    }
+
+    /// Writes what was written so far, then the blocks of a segment read from `blocks` as they
+    /// are, with the segment's CRC-32 and length.
+    pub fn append_segment(
+        &mut self,
+        blocks: &mut impl io::Read,
+        crc: &crc32fast::Hasher,
+        len: u64,
+    ) -> io::Result<()> {
+        self.cut()?;
+        while !self.pending.is_empty() {
+            self.write_oldest()?;
+        }
+        io::copy(blocks, &mut self.out)?;
+        self.crc.combine(crc);
+        self.len += len;
+        Ok(())
     }
 
     /// Hands the current block to a worker.
@@ -77,22 +126,19 @@ impl<W: Write> ParGzWriter<W> {
 
     /// Writes every block, the final empty deflate block and the gzip trailer; returns the
     /// inner writer.
-    pub fn finish(mut self) -> io::Result<W> {
-        self.cut()?;
-        while !self.pending.is_empty() {
-            self.write_oldest()?;
-        }
+    pub fn finish(self) -> io::Result<W> {
+        let level = self.level;
+        let Segment { mut out, crc, len } = self.finish_segment()?;
         let mut end = Vec::with_capacity(16);
-        Compress::new(self.level, false)
+        Compress::new(level, false)
             .compress_vec(&[], &mut end, FlushCompress::Finish)
             .map_err(io::Error::other)?;
-        self.out.write_all(&end)?;
-        let crc = self.crc.clone().finalize();
-        let len = self.len as u32; // ISIZE: the length modulo 2^32
-        self.out.write_all(&crc.to_le_bytes())?;
-        self.out.write_all(&len.to_le_bytes())?;
-        self.out.flush()?;
-        Ok(self.out)
+        out.write_all(&end)?;
+        out.write_all(&crc.finalize().to_le_bytes())?;
+        // ISIZE: the length modulo 2^32.
+        out.write_all(&(len as u32).to_le_bytes())?;
+        out.flush()?;
+        Ok(out)
     }
 }
 
@@ -196,6 +242,18 @@ mod tests {
             });
             assert_eq!(gunzip(&gz), data, "{threads} threads");
         }
+        // The same data with its middle written apart as a segment and spliced in.
+        let (a, rest) = data.split_at(1000);
+        let (b, c) = rest.split_at(2 * BLOCK + 17);
+        let mut seg = ParGzWriter::raw(Vec::new(), Compression::new(3));
+        seg.write_all(b).unwrap();
+        let seg = seg.finish_segment().unwrap();
+        let mut w = ParGzWriter::new(Vec::new(), Compression::new(3)).unwrap();
+        w.write_all(a).unwrap();
+        w.append_segment(&mut &seg.out[..], &seg.crc, seg.len)
+            .unwrap();
+        w.write_all(c).unwrap();
+        assert_eq!(gunzip(&w.finish().unwrap()), data);
         let empty = ParGzWriter::new(Vec::new(), Compression::fast())
             .unwrap()
             .finish()
