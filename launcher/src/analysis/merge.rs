@@ -38,7 +38,7 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use cuprof_core::reader::{event_members, Id, TraceMeta, TraceReader};
+use cuprof_core::reader::{member_spans, Id, TraceMeta, TraceReader};
 use flate2::Compression;
 use serde::Serialize;
 
@@ -441,34 +441,24 @@ fn write_rank(
     let mut named: BTreeSet<i64> = BTreeSet::new();
     let mut sorted: BTreeSet<i64> = BTreeSet::new();
     let mut seen: BTreeSet<i64> = BTreeSet::new();
-    let mut line = String::with_capacity(1024);
+    let mut line: Vec<u8> = Vec::with_capacity(1024);
     let summary = reader.read_events(|e| {
         line.clear();
-        let members = match e
-            .raw_str()
-            .map_err(|u| u.to_string())
-            .and_then(|r| event_members(r).map_err(|j| j.to_string()))
-        {
-            Ok(m) => m,
-            Err(err) => {
-                failure = Some(anyhow::anyhow!(
-                    "{}: event at byte {} is not valid JSON ({err}); the file is corrupt",
-                    path.display(),
-                    e.offset
-                ));
-                return ControlFlow::Break(());
-            }
+        // The event's text is copied as it is, but for the values of `pid`, `ts`, `id` and a
+        // process name's or sort index's `args`: the reader has parsed it already.
+        let Some(spans) = member_spans(e.raw) else {
+            failure = Some(anyhow::anyhow!(
+                "{}: event at byte {} is not a JSON object; the file is corrupt",
+                path.display(),
+                e.offset
+            ));
+            return ControlFlow::Break(());
         };
         let meta_name = if e.ph == "M" { e.name.as_ref() } else { "" };
-        line.push('{');
-        for (k, (key, v)) in members.iter().enumerate() {
-            if k > 0 {
-                line.push_str(", ");
-            }
-            line.push_str(&json_str(key));
-            line.push_str(": ");
-            match key.as_ref() {
-                "pid" => match &e.pid {
+        let mut copied = 0;
+        for (key, value) in spans {
+            let new: Option<String> = match &e.raw[key] {
+                b"\"pid\"" => match &e.pid {
                     Some(Id::Int(p)) => {
                         seen.insert(*p);
                         match meta_name {
@@ -476,37 +466,42 @@ fn write_rank(
                             "process_sort_index" => sorted.insert(*p),
                             _ => false,
                         };
-                        line.push_str(&(rank * PID_STRIDE + p).to_string());
+                        Some((rank * PID_STRIDE + p).to_string())
                     }
-                    _ => line.push_str(v.get()),
+                    _ => None,
                 },
-                "ts" => match e.ts {
-                    Some(ts) if e.ph != "M" => line.push_str(&us(ts + shift)),
-                    _ => line.push_str(v.get()),
+                b"\"ts\"" => match e.ts {
+                    Some(ts) if e.ph != "M" => Some(us(ts + shift)),
+                    _ => None,
                 },
-                "id" => match &e.id {
-                    Some(Id::Int(id)) => line.push_str(&(rank * ID_STRIDE + id).to_string()),
-                    Some(Id::Str(s)) => line.push_str(&json_str(&format!("r{rank}:{s}"))),
-                    None => line.push_str(v.get()),
+                b"\"id\"" => match &e.id {
+                    Some(Id::Int(id)) => Some((rank * ID_STRIDE + id).to_string()),
+                    Some(Id::Str(s)) => Some(json_str(&format!("r{rank}:{s}"))),
+                    None => None,
                 },
-                "args" if meta_name == "process_name" => {
+                b"\"args\"" if meta_name == "process_name" => {
                     let n = e.args.name.as_deref().unwrap_or("");
-                    line.push_str(&format!(
+                    Some(format!(
                         "{{\"name\": {}}}",
                         json_str(&format!("rank {rank} {n}"))
-                    ));
+                    ))
                 }
-                "args" if meta_name == "process_sort_index" => {
+                b"\"args\"" if meta_name == "process_sort_index" => {
                     let s = e.args.sort_index.unwrap_or(0);
-                    line.push_str(&format!("{{\"sort_index\": {}}}", rank * PID_STRIDE + s));
+                    Some(format!("{{\"sort_index\": {}}}", rank * PID_STRIDE + s))
                 }
-                _ => line.push_str(v.get()),
+                _ => None,
+            };
+            if let Some(new) = new {
+                line.extend_from_slice(&e.raw[copied..value.start]);
+                line.extend_from_slice(new.as_bytes());
+                copied = value.end;
             }
         }
-        line.push('}');
+        line.extend_from_slice(&e.raw[copied..]);
         let sep: &[u8] = if first { b"" } else { b",\n" };
         first = false;
-        if let Err(err) = w.write_all(sep).and_then(|_| w.write_all(line.as_bytes())) {
+        if let Err(err) = w.write_all(sep).and_then(|_| w.write_all(&line)) {
             failure = Some(wr(err));
             return ControlFlow::Break(());
         }
