@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use cuprof_core::reader::{Event, Id, ReadSummary, TraceMeta, TraceReader};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use rustc_hash::FxHashMap;
 
 /// Times (ns) an event may start and end at, exclusive: 2^62 ns is the year 2116 on the Unix
@@ -295,6 +295,13 @@ pub fn rank_from_name(path: &Path) -> Option<i64> {
     digits.parse().ok()
 }
 
+/// Every file's bar, drawn together: files are read by several workers at once, and bars
+/// drawn on their own would overwrite each other's line.
+fn bars() -> &'static MultiProgress {
+    static BARS: std::sync::OnceLock<MultiProgress> = std::sync::OnceLock::new();
+    BARS.get_or_init(MultiProgress::new)
+}
+
 /// A progress bar over `reader` that appears once the read has taken more than a second (and
 /// only on a terminal). Call `finish_and_clear` on what the returned cell holds when done.
 pub fn progress(reader: &mut TraceReader<'_>, path: &Path) -> Rc<RefCell<Option<ProgressBar>>> {
@@ -306,7 +313,7 @@ pub fn progress(reader: &mut TraceReader<'_>, path: &Path) -> Rc<RefCell<Option<
     reader.on_progress(move |p| {
         let mut b = cell.borrow_mut();
         if b.is_none() && started.elapsed() > Duration::from_secs(1) {
-            let pb = ProgressBar::new(total.max(p.compressed));
+            let pb = bars().add(ProgressBar::new(total.max(p.compressed)));
             pb.set_style(
                 ProgressStyle::with_template(
                     "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
