@@ -175,7 +175,16 @@ pub fn run(a: RepairArgs) -> Result<()> {
         }
     }
 
-    let s = pass(&a.file, |r| Ok(survey(r)?))?;
+    // The survey and the rewrite read the file at once, on two workers: the rewrite is thrown
+    // away (its temporary file removed) when the survey finds the trace complete.
+    let (s, written) = rayon::join(
+        || pass(&a.file, |r| Ok(survey(r)?)),
+        || {
+            let (staged, f) = Staged::create(&out)?;
+            write_repaired(&a.file, &out, f).map(|(r, f)| (staged, r, f))
+        },
+    );
+    let s = s?;
     if s.is_complete() {
         eprintln!(
             "{}: already complete ({} events); nothing written",
@@ -184,9 +193,7 @@ pub fn run(a: RepairArgs) -> Result<()> {
         );
         return Ok(());
     }
-
-    let (staged, f) = Staged::create(&out)?;
-    let (r, f) = write_repaired(&a.file, &out, f)?;
+    let (staged, r, f) = written?;
     if let Some(p) = perms {
         f.set_permissions(std::fs::Permissions::from_mode(p.mode()))
             .with_context(|| format!("{}: cannot set its permissions", out.display()))?;
