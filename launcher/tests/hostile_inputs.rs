@@ -62,6 +62,14 @@ fn shared_lists() -> Vec<u8> {
     pickle(&b)
 }
 
+/// `{"segments": [{"device": 2^62, "total_size": 1, "blocks": []}], "device_traces": []}`.
+fn huge_device() -> Vec<u8> {
+    let mut b = b"}(\x8c\x08segments](}(\x8c\x06device\x8a\x08".to_vec();
+    b.extend_from_slice(&(1u64 << 62).to_le_bytes());
+    b.extend_from_slice(b"\x8c\x0atotal_sizeK\x01\x8c\x06blocks]ue\x8c\x0ddevice_traces]u");
+    pickle(&b)
+}
+
 fn nested_lists(n: usize) -> Vec<u8> {
     let mut b = vec![b']'; n];
     b.extend(std::iter::repeat_n(b'a', n - 1));
@@ -143,6 +151,16 @@ fn hostile_inputs_table() {
             vec!["memory", "{P}"],
             1,
             format!("{snapshot}: segments[0] has no 'blocks'"),
+        ),
+        (
+            "a segment on device 2^62",
+            Input::File("device.pickle", huge_device()),
+            vec!["memory", "{P}"],
+            1,
+            format!(
+                "{snapshot}: segments[0]['device'] = 4611686018427387904 is not a device index \
+                 (0 to 65535)"
+            ),
         ),
         (
             "20,000 nested lists",

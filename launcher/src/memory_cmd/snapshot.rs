@@ -124,8 +124,15 @@ impl Snapshot {
                     ))
                 })
                 .collect::<anyhow::Result<_>>()?;
+            let device = r.int_field(s, "device", &what)?;
+            if !(0..MAX_DEVICES as i64).contains(&device) {
+                bail!(
+                    "{what}['device'] = {device} is not a device index (0 to {})",
+                    MAX_DEVICES - 1
+                );
+            }
             snap.segments.push(Segment {
-                device: r.int_field(s, "device", &what)?,
+                device,
                 total_size: r.int_field(s, "total_size", &what)?,
                 blocks,
             });
@@ -202,8 +209,8 @@ pub fn summaries(p: &Pickle) -> anyhow::Result<Vec<DeviceSummary>> {
     Ok(devices)
 }
 
-/// How long a device list may be: a device index a crafted segment sets to 2^62 must not
-/// make the summary loop that many times.
+/// Device indexes above this are refused: a crafted segment's index of 2^62 must not make the
+/// summary loop that many times.
 const MAX_DEVICES: usize = 1 << 16;
 
 pub fn summarize(snap: &Snapshot) -> Vec<DeviceSummary> {
