@@ -8,8 +8,11 @@
 //! files written without destroying one.
 
 mod analysis;
+mod byte_size;
 mod console;
 mod export;
+mod gzip_out;
+mod jobs;
 mod memory_cmd;
 mod output;
 mod repair_cmd;

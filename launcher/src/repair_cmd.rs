@@ -2,7 +2,8 @@
 //!
 //! FILE is never replaced unless `--in-place` asks for it; even then only once the new file has
 //! been read back and holds at least as many events as FILE. Memory stays within the reader's
-//! buffer whatever the file's size (see [`cuprof_core::repair`]).
+//! buffer and at most 16 compression blocks in flight whatever the file's size (see
+//! [`cuprof_core::repair`] and [`crate::gzip_out`]); a gzip output is compressed on every core.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -12,10 +13,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use cuprof_core::reader::TraceReader;
 use cuprof_core::repair::{rewrite, survey, Rewritten, Survey};
-use flate2::write::GzEncoder;
 use flate2::Compression;
 
 use crate::analysis::load::progress;
+use crate::gzip_out::ParGzWriter;
 use crate::output::{same_file, Staged};
 
 #[derive(clap::Args)]
@@ -98,7 +99,7 @@ fn write_repaired(input: &Path, out: &Path, f: File) -> Result<(Rewritten, File)
     };
     let buf = BufWriter::with_capacity(1 << 20, f);
     let (done, mut buf) = if out.extension().is_some_and(|e| e == "gz") {
-        let mut gz = GzEncoder::new(buf, Compression::fast());
+        let mut gz = ParGzWriter::new(buf, Compression::fast()).map_err(wr)?;
         let done = pass(input, |r| Ok(rewrite(r, &mut gz)?))?;
         (done, gz.finish().map_err(wr)?)
     } else {
@@ -174,7 +175,16 @@ pub fn run(a: RepairArgs) -> Result<()> {
         }
     }
 
-    let s = pass(&a.file, |r| Ok(survey(r)?))?;
+    // The survey and the rewrite read the file at once, on two workers: the rewrite is thrown
+    // away (its temporary file removed) when the survey finds the trace complete.
+    let (s, written) = rayon::join(
+        || pass(&a.file, |r| Ok(survey(r)?)),
+        || {
+            let (staged, f) = Staged::create(&out)?;
+            write_repaired(&a.file, &out, f).map(|(r, f)| (staged, r, f))
+        },
+    );
+    let s = s?;
     if s.is_complete() {
         eprintln!(
             "{}: already complete ({} events); nothing written",
@@ -183,9 +193,7 @@ pub fn run(a: RepairArgs) -> Result<()> {
         );
         return Ok(());
     }
-
-    let (staged, f) = Staged::create(&out)?;
-    let (r, f) = write_repaired(&a.file, &out, f)?;
+    let (staged, r, f) = written?;
     if let Some(p) = perms {
         f.set_permissions(std::fs::Permissions::from_mode(p.mode()))
             .with_context(|| format!("{}: cannot set its permissions", out.display()))?;

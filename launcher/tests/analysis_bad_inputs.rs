@@ -127,7 +127,7 @@ fn cases() -> Vec<(&'static str, String, Expect)> {
             malformed(),
             Expect::Report {
                 line: "warning: {P}: 5 malformed event(s) skipped (ts or dur missing, not a \
-                       number or not finite), 1 clamped (negative dur read as 0)",
+                       number, not finite or beyond ±2^62 ns), 1 clamped (negative dur read as 0)",
                 file: &[
                     ("events", 7),
                     ("malformed_events_skipped", 5),

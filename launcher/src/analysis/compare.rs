@@ -1,6 +1,7 @@
 //! `cuprof compare A B`: kernel by kernel, bucket by bucket and (when both have them) PyTorch
 //! operator by operator, with the step-time speedup.
 
+use super::saturating::AddSat;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -26,6 +27,8 @@ pub struct CompareArgs {
     /// Rows shown per table (the JSON has all of them).
     #[arg(long, default_value_t = 20)]
     pub top: usize,
+    #[command(flatten)]
+    pub jobs: crate::jobs::Jobs,
 }
 
 #[derive(Debug, Serialize)]
@@ -88,17 +91,17 @@ fn operator_rows(a: &Operators, b: &Operators) -> Vec<OperatorRow> {
     let mut m: BTreeMap<&str, OperatorRow> = BTreeMap::new();
     for r in &a.top {
         let o = m.entry(&r.name).or_default();
-        o.a_count += r.count;
-        o.a_cpu_ns += r.cpu_ns;
-        o.a_self_cpu_ns += r.self_cpu_ns;
-        o.a_gpu_ns += r.gpu_ns;
+        o.a_count.add_sat(r.count);
+        o.a_cpu_ns.add_sat(r.cpu_ns);
+        o.a_self_cpu_ns.add_sat(r.self_cpu_ns);
+        o.a_gpu_ns.add_sat(r.gpu_ns);
     }
     for r in &b.top {
         let o = m.entry(&r.name).or_default();
-        o.b_count += r.count;
-        o.b_cpu_ns += r.cpu_ns;
-        o.b_self_cpu_ns += r.self_cpu_ns;
-        o.b_gpu_ns += r.gpu_ns;
+        o.b_count.add_sat(r.count);
+        o.b_cpu_ns.add_sat(r.cpu_ns);
+        o.b_self_cpu_ns.add_sat(r.self_cpu_ns);
+        o.b_gpu_ns.add_sat(r.gpu_ns);
     }
     let mut v: Vec<OperatorRow> = m
         .into_iter()
@@ -126,10 +129,10 @@ fn rows(
 ) -> Vec<Row> {
     let mut m: BTreeMap<String, (i64, i64)> = BTreeMap::new();
     for (n, t) in a {
-        m.entry(n).or_default().0 += t;
+        m.entry(n).or_default().0.add_sat(t);
     }
     for (n, t) in b {
-        m.entry(n).or_default().1 += t;
+        m.entry(n).or_default().1.add_sat(t);
     }
     let mut v: Vec<Row> = m
         .into_iter()
@@ -274,8 +277,14 @@ fn operator_table(rows: &[OperatorRow], top: usize) -> String {
 }
 
 pub fn compare(args: CompareArgs) -> Result<()> {
-    let a = super::analyse(std::slice::from_ref(&args.a))?.summarize();
-    let b = super::analyse(std::slice::from_ref(&args.b))?.summarize();
+    // A and B at once, each file of each on its own worker.
+    let (a, b) = args.jobs.install(|| {
+        rayon::join(
+            || super::analyse(std::slice::from_ref(&args.a)).map(|an| an.summarize()),
+            || super::analyse(std::slice::from_ref(&args.b)).map(|an| an.summarize()),
+        )
+    })?;
+    let (a, b) = (a?, b?);
     let c = comparison(&a, &b);
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&c)?)

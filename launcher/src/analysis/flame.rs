@@ -1,6 +1,7 @@
 //! `cuprof flame`: NVTX ranges -> kernel, weighted by GPU time (or API calls by CPU time); when
 //! the trace has PyTorch operators, Python lines -> operators -> kernel instead.
 
+use super::saturating::{self, AddSat};
 use std::collections::BTreeMap;
 use std::io::BufWriter;
 use std::path::PathBuf;
@@ -30,6 +31,8 @@ pub struct FlameArgs {
     /// Stack by NVTX ranges even when the trace has PyTorch operators.
     #[arg(long)]
     pub nvtx: bool,
+    #[command(flatten)]
+    pub jobs: crate::jobs::Jobs,
 }
 
 /// A frame name safe for the folded format (`;` separates frames, the count ends the line).
@@ -99,13 +102,16 @@ pub(crate) fn folded(an: &Analysis, cpu: bool, nvtx: bool) -> BTreeMap<String, u
         if cpu {
             for (ai, (a, &p)) in f.apis.iter().zip(&an.api_paths[fi]).enumerate() {
                 let op = links.map_or(NONE, |l| l.api[ai]);
-                *acc.entry((rank, under(op, Some(p)), a.name)).or_default() +=
-                    (a.end - a.start) as u64;
+                acc.entry((rank, under(op, Some(p)), a.name))
+                    .or_default()
+                    .add_sat((a.end - a.start) as u64);
             }
         } else {
             for (oi, (o, p)) in f.ops.iter().zip(&an.op_paths[fi]).enumerate() {
                 let op = links.map_or(NONE, |l| l.gpu[oi]);
-                *acc.entry((rank, under(op, *p), o.name)).or_default() += (o.end - o.start) as u64;
+                acc.entry((rank, under(op, *p), o.name))
+                    .or_default()
+                    .add_sat((o.end - o.start) as u64);
             }
         }
     }
@@ -204,7 +210,7 @@ pub fn flame(args: FlameArgs) -> Result<()> {
             );
         }
     }
-    let an = super::analyse(&args.paths)?;
+    let an = args.jobs.install(|| super::analyse(&args.paths))??;
     let stacks = folded(&an, args.cpu, args.nvtx);
     let by_op = !args.nvtx && an.links.iter().any(Option::is_some);
     let what = if args.cpu {
@@ -237,7 +243,7 @@ pub fn flame(args: FlameArgs) -> Result<()> {
         .map_err(|e| e.into_error())
         .with_context(|| format!("{}: cannot write the SVG", args.out.display()))?;
     staged.commit(file)?;
-    let total: u64 = stacks.values().sum();
+    let total: u64 = saturating::sum(stacks.values().copied());
     outln!(
         "wrote {} ({} stacks, {} of {what})",
         args.out.display(),

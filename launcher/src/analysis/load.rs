@@ -10,8 +10,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use cuprof_core::reader::{Event, Id, ReadSummary, TraceMeta, TraceReader};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use rustc_hash::FxHashMap;
+
+/// Times (ns) an event may start and end at, exclusive: 2^62 ns is the year 2116 on the Unix
+/// clock, and within it the difference of any two times fits in 64 bits, so windows and
+/// durations cannot wrap (sums of many saturate instead: [`super::saturating`]).
+pub const TIME_LIMIT_NS: i64 = 1 << 62;
 
 /// Name id of "no name".
 pub const NO_NAME: u32 = u32::MAX;
@@ -40,6 +45,13 @@ impl Interner {
         } else {
             &self.names[id as usize]
         }
+    }
+
+    /// Adds `other`'s names, in their order; what each of `other`'s ids is here. Absorbing
+    /// files' interners in file order gives every name the id one interner reading the files
+    /// one after the other would have given it.
+    pub fn absorb(&mut self, other: Interner) -> Vec<u32> {
+        other.names.iter().map(|n| self.id(n)).collect()
     }
 }
 
@@ -167,13 +179,50 @@ pub struct FileData {
     /// Device memory counter samples (`ph: C`, `cat: cuda_memory`): (device, time,
     /// `reserved_bytes`), in file order.
     pub memory: Vec<(i64, i64, i64)>,
-    /// Complete events dropped because `ts` or `dur` is missing, not a number or not finite.
+    /// Complete events dropped because `ts` or `dur` is missing, not a number, not finite, or
+    /// starts or ends beyond ±[`TIME_LIMIT_NS`].
     pub malformed_skipped: u64,
     /// Complete events with a negative `dur`, read as lasting 0.
     pub malformed_clamped: u64,
     /// Complete events of categories that are neither CUDA activity nor host events analysis
     /// knows (another accelerator's device events), by category.
     pub ignored: std::collections::BTreeMap<String, u64>,
+}
+
+impl FileData {
+    /// Renames every name id through `map` (from [`Interner::absorb`]); `NO_NAME` stays.
+    pub fn rename(&mut self, map: &[u32]) {
+        let m = |id: &mut u32| {
+            if *id != NO_NAME {
+                *id = map[*id as usize];
+            }
+        };
+        self.ops.iter_mut().for_each(|o| m(&mut o.name));
+        self.apis.iter_mut().for_each(|a| m(&mut a.name));
+        self.ranges.iter_mut().for_each(|r| m(&mut r.name));
+        for c in &mut self.cpu_ops {
+            m(&mut c.name);
+            m(&mut c.dims);
+            m(&mut c.stack);
+        }
+    }
+}
+
+/// Loads `files`, one per worker of the current rayon pool, each with its own interner; the
+/// names are then merged in file order, so the result is the same as loading them one after
+/// the other into one interner.
+pub fn load_all(files: &[PathBuf]) -> Result<(Interner, Vec<FileData>)> {
+    let loaded = crate::jobs::map_in_order(files, |f| {
+        let mut names = Interner::default();
+        load(f, &mut names).map(|d| (names, d))
+    })?;
+    let mut names = Interner::default();
+    let mut out = Vec::with_capacity(loaded.len());
+    for (own, mut data) in loaded {
+        data.rename(&names.absorb(own));
+        out.push(data);
+    }
+    Ok((names, out))
 }
 
 /// Categories older Kineto traces use for CUDA activity (HTA reads them), as the current names.
@@ -247,6 +296,13 @@ pub fn rank_from_name(path: &Path) -> Option<i64> {
     digits.parse().ok()
 }
 
+/// Every file's bar, drawn together: files are read by several workers at once, and bars
+/// drawn on their own would overwrite each other's line.
+fn bars() -> &'static MultiProgress {
+    static BARS: std::sync::OnceLock<MultiProgress> = std::sync::OnceLock::new();
+    BARS.get_or_init(MultiProgress::new)
+}
+
 /// A progress bar over `reader` that appears once the read has taken more than a second (and
 /// only on a terminal). Call `finish_and_clear` on what the returned cell holds when done.
 pub fn progress(reader: &mut TraceReader<'_>, path: &Path) -> Rc<RefCell<Option<ProgressBar>>> {
@@ -258,7 +314,7 @@ pub fn progress(reader: &mut TraceReader<'_>, path: &Path) -> Rc<RefCell<Option<
     reader.on_progress(move |p| {
         let mut b = cell.borrow_mut();
         if b.is_none() && started.elapsed() > Duration::from_secs(1) {
-            let pb = ProgressBar::new(total.max(p.compressed));
+            let pb = bars().add(ProgressBar::new(total.max(p.compressed)));
             pb.set_style(
                 ProgressStyle::with_template(
                     "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
@@ -411,6 +467,12 @@ impl Builder<'_> {
             dur
         };
         let end = start.saturating_add(dur);
+        if !(-TIME_LIMIT_NS..TIME_LIMIT_NS).contains(&start)
+            || !(-TIME_LIMIT_NS..TIME_LIMIT_NS).contains(&end)
+        {
+            self.data.malformed_skipped += 1;
+            return;
+        }
         let cat = cuda_category(&e.cat);
         match cat {
             "kernel" | "gpu_memcpy" | "gpu_memset" => {

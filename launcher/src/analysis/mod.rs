@@ -1,7 +1,9 @@
 //! Offline analysis of cuprof traces: `cuprof report | flame | compare | merge`.
 //!
 //! Every command streams each file once through [`cuprof_core::reader`] into compact columns
-//! ([`load`]), then computes from those. The definitions below are the contract the tests check
+//! ([`load`]), one file per worker ([`crate::jobs`], `-j N`), then computes from those. Each
+//! worker interns names on its own; the names are merged in file order, so every figure and
+//! every tie is what one thread reading the files in order gives. The definitions below are the contract the tests check
 //! (`docs/analysis.md` says the same for users).
 //!
 //! * **Steps**: `ProfilerStep#N` events of category `user_annotation` (`ph: "X"`). Latency is
@@ -48,6 +50,7 @@ mod model;
 mod operators;
 mod render;
 mod run_summary;
+mod saturating;
 mod series;
 
 use std::path::{Path, PathBuf};
@@ -61,7 +64,6 @@ pub use flame::{flame, FlameArgs};
 pub use merge::{merge, MergeArgs};
 pub use run_summary::after_run;
 
-use load::Interner;
 use model::Analysis;
 
 #[derive(clap::Args)]
@@ -79,6 +81,8 @@ pub struct ReportArgs {
     /// `DIR/report.html`).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    #[command(flatten)]
+    pub jobs: crate::jobs::Jobs,
 }
 
 /// The trace files named by `paths`: files as given, directories listed (not recursively) for
@@ -125,14 +129,10 @@ pub fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Loads every trace named by `paths` and derives the per-file attribution.
+/// Loads every trace named by `paths` (one file per worker of the current rayon pool) and
+/// derives the per-file attribution.
 pub(crate) fn analyse(paths: &[PathBuf]) -> Result<Analysis> {
-    let files = trace_files(paths)?;
-    let mut names = Interner::default();
-    let mut loaded = Vec::with_capacity(files.len());
-    for f in &files {
-        loaded.push(load::load(f, &mut names)?);
-    }
+    let (names, loaded) = load::load_all(&trace_files(paths)?)?;
     Ok(Analysis::new(names, loaded))
 }
 
@@ -153,7 +153,7 @@ pub fn report(args: ReportArgs) -> Result<()> {
             crate::output::refuse_input(h, &inputs)?;
         }
     }
-    let an = analyse(&args.paths)?;
+    let an = args.jobs.install(|| analyse(&args.paths))??;
     let summary = an.summarize();
     crate::console::print(&render::text(&summary, args.top))?;
     if let Some(dir) = &args.out {

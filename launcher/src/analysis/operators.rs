@@ -5,6 +5,7 @@
 //! `External id` it carries; when it carries none, to the one its launching CUDA call carries
 //! (found by correlation id). That is the innermost operator open at the launch.
 
+use super::saturating::AddSat;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
@@ -79,7 +80,7 @@ pub fn links(f: &FileData) -> Option<Links> {
             }
             if let Some(&top) = stack.last() {
                 parent[i as usize] = top;
-                self_ns[top as usize] -= o.end - o.start;
+                self_ns[top as usize].sub_sat(o.end - o.start);
             }
             stack.push(i);
         }
@@ -104,7 +105,8 @@ pub fn links(f: &FileData) -> Option<Links> {
             }
             if ops[p as usize].name == ops[i as usize].name && children[p as usize] == 1 {
                 rep[i as usize] = rep[p as usize];
-                self_ns[rep[i as usize] as usize] += self_ns[i as usize];
+                let own = self_ns[i as usize];
+                self_ns[rep[i as usize] as usize].add_sat(own);
             } else {
                 parent[i as usize] = rep[p as usize];
             }
@@ -227,10 +229,13 @@ pub fn summarize(
     for (f, l) in files.iter().zip(links) {
         let Some(l) = l else {
             for o in &f.ops {
-                gpu_all += o.end - o.start;
-                gpu_none += o.end - o.start;
+                gpu_all.add_sat(o.end - o.start);
+                gpu_none.add_sat(o.end - o.start);
                 if o.kind.is_kernel() {
-                    *kernel_ops.entry((o.name, NO_NAME)).or_default() += o.end - o.start;
+                    kernel_ops
+                        .entry((o.name, NO_NAME))
+                        .or_default()
+                        .add_sat(o.end - o.start);
                 }
             }
             continue;
@@ -246,36 +251,40 @@ pub fn summarize(
                 by_dims.entry((o.name, o.dims)).or_default(),
             ] {
                 a.count += 1;
-                a.cpu += o.end - o.start;
-                a.self_cpu += l.self_ns[i];
+                a.cpu.add_sat(o.end - o.start);
+                a.self_cpu.add_sat(l.self_ns[i]);
             }
         }
         for (g, &op) in f.ops.iter().zip(&l.gpu) {
             let d = g.end - g.start;
-            gpu_all += d;
+            gpu_all.add_sat(d);
             if op == NONE {
-                gpu_none += d;
+                gpu_none.add_sat(d);
                 if g.kind.is_kernel() {
-                    *kernel_ops.entry((g.name, NO_NAME)).or_default() += d;
+                    kernel_ops.entry((g.name, NO_NAME)).or_default().add_sat(d);
                 }
                 continue;
             }
             let o = &f.cpu_ops[op as usize];
             if g.kind.is_kernel() {
-                *kernel_ops.entry((g.name, o.name)).or_default() += d;
+                kernel_ops.entry((g.name, o.name)).or_default().add_sat(d);
             }
             for a in [
                 by_name.entry(o.name).or_default(),
                 by_dims.entry((o.name, o.dims)).or_default(),
             ] {
-                a.gpu += d;
+                a.gpu.add_sat(d);
                 a.gpu_ops += 1;
             }
             l.chain(op, &mut chain);
             for &c in &chain {
                 let c = &f.cpu_ops[c as usize];
-                by_name.entry(c.name).or_default().gpu_total += d;
-                by_dims.entry((c.name, c.dims)).or_default().gpu_total += d;
+                by_name.entry(c.name).or_default().gpu_total.add_sat(d);
+                by_dims
+                    .entry((c.name, c.dims))
+                    .or_default()
+                    .gpu_total
+                    .add_sat(d);
             }
         }
     }

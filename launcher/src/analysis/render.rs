@@ -110,16 +110,9 @@ pub fn pct(x: f64) -> String {
 }
 
 pub fn bytes(b: i64) -> String {
-    let a = b as f64;
-    if a < 1024.0 {
-        format!("{b} B")
-    } else if a < 1024.0 * 1024.0 {
-        format!("{:.1} KiB", a / 1024.0)
-    } else if a < 1024.0 * 1024.0 * 1024.0 {
-        format!("{:.1} MiB", a / 1024.0 / 1024.0)
-    } else {
-        format!("{:.2} GiB", a / 1024.0 / 1024.0 / 1024.0)
-    }
+    // GiB with two decimals: memcpy totals of a few GiB differ in the second.
+    let decimals = if b >= 1 << 30 { 2 } else { 1 };
+    crate::byte_size::format_upto(b, decimals, 3)
 }
 
 /// Long C++ names cut to `max` characters for the terminal.
@@ -201,8 +194,8 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
         }
         if f.malformed_events_skipped + f.malformed_events_clamped > 0 {
             head.push_str(&format!(
-                "warning: {}: {} malformed event(s) skipped (ts or dur missing, not a number or \
-                 not finite), {} clamped (negative dur read as 0)\n",
+                "warning: {}: {} malformed event(s) skipped (ts or dur missing, not a number, \
+                 not finite or beyond ±2^62 ns), {} clamped (negative dur read as 0)\n",
                 f.path, f.malformed_events_skipped, f.malformed_events_clamped
             ));
         }

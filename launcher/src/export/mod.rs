@@ -9,12 +9,11 @@
 //!
 //! Each input is read once by the streaming reader and written as it is read, a batch of rows
 //! at a time ([`table`]), so memory does not grow with the trace. Files are exported in
-//! parallel, one per thread ([`pool`]). Every output file is written under a temporary name
+//! parallel, one per worker ([`crate::jobs`], `-j N`). Every output file is written under a temporary name
 //! and renamed into place when complete.
 
 mod args;
 mod files;
-mod pool;
 mod rows;
 pub mod schema;
 mod table;
@@ -39,9 +38,8 @@ pub struct ExportArgs {
     /// The dataset's directory (created if needed; files of the same name are replaced).
     #[arg(short, long, value_name = "DIR")]
     pub out: PathBuf,
-    /// Files exported at once (default: one per core).
-    #[arg(short, long, value_name = "N")]
-    pub jobs: Option<usize>,
+    #[command(flatten)]
+    pub jobs: crate::jobs::Jobs,
 }
 
 /// What the header of a file says about where its rows go.
@@ -51,17 +49,17 @@ struct Header {
 }
 
 pub fn run(args: ExportArgs) -> Result<()> {
+    args.jobs.install(|| export(&args))?
+}
+
+/// `export`, one file per worker of the current rayon pool.
+fn export(args: &ExportArgs) -> Result<()> {
     let inputs = trace_files(&args.paths)?;
     refuse_output(&args.out, &args.paths, &inputs)?;
-    let threads = args.jobs.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
 
     // Ranks first: a file without one gets the next rank after every known one, in file order,
     // as `cuprof report` numbers it; that needs every header before any row is written.
-    let headers = pool::map(inputs.len(), threads, |i| header(&inputs[i]))?;
+    let headers = crate::jobs::map_in_order(&inputs, |p| header(p))?;
     let mut next = headers.iter().filter_map(|h| h.rank).max().unwrap_or(-1) + 1;
     let ranks: Vec<i64> = headers
         .iter()
@@ -80,7 +78,8 @@ pub fn run(args: ExportArgs) -> Result<()> {
             args.out.display()
         )
     })?;
-    let done = pool::map(inputs.len(), threads, |i| {
+    let indices: Vec<usize> = (0..inputs.len()).collect();
+    let done = crate::jobs::map_in_order(&indices, |&i| {
         let path = &inputs[i];
         let mut reader = TraceReader::open(path)?;
         let partition = format!("rank={}/cycle={}", ranks[i], headers[i].cycle);

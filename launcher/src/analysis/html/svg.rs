@@ -111,16 +111,7 @@ pub fn time_unit(max: f64) -> (f64, &'static str) {
 
 /// A unit for an axis of bytes: (divisor, label).
 pub fn byte_unit(max: f64) -> (f64, &'static str) {
-    const K: f64 = 1024.0;
-    if max >= K * K * K {
-        (K * K * K, "GiB")
-    } else if max >= K * K {
-        (K * K, "MiB")
-    } else if max >= K {
-        (K, "KiB")
-    } else {
-        (1.0, "B")
-    }
+    crate::byte_size::unit_upto(max, 3)
 }
 
 /// A tick label without trailing zeros, with as many decimals as the ticks' spacing needs:

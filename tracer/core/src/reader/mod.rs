@@ -25,12 +25,13 @@
 //! ```
 
 mod event;
+mod input;
 mod scan;
 
 pub use event::{event_members, Args, Event, Id, RawMembers};
-pub use scan::micros_to_ns;
+pub use input::{file_kind, open_regular, InputError};
+pub use scan::{member_spans, micros_to_ns};
 
-use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
@@ -57,6 +58,8 @@ pub enum ReadError {
         #[source]
         source: io::Error,
     },
+    #[error("{path}: {kind}, not a regular file; pass the trace file itself")]
+    NotRegular { path: PathBuf, kind: &'static str },
     #[error(
         "{path}: not a Chrome trace: {what} at uncompressed byte {offset}; pass a cuprof \
          `*.trace.json.gz` or another Kineto/Chrome JSON trace (gzip or plain)"
@@ -286,11 +289,18 @@ pub struct TraceReader<'a> {
 }
 
 impl<'a> TraceReader<'a> {
-    /// Opens a trace file, gzip or plain JSON (told apart by the gzip magic bytes).
+    /// Opens a trace file, gzip or plain JSON (told apart by the gzip magic bytes). Anything
+    /// but a regular file (a FIFO, a device, a directory) is refused without blocking.
     pub fn open(path: &Path) -> Result<TraceReader<'static>, ReadError> {
-        let f = File::open(path).map_err(|source| ReadError::Io {
-            path: path.to_owned(),
-            source,
+        let (f, _) = open_regular(path).map_err(|e| match e {
+            InputError::Open { source, .. } => ReadError::Io {
+                path: path.to_owned(),
+                source,
+            },
+            InputError::NotRegular { kind, .. } => ReadError::NotRegular {
+                path: path.to_owned(),
+                kind,
+            },
         })?;
         TraceReader::new(f, path)
     }
@@ -432,6 +442,10 @@ impl<'a> TraceReader<'a> {
     }
 
     /// Reads more decompressed bytes into the buffer; `false` at the end of the data.
+    ///
+    /// It reads at least as many bytes as are already pending: a value that does not fit
+    /// (a 100 MB event) is scanned again after each fill, so the pending data must double
+    /// each time for the scans to add up to linear time, not quadratic.
     fn fill(&mut self) -> Result<bool, ReadError> {
         if self.eof {
             return Ok(false);
@@ -442,13 +456,13 @@ impl<'a> TraceReader<'a> {
             self.end -= self.pos;
             self.pos = 0;
         }
-        if self.buf.len() - self.end < CHUNK {
-            let n = (self.buf.len() * 2).max(self.end + CHUNK);
-            self.buf.resize(n, 0);
+        let target = self.end + CHUNK.max(self.end);
+        if self.buf.len() < target {
+            self.buf.resize(target.max(self.buf.len() * 2), 0);
         }
-        let want = (self.end + CHUNK).min(self.buf.len());
-        loop {
-            let dst = &mut self.buf[self.end..want];
+        let start = self.end;
+        while self.end < target {
+            let dst = &mut self.buf[self.end..target];
             let r = match &mut self.src {
                 Source::Plain(r) => r.read(dst),
                 Source::Gzip(r) => r.read(dst),
@@ -456,18 +470,15 @@ impl<'a> TraceReader<'a> {
             match r {
                 Ok(0) => {
                     self.eof = true;
-                    return Ok(false);
-                }
-                Ok(n) => {
-                    self.end += n;
                     break;
                 }
+                Ok(n) => self.end += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 // A gzip stream cut short: what came before the cut has been delivered.
                 Err(e) if self.is_gzip() && e.kind() != io::ErrorKind::PermissionDenied => {
                     self.eof = true;
                     self.stream_error = Some(e.to_string());
-                    return Ok(false);
+                    break;
                 }
                 Err(source) => {
                     return Err(ReadError::Io {
@@ -476,6 +487,9 @@ impl<'a> TraceReader<'a> {
                     })
                 }
             }
+        }
+        if self.end == start {
+            return Ok(false);
         }
         if let Some(p) = self.progress.as_mut() {
             p(Progress {
