@@ -43,10 +43,9 @@ pub const DRAIN: Duration = Duration::from_millis(300);
 const MAX_CALLS: usize = 1 << 20;
 /// Bound on allocation call stacks waiting for their memory records; past it they start over.
 const MAX_STACKS: usize = 1 << 20;
-/// Bound on allocation streams waiting for their memory records; past it they start over.
-/// A stream-ordered runtime call and the driver call inside it both send one, and only one
-/// is matched, so this fills up (slowly): a restart costs at most the streams of
-/// allocations whose records are still on their way.
+/// Bound on allocation streams waiting for their memory records; past it the older half (by
+/// correlation id) goes. A stream-ordered runtime call and the driver call inside it both
+/// send one and only one is matched, so the other waits until it is old enough to go.
 const MAX_STREAMS: usize = 1 << 20;
 /// The cycle key of a call made outside recording.
 const OUTSIDE: u32 = 0;
@@ -686,7 +685,7 @@ pub struct Session {
     stacks: HashMap<u32, crate::memory::Frames>,
     /// Stream handles of stream-ordered allocation calls by correlation id, waiting for
     /// their memory records.
-    streams: HashMap<u32, crate::memory::StreamHandle>,
+    streams: Links<crate::memory::StreamHandle>,
     last_periodic_flush: Instant,
     /// Write `ac2g` flow arrows: off when no API call is recorded (GPU activity only), where
     /// every arrow would have no start.
@@ -725,7 +724,7 @@ impl Session {
             calls: Links::new(MAX_CALLS),
             next_key: OUTSIDE + 1,
             stacks: HashMap::new(),
-            streams: HashMap::new(),
+            streams: Links::new(MAX_STREAMS),
             last_periodic_flush: Instant::now(),
             flows: true,
             sync_due: None,
@@ -843,12 +842,7 @@ impl Session {
             Input::AllocationStream {
                 correlation,
                 stream,
-            } => {
-                if self.streams.len() >= MAX_STREAMS {
-                    self.streams.clear();
-                }
-                self.streams.insert(correlation, stream);
-            }
+            } => self.streams.insert(correlation, stream),
         }
         self.pump();
     }
