@@ -122,7 +122,7 @@ fn on_api_call(t: &crate::tracer::Tracer, call: ApiCall) {
         t.channel
             .send_stack(crate::stacks::capture(call.correlation));
     }
-    // 0 (the legacy default stream) is what the snapshot writes when no handle came.
+    // A handle of 0 (a default stream) is what the snapshot writes when none came: no message.
     if let Some(stream) = call.stream_argument.filter(|&s| s != 0) {
         t.channel.send_allocation_stream(call.correlation, stream);
     }
