@@ -43,7 +43,8 @@ fn allocations_become_a_counter_track_and_a_torch_snapshot() {
             84 * MIB,
             20 * MIB,
             24 * MIB,
-            20 * MIB
+            20 * MIB,
+            40 * MIB
         ]
     );
     assert!(phs(&t, "C")
@@ -71,7 +72,7 @@ fn allocations_become_a_counter_track_and_a_torch_snapshot() {
     // Entry by entry, read back with Python's pickle; stacks from --with-stack.
     let dump = Command::new("python3")
         .arg("-c")
-        .arg("import pickle,sys,json; s=pickle.load(open(sys.argv[1],'rb')); print(json.dumps({'trace': [[e['action'], e['size'], e['addr'], [f['name'] for f in e['frames']]] for e in s['device_traces'][0]], 'segments': [[g['address'], g['total_size'], len(g['blocks'])] for g in s['segments']]}))")
+        .arg("import pickle,sys,json; s=pickle.load(open(sys.argv[1],'rb')); print(json.dumps({'trace': [[e['action'], e['size'], e['addr'], [f['name'] for f in e['frames']], e['stream']] for e in s['device_traces'][0]], 'segments': [[g['address'], g['total_size'], len(g['blocks']), g['stream']] for g in s['segments']]}))")
         .arg(&pickle)
         .output()
         .unwrap();
@@ -98,8 +99,41 @@ fn allocations_become_a_counter_track_and_a_torch_snapshot() {
             ("segment_free".to_string(), 64 * MIB),
             ("segment_alloc".to_string(), 4 * MIB),
             ("segment_free".to_string(), 4 * MIB),
+            ("segment_alloc".to_string(), 20 * MIB),
         ]
     );
+    // Each entry's stream: the cudaStream_t the stream-ordered allocations were made on
+    // (on their frees' entries too), 0 for cudaMalloc's; never CUPTI's stream id (7).
+    let stream = out["stream"].as_i64().unwrap();
+    assert_eq!(stream, 0x7f00_dead_0000);
+    let streams: Vec<(String, i64, i64)> = v["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let action = e[0].as_str().unwrap().to_string();
+            (action, e[2].as_i64().unwrap(), e[4].as_i64().unwrap())
+        })
+        .collect();
+    let [a, b, c, p, q] = ["a", "b", "c", "p", "q"].map(|k| out[k].as_i64().unwrap());
+    let life = |addr: i64, stream: i64, freed: bool| {
+        let actions = ["segment_alloc", "alloc"].iter().chain(if freed {
+            &["free_requested", "free_completed", "segment_free"][..]
+        } else {
+            &[][..]
+        });
+        actions
+            .map(|action| (action.to_string(), addr, stream))
+            .collect::<Vec<_>>()
+    };
+    let mut expected = Vec::new();
+    expected.extend(life(a, 0, false));
+    expected.extend(life(b, 0, false));
+    expected.extend(life(a, 0, true).split_off(2));
+    expected.extend(life(c, 0, true));
+    expected.extend(life(p, stream, true));
+    expected.extend(life(q, stream, false));
+    assert_eq!(streams, expected);
     for e in v["trace"]
         .as_array()
         .unwrap()
@@ -117,8 +151,33 @@ fn allocations_become_a_counter_track_and_a_torch_snapshot() {
             "allocation stack: {frames:?}"
         );
     }
-    // Live at the end: the 20 MiB segment at its address.
-    assert_eq!(v["segments"], serde_json::json!([[out["b"], 20 * MIB, 1]]));
+    // Live at the end: the two 20 MiB segments at their addresses, on their streams.
+    assert_eq!(
+        v["segments"],
+        serde_json::json!([[b, 20 * MIB, 1, 0], [q, 20 * MIB, 1, stream]])
+    );
+
+    // torch's own reader: `_memory_viz stats` names a segment's stream when it is not 0.
+    let stats = Command::new("python3")
+        .args(["-m", "torch.cuda._memory_viz", "stats"])
+        .arg(&pickle)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&stats.stdout);
+    assert!(
+        stats.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stats.stderr)
+    );
+    let segment_lines: Vec<&str> = text.lines().filter(|l| l.starts_with('[')).collect();
+    assert_eq!(
+        segment_lines,
+        vec![
+            "[a] 20.0MiB allocated, 0.0B free",
+            "[a] 20.0MiB allocated, 0.0B free stream_139641712607232",
+        ],
+        "{text}"
+    );
 
     // `cuprof memory` prints the same peak.
     let summary = Command::new(cuprof_bin())
@@ -133,4 +192,30 @@ fn allocations_become_a_counter_track_and_a_torch_snapshot() {
         String::from_utf8_lossy(&summary.stderr)
     );
     assert!(text.contains(&format!("({peak} bytes)")), "{text}");
+}
+
+#[test]
+fn stream_handles_are_read_without_stacks_too() {
+    let dir = TempDir::new("memory-streams");
+    let (out, _) = Run::python("memory.py", &[], dir.path())
+        .env("CUPROF_ACTIVITIES", "CPU,GPU,MEM")
+        .ok_json();
+    let files = dir.files();
+    assert!(files[0].ends_with(".pickle"), "{files:?}");
+    let dump = Command::new("python3")
+        .arg("-c")
+        .arg("import pickle,sys,json; s=pickle.load(open(sys.argv[1],'rb')); print(json.dumps([[g['address'], g['stream'], len(g['frames'])] for g in s['segments']]))")
+        .arg(dir.path().join(&files[0]))
+        .output()
+        .unwrap();
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    let segments: serde_json::Value = serde_json::from_slice(&dump.stdout).unwrap();
+    assert_eq!(
+        segments,
+        serde_json::json!([[out["b"], 0, 0], [out["q"], 0x7f00_dead_0000_i64, 0]])
+    );
 }

@@ -155,6 +155,8 @@ pub const CUPTI_NVLINK_INVALID_PORT: i32 = -1;
 pub const CUPTI_MAX_NVLINK_PORTS: u32 = 32;
 pub const CUPTI_DECOMPRESSED_BYTES_UNKNOWN: u32 = 0;
 pub const CUPTI_MAX_GPUS: u32 = 32;
+pub type CUdeviceptr_v2 = ::core::ffi::c_ulonglong;
+pub type CUdeviceptr = CUdeviceptr_v2;
 pub type CUdevice_v1 = ::core::ffi::c_int;
 pub type CUdevice = CUdevice_v1;
 #[repr(C)]
@@ -193,6 +195,12 @@ pub struct CUgraphExec_st {
     _unused: [u8; 0],
 }
 pub type CUgraphExec = *mut CUgraphExec_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUmemPoolHandle_st {
+    _unused: [u8; 0],
+}
+pub type CUmemoryPool = *mut CUmemPoolHandle_st;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct CUgraphDeviceUpdatableNode_st {
@@ -1170,6 +1178,10 @@ impl CUptiResult {
 #[doc = " \\brief CUPTI result codes.\n\n Error and result codes returned by CUPTI functions."]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct CUptiResult(pub ::core::ffi::c_uint);
+#[doc = " CUDA stream"]
+pub type cudaStream_t = *mut CUstream_st;
+#[doc = " CUDA memory pool"]
+pub type cudaMemPool_t = *mut CUmemPoolHandle_st;
 impl CUpti_ApiCallbackSite {
     #[doc = " The callback is at the entry of the API call."]
     pub const CUPTI_API_ENTER: CUpti_ApiCallbackSite = CUpti_ApiCallbackSite(0);
@@ -15257,6 +15269,186 @@ impl CUpti_nvtx_api_trace_cbid {
 #[repr(transparent)]
 #[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct CUpti_nvtx_api_trace_cbid(pub ::core::ffi::c_uint);
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct cudaMallocAsync_ptsz_v11020_params_st {
+    pub devPtr: *mut *mut ::core::ffi::c_void,
+    pub size: usize,
+    pub hStream: cudaStream_t,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of cudaMallocAsync_ptsz_v11020_params_st"]
+        [::core::mem::size_of::<cudaMallocAsync_ptsz_v11020_params_st>() - 24usize];
+    ["Alignment of cudaMallocAsync_ptsz_v11020_params_st"]
+        [::core::mem::align_of::<cudaMallocAsync_ptsz_v11020_params_st>() - 8usize];
+    ["Offset of field: cudaMallocAsync_ptsz_v11020_params_st::devPtr"]
+        [::core::mem::offset_of!(cudaMallocAsync_ptsz_v11020_params_st, devPtr) - 0usize];
+    ["Offset of field: cudaMallocAsync_ptsz_v11020_params_st::size"]
+        [::core::mem::offset_of!(cudaMallocAsync_ptsz_v11020_params_st, size) - 8usize];
+    ["Offset of field: cudaMallocAsync_ptsz_v11020_params_st::hStream"]
+        [::core::mem::offset_of!(cudaMallocAsync_ptsz_v11020_params_st, hStream) - 16usize];
+};
+pub type cudaMallocAsync_ptsz_v11020_params = cudaMallocAsync_ptsz_v11020_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct cudaMallocFromPoolAsync_ptsz_v11020_params_st {
+    pub ptr: *mut *mut ::core::ffi::c_void,
+    pub size: usize,
+    pub memPool: cudaMemPool_t,
+    pub stream: cudaStream_t,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of cudaMallocFromPoolAsync_ptsz_v11020_params_st"]
+        [::core::mem::size_of::<cudaMallocFromPoolAsync_ptsz_v11020_params_st>() - 32usize];
+    ["Alignment of cudaMallocFromPoolAsync_ptsz_v11020_params_st"]
+        [::core::mem::align_of::<cudaMallocFromPoolAsync_ptsz_v11020_params_st>() - 8usize];
+    ["Offset of field: cudaMallocFromPoolAsync_ptsz_v11020_params_st::ptr"]
+        [::core::mem::offset_of!(cudaMallocFromPoolAsync_ptsz_v11020_params_st, ptr) - 0usize];
+    ["Offset of field: cudaMallocFromPoolAsync_ptsz_v11020_params_st::size"]
+        [::core::mem::offset_of!(cudaMallocFromPoolAsync_ptsz_v11020_params_st, size) - 8usize];
+    ["Offset of field: cudaMallocFromPoolAsync_ptsz_v11020_params_st::memPool"]
+        [::core::mem::offset_of!(cudaMallocFromPoolAsync_ptsz_v11020_params_st, memPool) - 16usize];
+    ["Offset of field: cudaMallocFromPoolAsync_ptsz_v11020_params_st::stream"]
+        [::core::mem::offset_of!(cudaMallocFromPoolAsync_ptsz_v11020_params_st, stream) - 24usize];
+};
+pub type cudaMallocFromPoolAsync_ptsz_v11020_params = cudaMallocFromPoolAsync_ptsz_v11020_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct cudaMallocAsync_v11020_params_st {
+    pub devPtr: *mut *mut ::core::ffi::c_void,
+    pub size: usize,
+    pub hStream: cudaStream_t,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of cudaMallocAsync_v11020_params_st"]
+        [::core::mem::size_of::<cudaMallocAsync_v11020_params_st>() - 24usize];
+    ["Alignment of cudaMallocAsync_v11020_params_st"]
+        [::core::mem::align_of::<cudaMallocAsync_v11020_params_st>() - 8usize];
+    ["Offset of field: cudaMallocAsync_v11020_params_st::devPtr"]
+        [::core::mem::offset_of!(cudaMallocAsync_v11020_params_st, devPtr) - 0usize];
+    ["Offset of field: cudaMallocAsync_v11020_params_st::size"]
+        [::core::mem::offset_of!(cudaMallocAsync_v11020_params_st, size) - 8usize];
+    ["Offset of field: cudaMallocAsync_v11020_params_st::hStream"]
+        [::core::mem::offset_of!(cudaMallocAsync_v11020_params_st, hStream) - 16usize];
+};
+pub type cudaMallocAsync_v11020_params = cudaMallocAsync_v11020_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct cudaMallocFromPoolAsync_v11020_params_st {
+    pub ptr: *mut *mut ::core::ffi::c_void,
+    pub size: usize,
+    pub memPool: cudaMemPool_t,
+    pub stream: cudaStream_t,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of cudaMallocFromPoolAsync_v11020_params_st"]
+        [::core::mem::size_of::<cudaMallocFromPoolAsync_v11020_params_st>() - 32usize];
+    ["Alignment of cudaMallocFromPoolAsync_v11020_params_st"]
+        [::core::mem::align_of::<cudaMallocFromPoolAsync_v11020_params_st>() - 8usize];
+    ["Offset of field: cudaMallocFromPoolAsync_v11020_params_st::ptr"]
+        [::core::mem::offset_of!(cudaMallocFromPoolAsync_v11020_params_st, ptr) - 0usize];
+    ["Offset of field: cudaMallocFromPoolAsync_v11020_params_st::size"]
+        [::core::mem::offset_of!(cudaMallocFromPoolAsync_v11020_params_st, size) - 8usize];
+    ["Offset of field: cudaMallocFromPoolAsync_v11020_params_st::memPool"]
+        [::core::mem::offset_of!(cudaMallocFromPoolAsync_v11020_params_st, memPool) - 16usize];
+    ["Offset of field: cudaMallocFromPoolAsync_v11020_params_st::stream"]
+        [::core::mem::offset_of!(cudaMallocFromPoolAsync_v11020_params_st, stream) - 24usize];
+};
+pub type cudaMallocFromPoolAsync_v11020_params = cudaMallocFromPoolAsync_v11020_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct cuMemAllocAsync_ptsz_params_st {
+    pub dptr: *mut CUdeviceptr,
+    pub bytesize: usize,
+    pub hStream: CUstream,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of cuMemAllocAsync_ptsz_params_st"]
+        [::core::mem::size_of::<cuMemAllocAsync_ptsz_params_st>() - 24usize];
+    ["Alignment of cuMemAllocAsync_ptsz_params_st"]
+        [::core::mem::align_of::<cuMemAllocAsync_ptsz_params_st>() - 8usize];
+    ["Offset of field: cuMemAllocAsync_ptsz_params_st::dptr"]
+        [::core::mem::offset_of!(cuMemAllocAsync_ptsz_params_st, dptr) - 0usize];
+    ["Offset of field: cuMemAllocAsync_ptsz_params_st::bytesize"]
+        [::core::mem::offset_of!(cuMemAllocAsync_ptsz_params_st, bytesize) - 8usize];
+    ["Offset of field: cuMemAllocAsync_ptsz_params_st::hStream"]
+        [::core::mem::offset_of!(cuMemAllocAsync_ptsz_params_st, hStream) - 16usize];
+};
+pub type cuMemAllocAsync_ptsz_params = cuMemAllocAsync_ptsz_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct cuMemAllocFromPoolAsync_ptsz_params_st {
+    pub dptr: *mut CUdeviceptr,
+    pub bytesize: usize,
+    pub pool: CUmemoryPool,
+    pub hStream: CUstream,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of cuMemAllocFromPoolAsync_ptsz_params_st"]
+        [::core::mem::size_of::<cuMemAllocFromPoolAsync_ptsz_params_st>() - 32usize];
+    ["Alignment of cuMemAllocFromPoolAsync_ptsz_params_st"]
+        [::core::mem::align_of::<cuMemAllocFromPoolAsync_ptsz_params_st>() - 8usize];
+    ["Offset of field: cuMemAllocFromPoolAsync_ptsz_params_st::dptr"]
+        [::core::mem::offset_of!(cuMemAllocFromPoolAsync_ptsz_params_st, dptr) - 0usize];
+    ["Offset of field: cuMemAllocFromPoolAsync_ptsz_params_st::bytesize"]
+        [::core::mem::offset_of!(cuMemAllocFromPoolAsync_ptsz_params_st, bytesize) - 8usize];
+    ["Offset of field: cuMemAllocFromPoolAsync_ptsz_params_st::pool"]
+        [::core::mem::offset_of!(cuMemAllocFromPoolAsync_ptsz_params_st, pool) - 16usize];
+    ["Offset of field: cuMemAllocFromPoolAsync_ptsz_params_st::hStream"]
+        [::core::mem::offset_of!(cuMemAllocFromPoolAsync_ptsz_params_st, hStream) - 24usize];
+};
+pub type cuMemAllocFromPoolAsync_ptsz_params = cuMemAllocFromPoolAsync_ptsz_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct cuMemAllocAsync_params_st {
+    pub dptr: *mut CUdeviceptr,
+    pub bytesize: usize,
+    pub hStream: CUstream,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of cuMemAllocAsync_params_st"]
+        [::core::mem::size_of::<cuMemAllocAsync_params_st>() - 24usize];
+    ["Alignment of cuMemAllocAsync_params_st"]
+        [::core::mem::align_of::<cuMemAllocAsync_params_st>() - 8usize];
+    ["Offset of field: cuMemAllocAsync_params_st::dptr"]
+        [::core::mem::offset_of!(cuMemAllocAsync_params_st, dptr) - 0usize];
+    ["Offset of field: cuMemAllocAsync_params_st::bytesize"]
+        [::core::mem::offset_of!(cuMemAllocAsync_params_st, bytesize) - 8usize];
+    ["Offset of field: cuMemAllocAsync_params_st::hStream"]
+        [::core::mem::offset_of!(cuMemAllocAsync_params_st, hStream) - 16usize];
+};
+pub type cuMemAllocAsync_params = cuMemAllocAsync_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct cuMemAllocFromPoolAsync_params_st {
+    pub dptr: *mut CUdeviceptr,
+    pub bytesize: usize,
+    pub pool: CUmemoryPool,
+    pub hStream: CUstream,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of cuMemAllocFromPoolAsync_params_st"]
+        [::core::mem::size_of::<cuMemAllocFromPoolAsync_params_st>() - 32usize];
+    ["Alignment of cuMemAllocFromPoolAsync_params_st"]
+        [::core::mem::align_of::<cuMemAllocFromPoolAsync_params_st>() - 8usize];
+    ["Offset of field: cuMemAllocFromPoolAsync_params_st::dptr"]
+        [::core::mem::offset_of!(cuMemAllocFromPoolAsync_params_st, dptr) - 0usize];
+    ["Offset of field: cuMemAllocFromPoolAsync_params_st::bytesize"]
+        [::core::mem::offset_of!(cuMemAllocFromPoolAsync_params_st, bytesize) - 8usize];
+    ["Offset of field: cuMemAllocFromPoolAsync_params_st::pool"]
+        [::core::mem::offset_of!(cuMemAllocFromPoolAsync_params_st, pool) - 16usize];
+    ["Offset of field: cuMemAllocFromPoolAsync_params_st::hStream"]
+        [::core::mem::offset_of!(cuMemAllocFromPoolAsync_params_st, hStream) - 24usize];
+};
+pub type cuMemAllocFromPoolAsync_params = cuMemAllocFromPoolAsync_params_st;
 extern "C" {
     #[doc = " \\brief Get the descriptive string for a CUptiResult.\n\n Return the descriptive string for a CUptiResult in \\p *str.\n \\note \\b Thread-safety: this function is thread safe.\n\n \\param result The result to get the string for\n \\param str Returns the string\n\n \\retval CUPTI_SUCCESS on success\n \\retval CUPTI_ERROR_INVALID_PARAMETER if \\p str is NULL or \\p\n result is not a valid CUptiResult"]
     pub fn cuptiGetResultString(

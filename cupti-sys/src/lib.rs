@@ -18,6 +18,12 @@
 //!   constants (`CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY`), never Rust
 //!   enums: a value unknown to these headers, from a newer libcupti, is still a
 //!   valid value.
+//! * The parameters CUPTI passes to an API callback
+//!   (`CUpti_CallbackData::functionParams`, from `generated_cuda_runtime_api_meta.h`
+//!   and `generated_cuda_meta.h`) are here only for the calls cuprof reads: the
+//!   stream-ordered allocations ([`cudaMallocAsync_v11020_params`],
+//!   [`cudaMallocFromPoolAsync_v11020_params`], their `_ptsz` variants,
+//!   [`cuMemAllocAsync_params`], [`cuMemAllocFromPoolAsync_params`] and theirs).
 //! * Every struct carries bindgen's layout asserts (compile-time), and
 //!   `tests/offsets.rs` checks the offsets cuprof's decoder relies on.
 //! * The `extern "C"` declarations are there for their signatures, but this

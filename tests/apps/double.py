@@ -95,8 +95,8 @@ _SIGNATURES = {
     "double_api_call": (_U32, [c_uint32, c_uint32, c_uint64]),
     "double_malloc": (_U64, [c_uint32, c_uint64]),
     "double_free": (None, [c_uint32, c_uint64]),
-    "double_malloc_async": (_U64, [c_uint32, c_uint32, c_uint64]),
-    "double_free_async": (None, [c_uint32, c_uint32, c_uint64]),
+    "double_malloc_async": (_U64, [c_uint32, c_uint32, c_uint64, c_uint64]),
+    "double_free_async": (None, [c_uint32, c_uint32, c_uint64, c_uint64]),
     "double_profiler_start": (None, []),
     "double_profiler_stop": (None, []),
     "double_device_reset": (None, []),
@@ -172,17 +172,18 @@ class Double:
     def sync(self, sync_type=SYNC_DEVICE, stream=0, duration_ns=10_000):
         return self.lib.double_sync(sync_type, stream, duration_ns)
 
-    def malloc(self, nbytes, device=0, stream=None):
-        """cudaMalloc, or cudaMallocAsync when a stream is given; returns the address."""
+    def malloc(self, nbytes, device=0, stream=None, stream_handle=0):
+        """cudaMalloc, or cudaMallocAsync when a stream is given (CUPTI's id; the program's
+        cudaStream_t is stream_handle); returns the address."""
         if stream is None:
             return self.lib.double_malloc(device, nbytes)
-        return self.lib.double_malloc_async(device, stream, nbytes)
+        return self.lib.double_malloc_async(device, stream, stream_handle, nbytes)
 
-    def free(self, address, device=0, stream=None):
+    def free(self, address, device=0, stream=None, stream_handle=0):
         if stream is None:
             self.lib.double_free(device, address)
         else:
-            self.lib.double_free_async(device, stream, address)
+            self.lib.double_free_async(device, stream, stream_handle, address)
 
     # -- CUPTI calls a program or a tool makes -------------------------------------
 

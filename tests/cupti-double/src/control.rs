@@ -2,11 +2,14 @@
 //! subscriber callbacks (ENTER/EXIT), API records (with EXTERNAL_CORRELATION records
 //! before them), and the device-side records.
 
-use crate::cupti::{self, CallbackData, API_ENTER, API_EXIT, DOMAIN_DRIVER, DOMAIN_RUNTIME};
+use crate::cupti::{
+    self, CallbackData, FreeAsyncParams, MallocAsyncParams, API_ENTER, API_EXIT, DOMAIN_DRIVER,
+    DOMAIN_RUNTIME,
+};
 use crate::layout::{self, kind};
 use crate::state::{self, lock};
 use std::collections::HashMap;
-use std::ffi::c_char;
+use std::ffi::{c_char, c_void};
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Mutex, OnceLock};
@@ -78,6 +81,9 @@ pub struct ApiCall {
     pub start: u64,
     symbol: *const c_char,
     callbacks: bool,
+    /// The call's parameter struct (`functionParams`), the same at ENTER and EXIT; null for
+    /// calls the double passes none for.
+    params: *const c_void,
     correlation_data: u64,
     return_value: i32,
     /// The latest end its API records claim: a real call returns after CUPTI's end timestamp,
@@ -87,6 +93,18 @@ pub struct ApiCall {
 
 impl ApiCall {
     pub fn begin(domain: u32, cbid: u32, symbol: *const c_char, callbacks: bool) -> Self {
+        Self::begin_with_params(domain, cbid, symbol, callbacks, std::ptr::null())
+    }
+
+    /// [`Self::begin`] of a call whose callbacks get `params` as `functionParams` (it must
+    /// stay alive until [`Self::finish`]).
+    pub fn begin_with_params(
+        domain: u32,
+        cbid: u32,
+        symbol: *const c_char,
+        callbacks: bool,
+        params: *const c_void,
+    ) -> Self {
         let mut call = ApiCall {
             domain,
             cbid,
@@ -94,6 +112,7 @@ impl ApiCall {
             start: state::now_ns(),
             symbol,
             callbacks,
+            params,
             correlation_data: 0,
             return_value: 0,
             returns_at: std::cell::Cell::new(0),
@@ -109,7 +128,7 @@ impl ApiCall {
         let data = CallbackData {
             callback_site: site,
             function_name: function_name(self.domain, self.cbid),
-            function_params: std::ptr::null(),
+            function_params: self.params,
             function_return_value: &mut self.return_value as *mut i32 as *mut _,
             symbol_name: self.symbol,
             context: std::ptr::null_mut(),
@@ -597,22 +616,45 @@ fn memory_record(call: &ApiCall, o: &MemOp) {
     state::emit(kind::MEMORY2, |b| layout::write_memory(b, &rec));
 }
 
-/// cudaMalloc / cudaMallocAsync. Returns the device address.
-pub fn malloc(device: u32, stream: u32, bytes: u64, is_async: bool) -> u64 {
-    let c = if is_async {
-        cbid::CUDA_MALLOC_ASYNC
-    } else {
-        cbid::CUDA_MALLOC
+/// The stream a stream-ordered call is made on: what the program passes (`cudaStream_t`)
+/// and CUPTI's id for it (in the records).
+#[derive(Clone, Copy)]
+pub struct Stream {
+    pub id: u32,
+    pub handle: u64,
+}
+
+/// cudaMalloc, or cudaMallocAsync on `stream`. Returns the device address.
+pub fn malloc(device: u32, stream: Option<Stream>, bytes: u64) -> u64 {
+    let is_async = stream.is_some();
+    let mut out: *mut c_void = std::ptr::null_mut();
+    let params = stream.map(|s| MallocAsyncParams {
+        dev_ptr: &mut out,
+        size: bytes as usize,
+        h_stream: s.handle as usize as *mut c_void,
+    });
+    let call = match &params {
+        Some(p) => ApiCall::begin_with_params(
+            DOMAIN_RUNTIME,
+            cbid::CUDA_MALLOC_ASYNC,
+            std::ptr::null(),
+            true,
+            p as *const MallocAsyncParams as *const c_void,
+        ),
+        None => ApiCall::begin(DOMAIN_RUNTIME, cbid::CUDA_MALLOC, std::ptr::null(), true),
     };
-    let call = ApiCall::begin(DOMAIN_RUNTIME, c, std::ptr::null(), true);
     let (address, pool_used) = alloc(device, bytes, is_async);
+    if let Some(p) = &params {
+        // SAFETY: `dev_ptr` points at `out`, alive in this frame; the exit callback reads it.
+        unsafe { *p.dev_ptr = address as usize as *mut c_void };
+    }
     call.record(call.start + 2000);
     memory_record(
         &call,
         &MemOp {
             op: 1,
             device,
-            stream: if is_async { stream } else { 0 },
+            stream: stream.map_or(0, |s| s.id),
             address,
             bytes,
             is_async,
@@ -623,14 +665,23 @@ pub fn malloc(device: u32, stream: u32, bytes: u64, is_async: bool) -> u64 {
     address
 }
 
-/// cudaFree / cudaFreeAsync.
-pub fn free(device: u32, stream: u32, address: u64, is_async: bool) {
-    let c = if is_async {
-        cbid::CUDA_FREE_ASYNC
-    } else {
-        cbid::CUDA_FREE
+/// cudaFree, or cudaFreeAsync on `stream`.
+pub fn free(device: u32, stream: Option<Stream>, address: u64) {
+    let is_async = stream.is_some();
+    let params = stream.map(|s| FreeAsyncParams {
+        dev_ptr: address as usize as *mut c_void,
+        h_stream: s.handle as usize as *mut c_void,
+    });
+    let call = match &params {
+        Some(p) => ApiCall::begin_with_params(
+            DOMAIN_RUNTIME,
+            cbid::CUDA_FREE_ASYNC,
+            std::ptr::null(),
+            true,
+            p as *const FreeAsyncParams as *const c_void,
+        ),
+        None => ApiCall::begin(DOMAIN_RUNTIME, cbid::CUDA_FREE, std::ptr::null(), true),
     };
-    let call = ApiCall::begin(DOMAIN_RUNTIME, c, std::ptr::null(), true);
     let (bytes, pool_used) = release(address);
     call.record(call.start + 2000);
     memory_record(
@@ -638,7 +689,7 @@ pub fn free(device: u32, stream: u32, address: u64, is_async: bool) {
         &MemOp {
             op: 2,
             device,
-            stream: if is_async { stream } else { 0 },
+            stream: stream.map_or(0, |s| s.id),
             address,
             bytes,
             is_async,

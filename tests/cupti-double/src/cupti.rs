@@ -45,6 +45,23 @@ pub struct CallbackData {
     pub correlation_id: u32,
 }
 
+/// `cudaMallocAsync_v11020_params` (generated_cuda_runtime_api_meta.h): cudaMallocAsync's
+/// `functionParams`. Offsets checked in tests against cupti-sys: 0, 8, 16; size 24.
+#[repr(C)]
+pub struct MallocAsyncParams {
+    pub dev_ptr: *mut *mut c_void,
+    pub size: usize,
+    pub h_stream: *mut c_void,
+}
+
+/// `cudaFreeAsync_v11020_params` (generated_cuda_runtime_api_meta.h): cudaFreeAsync's
+/// `functionParams`. Offsets checked in tests: 0, 8; size 16.
+#[repr(C)]
+pub struct FreeAsyncParams {
+    pub dev_ptr: *mut c_void,
+    pub h_stream: *mut c_void,
+}
+
 /// `CUPTI_API_ENTER` / `CUPTI_API_EXIT`.
 pub const API_ENTER: u32 = 0;
 pub const API_EXIT: u32 = 1;

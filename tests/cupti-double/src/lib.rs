@@ -244,25 +244,40 @@ pub extern "C" fn double_event_record(stream: u32, event_id: u32) -> u32 {
 /// cudaMalloc: API record + MEMORY2 allocation record. Returns the device address.
 #[no_mangle]
 pub extern "C" fn double_malloc(device: u32, bytes: u64) -> u64 {
-    guard(0, || control::malloc(device, 0, bytes, false))
+    guard(0, || control::malloc(device, None, bytes))
 }
 
 /// cudaFree: API record + MEMORY2 release record.
 #[no_mangle]
 pub extern "C" fn double_free(device: u32, address: u64) {
-    guard((), || control::free(device, 0, address, false))
+    guard((), || control::free(device, None, address))
 }
 
-/// cudaMallocAsync from the device's pool on `stream`. Returns the device address.
+/// cudaMallocAsync from the device's pool on the stream the program knows as
+/// `stream_handle` (its `cudaStream_t`, passed in the callbacks' parameters) and CUPTI as
+/// `stream_id` (in the records). Returns the device address.
 #[no_mangle]
-pub extern "C" fn double_malloc_async(device: u32, stream: u32, bytes: u64) -> u64 {
-    guard(0, || control::malloc(device, stream, bytes, true))
+pub extern "C" fn double_malloc_async(
+    device: u32,
+    stream_id: u32,
+    stream_handle: u64,
+    bytes: u64,
+) -> u64 {
+    let stream = control::Stream {
+        id: stream_id,
+        handle: stream_handle,
+    };
+    guard(0, || control::malloc(device, Some(stream), bytes))
 }
 
-/// cudaFreeAsync on `stream`.
+/// cudaFreeAsync on a stream, as for [`double_malloc_async`].
 #[no_mangle]
-pub extern "C" fn double_free_async(device: u32, stream: u32, address: u64) {
-    guard((), || control::free(device, stream, address, true))
+pub extern "C" fn double_free_async(device: u32, stream_id: u32, stream_handle: u64, address: u64) {
+    let stream = control::Stream {
+        id: stream_id,
+        handle: stream_handle,
+    };
+    guard((), || control::free(device, Some(stream), address))
 }
 
 /// cudaProfilerStart (cbid 171).

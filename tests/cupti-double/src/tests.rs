@@ -44,6 +44,8 @@ struct Cb {
     symbol: String,
     correlation_id: u32,
     correlation_data_seen: u64,
+    /// The stream handle in cudaMallocAsync's / cudaFreeAsync's parameters (0 for others).
+    stream_argument: u64,
 }
 
 fn gettid() -> u32 {
@@ -118,6 +120,14 @@ unsafe extern "C" fn t_callback(_ud: *mut c_void, domain: u32, cbid: u32, data: 
     if d.callback_site == API_ENTER {
         *slot = 0xC0FFEE + u64::from(d.correlation_id);
     }
+    let params = d.function_params;
+    let stream_argument = match (domain, cbid) {
+        // SAFETY: the double passes cudaMallocAsync's parameter struct with its cbid.
+        (DOMAIN_RUNTIME, 373) => unsafe { &*(params as *const MallocAsyncParams) }.h_stream,
+        // SAFETY: the double passes cudaFreeAsync's parameter struct with its cbid.
+        (DOMAIN_RUNTIME, 375) => unsafe { &*(params as *const FreeAsyncParams) }.h_stream,
+        _ => std::ptr::null_mut(),
+    } as u64;
     lock(&CALLBACKS).push(Cb {
         domain,
         cbid,
@@ -126,6 +136,7 @@ unsafe extern "C" fn t_callback(_ud: *mut c_void, domain: u32, cbid: u32, data: 
         symbol: s(d.symbol_name),
         correlation_id: d.correlation_id,
         correlation_data_seen: seen,
+        stream_argument,
     });
 }
 
@@ -250,6 +261,9 @@ fn callback_data_matches_header_offsets() {
     assert_eq!(offset_of!(CallbackData, correlation_data), 56);
     assert_eq!(offset_of!(CallbackData, correlation_id), 64);
     assert_eq!(size_of::<CallbackData>(), 72);
+    assert_eq!(offset_of!(FreeAsyncParams, dev_ptr), 0);
+    assert_eq!(offset_of!(FreeAsyncParams, h_stream), 8);
+    assert_eq!(size_of::<FreeAsyncParams>(), 16);
 }
 
 #[test]
@@ -536,9 +550,9 @@ fn memory_records() {
     enable(&[kind::MEMORY2, kind::RUNTIME]);
     let a = double_malloc(0, 1000);
     let b = double_malloc(0, 3 << 20);
-    let c = double_malloc_async(0, 5, 4096);
+    let c = double_malloc_async(0, 5, 0x7f00_dead_0000, 4096);
     double_free(0, a);
-    double_free_async(0, 5, c);
+    double_free_async(0, 5, 0x7f00_dead_0000, c);
     assert_eq!(a % (2 << 20), 0);
     assert_eq!(b % (2 << 20), 0);
     assert!(a >= 0x7f00_0000_0000);
@@ -960,6 +974,37 @@ fn external_correlation_before_api_records() {
     let e = recs.iter().find(|r| r.kind == 39).unwrap();
     assert_eq!(e.u32(off::ext::CORRELATION_ID), c);
     assert_eq!(e.bytes.len(), 24);
+}
+
+#[test]
+fn stream_ordered_allocations_pass_their_stream_handle_in_the_parameters() {
+    let _g = serial(layout::VERSION_13_0);
+    let mut h = 0usize;
+    assert_eq!(subscribe(&mut h), 0);
+    for cbid in [20, 22, 373, 375] {
+        assert_eq!(cuptiEnableCallback(1, h, DOMAIN_RUNTIME, cbid), 0);
+    }
+    let a = double_malloc(0, 4096);
+    let p = double_malloc_async(0, 5, 0x7f00_dead_0000, 4096);
+    double_free_async(0, 5, 0x7f00_dead_0000, p);
+    double_free(0, a);
+    let seen: Vec<(u32, u32, u64)> = lock(&CALLBACKS)
+        .iter()
+        .map(|c| (c.cbid, c.site, c.stream_argument))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (20, API_ENTER, 0),
+            (20, API_EXIT, 0),
+            (373, API_ENTER, 0x7f00_dead_0000),
+            (373, API_EXIT, 0x7f00_dead_0000),
+            (375, API_ENTER, 0x7f00_dead_0000),
+            (375, API_EXIT, 0x7f00_dead_0000),
+            (22, API_ENTER, 0),
+            (22, API_EXIT, 0),
+        ]
+    );
 }
 
 #[test]
@@ -1574,6 +1619,17 @@ fn agrees_with_cupti_sys() {
         size_of::<CallbackData>(),
         size_of::<s::CUpti_CallbackData>()
     );
+    type P = s::cudaMallocAsync_v11020_params;
+    assert_eq!(
+        offset_of!(MallocAsyncParams, dev_ptr),
+        offset_of!(P, devPtr)
+    );
+    assert_eq!(offset_of!(MallocAsyncParams, size), offset_of!(P, size));
+    assert_eq!(
+        offset_of!(MallocAsyncParams, h_stream),
+        offset_of!(P, hStream)
+    );
+    assert_eq!(size_of::<MallocAsyncParams>(), size_of::<P>());
 
     type K = s::CUpti_ActivityKernel10;
     assert_eq!(

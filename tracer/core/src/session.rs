@@ -43,6 +43,10 @@ pub const DRAIN: Duration = Duration::from_millis(300);
 const MAX_CALLS: usize = 1 << 20;
 /// Bound on allocation call stacks waiting for their memory records; past it they start over.
 const MAX_STACKS: usize = 1 << 20;
+/// Bound on allocation streams waiting for their memory records; past it the older half (by
+/// correlation id) goes. A stream-ordered runtime call and the driver call inside it both
+/// send one and only one is matched, so the other waits until it is old enough to go.
+const MAX_STREAMS: usize = 1 << 20;
 /// The cycle key of a call made outside recording.
 const OUTSIDE: u32 = 0;
 /// Bound on GPU events held back per cycle: after its end, or waiting for their NVTX link.
@@ -119,6 +123,12 @@ pub enum Input {
         native: Vec<crate::memory::Frame>,
         operators: Vec<Name>,
         python: Option<PyStack>,
+    },
+    /// The stream handle (`cudaStream_t`/`CUstream`) a stream-ordered allocation call was
+    /// given, read at its entry: what the memory snapshot writes as the allocation's stream.
+    AllocationStream {
+        correlation: u32,
+        stream: crate::memory::StreamHandle,
     },
 }
 
@@ -673,6 +683,9 @@ pub struct Session {
     next_key: u32,
     /// Allocation call stacks by correlation id, waiting for their memory records.
     stacks: HashMap<u32, crate::memory::Frames>,
+    /// Stream handles of stream-ordered allocation calls by correlation id, waiting for
+    /// their memory records.
+    streams: Links<crate::memory::StreamHandle>,
     last_periodic_flush: Instant,
     /// Write `ac2g` flow arrows: off when no API call is recorded (GPU activity only), where
     /// every arrow would have no start.
@@ -711,6 +724,7 @@ impl Session {
             calls: Links::new(MAX_CALLS),
             next_key: OUTSIDE + 1,
             stacks: HashMap::new(),
+            streams: Links::new(MAX_STREAMS),
             last_periodic_flush: Instant::now(),
             flows: true,
             sync_due: None,
@@ -825,6 +839,10 @@ impl Session {
                 frames.extend(caller_frames(&operators, python.as_deref()));
                 self.stacks.insert(correlation, frames.into());
             }
+            Input::AllocationStream {
+                correlation,
+                stream,
+            } => self.streams.insert(correlation, stream),
         }
         self.pump();
     }
@@ -917,7 +935,13 @@ impl Session {
         };
         self.memory_dirty = true;
         let frames = self.stacks.remove(&m.correlation);
-        let Some(sample) = timeline.record(m, frames) else {
+        // Only a stream-ordered allocation's call has a stream; a free's entries take the
+        // allocation's.
+        let stream = match (m.op, m.is_async) {
+            (MemoryOp::Alloc, true) => self.streams.remove(&m.correlation).unwrap_or(0),
+            _ => 0,
+        };
+        let Some(sample) = timeline.record_on_stream(m, frames, stream) else {
             return;
         };
         let (cycles, mut o, _) = self.parts();

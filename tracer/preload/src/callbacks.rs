@@ -1,8 +1,9 @@
 //! CUPTI's subscriber callbacks: the API calls cuprof listens to, and what each one does.
 //! Window ranges (cudaProfilerStart/Stop), flushes before the program tears CUDA down
-//! (cudaDeviceReset, context destruction), allocation stacks (`--with-stack`).
+//! (cudaDeviceReset, context destruction), allocation stacks (`--with-stack`), the stream
+//! handles of stream-ordered allocations (device memory recorded: the snapshot writes them).
 
-use crate::cupti::{self, ApiCall, Callback, Cupti};
+use crate::cupti::{self, ApiCall, Callback, Cupti, STREAM_ORDERED_ALLOCATIONS};
 use crate::process::guard;
 use crate::tracer::running;
 use crate::window;
@@ -70,8 +71,9 @@ pub fn subscribe(cupti: &Cupti) -> Result<(), crate::error::StartError> {
     cupti.subscribe(on_callback)
 }
 
-/// Turns on the callbacks cuprof acts on (allocation stacks only with `with_stacks`).
-pub fn enable(cupti: &Cupti, with_stacks: bool) {
+/// Turns on the callbacks cuprof acts on: allocation stacks only with `with_stacks`, the
+/// streams of stream-ordered allocations only with `memory` (device memory recorded).
+pub fn enable(cupti: &Cupti, with_stacks: bool, memory: bool) {
     for (domain, cbid) in PROFILER_START.into_iter().chain(PROFILER_STOP) {
         cupti.enable_api_callback(domain, cbid);
     }
@@ -79,6 +81,11 @@ pub fn enable(cupti: &Cupti, with_stacks: bool) {
     cupti.enable_context_destroy_callback();
     if with_stacks {
         for (domain, cbid) in ALLOCATION_CALLS {
+            cupti.enable_api_callback(domain, cbid);
+        }
+    }
+    if memory {
+        for (domain, cbid) in STREAM_ORDERED_ALLOCATIONS {
             cupti.enable_api_callback(domain, cbid);
         }
     }
@@ -107,13 +114,19 @@ fn on_api_call(t: &crate::tracer::Tracer, call: ApiCall) {
         return;
     }
     let id = (call.domain, call.cbid);
-    // At the call's entry, not its exit: the stack must reach the writer before the
-    // allocation's activity record, which CUPTI may hand over (a flush on another thread)
-    // before the exit callback has run.
-    if ALLOCATION_CALLS.contains(&id) {
+    // At the call's entry, not its exit: the stack and stream must reach the writer before
+    // the allocation's activity record, which CUPTI may hand over (a flush on another
+    // thread) before the exit callback has run.
+    // A stream-ordered allocation's callback is on without stacks too (for its stream).
+    if ALLOCATION_CALLS.contains(&id) && t.with_stack {
         t.channel
             .send_stack(crate::stacks::capture(call.correlation));
-    } else if PROFILER_START.contains(&id) {
+    }
+    // A handle of 0 (a default stream) is what the snapshot writes when none came: no message.
+    if let Some(stream) = call.stream_argument.filter(|&s| s != 0) {
+        t.channel.send_allocation_stream(call.correlation, stream);
+    }
+    if PROFILER_START.contains(&id) {
         window::range_start(t, RangeSource::CudaProfilerApi);
     } else if PROFILER_STOP.contains(&id) {
         window::range_stop(t, RangeSource::CudaProfilerApi, Some(call.correlation));

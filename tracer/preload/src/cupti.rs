@@ -11,6 +11,8 @@
 
 use crate::error::{CuptiResult, StartError};
 use cuprof_core::event::ApiDomain;
+use cupti_sys::CUpti_driver_api_trace_cbid_enum as Drv;
+use cupti_sys::CUpti_runtime_api_trace_cbid_enum as Rt;
 use cupti_sys::{self as sys, symbols, CUptiResult};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
@@ -69,6 +71,113 @@ pub struct ApiCall {
     /// At the call's entry (not its exit).
     pub entering: bool,
     pub correlation: u32,
+    /// For a call in [`STREAM_ORDERED_ALLOCATIONS`], at its entry: the stream handle
+    /// (`cudaStream_t`/`CUstream`) it was given, as an integer. `None` for other calls.
+    pub stream_argument: Option<u64>,
+}
+
+/// The stream-ordered allocation calls, whose stream argument [`read_callback`] reads. A
+/// runtime call and the driver call it makes each have a callback (and correlation id).
+pub const STREAM_ORDERED_ALLOCATIONS: [(ApiDomain, u32); 8] = [
+    (
+        ApiDomain::Runtime,
+        Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020.0,
+    ),
+    (
+        ApiDomain::Runtime,
+        Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020.0,
+    ),
+    (
+        ApiDomain::Runtime,
+        Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020.0,
+    ),
+    (
+        ApiDomain::Runtime,
+        Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020.0,
+    ),
+    (
+        ApiDomain::Driver,
+        Drv::CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync.0,
+    ),
+    (
+        ApiDomain::Driver,
+        Drv::CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz.0,
+    ),
+    (
+        ApiDomain::Driver,
+        Drv::CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync.0,
+    ),
+    (
+        ApiDomain::Driver,
+        Drv::CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz.0,
+    ),
+];
+
+/// The stream argument of stream-ordered allocation call `cbid`, from its parameters
+/// (cupti-sys's `*_params` structs of CUPTI's generated_*_meta.h); `None` for other calls.
+///
+/// # Safety
+/// `params` must be the `functionParams` CUPTI passed with the callback of (`domain`,
+/// `cbid`), during that callback, and not null.
+unsafe fn stream_argument(domain: ApiDomain, cbid: u32, params: *const c_void) -> Option<u64> {
+    use sys::{
+        cuMemAllocAsync_params as CuAsync, cuMemAllocAsync_ptsz_params as CuAsyncPtsz,
+        cuMemAllocFromPoolAsync_params as CuPool,
+        cuMemAllocFromPoolAsync_ptsz_params as CuPoolPtsz,
+        cudaMallocAsync_ptsz_v11020_params as RtAsyncPtsz,
+        cudaMallocAsync_v11020_params as RtAsync,
+        cudaMallocFromPoolAsync_ptsz_v11020_params as RtPoolPtsz,
+        cudaMallocFromPoolAsync_v11020_params as RtPool,
+    };
+    use ApiDomain::{Driver, Runtime};
+    // Each arm's SAFETY: CUPTI passes the parameter struct of the call its cbid names (the
+    // caller's contract).
+    let stream = match (domain, cbid) {
+        (Runtime, c) if c == Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020.0 => {
+            // SAFETY: see above.
+            unsafe { field(params, |p: &RtAsync| p.hStream) }
+        }
+        (Runtime, c) if c == Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020.0 => {
+            // SAFETY: see above.
+            unsafe { field(params, |p: &RtAsyncPtsz| p.hStream) }
+        }
+        (Runtime, c) if c == Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_v11020.0 => {
+            // SAFETY: see above.
+            unsafe { field(params, |p: &RtPool| p.stream) }
+        }
+        (Runtime, c) if c == Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMallocFromPoolAsync_ptsz_v11020.0 => {
+            // SAFETY: see above.
+            unsafe { field(params, |p: &RtPoolPtsz| p.stream) }
+        }
+        (Driver, c) if c == Drv::CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync.0 => {
+            // SAFETY: see above.
+            unsafe { field(params, |p: &CuAsync| p.hStream) }
+        }
+        (Driver, c) if c == Drv::CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz.0 => {
+            // SAFETY: see above.
+            unsafe { field(params, |p: &CuAsyncPtsz| p.hStream) }
+        }
+        (Driver, c) if c == Drv::CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync.0 => {
+            // SAFETY: see above.
+            unsafe { field(params, |p: &CuPool| p.hStream) }
+        }
+        (Driver, c) if c == Drv::CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz.0 => {
+            // SAFETY: see above.
+            unsafe { field(params, |p: &CuPoolPtsz| p.hStream) }
+        }
+        _ => return None,
+    };
+    // torch writes a stream as the handle's bits (`int64_t(stream)`): keep them all.
+    Some(stream as usize as u64)
+}
+
+/// Reads a field of the parameter struct `params` points to.
+///
+/// # Safety
+/// `params` must point to a live `P`.
+unsafe fn field<P, T>(params: *const c_void, read: impl FnOnce(&P) -> T) -> T {
+    // SAFETY: the caller's contract.
+    read(unsafe { &*params.cast::<P>() })
 }
 
 /// A subscriber callback, read: an API call, a resource event, or something cuprof ignores.
@@ -106,11 +215,20 @@ pub unsafe fn read_callback(
     }
     // SAFETY: for the API domains CUPTI passes a CUpti_CallbackData (the caller's contract).
     let data = unsafe { &*(data as *const sys::CUpti_CallbackData) };
+    let entering = data.callbackSite == sys::CUpti_ApiCallbackSite::CUPTI_API_ENTER;
+    let params = data.functionParams;
+    let stream_argument = if entering && !params.is_null() {
+        // SAFETY: CUPTI's functionParams for this (domain, cbid), during its callback.
+        unsafe { stream_argument(api, cbid, params) }
+    } else {
+        None
+    };
     Callback::Api(ApiCall {
         domain: api,
         cbid,
-        entering: data.callbackSite == sys::CUpti_ApiCallbackSite::CUPTI_API_ENTER,
+        entering,
         correlation: data.correlationId,
+        stream_argument,
     })
 }
 
@@ -657,5 +775,37 @@ pub mod forward {
             Some(f) => unsafe { f(requested, completed) },
             None => NOT_INITIALIZED,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HANDLE: u64 = 0x7f00_dead_0000;
+
+    #[test]
+    fn reads_the_stream_of_each_stream_ordered_allocation() {
+        // Parameter structs as CUPTI lays them out, the stream at 16 (`devPtr, size,
+        // hStream`) or at 24 (`ptr, size, memPool, stream`).
+        let after_size = [0x1000u64, 4096, HANDLE, 0];
+        let after_pool = [0x1000u64, 4096, 0x5000, HANDLE];
+        let read = |(domain, cbid): (ApiDomain, u32), params: &[u64; 4]| {
+            // SAFETY: a 32-byte struct of the layout the call's cbid names, alive here.
+            unsafe { stream_argument(domain, cbid, params.as_ptr().cast()) }
+        };
+        let [rt_async, rt_async_ptsz, rt_pool, rt_pool_ptsz, cu_async, cu_async_ptsz, cu_pool, cu_pool_ptsz] =
+            STREAM_ORDERED_ALLOCATIONS;
+        for call in [rt_async, rt_async_ptsz, cu_async, cu_async_ptsz] {
+            assert_eq!(read(call, &after_size), Some(HANDLE), "{call:?}");
+        }
+        for call in [rt_pool, rt_pool_ptsz, cu_pool, cu_pool_ptsz] {
+            assert_eq!(read(call, &after_pool), Some(HANDLE), "{call:?}");
+        }
+        let cuda_malloc = (
+            ApiDomain::Runtime,
+            Rt::CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020.0,
+        );
+        assert_eq!(read(cuda_malloc, &after_size), None);
     }
 }

@@ -6,6 +6,7 @@
 //! CUPTI buffer completed ── buffers (decode: cuprof_core::decode) ──┐
 //! NVTX range pop/end ────── nvtx ───────────────────────────────────┤ channel (bounded; each
 //! allocation stack ──────── stacks ─────────────────────────────────┤  message's send policy,
+//! allocation stream ─────── callbacks ──────────────────────────────┤
 //! step / start / stop ───── window (cuprof_core::window) ───────────┘  drops counted)
 //!                                                                      │
 //!                    writer thread: writer → cuprof_core::session (route into cycles, via

@@ -76,7 +76,11 @@ pub fn connect(cfg: &Config) -> Result<(Tracer, Inbox), StartError> {
         Rt::CUPTI_RUNTIME_TRACE_CBID_SIZE.0,
         Drv::CUPTI_DRIVER_TRACE_CBID_SIZE.0,
     );
-    crate::callbacks::enable(&cupti, cfg.with_stack && cfg.activities.mem);
+    crate::callbacks::enable(
+        &cupti,
+        cfg.with_stack && cfg.activities.mem,
+        cfg.activities.mem,
+    );
     // Queued/submitted times on kernel records (Kineto's `queued` arg) exist only when asked for,
     // and cost time on every launch (about 1.2 us on an H100): only with CUPROF_QUEUED.
     if cfg.queued {

@@ -76,6 +76,11 @@ pub const DEVICE_MEMORY_KIND: u32 = 3;
 /// must not make `device_traces` a list of billions of empty lists).
 pub const MAX_DEVICES: u32 = 1024;
 
+/// The `cudaStream_t` (`CUstream`) value a program passed to a stream-ordered allocation,
+/// as torch's snapshot writes a block's stream: the handle's bits as an integer, 0 for the
+/// legacy default stream. Not CUPTI's stream id (`Memory::stream`), which torch never writes.
+pub type StreamHandle = u64;
+
 /// Segments of at most this size are torch's "small" pool's: see [`segment_type`].
 pub const SMALL_SEGMENT_MAX: u64 = 2 << 20;
 
@@ -174,7 +179,8 @@ pub struct TraceEntry {
     pub action: TraceAction,
     pub address: u64,
     pub size: u64,
-    pub stream: u32,
+    /// The allocation's stream (for a free, the stream it was allocated on, as torch writes).
+    pub stream: StreamHandle,
     /// Nanoseconds (CUPTI's clock); written as `time_us` = `timestamp / 1000`.
     pub timestamp: u64,
     /// The stack of the allocating (or freeing) call; `None` writes `frames: []`.
@@ -220,7 +226,7 @@ pub enum SnapshotError {
 #[derive(Debug, Clone)]
 pub(crate) struct Segment {
     pub(crate) size: u64,
-    pub(crate) stream: u32,
+    pub(crate) stream: StreamHandle,
     pub(crate) frames: Option<Frames>,
     /// A pool allocation represented as its own segment (see the module docs).
     pub(crate) from_pool: bool,
@@ -235,7 +241,7 @@ pub(crate) struct Segment {
 #[derive(Debug, Clone)]
 pub(crate) struct Block {
     pub(crate) size: u64,
-    pub(crate) stream: u32,
+    pub(crate) stream: StreamHandle,
     pub(crate) frames: Option<Frames>,
 }
 
@@ -293,11 +299,24 @@ impl MemoryTimeline {
         &mut self.settings
     }
 
-    /// Applies one memory record. `frames` is the stack of the allocating or freeing
-    /// call, if recorded. Returns the device's counter values when they changed (an
-    /// allocation or a matched free of any memory kind; a pool allocation inside a known
-    /// pool segment changes no counter), `None` otherwise.
+    /// [`Self::record_on_stream`] for a record whose call's stream is not known (a
+    /// non-stream-ordered allocation, or a free): stream 0.
     pub fn record(&mut self, m: &Memory, frames: Option<Frames>) -> Option<CounterSample> {
+        self.record_on_stream(m, frames, 0)
+    }
+
+    /// Applies one memory record. `frames` is the stack of the allocating or freeing
+    /// call, if recorded; `stream` the stream handle the allocating call passed (0 when it
+    /// passed none; ignored for a free, whose entries carry the allocation's stream).
+    /// Returns the device's counter values when they changed (an allocation or a matched
+    /// free of any memory kind; a pool allocation inside a known pool segment changes no
+    /// counter), `None` otherwise.
+    pub fn record_on_stream(
+        &mut self,
+        m: &Memory,
+        frames: Option<Frames>,
+        stream: StreamHandle,
+    ) -> Option<CounterSample> {
         if m.device >= MAX_DEVICES || m.address == 0 {
             self.ignored += 1;
             return None;
@@ -313,9 +332,9 @@ impl MemoryTimeline {
                 let dev = self.devices.entry(m.device).or_default();
                 if slot == DEVICE_SLOT {
                     if m.is_async {
-                        dev.alloc_block(m, frames, max_events)
+                        dev.alloc_block(m, stream, frames, max_events)
                     } else {
-                        dev.alloc_segment(m, frames, max_events);
+                        dev.alloc_segment(m, stream, frames, max_events);
                         true
                     }
                 } else {
@@ -495,7 +514,7 @@ impl DeviceState {
         action: TraceAction,
         address: u64,
         size: u64,
-        stream: u32,
+        stream: StreamHandle,
         timestamp: u64,
         frames: &Option<Frames>,
         max_events: usize,
@@ -525,8 +544,15 @@ impl DeviceState {
     }
 
     /// A new segment with one block covering it: `segment_alloc` and `alloc` entries.
-    fn new_segment(&mut self, m: &Memory, frames: Option<Frames>, from_pool: bool, max: usize) {
-        let (addr, size, stream, ts) = (m.address, m.bytes, m.stream, m.timestamp);
+    fn new_segment(
+        &mut self,
+        m: &Memory,
+        stream: StreamHandle,
+        frames: Option<Frames>,
+        from_pool: bool,
+        max: usize,
+    ) {
+        let (addr, size, ts) = (m.address, m.bytes, m.timestamp);
         let mut blocks = BTreeMap::new();
         let block = Block {
             size,
@@ -571,15 +597,27 @@ impl DeviceState {
     }
 
     /// A non-async device allocation: a segment.
-    fn alloc_segment(&mut self, m: &Memory, frames: Option<Frames>, max: usize) {
+    fn alloc_segment(
+        &mut self,
+        m: &Memory,
+        stream: StreamHandle,
+        frames: Option<Frames>,
+        max: usize,
+    ) {
         self.free_stale(m.address, m.timestamp, max);
-        self.new_segment(m, frames, false, max);
+        self.new_segment(m, stream, frames, false, max);
     }
 
     /// A stream-ordered (pool) allocation: a block inside the plain segment containing it
     /// (the pool's reservation), or its own segment. Returns whether reserved bytes changed.
-    fn alloc_block(&mut self, m: &Memory, frames: Option<Frames>, max: usize) -> bool {
-        let (addr, size, stream, ts) = (m.address, m.bytes, m.stream, m.timestamp);
+    fn alloc_block(
+        &mut self,
+        m: &Memory,
+        stream: StreamHandle,
+        frames: Option<Frames>,
+        max: usize,
+    ) -> bool {
+        let (addr, size, ts) = (m.address, m.bytes, m.timestamp);
         if let Some(&seg) = self.pool_blocks.get(&addr) {
             self.free_block(addr, seg, ts, &None, max);
         }
@@ -606,7 +644,7 @@ impl DeviceState {
             });
         let Some(base) = host else {
             self.free_stale(addr, ts, max);
-            self.new_segment(m, frames, true, max);
+            self.new_segment(m, stream, frames, true, max);
             return true;
         };
         let seg = self.segments.get_mut(&base).expect("host segment");

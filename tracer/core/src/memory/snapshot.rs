@@ -9,17 +9,22 @@
 //! - segment: `device, address, total_size, allocated_size, active_size, requested_size,
 //!   stream` (int), `segment_type` (str, [`super::segment_type`]), `segment_pool_id`
 //!   (tuple `(0, 0)`), `is_expandable` (`False`), `frames` (list), `blocks` (list). Segments
-//!   are ordered by device, then address.
+//!   are ordered by device, then address. `stream` is the allocation's
+//!   [`super::StreamHandle`]: the `cudaStream_t` a stream-ordered allocation was made on,
+//!   0 for any other (`cudaMalloc` takes no stream; 0 is torch's default stream, and what
+//!   torch's `SegmentInfo::stream` holds for it).
 //! - block: `address, size, requested_size` (int), `state` (str), `frames` (list). A
 //!   segment has one `active_allocated` block covering it (the allocation itself); a
 //!   segment hosting pool allocations has them (`active_allocated`) and `inactive` blocks
 //!   for the gaps (requested size 0), so that block sizes always sum to `total_size`
 //!   (`_memory_viz stats` asserts it). `allocated_size`, `active_size` and
-//!   `requested_size` are the sum of active blocks.
-//! - trace entry: `action, addr, size, stream, time_us` (int; `time_us` is the record's
-//!   CLOCK_REALTIME nanoseconds / 1000), `compile_context` (`"N/A"`, as torch writes
-//!   without torch.compile), `user_metadata` (`""`), `frames` (list). No `category`:
-//!   MemoryViz.js throws unless one category is `'unknown'`.
+//!   `requested_size` are the sum of active blocks. No `stream`: torch's `BlockInfo` has
+//!   none (a block's stream shows on its trace entries).
+//! - trace entry: `action, addr, size, stream, time_us` (int; `stream` as on segments,
+//!   the allocation's even on a free's entries, as torch writes `block->stream`; `time_us`
+//!   is the record's CLOCK_REALTIME nanoseconds / 1000), `compile_context` (`"N/A"`, as
+//!   torch writes without torch.compile), `user_metadata` (`""`), `frames` (list). No
+//!   `category`: MemoryViz.js throws unless one category is `'unknown'`.
 //! - frame: `name, filename` (str), `line` (int).
 //!
 //! The stack of a segment (its allocation's) is written on the segment and on its block;
@@ -31,7 +36,7 @@
 use std::collections::HashMap;
 
 use super::pickle::PickleWriter;
-use super::{segment_type, Frame, Frames, MemoryTimeline, Segment, TraceEntry};
+use super::{segment_type, Frame, Frames, MemoryTimeline, Segment, StreamHandle, TraceEntry};
 
 /// The `allocator_settings` dict. torch writes its caching allocator's configuration
 /// here; cuprof describes how its segments are to be read, with torch's defaults (the
@@ -206,7 +211,7 @@ fn write_segment<'a>(
     w.key("requested_size");
     w.uint(allocated);
     w.key("stream");
-    w.int(i64::from(seg.stream));
+    w.int(stream_value(seg.stream));
     w.key("segment_type");
     w.str(segment_type(seg.size));
     w.key("segment_pool_id");
@@ -243,7 +248,7 @@ fn write_entry<'a>(w: &mut PickleWriter, memo: &mut FrameMemo<'a>, e: &'a TraceE
     w.key("size");
     w.uint(e.size);
     w.key("stream");
-    w.int(i64::from(e.stream));
+    w.int(stream_value(e.stream));
     w.key("time_us");
     w.uint(e.time_us());
     w.key("compile_context");
@@ -253,6 +258,11 @@ fn write_entry<'a>(w: &mut PickleWriter, memo: &mut FrameMemo<'a>, e: &'a TraceE
     w.key("frames");
     write_frames(w, memo, &e.frames);
     w.end_dict();
+}
+
+/// torch writes `int64_t(stream)`: the handle's bits, never clamped.
+fn stream_value(stream: StreamHandle) -> i64 {
+    stream as i64
 }
 
 fn write_settings(w: &mut PickleWriter, s: &AllocatorSettings) {

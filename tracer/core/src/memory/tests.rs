@@ -6,6 +6,9 @@ const MIB: u64 = 1 << 20;
 const A: u64 = 0x7f00_0000_0000;
 const B: u64 = 0x7f00_1000_0000;
 const C: u64 = 0x7f00_2000_0000;
+/// `cudaStream_t` handles a program passed to stream-ordered allocations.
+const S1: StreamHandle = 0x7f00_dead_0000;
+const S2: StreamHandle = 0x7f00_beef_0000;
 
 fn rec(op: MemoryOp, kind: u32, address: u64, bytes: u64, timestamp: u64) -> Memory {
     Memory {
@@ -44,9 +47,10 @@ fn free(address: u64, bytes: u64, timestamp: u64) -> Memory {
     )
 }
 
-fn pool(mut m: Memory, stream: u32) -> Memory {
+/// A stream-ordered record on CUPTI's stream id `stream_id` (never written to the snapshot).
+fn pool(mut m: Memory, stream_id: u32) -> Memory {
     m.is_async = true;
-    m.stream = stream;
+    m.stream = stream_id;
     m.pool_address = 0x5000;
     m
 }
@@ -79,7 +83,7 @@ fn sample(device: u32, timestamp: u64, values: &[(&'static str, i64)]) -> Option
     })
 }
 
-type Row = (&'static str, u64, u64, u32, u64);
+type Row = (&'static str, u64, u64, StreamHandle, u64);
 
 /// (action, address, size, stream, timestamp) of every kept entry.
 fn entries(t: &MemoryTimeline, device: u32) -> Vec<Row> {
@@ -89,7 +93,7 @@ fn entries(t: &MemoryTimeline, device: u32) -> Vec<Row> {
 }
 
 /// The entries of an allocation becoming live: `segment_alloc`, then `alloc`.
-fn born(address: u64, size: u64, stream: u32, ts: u64) -> Vec<Row> {
+fn born(address: u64, size: u64, stream: StreamHandle, ts: u64) -> Vec<Row> {
     vec![
         ("segment_alloc", address, size, stream, ts),
         ("alloc", address, size, stream, ts),
@@ -97,7 +101,7 @@ fn born(address: u64, size: u64, stream: u32, ts: u64) -> Vec<Row> {
 }
 
 /// The entries of a freed allocation: `free_requested`, `free_completed`, `segment_free`.
-fn died(address: u64, size: u64, stream: u32, ts: u64) -> Vec<Row> {
+fn died(address: u64, size: u64, stream: StreamHandle, ts: u64) -> Vec<Row> {
     vec![
         ("free_requested", address, size, stream, ts),
         ("free_completed", address, size, stream, ts),
@@ -229,7 +233,7 @@ fn pool_allocation_without_a_known_pool_is_its_own_segment() {
     let mut t = MemoryTimeline::default();
     let s = stack("pool_alloc");
     assert_eq!(
-        t.record(&pool(alloc(A, 3 * MIB, 10), 7), Some(s.clone())),
+        t.record_on_stream(&pool(alloc(A, 3 * MIB, 10), 7), Some(s.clone()), S1),
         sample(0, 10, &[("reserved_bytes", 3 * MIB as i64)])
     );
     assert_eq!(
@@ -239,13 +243,14 @@ fn pool_allocation_without_a_known_pool_is_its_own_segment() {
             bytes: 3 * MIB
         }
     );
+    // The free's entries carry the allocation's stream, as torch's do.
     assert_eq!(
         t.record(&pool(free(A, 0, 20), 7), None),
         sample(0, 20, &[("reserved_bytes", 0)])
     );
     assert_eq!(
         entries(&t, 0),
-        cat(vec![born(A, 3 * MIB, 7, 10), died(A, 3 * MIB, 7, 20)])
+        cat(vec![born(A, 3 * MIB, S1, 10), died(A, 3 * MIB, S1, 20)])
     );
     assert_eq!(
         t.peak(0).map(|p| (p.bytes, p.timestamp)),
@@ -260,13 +265,16 @@ fn pool_allocation_inside_a_known_segment_is_a_block() {
     // Inside the segment: no counter change, an `alloc` entry. The first one makes the
     // segment a pool: its whole-segment block ends.
     assert_eq!(
-        t.record(&pool(alloc(A + MIB, 2 * MIB, 2), 7), Some(stack("x"))),
+        t.record_on_stream(&pool(alloc(A + MIB, 2 * MIB, 2), 7), Some(stack("x")), S1),
         None
     );
-    assert_eq!(t.record(&pool(alloc(A + 8 * MIB, MIB, 3), 7), None), None);
+    assert_eq!(
+        t.record_on_stream(&pool(alloc(A + 8 * MIB, MIB, 3), 7), None, S2),
+        None
+    );
     // Overlapping an existing block: its own segment.
     assert_eq!(
-        t.record(&pool(alloc(A + 2 * MIB, MIB, 4), 7), None),
+        t.record_on_stream(&pool(alloc(A + 2 * MIB, MIB, 4), 7), None, S1),
         sample(0, 4, &[("reserved_bytes", 65 * MIB as i64)])
     );
     assert_eq!(t.record(&pool(free(A + 8 * MIB, 0, 5), 7), None), None);
@@ -277,13 +285,13 @@ fn pool_allocation_inside_a_known_segment_is_a_block() {
             vec![
                 ("free_requested", A, 64 * MIB, 0, 2),
                 ("free_completed", A, 64 * MIB, 0, 2),
-                ("alloc", A + MIB, 2 * MIB, 7, 2),
-                ("alloc", A + 8 * MIB, MIB, 7, 3),
+                ("alloc", A + MIB, 2 * MIB, S1, 2),
+                ("alloc", A + 8 * MIB, MIB, S2, 3),
             ],
-            born(A + 2 * MIB, MIB, 7, 4),
+            born(A + 2 * MIB, MIB, S1, 4),
             vec![
-                ("free_requested", A + 8 * MIB, MIB, 7, 5),
-                ("free_completed", A + 8 * MIB, MIB, 7, 5),
+                ("free_requested", A + 8 * MIB, MIB, S2, 5),
+                ("free_completed", A + 8 * MIB, MIB, S2, 5),
             ],
         ])
     );
@@ -318,8 +326,8 @@ fn pool_allocation_inside_a_known_segment_is_a_block() {
     assert_eq!(
         entries(&t, 0)[10..],
         [
-            ("free_requested", A + MIB, 2 * MIB, 7, 9),
-            ("free_completed", A + MIB, 2 * MIB, 7, 9),
+            ("free_requested", A + MIB, 2 * MIB, S1, 9),
+            ("free_completed", A + MIB, 2 * MIB, S1, 9),
             ("segment_free", A, 64 * MIB, 0, 9),
         ]
     );
@@ -462,9 +470,10 @@ fn snapshot_contents_entry_by_entry() {
     t.record(&alloc(A, 20 * MIB, 1_000_500), Some(s.clone()));
     t.record(&alloc(B, 2 * MIB, 2_000_000), Some(s.clone()));
     t.record(&free(B, 0, 3_000_000), None);
-    t.record(
+    t.record_on_stream(
         &on(pool(alloc(C, MIB, 4_000_000), 9), 2),
         Some(stack("async")),
+        S1,
     );
     t.allocator_settings_mut().pytorch_cuda_alloc_conf = "max_split_size_mb:128".into();
 
@@ -537,7 +546,8 @@ fn snapshot_contents_entry_by_entry() {
 
     let pool_seg = &segs[1];
     assert_eq!(int(get(pool_seg, "device")), 2);
-    assert_eq!(int(get(pool_seg, "stream")), 9);
+    // The handle the program passed, not CUPTI's stream id (9).
+    assert_eq!(int(get(pool_seg, "stream")), 0x7f00_dead_0000);
     assert_eq!(string(get(pool_seg, "segment_type")), "small");
     assert_eq!(list(get(pool_seg, "blocks")).len(), 1);
 
@@ -586,11 +596,17 @@ fn snapshot_contents_entry_by_entry() {
             row("segment_free", b, 2 * mib, 3_000, 0),
         ]
     );
-    let dev2: Vec<String> = list(&traces[2])
+    let dev2: Vec<(String, i64)> = list(&traces[2])
         .iter()
-        .map(|e| string(get(e, "action")))
+        .map(|e| (string(get(e, "action")), int(get(e, "stream"))))
         .collect();
-    assert_eq!(dev2, vec!["segment_alloc", "alloc"]);
+    assert_eq!(
+        dev2,
+        vec![
+            ("segment_alloc".to_string(), 0x7f00_dead_0000),
+            ("alloc".to_string(), 0x7f00_dead_0000)
+        ]
+    );
 
     let settings = get(&snap, "allocator_settings");
     assert_eq!(

@@ -643,3 +643,59 @@ fn flow_arrows_are_written_whole_whichever_end_comes_first() {
     };
     assert_eq!((start_of(5), start_of(6)), ("1.1".into(), "1.35".into()));
 }
+
+fn device_alloc(correlation: u32, address: u64, is_async: bool) -> Event {
+    Event::Memory(Memory {
+        op: MemoryOp::Alloc,
+        memory_kind: crate::memory::DEVICE_MEMORY_KIND,
+        correlation,
+        address,
+        bytes: 4096,
+        timestamp: 2_000,
+        pid: 1,
+        device: 0,
+        context: 1,
+        stream: 7,
+        is_async,
+        pool_address: if is_async { 0x5000 } else { 0 },
+    })
+}
+
+#[test]
+fn a_stream_ordered_allocation_gets_the_stream_handle_its_call_was_given() {
+    let sink = MemSink::default();
+    let mut s = recording(&sink).with_memory(MemoryTimeline::default());
+    s.handle(Input::AllocationStream {
+        correlation: 5,
+        stream: 0x7f00_dead_0000,
+    });
+    // A handle sent under a plain allocation's correlation id is not its stream.
+    s.handle(Input::AllocationStream {
+        correlation: 6,
+        stream: 0x7f00_beef_0000,
+    });
+    s.handle(Input::Events(vec![
+        device_alloc(5, 0x7f00_0000_0000, true),
+        device_alloc(6, 0x7f00_1000_0000, false),
+        // Its call's handle was never seen (the message was dropped): 0.
+        device_alloc(8, 0x7f00_2000_0000, true),
+    ]));
+    let streams: Vec<(u64, &str, u64)> = s
+        .memory
+        .as_ref()
+        .unwrap()
+        .trace(0)
+        .map(|e| (e.address, e.action.as_str(), e.stream))
+        .collect();
+    assert_eq!(
+        streams,
+        vec![
+            (0x7f00_0000_0000, "segment_alloc", 0x7f00_dead_0000),
+            (0x7f00_0000_0000, "alloc", 0x7f00_dead_0000),
+            (0x7f00_1000_0000, "segment_alloc", 0),
+            (0x7f00_1000_0000, "alloc", 0),
+            (0x7f00_2000_0000, "segment_alloc", 0),
+            (0x7f00_2000_0000, "alloc", 0),
+        ]
+    );
+}
