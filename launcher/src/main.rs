@@ -8,7 +8,6 @@
 //! files written without destroying one.
 
 mod analysis;
-mod byte_size;
 mod console;
 mod export;
 mod gzip_out;

@@ -112,7 +112,7 @@ pub fn pct(x: f64) -> String {
 pub fn bytes(b: i64) -> String {
     // GiB with two decimals: memcpy totals of a few GiB differ in the second.
     let decimals = if b >= 1 << 30 { 2 } else { 1 };
-    crate::byte_size::format_upto(b, decimals, 3)
+    cuprof_core::byte_size::format_upto(b, decimals, 3)
 }
 
 /// Long C++ names cut to `max` characters for the terminal.

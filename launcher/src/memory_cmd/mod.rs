@@ -331,7 +331,7 @@ mod tests {
 
     #[test]
     fn human_units() {
-        use crate::byte_size::with_exact as human;
+        use cuprof_core::byte_size::with_exact as human;
         assert_eq!(human(512), "512 B");
         assert_eq!(human(1536), "1.5 KiB (1536 bytes)");
         assert_eq!(human(20 << 20), "20.0 MiB (20971520 bytes)");

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::snapshot::{DeviceSummary, Frame};
-use crate::byte_size::with_exact;
+use cuprof_core::byte_size::with_exact;
 
 fn plural(n: usize, one: &str) -> String {
     if n == 1 {

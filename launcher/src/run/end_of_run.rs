@@ -30,17 +30,7 @@ pub(super) fn create_report_file() -> io::Result<PathBuf> {
 }
 
 fn human_size(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut v = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{v:.1} {}", UNITS[unit])
+    cuprof_core::byte_size::format(i64::try_from(bytes).unwrap_or(i64::MAX), 1)
 }
 
 const NOTHING_TRACED: &str = "cuprof: nothing traced: the program never initialised CUDA (or no step matched / libcupti missing: see messages above)";

@@ -11,6 +11,7 @@
 //! use) and [`repair`] (closing a cut trace); [`json`] (the writer's number and string
 //! formatting).
 
+pub mod byte_size;
 pub mod config;
 pub mod decode;
 pub mod event;

@@ -10,12 +10,7 @@ use std::io::Write;
 use std::sync::atomic::Ordering::Relaxed;
 
 fn human(bytes: u64) -> String {
-    match bytes {
-        b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
-        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
-        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
-        b => format!("{b} B"),
-    }
+    cuprof_core::byte_size::format(i64::try_from(bytes).unwrap_or(i64::MAX), 1)
 }
 
 /// Finishes the session and tells the user (stderr and the launcher's report file).

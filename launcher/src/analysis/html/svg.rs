@@ -111,7 +111,7 @@ pub fn time_unit(max: f64) -> (f64, &'static str) {
 
 /// A unit for an axis of bytes: (divisor, label).
 pub fn byte_unit(max: f64) -> (f64, &'static str) {
-    crate::byte_size::unit_upto(max, 3)
+    cuprof_core::byte_size::unit_upto(max, 3)
 }
 
 /// A tick label without trailing zeros, with as many decimals as the ticks' spacing needs:

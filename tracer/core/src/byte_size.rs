@@ -1,4 +1,5 @@
-//! Byte counts for people: binary units (KiB = 1024 bytes), one rule for every command.
+//! Byte counts for people: binary units (KiB = 1024 bytes), one rule for everything cuprof
+//! prints (the library's end-of-run lines, `cuprof run`'s summary, every offline command).
 
 const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
 
