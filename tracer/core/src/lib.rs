@@ -11,6 +11,10 @@
 //! use) and [`repair`] (closing a cut trace); [`json`] (the writer's number and string
 //! formatting).
 
+// Core reads foreign memory only through safe, bounds-checked views (decode.rs): any `unsafe`
+// belongs in the preload, which owns the FFI.
+#![forbid(unsafe_code)]
+
 pub mod byte_size;
 pub mod config;
 pub mod decode;
