@@ -37,9 +37,13 @@ def count(name, n):
 
 
 def worker(n):
-    for _ in range(n):
+    for i in range(n):
         torch.cuda.nvtx.range_push(f"cuproftest::threaded, op_id = {next(op_ids)}")
         torch.cuda.nvtx.range_pop()
+        if i % 512 == 511:
+            # A batch has just been sent: give the writer time to take it, so that a loaded
+            # machine never has 64 batches waiting (past that they are dropped, by design).
+            time.sleep(0.01)
     count("cuproftest::threaded", n)
 
 

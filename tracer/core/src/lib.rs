@@ -3,7 +3,8 @@
 //! Data path: raw CUPTI record bytes --[`decode`]--> [`event::Event`] --> (channel, in the
 //! preload crate) --> [`window`] decides what is kept --> [`session`] routes it to
 //! [`trace_writer`], which streams gzip JSON, and [`memory`], which builds the device-memory
-//! timeline and snapshot pickles. [`torch_op`] names PyTorch operators from their NVTX ranges.
+//! timeline and snapshot pickles. [`torch_op`] names PyTorch operators from their NVTX ranges,
+//! which [`range_batch`] carries from the program thread to the writer in batches.
 //!
 //! Around it: [`config`] (the `CUPROF_*` variables both ways, the file names, the report file
 //! the launcher reads); [`trace_format`] (the trace's top level: header, stats, device types,
@@ -22,6 +23,7 @@ pub mod event;
 pub mod gpu_work;
 pub mod json;
 pub mod memory;
+pub mod range_batch;
 pub mod reader;
 pub mod repair;
 pub mod session;

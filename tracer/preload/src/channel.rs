@@ -13,10 +13,10 @@
 //!
 //! Drops are counted in `dropped_channel` (reported at the end and in `cuprofStats`).
 
-use crate::op_batch::Batch;
 use crate::symbols::RawStack;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use cuprof_core::event::{Event, Range};
+use cuprof_core::range_batch::RangeBatch;
 use cuprof_core::session::{Counters, Input};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
@@ -28,7 +28,7 @@ pub enum Msg {
     /// An allocation's stack (`--with-stack`), symbolised by the writer thread.
     AllocationStack(RawStack),
     /// PyTorch operators' ranges, batched by the thread that ran them.
-    OpRanges(Batch),
+    OpRanges(RangeBatch),
     /// Close everything and report; the sender waits on the reply (bounded).
     Shutdown(Sender<()>),
     /// Make what is written so far survive a crash; the sender waits on the reply (bounded).
@@ -118,7 +118,7 @@ impl Outbox {
     }
 
     /// A thread's batch of operator ranges. Never blocks.
-    pub fn send_op_batch(&self, batch: Batch) {
+    pub fn send_op_batch(&self, batch: RangeBatch) {
         let n = batch.len() as u64;
         let waiting = &self.shared.op_batches_in_flight;
         let room = waiting.fetch_add(1, Relaxed) < MAX_OP_BATCHES_IN_FLIGHT;

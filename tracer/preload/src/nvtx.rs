@@ -257,7 +257,7 @@ fn close(o: Open, kind: RangeKind) {
                 if let Some(t) = t.filter(|t| window::records_ranges(t)) {
                     op_batch::record(
                         t,
-                        op_batch::Finished {
+                        cuprof_core::range_batch::FinishedOp {
                             name: &names[at..at + len],
                             start: o.start,
                             end,

@@ -16,99 +16,17 @@
 //! precede its end), when the writer is idle for a second, at a thread's exit and at shutdown.
 
 use crate::tracer::{running, Tracer};
-use cuprof_core::event::{Name, PyStack, Range, RangeKind};
+use cuprof_core::range_batch::{FinishedOp, RangeBatch};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, Weak};
 
-/// Ranges per batch: one channel message per this many operators.
-const MAX_RANGES: usize = 512;
-/// Name bytes per batch (names with shapes run to a few hundred bytes).
-const MAX_NAME_BYTES: usize = 64 << 10;
-
-/// One operator range; its name is a span of the batch's name bytes.
-struct OpRange {
-    name: (u32, u32),
-    start: u64,
-    end: u64,
-    pid: u32,
-    tid: u32,
-    id: u64,
-    parent: u64,
-    stack: Option<PyStack>,
-}
-
-/// A thread's operator ranges not yet sent.
-#[derive(Default)]
-pub struct Batch {
-    names: Vec<u8>,
-    ranges: Vec<OpRange>,
-}
-
-/// An operator range as the NVTX callbacks hand it over.
-pub struct Finished<'a> {
-    pub name: &'a [u8],
-    pub start: u64,
-    pub end: u64,
-    pub pid: u32,
-    pub tid: u32,
-    pub id: u64,
-    pub parent: u64,
-    pub stack: Option<PyStack>,
-}
-
-impl Batch {
-    fn push(&mut self, r: Finished<'_>) {
-        let at = self.names.len() as u32;
-        self.names.extend_from_slice(r.name);
-        self.ranges.push(OpRange {
-            name: (at, r.name.len() as u32),
-            start: r.start,
-            end: r.end,
-            pid: r.pid,
-            tid: r.tid,
-            id: r.id,
-            parent: r.parent,
-            stack: r.stack,
-        });
-    }
-
-    fn is_full(&self) -> bool {
-        self.ranges.len() >= MAX_RANGES || self.names.len() >= MAX_NAME_BYTES
-    }
-
-    pub fn len(&self) -> usize {
-        self.ranges.len()
-    }
-
-    /// The batch's ranges as the session takes them.
-    pub fn into_ranges(self) -> impl Iterator<Item = Range> {
-        let Batch { names, ranges } = self;
-        ranges.into_iter().map(move |r| {
-            let (at, len) = (r.name.0 as usize, r.name.1 as usize);
-            Range {
-                name: Name::from(String::from_utf8_lossy(&names[at..at + len]).as_ref()),
-                domain: None,
-                start: r.start,
-                end: r.end,
-                pid: r.pid,
-                tid: r.tid,
-                id: r.id,
-                parent: r.parent,
-                payload: None,
-                kind: RangeKind::PushPop,
-                stack: r.stack,
-            }
-        })
-    }
-}
-
 /// Every live thread's batch, in the order the threads first recorded an operator.
-static BATCHES: Mutex<Vec<Weak<Mutex<Batch>>>> = Mutex::new(Vec::new());
+static BATCHES: Mutex<Vec<Weak<Mutex<RangeBatch>>>> = Mutex::new(Vec::new());
 /// Held while batches are taken and sent, so that flushes never interleave.
 static FLUSHING: Mutex<()> = Mutex::new(());
 
 /// This thread's batch; flushed when the thread exits.
-struct Mine(Arc<Mutex<Batch>>);
+struct Mine(Arc<Mutex<RangeBatch>>);
 
 impl Drop for Mine {
     fn drop(&mut self) {
@@ -120,7 +38,7 @@ impl Drop for Mine {
 
 thread_local! {
     static MINE: Mine = {
-        let batch = Arc::new(Mutex::new(Batch::default()));
+        let batch = Arc::new(Mutex::new(RangeBatch::default()));
         if let Ok(mut all) = BATCHES.lock() {
             all.retain(|b| b.strong_count() > 0);
             all.push(Arc::downgrade(&batch));
@@ -130,7 +48,7 @@ thread_local! {
 }
 
 /// Adds a finished operator range to this thread's batch; sends every batch when it is full.
-pub fn record(t: &Tracer, r: Finished<'_>) {
+pub fn record(t: &Tracer, r: FinishedOp<'_>) {
     let full = MINE
         .try_with(|m| {
             let mut b = m.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -158,7 +76,7 @@ pub fn flush(t: &Tracer) {
     for batch in batches {
         let taken = {
             let mut b = batch.lock().unwrap_or_else(|e| e.into_inner());
-            if b.ranges.is_empty() {
+            if b.is_empty() {
                 continue;
             }
             std::mem::take(&mut *b)
@@ -169,7 +87,7 @@ pub fn flush(t: &Tracer) {
 
 /// Takes every thread's batch, for the writer itself, when `quiet()` says it has nothing
 /// queued (checked inside the flush's critical section: nothing sent before can be behind).
-pub fn take_all_if(quiet: impl FnOnce() -> bool) -> Vec<Batch> {
+pub fn take_all_if(quiet: impl FnOnce() -> bool) -> Vec<RangeBatch> {
     let _order = FLUSHING.lock().unwrap_or_else(|e| e.into_inner());
     if !quiet() {
         return Vec::new();
@@ -181,56 +99,6 @@ pub fn take_all_if(quiet: impl FnOnce() -> bool) -> Vec<Batch> {
     batches
         .iter()
         .map(|b| std::mem::take(&mut *b.lock().unwrap_or_else(|e| e.into_inner())))
-        .filter(|b| !b.ranges.is_empty())
+        .filter(|b| !b.is_empty())
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn finished(name: &[u8], id: u64) -> Finished<'_> {
-        Finished {
-            name,
-            start: 10 * id,
-            end: 10 * id + 5,
-            pid: 7,
-            tid: 8,
-            id,
-            parent: id - 1,
-            stack: None,
-        }
-    }
-
-    #[test]
-    fn a_batch_gives_back_its_ranges_in_order_with_their_names() {
-        let mut b = Batch::default();
-        b.push(finished(b"aten::add, op_id = 1", 1));
-        b.push(finished(b"bad \xff, op_id = 2", 2));
-        let ranges: Vec<Range> = b.into_ranges().collect();
-        assert_eq!(ranges.len(), 2);
-        assert_eq!(&*ranges[0].name, "aten::add, op_id = 1");
-        assert_eq!(&*ranges[1].name, "bad \u{fffd}, op_id = 2");
-        assert_eq!(
-            (ranges[1].start, ranges[1].end, ranges[1].pid, ranges[1].tid),
-            (20, 25, 7, 8)
-        );
-        assert_eq!((ranges[1].id, ranges[1].parent), (2, 1));
-        assert_eq!(ranges[1].kind, RangeKind::PushPop);
-    }
-
-    #[test]
-    fn a_batch_is_full_at_its_range_count_or_its_name_bytes() {
-        let mut b = Batch::default();
-        for id in 1..MAX_RANGES as u64 {
-            b.push(finished(b"aten::add, op_id = 1", id));
-        }
-        assert!(!b.is_full());
-        b.push(finished(b"aten::add, op_id = 1", 9));
-        assert!(b.is_full());
-        let mut b = Batch::default();
-        let long = vec![b'x'; MAX_NAME_BYTES];
-        b.push(finished(&long, 1));
-        assert!(b.is_full());
-    }
 }

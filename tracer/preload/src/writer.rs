@@ -90,7 +90,7 @@ fn run(t: &Tracer, mut session: Session, inbox: Inbox) {
     }
 }
 
-fn take_ops(session: &mut Session, batch: crate::op_batch::Batch) {
+fn take_ops(session: &mut Session, batch: cuprof_core::range_batch::RangeBatch) {
     for r in batch.into_ranges() {
         session.handle(cuprof_core::session::Input::Range(r));
     }

@@ -1,0 +1,143 @@
+//! PyTorch operator ranges in batches: the names' bytes end to end and the ranges' numbers, as
+//! a program thread appends them (the preload's `op_batch`), turned into [`Range`]s by the
+//! writer thread. Building each range's `Name` on the writer instead of the program thread is
+//! the point: an allocation made on one thread and freed on another cost the program thread
+//! glibc's slow path on every operator (BENCHMARKS.md, "PyTorch operators").
+
+use crate::event::{Name, PyStack, Range, RangeKind};
+
+/// Ranges per batch: one channel message per this many operators.
+const MAX_RANGES: usize = 512;
+/// Name bytes per batch (names with shapes run to a few hundred bytes).
+const MAX_NAME_BYTES: usize = 64 << 10;
+
+/// One operator range; its name is a span of the batch's name bytes.
+struct OpRange {
+    name: (u32, u32),
+    start: u64,
+    end: u64,
+    pid: u32,
+    tid: u32,
+    id: u64,
+    parent: u64,
+    stack: Option<PyStack>,
+}
+
+/// Operator ranges not yet sent, in the order they ended.
+#[derive(Default)]
+pub struct RangeBatch {
+    names: Vec<u8>,
+    ranges: Vec<OpRange>,
+}
+
+/// A finished operator range as the NVTX callbacks hand it over (its name borrowed).
+pub struct FinishedOp<'a> {
+    pub name: &'a [u8],
+    pub start: u64,
+    pub end: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub id: u64,
+    pub parent: u64,
+    pub stack: Option<PyStack>,
+}
+
+impl RangeBatch {
+    pub fn push(&mut self, r: FinishedOp<'_>) {
+        let at = self.names.len() as u32;
+        self.names.extend_from_slice(r.name);
+        self.ranges.push(OpRange {
+            name: (at, r.name.len() as u32),
+            start: r.start,
+            end: r.end,
+            pid: r.pid,
+            tid: r.tid,
+            id: r.id,
+            parent: r.parent,
+            stack: r.stack,
+        });
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.ranges.len() >= MAX_RANGES || self.names.len() >= MAX_NAME_BYTES
+    }
+
+    pub fn len(&self) -> usize {
+        self.ranges.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    /// The batch's ranges as the session takes them.
+    pub fn into_ranges(self) -> impl Iterator<Item = Range> {
+        let RangeBatch { names, ranges } = self;
+        ranges.into_iter().map(move |r| {
+            let (at, len) = (r.name.0 as usize, r.name.1 as usize);
+            Range {
+                name: Name::from(String::from_utf8_lossy(&names[at..at + len]).as_ref()),
+                domain: None,
+                start: r.start,
+                end: r.end,
+                pid: r.pid,
+                tid: r.tid,
+                id: r.id,
+                parent: r.parent,
+                payload: None,
+                kind: RangeKind::PushPop,
+                stack: r.stack,
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(name: &[u8], id: u64) -> FinishedOp<'_> {
+        FinishedOp {
+            name,
+            start: 10 * id,
+            end: 10 * id + 5,
+            pid: 7,
+            tid: 8,
+            id,
+            parent: id - 1,
+            stack: None,
+        }
+    }
+
+    #[test]
+    fn a_batch_gives_back_its_ranges_in_order_with_their_names() {
+        let mut b = RangeBatch::default();
+        b.push(finished(b"aten::add, op_id = 1", 1));
+        b.push(finished(b"bad \xff, op_id = 2", 2));
+        let ranges: Vec<Range> = b.into_ranges().collect();
+        assert_eq!(ranges.len(), 2);
+        assert_eq!(&*ranges[0].name, "aten::add, op_id = 1");
+        assert_eq!(&*ranges[1].name, "bad \u{fffd}, op_id = 2");
+        assert_eq!(
+            (ranges[1].start, ranges[1].end, ranges[1].pid, ranges[1].tid),
+            (20, 25, 7, 8)
+        );
+        assert_eq!((ranges[1].id, ranges[1].parent), (2, 1));
+        assert_eq!(ranges[1].kind, RangeKind::PushPop);
+    }
+
+    #[test]
+    fn a_batch_is_full_at_its_range_count_or_its_name_bytes() {
+        let mut b = RangeBatch::default();
+        for id in 1..MAX_RANGES as u64 {
+            b.push(finished(b"aten::add, op_id = 1", id));
+        }
+        assert!(!b.is_full());
+        b.push(finished(b"aten::add, op_id = 1", 9));
+        assert!(b.is_full());
+        let mut b = RangeBatch::default();
+        let long = vec![b'x'; MAX_NAME_BYTES];
+        b.push(finished(&long, 1));
+        assert!(b.is_full());
+    }
+}
