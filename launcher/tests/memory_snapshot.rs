@@ -65,6 +65,9 @@ fn free(address: u64, timestamp: u64) -> Memory {
     rec(MemoryOp::Free, address, 0, timestamp, 0)
 }
 
+/// The `cudaStream_t` a stream-ordered allocation's call passed.
+const STREAM_HANDLE: u64 = 0x7f00_dead_0000;
+
 fn pool(mut m: Memory) -> Memory {
     m.is_async = true;
     m.stream = 7;
@@ -192,7 +195,15 @@ fn snapshot_passes_the_viewer_checks_and_peaks_agree() {
             None,
         ),
     ];
-    let counters: Vec<_> = records.into_iter().map(|(m, f)| t.record(&m, f)).collect();
+    // Stream-ordered allocations carry the cudaStream_t their call passed (the snapshot's
+    // `stream`, as torch writes it); CUPTI's own stream id (7 here) never reaches the snapshot.
+    let counters: Vec<_> = records
+        .into_iter()
+        .map(|(m, f)| {
+            let handle = if m.is_async { STREAM_HANDLE } else { 0 };
+            t.record_on_stream(&m, f, handle)
+        })
+        .collect();
     let reserved: Vec<Option<i64>> = counters
         .iter()
         .map(|c| c.as_ref().map(|c| c.values[0].1))
@@ -276,8 +287,8 @@ fn snapshot_passes_the_viewer_checks_and_peaks_agree() {
         ("alloc", a, 20 * MIB, 0, 0, 3),
         ("segment_alloc", b, 2 * MIB, 0, 100, 0),
         ("alloc", b, 2 * MIB, 0, 100, 0),
-        ("segment_alloc", c, 4 * MIB, 7, 200, 3),
-        ("alloc", c, 4 * MIB, 7, 200, 3),
+        ("segment_alloc", c, 4 * MIB, STREAM_HANDLE, 200, 3),
+        ("alloc", c, 4 * MIB, STREAM_HANDLE, 200, 3),
         ("free_requested", b, 2 * MIB, 0, 300, 0),
         ("free_completed", b, 2 * MIB, 0, 300, 0),
         ("segment_free", b, 2 * MIB, 0, 300, 0),
@@ -286,12 +297,12 @@ fn snapshot_passes_the_viewer_checks_and_peaks_agree() {
         // The first pool allocation inside d makes d a pool: its own block ends.
         ("free_requested", d, 64 * MIB, 0, 500, 0),
         ("free_completed", d, 64 * MIB, 0, 500, 0),
-        ("alloc", d + MIB, MIB, 7, 500, 0),
-        ("free_requested", c, 4 * MIB, 7, 600, 0),
-        ("free_completed", c, 4 * MIB, 7, 600, 0),
-        ("segment_free", c, 4 * MIB, 7, 600, 0),
-        ("free_requested", d + MIB, MIB, 7, 700, 0),
-        ("free_completed", d + MIB, MIB, 7, 700, 0),
+        ("alloc", d + MIB, MIB, STREAM_HANDLE, 500, 0),
+        ("free_requested", c, 4 * MIB, STREAM_HANDLE, 600, 0),
+        ("free_completed", c, 4 * MIB, STREAM_HANDLE, 600, 0),
+        ("segment_free", c, 4 * MIB, STREAM_HANDLE, 600, 0),
+        ("free_requested", d + MIB, MIB, STREAM_HANDLE, 700, 0),
+        ("free_completed", d + MIB, MIB, STREAM_HANDLE, 700, 0),
         ("segment_free", d, 64 * MIB, 0, 700, 0),
     ]
     .iter()
