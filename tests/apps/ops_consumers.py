@@ -13,6 +13,8 @@ import sys
 import tempfile
 import warnings
 
+import tb_plugin
+
 warnings.filterwarnings("ignore")
 logging.disable(logging.WARNING)
 os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
@@ -20,14 +22,7 @@ os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
 trace = sys.argv[1]
 work = tempfile.mkdtemp()
 try:
-    # The plugin only discovers WORKER.pt.trace.json[.gz]; HTA reads a directory of traces.
-    tb_file = os.path.join(work, "worker0.pt.trace.json" + (".gz" if trace.endswith(".gz") else ""))
-    shutil.copy(trace, tb_file)
-    from torch_tb_profiler.profiler.data import RunProfileData
-    from torch_tb_profiler.profiler.run_generator import RunGenerator
-
-    data = RunProfileData.parse("worker0", None, tb_file, work)
-    profile = RunGenerator("worker0", None, data).generate_run_profile()
+    data, profile = tb_plugin.load(trace, work)
     rows = profile.operation_table_by_name["data"]
     tensorboard = {r["name"]: r["calls"] for r in rows}
     stacks = sum(1 for r in rows if r.get("has_call_stack"))

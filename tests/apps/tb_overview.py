@@ -14,21 +14,17 @@ import sys
 import tempfile
 import warnings
 
+import tb_plugin
+
 warnings.filterwarnings("ignore")
 logging.disable(logging.WARNING)
 
 trace = sys.argv[1]
 work = tempfile.mkdtemp()
 try:
-    # The plugin only discovers WORKER.pt.trace.json[.gz].
-    tb_file = os.path.join(work, "worker0.pt.trace.json" + (".gz" if trace.endswith(".gz") else ""))
-    shutil.copy(trace, tb_file)
-    from torch_tb_profiler.profiler.data import RunProfileData
     from torch_tb_profiler.profiler.event_parser import ProfileRole
-    from torch_tb_profiler.profiler.run_generator import RunGenerator
 
-    data = RunProfileData.parse("worker0", None, tb_file, work)
-    profile = RunGenerator("worker0", None, data).generate_run_profile()
+    data, profile = tb_plugin.load(trace, work)
     steps = [
         [name, costs.costs[ProfileRole.Total]]
         for name, costs in zip(data.steps_names, data.steps_costs)
