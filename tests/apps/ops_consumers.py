@@ -1,5 +1,6 @@
 """What real consumers make of a trace's PyTorch operators. Prints one JSON line:
-{"tensorboard": {name: calls}, "hta": {name: count}, "tensorboard_call_stacks": n}
+{"tensorboard": {name: calls}, "hta": {name: count}, "tensorboard_call_stacks": n,
+ "tensorboard_complaints": [the errors the plugin logged about the input]}
 
 - tensorboard: the Operator view of TensorBoard's profiler plugin (torch-tb-profiler's own
   parser and run generator, no server), one row per operator name with its number of calls;
@@ -22,6 +23,7 @@ os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
 trace = sys.argv[1]
 work = tempfile.mkdtemp()
 try:
+    complaints = tb_plugin.complaints()
     data, profile = tb_plugin.load(trace, work)
     rows = profile.operation_table_by_name["data"]
     tensorboard = {r["name"]: r["calls"] for r in rows}
@@ -41,4 +43,5 @@ try:
             hta[sym[name]] = hta.get(sym[name], 0) + 1
 finally:
     shutil.rmtree(work, ignore_errors=True)
-print(json.dumps({"tensorboard": tensorboard, "hta": hta, "tensorboard_call_stacks": stacks}))
+print(json.dumps({"tensorboard": tensorboard, "hta": hta, "tensorboard_call_stacks": stacks,
+                  "tensorboard_complaints": complaints}))

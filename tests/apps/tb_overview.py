@@ -4,7 +4,7 @@ worker file, no server). Prints one JSON line:
 
 {"views": [...], "steps": [[name, us], ...], "avg_step_us": us,
  "gpu_utilization": {device: fraction}, "kernels": {name: calls}, "trace_file": bool,
- "recommendations": html}
+ "recommendations": html, "complaints": [the errors the plugin logged about the input]}
 """
 import json
 import logging
@@ -24,6 +24,7 @@ work = tempfile.mkdtemp()
 try:
     from torch_tb_profiler.profiler.event_parser import ProfileRole
 
+    complaints = tb_plugin.complaints()
     data, profile = tb_plugin.load(trace, work)
     steps = [
         [name, costs.costs[ProfileRole.Total]]
@@ -43,6 +44,7 @@ try:
         "kernels": kernels,
         "trace_file": os.path.exists(profile.trace_file_path),
         "recommendations": profile.overview["recommendations"],
+        "complaints": complaints,
     }
 finally:
     shutil.rmtree(work, ignore_errors=True)
