@@ -801,7 +801,11 @@ impl Session {
                     name: Name::from(format!("ProfilerStep#{number}")),
                     domain: None,
                     start,
-                    end,
+                    // A step ends where the next begins; written touching, the two overlap once
+                    // a reader adds `ts + dur` in floating point (TensorBoard's plugin then drops
+                    // the later step from its operator tree). PyTorch's own steps never touch:
+                    // end 1 ns early, as the next RecordFunction would start after it.
+                    end: end.saturating_sub(1).max(start),
                     pid,
                     tid,
                     id: 0,

@@ -699,3 +699,52 @@ fn a_stream_ordered_allocation_gets_the_stream_handle_its_call_was_given() {
         ]
     );
 }
+
+#[test]
+fn consecutive_steps_do_not_touch() {
+    // Step 1 ends where step 2 begins. Written touching, a reader adding `ts + dur` in floating
+    // point sees them overlap (TensorBoard's plugin then drops step 2 from its operator tree).
+    let sink = MemSink::default();
+    let mut s = recording(&sink);
+    for (number, start, end) in [(1, 1_000, 1_234_567_891), (2, 1_234_567_891, 2_469_135_782)] {
+        s.handle(Input::Step {
+            number,
+            pid: 7,
+            tid: 7,
+            start,
+            end,
+            work: None,
+        });
+    }
+    s.handle(Input::EndRecording {
+        ts: 2_469_135_782,
+        last_call: None,
+    });
+    s.finish();
+    let t = sink.trace(&sink.names()[0]);
+    let ns = |v: &serde_json::Value| (v.as_f64().unwrap() * 1000.0).round() as u64;
+    let steps: Vec<(String, u64, u64)> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("ProfilerStep#"))
+        })
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                ns(&e["ts"]),
+                ns(&e["dur"]),
+            )
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("ProfilerStep#1".to_string(), 1_000, 1_234_566_890),
+            ("ProfilerStep#2".to_string(), 1_234_567_891, 1_234_567_890),
+        ]
+    );
+}
