@@ -5,6 +5,7 @@
 use crate::channel::{Inbox, Msg};
 use crate::error::StartError;
 use crate::process::{guard, say};
+use crate::symbols::Resolver;
 use crate::tracer::Tracer;
 use crate::window;
 use crossbeam_channel::RecvTimeoutError;
@@ -29,7 +30,7 @@ fn run(t: &Tracer, mut session: Session, inbox: Inbox) {
     // Asked here, not in InitializeInjection: the driver is still inside cuInit there.
     session.set_devices(crate::devices::properties());
     let mut reclaim = crate::reclaim::Reclaim::new(Instant::now());
-    let mut symbols = crate::symbols::Resolver::default();
+    let mut symbols = Resolver::default();
     let mut last_op_take = Instant::now();
     loop {
         let now = Instant::now();
@@ -42,27 +43,25 @@ fn run(t: &Tracer, mut session: Session, inbox: Inbox) {
         .flatten()
         .map(|d| d.saturating_duration_since(now))
         .fold(TICK, Duration::min);
-        match inbox.recv_timeout(wait) {
-            Ok(Msg::Input(i)) => session.handle(i),
-            Ok(Msg::AllocationStack(raw)) => session.handle(symbols.resolve(raw)),
-            Ok(Msg::OpRanges(batch)) => take_ops(&mut session, batch),
-            Ok(Msg::SyncFlush(reply)) => {
+        match inbox
+            .recv_timeout(wait)
+            .map(|m| take_data(&mut session, &mut symbols, m))
+        {
+            Ok(None) => {}
+            Ok(Some(Msg::SyncFlush(reply))) => {
                 session.sync_flush();
                 let _ = reply.send(());
             }
-            Ok(Msg::Shutdown(reply)) => {
+            Ok(Some(Msg::Shutdown(reply))) => {
+                // What is still queued is written; a second request has nobody to answer.
                 while let Some(m) = inbox.try_recv() {
-                    match m {
-                        Msg::Input(i) => session.handle(i),
-                        Msg::AllocationStack(raw) => session.handle(symbols.resolve(raw)),
-                        Msg::OpRanges(batch) => take_ops(&mut session, batch),
-                        _ => {}
-                    }
+                    take_data(&mut session, &mut symbols, m);
                 }
                 crate::report::finish(t, session);
                 let _ = reply.send(());
                 return;
             }
+            Ok(Some(_)) => {}
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
                 crate::report::finish(t, session);
@@ -88,6 +87,18 @@ fn run(t: &Tracer, mut session: Session, inbox: Inbox) {
             say(e.trim_start_matches("cuprof: "));
         }
     }
+}
+
+/// Hands a data message to the session; gives back a request (sync-flush, shutdown) for the
+/// caller to act on.
+fn take_data(session: &mut Session, symbols: &mut Resolver, m: Msg) -> Option<Msg> {
+    match m {
+        Msg::Input(i) => session.handle(i),
+        Msg::AllocationStack(raw) => session.handle(symbols.resolve(raw)),
+        Msg::OpRanges(batch) => take_ops(session, batch),
+        request => return Some(request),
+    }
+    None
 }
 
 fn take_ops(session: &mut Session, batch: cuprof_core::range_batch::RangeBatch) {
