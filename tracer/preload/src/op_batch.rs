@@ -69,19 +69,8 @@ pub fn record(t: &Tracer, r: FinishedOp<'_>) {
 /// take). Never blocks on the writer; called from any thread but the writer's.
 pub fn flush(t: &Tracer) {
     let _order = FLUSHING.lock().unwrap_or_else(|e| e.into_inner());
-    let batches: Vec<_> = match BATCHES.lock() {
-        Ok(all) => all.iter().filter_map(Weak::upgrade).collect(),
-        Err(_) => return,
-    };
-    for batch in batches {
-        let taken = {
-            let mut b = batch.lock().unwrap_or_else(|e| e.into_inner());
-            if b.is_empty() {
-                continue;
-            }
-            std::mem::take(&mut *b)
-        };
-        t.channel.send_op_batch(taken);
+    for batch in take_live() {
+        t.channel.send_op_batch(batch);
     }
 }
 
@@ -92,12 +81,17 @@ pub fn take_all_if(quiet: impl FnOnce() -> bool) -> Vec<RangeBatch> {
     if !quiet() {
         return Vec::new();
     }
-    let batches: Vec<_> = match BATCHES.lock() {
+    take_live()
+}
+
+/// Empties every live thread's batch, in the threads' order; the empty ones are left out.
+/// Callers hold `FLUSHING`.
+fn take_live() -> Vec<RangeBatch> {
+    let live: Vec<_> = match BATCHES.lock() {
         Ok(all) => all.iter().filter_map(Weak::upgrade).collect(),
         Err(_) => return Vec::new(),
     };
-    batches
-        .iter()
+    live.iter()
         .map(|b| std::mem::take(&mut *b.lock().unwrap_or_else(|e| e.into_inner())))
         .filter(|b| !b.is_empty())
         .collect()
