@@ -64,32 +64,16 @@ fn with_pid(file_name: &str, pid: u32, n: u32) -> String {
 /// candidate is created with `O_EXCL` (`create_new`), so two processes never get one file.
 pub fn unique_path(dir: &Path, file_name: &str, pid: u32) -> io::Result<UniqueFile> {
     std::fs::create_dir_all(dir)?;
-    let create = |name: &str| {
+    let candidates = std::iter::once((file_name.to_string(), false))
+        .chain((1..=1000).map(|n| (with_pid(file_name, pid, n), true)));
+    for (name, pid_added) in candidates {
         let path = dir.join(name);
-        OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map(|file| (file, path))
-    };
-    match create(file_name) {
-        Ok((file, path)) => {
-            return Ok(UniqueFile {
-                file,
-                path,
-                pid_added: false,
-            })
-        }
-        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
-        Err(_) => {}
-    }
-    for n in 1..=1000 {
-        match create(&with_pid(file_name, pid, n)) {
-            Ok((file, path)) => {
+        match OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(file) => {
                 return Ok(UniqueFile {
                     file,
                     path,
-                    pid_added: true,
+                    pid_added,
                 })
             }
             Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
