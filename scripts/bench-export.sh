@@ -11,25 +11,8 @@ events="${CUPROF_BENCH_EVENTS:-250000}"
 dir="${CUPROF_BENCH_DIR:-/tmp/cuprof-bench-export}"
 venv_bin="$(bash scripts/python-env.sh)"
 export PATH="$venv_bin:$PATH"
-cargo build --release -p cuprof-launcher >&2
-bin="${CARGO_TARGET_DIR:-target}/release/cuprof"
-traces="$dir/traces-$ranks-$events"
-if [ ! -f "$traces/done" ]; then
-    mkdir -p "$traces"
-    python3 scripts/bench/gen_ranks.py "$traces" "$ranks" "$events"
-    touch "$traces/done"
-fi
-rank0="$traces/bench-rank0.trace.json.gz"
-raw0=$(gzip -dc "$rank0" | wc -c)
-best() { # best wall seconds of 3 runs of "$@"
-    local b=999999
-    for _ in 1 2 3; do
-        local t0 t1
-        t0=$(date +%s.%N); "$@" >/dev/null; t1=$(date +%s.%N)
-        b=$(python3 -c "print(min($b, $t1 - $t0))")
-    done
-    echo "$b"
-}
+# shellcheck source=scripts/bench/ranks.sh
+source scripts/bench/ranks.sh
 rm -rf "$dir/ds1" "$dir/ds"
 report_s=$(best taskset -c 0 "$bin" report "$rank0")
 export_s=$(best taskset -c 0 "$bin" export "$rank0" -o "$dir/ds1" -j 1)

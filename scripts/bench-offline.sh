@@ -11,26 +11,9 @@ ranks="${CUPROF_BENCH_RANKS:-8}"
 events="${CUPROF_BENCH_EVENTS:-1000000}"
 jobs="${CUPROF_BENCH_JOBS:-$(nproc)}"
 dir="${CUPROF_BENCH_DIR:-/tmp/cuprof-bench-offline}"
-cargo build --release -p cuprof-launcher >&2
-bin="${CARGO_TARGET_DIR:-target}/release/cuprof"
-traces="$dir/traces-$ranks-$events"
-if [ ! -f "$traces/done" ]; then
-    mkdir -p "$traces"
-    python3 scripts/bench/gen_ranks.py "$traces" "$ranks" "$events"
-    touch "$traces/done"
-fi
-rank0="$traces/bench-rank0.trace.json.gz"
-raw0=$(gzip -dc "$rank0" | wc -c)
+# shellcheck source=scripts/bench/ranks.sh
+source scripts/bench/ranks.sh
 rawall=$(cat "$traces"/*.trace.json.gz | gzip -dc | wc -c)
-best() { # best wall seconds of 3 runs of "$@"
-    local b=999999
-    for _ in 1 2 3; do
-        local t0 t1
-        t0=$(date +%s.%N); "$@" >/dev/null; t1=$(date +%s.%N)
-        b=$(python3 -c "print(min($b, $t1 - $t0))")
-    done
-    echo "$b"
-}
 out="$dir/out"
 mkdir -p "$out"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"

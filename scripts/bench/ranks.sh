@@ -1,0 +1,23 @@
+# Sourced by the offline benchmarks (bench-offline.sh, bench-export.sh) after they set `ranks`,
+# `events` and `dir`: builds the release `cuprof` ($bin), generates the ranks' traces once
+# ($traces, reused; rank 0 is $rank0, $raw0 bytes of JSON) and defines `best CMD...`, the best
+# wall seconds of 3 runs.
+cargo build --release -p cuprof-launcher >&2
+bin="${CARGO_TARGET_DIR:-target}/release/cuprof"
+traces="$dir/traces-$ranks-$events"
+if [ ! -f "$traces/done" ]; then
+    mkdir -p "$traces"
+    python3 scripts/bench/gen_ranks.py "$traces" "$ranks" "$events"
+    touch "$traces/done"
+fi
+rank0="$traces/bench-rank0.trace.json.gz"
+raw0=$(gzip -dc "$rank0" | wc -c)
+best() { # best wall seconds of 3 runs of "$@"
+    local b=999999
+    for _ in 1 2 3; do
+        local t0 t1
+        t0=$(date +%s.%N); "$@" >/dev/null; t1=$(date +%s.%N)
+        b=$(python3 -c "print(min($b, $t1 - $t0))")
+    done
+    echo "$b"
+}
