@@ -162,3 +162,52 @@ fn merge_three_ranks() {
     // The merged file is itself a readable trace.
     cuprof_ok(&["report", out2.to_str().unwrap()]);
 }
+
+/// Members in any order: only `pid`, `ts`, `id` and a process name's or sort index's `args` are
+/// rewritten, wherever they stand (before or after the long `args`, a string `id` after
+/// `args`), and every other byte is kept as it was.
+#[test]
+fn merge_rewrites_members_wherever_they_stand() {
+    let dir = tempdir("merge-order");
+    let input = dir.join("job-rank1.trace.json");
+    let events = [
+        r#"{"args": {"name": "python3"}, "name": "process_name", "ph": "M", "pid": 3, "tid": 0}"#,
+        r#"{"ph": "M", "name": "process_sort_index", "args": {"sort_index": 4}, "pid": 3, "tid": 0}"#,
+        r#"{"args": {"grid": [1, 2, 3], "note": "pid \"ts\" {"}, "ph": "X", "id": 5, "cat": "kernel", "name": "k", "pid": 3, "tid": 1, "ts": 1.5, "dur": 2}"#,
+        r#"{"ph": "s", "cat": "ac2g", "name": "f", "args": {}, "id": "a7", "bp": "e", "tid": 1, "ts": 4, "pid": 3}"#,
+        r#"{"name": "z", "ph": "i", "s": "g", "ts": 0.0015, "pid": 3, "tid": 1}"#,
+    ];
+    let text = format!(
+        "{{\"schemaVersion\": 1, \"baseTimeNanoseconds\": {BASE}, \"traceEvents\": [\n{}\n]}}",
+        events.join(",\n")
+    );
+    std::fs::write(&input, text).unwrap();
+    let out = dir.join("merged.trace.json.gz");
+    cuprof_ok(&[
+        "merge",
+        input.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let merged = {
+        use std::io::Read;
+        let mut s = String::new();
+        flate2::read::MultiGzDecoder::new(std::fs::File::open(&out).unwrap())
+            .read_to_string(&mut s)
+            .unwrap();
+        s
+    };
+    let start = merged.find("\"traceEvents\": [\n").unwrap() + "\"traceEvents\": [\n".len();
+    let end = merged.find("\n],\n").unwrap();
+    let lines: Vec<&str> = merged[start..end].split(",\n").collect();
+    assert_eq!(
+        lines,
+        [
+            r#"{"args": {"name": "rank 1 python3"}, "name": "process_name", "ph": "M", "pid": 10000003, "tid": 0}"#,
+            r#"{"ph": "M", "name": "process_sort_index", "args": {"sort_index": 10000004}, "pid": 10000003, "tid": 0}"#,
+            r#"{"args": {"grid": [1, 2, 3], "note": "pid \"ts\" {"}, "ph": "X", "id": 4294967301, "cat": "kernel", "name": "k", "pid": 10000003, "tid": 1, "ts": 1.500, "dur": 2}"#,
+            r#"{"ph": "s", "cat": "ac2g", "name": "f", "args": {}, "id": "r1:a7", "bp": "e", "tid": 1, "ts": 4.000, "pid": 10000003}"#,
+            r#"{"name": "z", "ph": "i", "s": "g", "ts": 0.002, "pid": 10000003, "tid": 1}"#,
+        ]
+    );
+}

@@ -8,7 +8,9 @@ step time, wall and CPU time of the program's thread. MODE:
   none            untraced (run it without libcuprof.so)
   cuprof          under libcuprof.so (the libcupti double's cuInit starts it): set
                   CUPROF_TORCH_OPS / CUPROF_RECORD_SHAPES / CUPROF_WITH_STACK to choose
-  torch, torch-shapes   torch.profiler with the CPU activity, record_shapes off / on
+  torch, torch-shapes   torch.profiler with the CPU activity, record_shapes off / on; also
+                  prints what its stop (leaving the `with` block: Kineto builds its results
+                  there) and export_chrome_trace cost the program's thread, per operator
   observer, observer-shapes   PyTorch's NVTX observer alone, with no NVTX tool to receive its
                   ranges: PyTorch's own share of cuprof's cost
 """
@@ -59,10 +61,26 @@ if mode.startswith("observer"):
     times, cpu = run()
     torch.autograd._disable_profiler()
 elif mode.startswith("torch"):
-    with torch.profiler.profile(
+    import os
+    import tempfile
+
+    prof = torch.profiler.profile(
         activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=mode == "torch-shapes"
-    ):
-        times, cpu = run()
+    )
+    prof.__enter__()
+    step()  # as in the other modes: every mode runs, and records, STEPS + 1 steps
+    times, cpu = run()
+    t = time.perf_counter()
+    prof.__exit__(None, None, None)
+    stop_s = time.perf_counter() - t
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    t = time.perf_counter()
+    prof.export_chrome_trace(path)
+    export_s = time.perf_counter() - t
+    os.unlink(path)
+    print(json.dumps({"mode": mode, "recorded_ops": ops * (steps + 1), "stop_s": stop_s,
+                      "export_s": export_s}))
 else:
     step()  # warm-up: first calls, and cuprof's recorder starting
     times, cpu = run()

@@ -302,6 +302,40 @@ def check_faults():
         record(f"issue6.fault[{case}]", ok, **rows[-1])
 
 
+def check_offline_scaling():
+    """Issue 15's 8-core figure, which a 2-core build machine cannot take: `report` and `merge` of
+    8 generated ranks (1 M events each, scripts/bench/gen_ranks.py) with 1 worker and with 8,
+    best of 2; the goal is report >= 6x faster with 8."""
+    cores = len(os.sched_getaffinity(0))
+    if cores < 8:
+        record("issue15.offline_8_cores", False, skipped=f"{cores} cores, 8 needed")
+        return
+    d = fresh("offline")
+    gen = os.path.join(os.path.dirname(HERE), "bench", "gen_ranks.py")
+    ranks = os.path.join(d, "ranks")
+    os.makedirs(ranks)
+    procs = [subprocess.Popen([sys.executable, gen, ranks, "8", "1000000", str(r)]) for r in range(8)]
+    if any(p.wait() != 0 for p in procs):
+        raise RuntimeError("gen_ranks.py failed")
+
+    def best(args):
+        times = []
+        for _ in range(2):
+            t = time.perf_counter()
+            r = run([CUPROF] + args, timeout=600)
+            times.append(time.perf_counter() - t)
+            if r.returncode != 0:
+                raise RuntimeError(r.stderr[-300:])
+        return min(times)
+
+    out = os.path.join(d, "merged.trace.json.gz")
+    fig = {"cores": cores}
+    for cmd, extra in [("report", []), ("merge", ["-o", out])]:
+        one, eight = best([cmd, ranks, "-j", "1"] + extra), best([cmd, ranks, "-j", "8"] + extra)
+        fig[cmd] = {"j1_s": round(one, 2), "j8_s": round(eight, 2), "speedup": round(one / eight, 2)}
+    record("issue15.offline_8_cores", fig["report"]["speedup"] >= 6, **fig)
+
+
 def main():
     print(f"cuprof gpu-check: bin={BIN}", flush=True)
     print(run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]).stdout.strip(), flush=True)
@@ -310,7 +344,7 @@ def main():
     only = sys.argv[1:]
     for name, fn in [("basic", check_basic), ("inject", check_injection_only), ("dump", dump_buffers),
                      ("transformer", check_transformer), ("operators", check_operators), ("window", check_window), ("api", check_api_selection), ("memory", check_memory),
-                     ("faults", check_faults)]:
+                     ("faults", check_faults), ("offline", check_offline_scaling)]:
         if only and name not in only:
             continue
         try:

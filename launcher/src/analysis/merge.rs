@@ -30,7 +30,9 @@
 //! into a segment (a temporary file beside `-o`); the segments are spliced in rank order into
 //! one gzip member. Each segment's blocks are deflated on every free worker too
 //! ([`crate::gzip_out`]), so one large rank uses all cores as well: compression on one thread
-//! is what held merge to a third of report's speed.
+//! is what held merge to a third of report's speed. The worker reading a rank does only what
+//! `report` does plus a copy: each event's bytes go out as they are but for the few values
+//! rewritten, found by a scan that stops after the last of them, with no allocation per event.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufWriter, Write};
@@ -38,7 +40,7 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use cuprof_core::reader::{member_spans, Id, TraceMeta, TraceReader};
+use cuprof_core::reader::{for_each_member, Detail, Id, TraceMeta, TraceReader};
 use flate2::Compression;
 use serde::Serialize;
 
@@ -89,6 +91,11 @@ pub struct Placement {
     pub events: u64,
     pub truncated: Option<String>,
 }
+
+/// Deflate level of the merged file. zlib-rs's level 2 takes about two thirds of level 3's time
+/// for 2% more bytes (241 MB of JSON: 19.5 MB against 19.1 MB); level 1 is faster still but
+/// 37% larger (26.1 MB). BENCHMARKS.md, "Offline commands".
+const MERGED_LEVEL: Compression = Compression::new(2);
 
 /// Header member that marks a merged trace.
 pub const MERGED_MARK: &str = "cuprofMerged";
@@ -206,10 +213,20 @@ pub(crate) fn skew(
     })
 }
 
-fn us(ns: i64) -> String {
-    let sign = if ns < 0 { "-" } else { "" };
+/// `ns` as microseconds with three decimals (`-1.500`), exact, appended to `out`.
+fn write_us(out: &mut Vec<u8>, ints: &mut itoa::Buffer, ns: i64) {
+    if ns < 0 {
+        out.push(b'-');
+    }
     let a = ns.unsigned_abs();
-    format!("{sign}{}.{:03}", a / 1000, a % 1000)
+    out.extend_from_slice(ints.format(a / 1000).as_bytes());
+    let frac = a % 1000;
+    out.extend_from_slice(&[
+        b'.',
+        b'0' + (frac / 100) as u8,
+        b'0' + (frac / 10 % 10) as u8,
+        b'0' + (frac % 10) as u8,
+    ]);
 }
 
 fn json_str(s: &str) -> String {
@@ -358,8 +375,8 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
     let wr = |e: std::io::Error| {
         anyhow::Error::new(e).context(format!("{}: cannot write the merged trace", out.display()))
     };
-    let mut w = ParGzWriter::new(BufWriter::with_capacity(1 << 20, file), Compression::new(3))
-        .map_err(wr)?;
+    let mut w =
+        ParGzWriter::new(BufWriter::with_capacity(1 << 20, file), MERGED_LEVEL).map_err(wr)?;
     let devices = reference
         .members
         .iter()
@@ -378,8 +395,7 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
     let segments = crate::jobs::map_in_order(&ranks, |&i| {
         let (rank, path, _) = &ranked[i];
         let (staged, file) = Staged::create(out)?;
-        let mut seg =
-            ParGzWriter::raw(BufWriter::with_capacity(1 << 20, file), Compression::new(3));
+        let mut seg = ParGzWriter::raw(BufWriter::with_capacity(1 << 20, file), MERGED_LEVEL);
         let (summary, wrote) = write_rank(*rank, placements[i].shift_ns, path, &mut seg, &wr)?;
         let seg = seg.finish_segment().map_err(wr)?;
         let file = seg.out.into_inner().map_err(|e| wr(e.into_error()))?;
@@ -436,72 +452,92 @@ fn write_rank(
 ) -> Result<(cuprof_core::reader::ReadSummary, bool)> {
     let mut first = true;
     let mut reader = TraceReader::open(path)?;
+    // Only what is rewritten is decoded; the rest of each event is copied as it stands.
+    reader.set_detail(Detail::Lean);
     let bar = super::load::progress(&mut reader, path);
     let mut failure: Option<anyhow::Error> = None;
     let mut named: BTreeSet<i64> = BTreeSet::new();
     let mut sorted: BTreeSet<i64> = BTreeSet::new();
     let mut seen: BTreeSet<i64> = BTreeSet::new();
-    let mut line: Vec<u8> = Vec::with_capacity(1024);
+    // Replacement values are formatted here, and the event's other bytes go to `w` as they
+    // are: no allocation per event (one each was a tenth of merge's time).
+    let mut value: Vec<u8> = Vec::with_capacity(64);
+    let mut ints = itoa::Buffer::new();
     let summary = reader.read_events(|e| {
-        line.clear();
         // The event's text is copied as it is, but for the values of `pid`, `ts`, `id` and a
         // process name's or sort index's `args`: the reader has parsed it already.
-        let Some(spans) = member_spans(e.raw) else {
-            failure = Some(anyhow::anyhow!(
-                "{}: event at byte {} is not a JSON object; the file is corrupt",
-                path.display(),
-                e.offset
-            ));
-            return ControlFlow::Break(());
-        };
         let meta_name = if e.ph == "M" { e.name.as_ref() } else { "" };
+        // The members to rewrite are known from the parse (a parsed event has no key twice):
+        // once they are done, the rest (`args`, the longest member) is copied without a scan.
+        let mut to_rewrite = usize::from(matches!(e.pid, Some(Id::Int(_))))
+            + usize::from(e.ts.is_some() && e.ph != "M")
+            + usize::from(e.id.is_some())
+            + usize::from(matches!(meta_name, "process_name" | "process_sort_index"));
         let mut copied = 0;
-        for (key, value) in spans {
-            let new: Option<String> = match &e.raw[key] {
-                b"\"pid\"" => match &e.pid {
-                    Some(Id::Int(p)) => {
+        let mut written: std::io::Result<()> = w.write_all(if first { b"" } else { b",\n" });
+        let well_formed = for_each_member(e.raw, |key, span| {
+            value.clear();
+            match &e.raw[key] {
+                b"\"pid\"" => {
+                    if let Some(Id::Int(p)) = &e.pid {
                         seen.insert(*p);
                         match meta_name {
                             "process_name" => named.insert(*p),
                             "process_sort_index" => sorted.insert(*p),
                             _ => false,
                         };
-                        Some((rank * PID_STRIDE + p).to_string())
+                        value.extend_from_slice(ints.format(rank * PID_STRIDE + p).as_bytes());
                     }
-                    _ => None,
-                },
-                b"\"ts\"" => match e.ts {
-                    Some(ts) if e.ph != "M" => Some(us(ts + shift)),
-                    _ => None,
-                },
+                }
+                b"\"ts\"" => {
+                    if let (Some(ts), false) = (e.ts, e.ph == "M") {
+                        write_us(&mut value, &mut ints, ts + shift);
+                    }
+                }
                 b"\"id\"" => match &e.id {
-                    Some(Id::Int(id)) => Some((rank * ID_STRIDE + id).to_string()),
-                    Some(Id::Str(s)) => Some(json_str(&format!("r{rank}:{s}"))),
-                    None => None,
+                    Some(Id::Int(id)) => {
+                        value.extend_from_slice(ints.format(rank * ID_STRIDE + id).as_bytes())
+                    }
+                    Some(Id::Str(s)) => {
+                        value.extend_from_slice(json_str(&format!("r{rank}:{s}")).as_bytes())
+                    }
+                    None => {}
                 },
                 b"\"args\"" if meta_name == "process_name" => {
                     let n = e.args.name.as_deref().unwrap_or("");
-                    Some(format!(
-                        "{{\"name\": {}}}",
-                        json_str(&format!("rank {rank} {n}"))
-                    ))
+                    let named = json_str(&format!("rank {rank} {n}"));
+                    value.extend_from_slice(format!("{{\"name\": {named}}}").as_bytes());
                 }
                 b"\"args\"" if meta_name == "process_sort_index" => {
                     let s = e.args.sort_index.unwrap_or(0);
-                    Some(format!("{{\"sort_index\": {}}}", rank * PID_STRIDE + s))
+                    let index = rank * PID_STRIDE + s;
+                    value.extend_from_slice(format!("{{\"sort_index\": {index}}}").as_bytes());
                 }
-                _ => None,
-            };
-            if let Some(new) = new {
-                line.extend_from_slice(&e.raw[copied..value.start]);
-                line.extend_from_slice(new.as_bytes());
-                copied = value.end;
+                _ => {}
             }
+            if !value.is_empty() && written.is_ok() {
+                written = w
+                    .write_all(&e.raw[copied..span.start])
+                    .and_then(|_| w.write_all(&value));
+                copied = span.end;
+                to_rewrite = to_rewrite.saturating_sub(1);
+            }
+            if to_rewrite == 0 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        if !well_formed {
+            failure = Some(anyhow::anyhow!(
+                "{}: event at byte {} is not a JSON object; the file is corrupt",
+                path.display(),
+                e.offset
+            ));
+            return ControlFlow::Break(());
         }
-        line.extend_from_slice(&e.raw[copied..]);
-        let sep: &[u8] = if first { b"" } else { b",\n" };
         first = false;
-        if let Err(err) = w.write_all(sep).and_then(|_| w.write_all(&line)) {
+        if let Err(err) = written.and_then(|_| w.write_all(&e.raw[copied..])) {
             failure = Some(wr(err));
             return ControlFlow::Break(());
         }
@@ -566,8 +602,15 @@ mod tests {
         let (s, m, _) = skew(&TraceMeta::default(), &r, || Ok(None)).unwrap();
         assert_eq!(s, 0);
         assert!(m.contains("assumed 0"), "{m}");
+        let us = |ns: i64| {
+            let mut out = Vec::new();
+            write_us(&mut out, &mut itoa::Buffer::new(), ns);
+            String::from_utf8(out).unwrap()
+        };
         assert_eq!(us(-1500), "-1.500");
         assert_eq!(us(1_000_001), "1000.001");
+        assert_eq!(us(7), "0.007");
+        assert_eq!(us(i64::MIN), "-9223372036854775.808");
     }
 
     #[test]

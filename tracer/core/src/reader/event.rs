@@ -121,11 +121,26 @@ impl<'a> Event<'a> {
         bytes: &'a [u8],
         offset: u64,
     ) -> Result<Option<(Self, usize)>, serde_json::Error> {
-        let mut it = serde_json::Deserializer::from_slice(bytes).into_iter::<Fields<'a>>();
+        Self::parse_prefix_as::<Fields<'a>>(bytes, offset)
+    }
+
+    /// [`Self::parse_prefix`] decoding only what [`Lean`] names.
+    pub(crate) fn parse_prefix_lean(
+        bytes: &'a [u8],
+        offset: u64,
+    ) -> Result<Option<(Self, usize)>, serde_json::Error> {
+        Self::parse_prefix_as::<LeanFields<'a>>(bytes, offset)
+    }
+
+    fn parse_prefix_as<T: Deserialize<'a> + Into<Fields<'a>>>(
+        bytes: &'a [u8],
+        offset: u64,
+    ) -> Result<Option<(Self, usize)>, serde_json::Error> {
+        let mut it = serde_json::Deserializer::from_slice(bytes).into_iter::<T>();
         match it.next() {
             Some(Ok(f)) => {
                 let n = it.byte_offset();
-                Ok(Some((Event::from_fields(f, &bytes[..n], offset), n)))
+                Ok(Some((Event::from_fields(f.into(), &bytes[..n], offset), n)))
             }
             None => Ok(None),
             // A number cut by the end of the buffer is "invalid", not "EOF": an error counts
@@ -192,7 +207,55 @@ struct Fields<'a> {
     args: Option<RawArgs<'a>>,
 }
 
+/// What a reader in [`Lean`](super::Detail::Lean) mode decodes: the members that place an
+/// event (`ph`, `name`, `pid`, `ts`, `id`) and a metadata event's `args.name` /
+/// `args.sort_index`. The others are still checked to be JSON, but not decoded: `cuprof merge`
+/// rewrites only these, and decoding every kernel's `args` was a sixth of its time.
 #[derive(Deserialize)]
+struct LeanFields<'a> {
+    #[serde(borrow, default)]
+    ph: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    name: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    pid: Option<LenientId<'a>>,
+    #[serde(default)]
+    ts: Option<Micros>,
+    #[serde(borrow, default)]
+    id: Option<LenientId<'a>>,
+    #[serde(borrow, default)]
+    args: Option<LeanArgs<'a>>,
+}
+
+#[derive(Deserialize)]
+struct LeanArgs<'a> {
+    #[serde(borrow, default)]
+    name: Option<Text<'a>>,
+    #[serde(default)]
+    sort_index: Option<Int>,
+}
+
+impl<'a> From<LeanFields<'a>> for Fields<'a> {
+    fn from(f: LeanFields<'a>) -> Self {
+        Fields {
+            ph: f.ph,
+            cat: None,
+            name: f.name,
+            pid: f.pid,
+            tid: None,
+            ts: f.ts,
+            dur: None,
+            id: f.id,
+            args: f.args.map(|a| RawArgs {
+                name: a.name,
+                sort_index: a.sort_index,
+                ..RawArgs::default()
+            }),
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
 struct RawArgs<'a> {
     #[serde(default)]
     correlation: Option<Int>,
@@ -550,5 +613,32 @@ mod tests {
         assert_eq!(keys, ["ph", "pid", "args", "ts"]);
         assert_eq!(m[2].1.get(), r#"{"b": 1, "a": [1, 2]}"#);
         assert_eq!(m[3].1.get(), "1.500");
+    }
+
+    #[test]
+    fn lean_decodes_what_places_an_event_and_validates_the_rest() {
+        let kernel = br#"{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.5, "dur": 2, "id": "a", "args": {"correlation": 5, "stream": 7, "name": "n"}},"#;
+        let (e, n) = Event::parse_prefix_lean(kernel, 9).unwrap().unwrap();
+        assert_eq!(n, kernel.len() - 1);
+        assert_eq!(e.raw, &kernel[..n]);
+        assert_eq!(
+            (e.ph.as_ref(), e.name.as_ref(), e.cat.as_ref()),
+            ("X", "k", "")
+        );
+        assert_eq!((e.pid, e.tid), (Some(Id::Int(0)), None));
+        assert_eq!((e.ts, e.dur, e.offset), (Some(1500), None, 9));
+        assert_eq!(e.id, Some(Id::Str(Cow::Borrowed("a"))));
+        let named = Args {
+            name: Some(Cow::Borrowed("n")),
+            ..Args::default()
+        };
+        assert_eq!(e.args, named);
+        let sort =
+            br#"{"ph": "M", "name": "process_sort_index", "pid": 3, "args": {"sort_index": 4}}"#;
+        let (e, _) = Event::parse_prefix_lean(sort, 0).unwrap().unwrap();
+        assert_eq!(e.args.sort_index, Some(4));
+        // Members it does not decode are still JSON or the event is an error.
+        assert!(Event::parse_prefix_lean(br#"{"ph": "X", "args": {"a": nan}}"#, 0).is_err());
+        assert!(Event::parse_prefix_lean(br#"{"ph": "X", "cat": tru}"#, 0).is_err());
     }
 }

@@ -30,7 +30,7 @@ mod scan;
 
 pub use event::{event_members, Args, Event, Id, RawMembers};
 pub use input::{file_kind, open_regular, InputError};
-pub use scan::{member_spans, micros_to_ns};
+pub use scan::{for_each_member, member_spans, micros_to_ns};
 
 use std::io::{self, BufRead, BufReader, Read};
 use std::ops::ControlFlow;
@@ -286,6 +286,20 @@ pub struct TraceReader<'a> {
     /// `traceEvents` has been entered.
     seen_events: bool,
     progress: Option<Box<dyn FnMut(Progress) + 'a>>,
+    detail: Detail,
+}
+
+/// How much of each event the reader decodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Detail {
+    /// Every member [`Event`] has.
+    #[default]
+    Full,
+    /// Only `ph`, `name`, `pid`, `ts`, `id` and a metadata event's `args.name` /
+    /// `args.sort_index`: the rest of the event is validated, left at its default in
+    /// [`Event`] and still in [`Event::raw`]. For a tool that places events and copies them
+    /// (`cuprof merge`).
+    Lean,
 }
 
 impl<'a> TraceReader<'a> {
@@ -349,10 +363,16 @@ impl<'a> TraceReader<'a> {
             bare: false,
             seen_events: false,
             progress: None,
+            detail: Detail::Full,
         })
     }
 
     /// Called after every chunk read (about every MiB of uncompressed JSON).
+    /// Decodes only what `detail` says from here on.
+    pub fn set_detail(&mut self, detail: Detail) {
+        self.detail = detail;
+    }
+
     pub fn on_progress(&mut self, f: impl FnMut(Progress) + 'a) {
         self.progress = Some(Box::new(f));
     }
@@ -623,18 +643,22 @@ impl<'a> TraceReader<'a> {
                             // serde_json parses the event straight from the buffer; an event
                             // that runs past the buffered bytes is parsed again after a refill.
                             let offset = self.offset();
-                            let outcome =
-                                match Event::parse_prefix(&self.buf[self.pos..self.end], offset) {
-                                    Ok(Some((ev, n))) => Some((n, f(&ev))),
-                                    Ok(None) => None,
-                                    Err(source) => {
-                                        return Err(ReadError::Event {
-                                            path: self.path.clone(),
-                                            offset,
-                                            source,
-                                        })
-                                    }
-                                };
+                            let bytes = &self.buf[self.pos..self.end];
+                            let parsed = match self.detail {
+                                Detail::Full => Event::parse_prefix(bytes, offset),
+                                Detail::Lean => Event::parse_prefix_lean(bytes, offset),
+                            };
+                            let outcome = match parsed {
+                                Ok(Some((ev, n))) => Some((n, f(&ev))),
+                                Ok(None) => None,
+                                Err(source) => {
+                                    return Err(ReadError::Event {
+                                        path: self.path.clone(),
+                                        offset,
+                                        source,
+                                    })
+                                }
+                            };
                             let Some((n, flow)) = outcome else {
                                 if !self.fill()? {
                                     self.cut(member::TRACE_EVENTS);

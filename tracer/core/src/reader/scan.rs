@@ -3,7 +3,7 @@
 //! They never validate: serde_json does that when the slice they delimit is parsed. They only
 //! need to be right about strings (a brace inside a string does not count) and escapes.
 
-use std::ops::Range;
+use std::ops::{ControlFlow, Range};
 
 use memchr::{memchr2, memchr3};
 
@@ -96,39 +96,64 @@ pub(crate) fn value_end(s: &[u8], at_eof: bool) -> Scan {
 /// only delimits (the reader has parsed the event already): a tool that rewrites a few
 /// members (`cuprof merge`) copies the others byte for byte without parsing them again.
 pub fn member_spans(raw: &[u8]) -> Option<Vec<(Range<usize>, Range<usize>)>> {
-    let ws = |i: usize| skip_ws(&raw[i..]).map(|k| i + k);
-    let mut i = ws(0)?;
-    if raw[i] != b'{' {
-        return None;
-    }
     let mut out = Vec::with_capacity(8);
-    i = ws(i + 1)?;
+    for_each_member(raw, |key, value| {
+        out.push((key, value));
+        ControlFlow::Continue(())
+    })
+    .then_some(out)
+}
+
+/// [`member_spans`] without the vector: `f` gets each member's key and value ranges in order,
+/// until it breaks (the rest is not scanned). False when `raw` is not an object of that shape
+/// (`f` may have seen its first members). `cuprof merge` calls it once per event, where an
+/// allocation each time, and scanning the `args` it does not change, were measurable.
+pub fn for_each_member(
+    raw: &[u8],
+    mut f: impl FnMut(Range<usize>, Range<usize>) -> ControlFlow<()>,
+) -> bool {
+    let ws = |i: usize| skip_ws(&raw[i..]).map(|k| i + k);
+    let Some(mut i) = ws(0) else { return false };
+    if raw[i] != b'{' {
+        return false;
+    }
+    let Some(first) = ws(i + 1) else { return false };
+    i = first;
     if raw[i] == b'}' {
-        return Some(out);
+        return true;
     }
     loop {
         if raw[i] != b'"' {
-            return None;
+            return false;
         }
         let Scan::Complete(kn) = string_end(&raw[i..]) else {
-            return None;
+            return false;
         };
         let key = i..i + kn;
-        i = ws(i + kn)?;
-        if raw[i] != b':' {
-            return None;
-        }
-        i = ws(i + 1)?;
-        let vn = match value_end(&raw[i..], true) {
-            Scan::Complete(n) if n > 0 => n,
-            _ => return None,
+        let Some(colon) = ws(i + kn) else {
+            return false;
         };
-        out.push((key, i..i + vn));
-        i = ws(i + vn)?;
-        match raw[i] {
-            b',' => i = ws(i + 1)?,
-            b'}' => return Some(out),
-            _ => return None,
+        if raw[colon] != b':' {
+            return false;
+        }
+        let Some(v) = ws(colon + 1) else { return false };
+        let vn = match value_end(&raw[v..], true) {
+            Scan::Complete(n) if n > 0 => n,
+            _ => return false,
+        };
+        if f(key, v..v + vn).is_break() {
+            return true;
+        }
+        let Some(after) = ws(v + vn) else {
+            return false;
+        };
+        match raw[after] {
+            b',' => match ws(after + 1) {
+                Some(next) => i = next,
+                None => return false,
+            },
+            b'}' => return true,
+            _ => return false,
         }
     }
 }
