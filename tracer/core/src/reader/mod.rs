@@ -298,7 +298,8 @@ pub enum Detail {
     /// Only `ph`, `name`, `pid`, `ts`, `id` and a metadata event's `args.name` /
     /// `args.sort_index`: the rest of the event is validated, left at its default in
     /// [`Event`] and still in [`Event::raw`]. For a tool that places events and copies them
-    /// (`cuprof merge`).
+    /// (`cuprof merge`). One difference besides: a member it does not decode may appear twice
+    /// (`"cat"` twice), which the full decode refuses as a malformed event.
     Lean,
 }
 
