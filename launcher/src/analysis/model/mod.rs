@@ -12,6 +12,7 @@ mod steps;
 
 use std::collections::BTreeMap;
 
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::load::{FileData, GpuOp, Interner, OpKind, NO_NAME};
@@ -41,14 +42,16 @@ pub struct Analysis {
 
 impl Analysis {
     pub fn new(names: Interner, files: Vec<FileData>) -> Self {
+        // Range paths are interned across files, one file after another; what depends on one
+        // file alone runs on every worker: on 8 ranks it was most of the work after loading,
+        // which would hold `report DIR` on 8 cores well under 8x (BENCHMARKS.md).
         let mut paths = Paths::default();
-        let mut api_p = Vec::with_capacity(files.len());
-        let mut op_p = Vec::with_capacity(files.len());
-        for f in &files {
-            let a = api_paths(f, &mut paths);
-            op_p.push(op_paths(f, &a));
-            api_p.push(a);
-        }
+        let api_p: Vec<Vec<u32>> = files.iter().map(|f| api_paths(f, &mut paths)).collect();
+        let (op_p, links): (Vec<_>, Vec<_>) = files
+            .par_iter()
+            .zip(&api_p)
+            .map(|(f, a)| (op_paths(f, a), operators::links(f)))
+            .unzip();
         // Files without a rank get the next ranks after the known ones, in file order.
         let mut next = files.iter().filter_map(|f| f.rank).max().unwrap_or(-1) + 1;
         let ranks = files
@@ -60,7 +63,6 @@ impl Analysis {
                 })
             })
             .collect();
-        let links = files.iter().map(operators::links).collect();
         Analysis {
             names,
             files,
@@ -109,8 +111,11 @@ impl Analysis {
         let mut ranks = Vec::new();
         let mut gpu = Breakdown::default();
         let mut dropped = Dropped::default();
-        for (&rank, idx) in &by_rank {
-            let r = self.rank_summary(rank, idx);
+        let per_rank: Vec<RankSummary> = by_rank
+            .par_iter()
+            .map(|(&rank, idx)| self.rank_summary(rank, idx))
+            .collect();
+        for r in per_rank {
             gpu.add(&r.gpu);
             dropped.add(&r.dropped);
             ranks.push(r);
