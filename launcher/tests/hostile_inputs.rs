@@ -307,3 +307,140 @@ fn times_near_the_64_bit_limit() {
     assert_eq!(devices, [4_000_000_000_000_000_000; 3]);
     assert_eq!(s["nvtx_buckets"][0]["total_ns"].as_i64(), Some(i64::MAX));
 }
+
+/// `merge` of ranks whose pids, flow ids, times and base times sit at the 64-bit limit: the
+/// sums that place them saturate instead of overflowing (a panic, or a wrap onto another
+/// rank's ids), and the merged file is written.
+#[test]
+fn merge_near_the_64_bit_limit() {
+    let dir = tempdir("hostile-merge");
+    let traces = dir.join("traces");
+    std::fs::create_dir_all(&traces).unwrap();
+    let trace = |base: i64, events: &[&str]| {
+        format!(
+            "{{\"baseTimeNanoseconds\": {base}, \"traceEvents\": [\n{}\n]}}\n",
+            events.join(",\n")
+        )
+    };
+    std::fs::write(
+        traces.join("job-rank0.trace.json"),
+        trace(
+            i64::MIN,
+            &[r#"{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.000, "dur": 1.000}"#],
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        traces.join("job-rank1.trace.json"),
+        trace(
+            i64::MAX,
+            &[
+                r#"{"ph": "X", "cat": "kernel", "name": "k", "pid": 9223372036854775807, "tid": 7, "ts": 9223372036854775.000, "dur": 1.000}"#,
+                r#"{"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 9223372036854775807, "pid": 1, "tid": 1, "ts": 1.000}"#,
+            ],
+        ),
+    )
+    .unwrap();
+    let out = dir.join("merged.trace.json.gz");
+    let stdout = cuprof_ok(&[
+        "merge",
+        traces.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(stdout.contains("(2 ranks, 3 events)"), "{stdout}");
+    let m = read_gz_json(&out);
+    let events = m["traceEvents"].as_array().unwrap();
+    let kernel = events
+        .iter()
+        .find(|e| e["cat"] == "kernel" && e["pid"] == i64::MAX)
+        .expect("rank 1's kernel, its pid saturated");
+    assert_eq!(kernel["tid"], 7);
+    let text = {
+        use std::io::Read;
+        let mut s = String::new();
+        flate2::read::MultiGzDecoder::new(std::fs::File::open(&out).unwrap())
+            .read_to_string(&mut s)
+            .unwrap();
+        s
+    };
+    assert!(
+        text.contains(r#""pid": 9223372036854775807, "tid": 7, "ts": 9223372036854775.807,"#),
+        "{text}"
+    );
+    let flow = events.iter().find(|e| e["ph"] == "s").unwrap();
+    assert_eq!(flow["id"], i64::MAX);
+    assert_eq!(flow["pid"], 10_000_001);
+    let ranks = m["cuprof"]["merged"]["ranks"].as_array().unwrap();
+    assert_eq!(ranks[1]["shift_ns"], i64::MAX);
+}
+
+/// Every command over two ranks whose rank, base times, pids, ids and times sit at the 64-bit
+/// limit ends normally (each of these once overflowed: a panic in a debug build, a wrapped
+/// figure in a release one).
+#[test]
+fn every_command_survives_values_at_the_64_bit_limit() {
+    let dir = tempdir("hostile-limits");
+    let traces = dir.join("traces");
+    std::fs::create_dir_all(&traces).unwrap();
+    std::fs::write(
+        traces.join("job-rank0.trace.json"),
+        concat!(
+            "{\"baseTimeNanoseconds\": -9223372036854775808, \"traceEvents\": [\n",
+            "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"pid\": 0, \"tid\": 7, \"ts\": 1.000, \"dur\": 1.000},\n",
+            "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 9223372036854775807, \"tid\": 9223372036854775807, \"ts\": -9223372036854775.000, \"dur\": 1.000, \"args\": {\"correlation\": 9223372036854775807, \"External id\": -9223372036854775808}}\n",
+            "]}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        traces.join("job-rank1.trace.json"),
+        concat!(
+            "{\"baseTimeNanoseconds\": 9223372036854775807, \"distributedInfo\": {\"rank\": 9223372036854775807, \"world_size\": -1}, \"traceEvents\": [\n",
+            "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"pid\": 9223372036854775807, \"tid\": 7, \"ts\": 9223372036854775.000, \"dur\": 1.000, \"args\": {\"device\": 9223372036854775807}},\n",
+            "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"pid\": 0, \"tid\": 7, \"ts\": 2.000, \"dur\": 1.000},\n",
+            "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"pid\": 1, \"tid\": 1, \"ts\": 1.0, \"dur\": 9223372036854775.000, \"args\": {\"External id\": 9223372036854775807}}\n",
+            "]}\n"
+        ),
+    )
+    .unwrap();
+    let t = traces.to_str().unwrap().to_string();
+    let o = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let (r0, r1) = (
+        format!("{t}/job-rank0.trace.json"),
+        format!("{t}/job-rank1.trace.json"),
+    );
+    let commands: [Vec<String>; 7] = [
+        vec!["report".into(), t.clone(), "-o".into(), o("out")],
+        vec!["report".into(), t.clone(), "--html".into(), o("r.html")],
+        vec!["flame".into(), t.clone(), "-o".into(), o("f.svg")],
+        vec!["compare".into(), r0.clone(), r1.clone()],
+        vec!["merge".into(), t.clone(), "-o".into(), o("m.trace.json.gz")],
+        vec!["export".into(), t.clone(), "-o".into(), o("tables")],
+        vec![
+            "repair".into(),
+            r1.clone(),
+            "-o".into(),
+            o("r.trace.json.gz"),
+        ],
+    ];
+    for c in &commands {
+        let args: Vec<&str> = c.iter().map(String::as_str).collect();
+        cuprof_ok(&args);
+    }
+    let s = read_json(&dir.join("out").join("summary.json"));
+    let ranks: Vec<i64> = s["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rank"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ranks, [0, i64::MAX]);
+    let skipped: Vec<i64> = s["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["malformed_events_skipped"].as_i64().unwrap())
+        .collect();
+    assert_eq!(skipped, [1, 2]);
+}

@@ -285,6 +285,27 @@ fn not_a_trace(path: &Path, reader: &TraceReader<'_>, read: &ReadSummary) -> Opt
     None
 }
 
+/// The rank each file is counted under: its own when it has one, else the next ranks after
+/// every known one, in file order (what `report`, `merge` and `export` all number by). A
+/// crafted rank at the 64-bit limit saturates instead of overflowing.
+pub fn number_ranks(known: &[Option<i64>]) -> Vec<i64> {
+    let mut next = known
+        .iter()
+        .flatten()
+        .max()
+        .map_or(0, |r| r.saturating_add(1));
+    known
+        .iter()
+        .map(|r| {
+            r.unwrap_or_else(|| {
+                let this = next;
+                next = next.saturating_add(1);
+                this
+            })
+        })
+        .collect()
+}
+
 /// `R` of `...-rankR...` in a file name.
 pub fn rank_from_name(path: &Path) -> Option<i64> {
     let name = path.file_name()?.to_str()?;

@@ -44,7 +44,7 @@ use cuprof_core::reader::{for_each_member, Detail, Id, TraceMeta, TraceReader};
 use flate2::Compression;
 use serde::Serialize;
 
-use super::load::{load, rank_from_name, Interner, OpKind};
+use super::load::{load, number_ranks, rank_from_name, Interner, OpKind};
 use super::render::{dur, Table};
 use crate::console::outln;
 use crate::gzip_out::ParGzWriter;
@@ -96,6 +96,12 @@ pub struct Placement {
 /// for 2% more bytes (241 MB of JSON: 19.5 MB against 19.1 MB); level 1 is faster still but
 /// 37% larger (26.1 MB). BENCHMARKS.md, "Offline commands".
 const MERGED_LEVEL: Compression = Compression::new(2);
+
+/// `value` moved into rank `rank`'s share of a merged id space (`rank * stride + value`),
+/// saturating: a crafted rank or id near the 64-bit limit must not wrap onto another rank's.
+fn offset(rank: i64, stride: i64, value: i64) -> i64 {
+    rank.saturating_mul(stride).saturating_add(value)
+}
 
 /// Header member that marks a merged trace.
 pub const MERGED_MARK: &str = "cuprofMerged";
@@ -153,7 +159,10 @@ pub(crate) fn collective_ends(path: &Path) -> Result<CollectiveEnds> {
     let mut seen: BTreeMap<(i64, u32), usize> = BTreeMap::new();
     for (step, _, name, end) in comm {
         let k = seen.entry((step, name)).or_default();
-        out.insert((step, names.name(name).to_string(), *k), base + end);
+        out.insert(
+            (step, names.name(name).to_string(), *k),
+            base.saturating_add(end),
+        );
         *k += 1;
     }
     Ok(out)
@@ -166,7 +175,7 @@ pub(crate) fn collective_skew(
 ) -> Option<(i64, usize)> {
     let mut d: Vec<i64> = r
         .iter()
-        .filter_map(|(k, e)| reference.get(k).map(|re| e - re))
+        .filter_map(|(k, e)| reference.get(k).map(|re| e.saturating_sub(*re)))
         .collect();
     if d.is_empty() {
         return None;
@@ -176,7 +185,7 @@ pub(crate) fn collective_skew(
     let median = if n % 2 == 1 {
         d[n / 2]
     } else {
-        (d[n / 2 - 1] + d[n / 2]).div_euclid(2)
+        ((i128::from(d[n / 2 - 1]) + i128::from(d[n / 2])).div_euclid(2)) as i64
     };
     Some((median, n))
 }
@@ -191,9 +200,10 @@ pub(crate) fn skew(
     if let (Some(h), Some(rh)) = (&m.hostname, &r.hostname) {
         if h == rh {
             let drift = match (m.clock, r.clock) {
-                (Some(c), Some(rc)) => {
-                    Some((c.realtime_ns - c.monotonic_ns) - (rc.realtime_ns - rc.monotonic_ns))
-                }
+                (Some(c), Some(rc)) => Some(
+                    (c.realtime_ns.saturating_sub(c.monotonic_ns))
+                        .saturating_sub(rc.realtime_ns.saturating_sub(rc.monotonic_ns)),
+                ),
                 _ => None,
             };
             return Ok((0, format!("same host {h}: one CLOCK_REALTIME"), drift));
@@ -267,21 +277,14 @@ fn merge_on_pool(args: &MergeArgs) -> Result<()> {
                 .join(" ")
         );
     }
-    let mut next = inputs
+    let known: Vec<Option<i64>> = inputs
         .iter()
-        .filter_map(|(p, m)| m.rank.or_else(|| rank_from_name(p)))
-        .max()
-        .unwrap_or(-1)
-        + 1;
-    let mut ranked: Vec<(i64, PathBuf, TraceMeta)> = inputs
+        .map(|(p, m)| m.rank.or_else(|| rank_from_name(p)))
+        .collect();
+    let mut ranked: Vec<(i64, PathBuf, TraceMeta)> = number_ranks(&known)
         .into_iter()
-        .map(|(p, m)| {
-            let r = m.rank.or_else(|| rank_from_name(&p)).unwrap_or_else(|| {
-                next += 1;
-                next - 1
-            });
-            (r, p, m)
-        })
+        .zip(inputs)
+        .map(|(r, (p, m))| (r, p, m))
         .collect();
     ranked.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
     let placements = write_merged(&args.out, &ranked)?;
@@ -362,10 +365,14 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
             file: path.display().to_string(),
             hostname: m.hostname.clone(),
             skew_ns,
-            shift_ns: (m.base_time_ns.unwrap_or(base0) - base0) - skew_ns,
+            shift_ns: m
+                .base_time_ns
+                .unwrap_or(base0)
+                .saturating_sub(base0)
+                .saturating_sub(skew_ns),
             method,
             anchor_drift_ns,
-            pid_offset: rank * PID_STRIDE,
+            pid_offset: rank.saturating_mul(PID_STRIDE),
             events: 0,
             truncated: None,
         });
@@ -486,18 +493,19 @@ fn write_rank(
                             "process_sort_index" => sorted.insert(*p),
                             _ => false,
                         };
-                        value.extend_from_slice(ints.format(rank * PID_STRIDE + p).as_bytes());
+                        value.extend_from_slice(
+                            ints.format(offset(rank, PID_STRIDE, *p)).as_bytes(),
+                        );
                     }
                 }
                 b"\"ts\"" => {
                     if let (Some(ts), false) = (e.ts, e.ph == "M") {
-                        write_us(&mut value, &mut ints, ts + shift);
+                        write_us(&mut value, &mut ints, ts.saturating_add(shift));
                     }
                 }
                 b"\"id\"" => match &e.id {
-                    Some(Id::Int(id)) => {
-                        value.extend_from_slice(ints.format(rank * ID_STRIDE + id).as_bytes())
-                    }
+                    Some(Id::Int(id)) => value
+                        .extend_from_slice(ints.format(offset(rank, ID_STRIDE, *id)).as_bytes()),
                     Some(Id::Str(s)) => {
                         value.extend_from_slice(json_str(&format!("r{rank}:{s}")).as_bytes())
                     }
@@ -510,7 +518,7 @@ fn write_rank(
                 }
                 b"\"args\"" if meta_name == "process_sort_index" => {
                     let s = e.args.sort_index.unwrap_or(0);
-                    let index = rank * PID_STRIDE + s;
+                    let index = offset(rank, PID_STRIDE, s);
                     value.extend_from_slice(format!("{{\"sort_index\": {index}}}").as_bytes());
                 }
                 _ => {}
@@ -552,7 +560,7 @@ fn write_rank(
     // Processes seen without metadata still get a rank-prefixed name and a sort index.
     let mut extra = String::new();
     for &p in &seen {
-        let pid = rank * PID_STRIDE + p;
+        let pid = offset(rank, PID_STRIDE, p);
         if !named.contains(&p) {
             extra.push_str(&format!(
                 ",\n{{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": {pid}, \"tid\": 0, \"ts\": 0.000, \"args\": {{\"name\": {}}}}}",

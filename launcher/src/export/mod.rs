@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use cuprof_core::reader::TraceReader;
 
-use crate::analysis::load::rank_from_name;
+use crate::analysis::load::{number_ranks, rank_from_name};
 use crate::analysis::trace_files;
 use crate::console::outln;
 use crate::output::same_file;
@@ -60,16 +60,8 @@ fn export(args: &ExportArgs) -> Result<()> {
     // Ranks first: a file without one gets the next rank after every known one, in file order,
     // as `cuprof report` numbers it; that needs every header before any row is written.
     let headers = crate::jobs::map_in_order(&inputs, |p| header(p))?;
-    let mut next = headers.iter().filter_map(|h| h.rank).max().unwrap_or(-1) + 1;
-    let ranks: Vec<i64> = headers
-        .iter()
-        .map(|h| {
-            h.rank.unwrap_or_else(|| {
-                next += 1;
-                next - 1
-            })
-        })
-        .collect();
+    let known: Vec<Option<i64>> = headers.iter().map(|h| h.rank).collect();
+    let ranks = number_ranks(&known);
     let names = file_names(&inputs);
 
     std::fs::create_dir_all(&args.out).with_context(|| {

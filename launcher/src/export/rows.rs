@@ -1,7 +1,8 @@
 //! One trace file's events, each turned into a row of its table as it streams past.
 //!
 //! Which events count, and their times, are those of `cuprof report` (`analysis::load`):
-//! complete (`"ph": "X"`) events with a `ts` and a `dur`, ending at `ts + max(dur, 0)`;
+//! complete (`"ph": "X"`) events with a `ts` and a `dur`, ending at `ts + max(dur, 0)`, both
+//! within ±2^62 ns;
 //! `ProfilerStep#N` annotations are steps, other `user_annotation` events ranges; a GPU
 //! operation's device is `args.device`, else its `pid`. So a query over the tables gives the
 //! report's figures to the nanosecond.
@@ -15,7 +16,7 @@ use cuprof_core::reader::{event_members, Event, Id, ReadSummary, TraceReader};
 use super::args::{self, dim3, float, int, text};
 use super::schema::{self, Col};
 use super::table::Table;
-use crate::analysis::load::step_number;
+use crate::analysis::load::{step_number, TIME_LIMIT_NS};
 
 /// The tables of one trace file, in the order of [`schema::TABLES`] (less `files`).
 pub struct FileTables {
@@ -92,7 +93,12 @@ impl FileTables {
         let (Some(start), Some(dur)) = (e.ts, e.dur) else {
             return Ok(());
         };
-        let end = start + dur.max(0);
+        let end = start.saturating_add(dur.max(0));
+        // As the report: an event starting or ending past ±2^62 ns is no time at all.
+        let limits = -TIME_LIMIT_NS..TIME_LIMIT_NS;
+        if !limits.contains(&start) || !limits.contains(&end) {
+            return Ok(());
+        }
         let x = &e.args.raw;
         let device = || e.args.device.or_else(|| pid_or_tid(&e.pid)).unwrap_or(0);
         match e.cat.as_ref() {

@@ -21,7 +21,7 @@ impl GpuWorkWatch {
         }
         let gpu_op = matches!(cat, "kernel" | "gpu_memcpy" | "gpu_memset");
         if let (true, "X", Some(ts), Some(dur)) = (gpu_op, ph, ts, dur) {
-            let end = ts + dur.max(0);
+            let end = ts.saturating_add(dur.max(0));
             self.window = Some(match self.window {
                 Some((first, last)) => (first.min(ts), last.max(end)),
                 None => (ts, end),

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use super::load::{FileData, GpuOp, Interner, OpKind, NO_NAME};
+use super::load::{number_ranks, FileData, GpuOp, Interner, OpKind, NO_NAME};
 use super::operators::{self, Links};
 use super::saturating::{self, AddSat};
 use super::series;
@@ -52,17 +52,8 @@ impl Analysis {
             .zip(&api_p)
             .map(|(f, a)| (op_paths(f, a), operators::links(f)))
             .unzip();
-        // Files without a rank get the next ranks after the known ones, in file order.
-        let mut next = files.iter().filter_map(|f| f.rank).max().unwrap_or(-1) + 1;
-        let ranks = files
-            .iter()
-            .map(|f| {
-                f.rank.unwrap_or_else(|| {
-                    next += 1;
-                    next - 1
-                })
-            })
-            .collect();
+        let known: Vec<Option<i64>> = files.iter().map(|f| f.rank).collect();
+        let ranks = number_ranks(&known);
         Analysis {
             names,
             files,
