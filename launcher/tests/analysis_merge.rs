@@ -87,14 +87,7 @@ fn merge_three_ranks() {
     assert_eq!(kernel_ts(&m, 10_000_000, "gemm"), ["1000.0"]);
     assert_eq!(kernel_ts(&m, 20_000_000, "gemm"), ["4.7"]);
     assert_eq!(kernel_ts(&m, 0, NCCL), kernel_ts(&m, 20_000_000, NCCL));
-    let text = {
-        use std::io::Read;
-        let mut s = String::new();
-        flate2::read::MultiGzDecoder::new(std::fs::File::open(&out).unwrap())
-            .read_to_string(&mut s)
-            .unwrap();
-        s
-    };
+    let text = read_gz_text(&out);
     assert!(text.contains("\"ts\": 4.700"), "three decimals kept");
 
     let events = m["traceEvents"].as_array().unwrap();
@@ -189,14 +182,7 @@ fn merge_rewrites_members_wherever_they_stand() {
         "-o",
         out.to_str().unwrap(),
     ]);
-    let merged = {
-        use std::io::Read;
-        let mut s = String::new();
-        flate2::read::MultiGzDecoder::new(std::fs::File::open(&out).unwrap())
-            .read_to_string(&mut s)
-            .unwrap();
-        s
-    };
+    let merged = read_gz_text(&out);
     let start = merged.find("\"traceEvents\": [\n").unwrap() + "\"traceEvents\": [\n".len();
     let end = merged.find("\n],\n").unwrap();
     let lines: Vec<&str> = merged[start..end].split(",\n").collect();

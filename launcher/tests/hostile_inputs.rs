@@ -356,14 +356,7 @@ fn merge_near_the_64_bit_limit() {
         .find(|e| e["cat"] == "kernel" && e["pid"] == i64::MAX)
         .expect("rank 1's kernel, its pid saturated");
     assert_eq!(kernel["tid"], 7);
-    let text = {
-        use std::io::Read;
-        let mut s = String::new();
-        flate2::read::MultiGzDecoder::new(std::fs::File::open(&out).unwrap())
-            .read_to_string(&mut s)
-            .unwrap();
-        s
-    };
+    let text = read_gz_text(&out);
     assert!(
         text.contains(r#""pid": 9223372036854775807, "tid": 7, "ts": 9223372036854775.807,"#),
         "{text}"

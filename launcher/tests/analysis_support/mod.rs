@@ -397,6 +397,16 @@ pub fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+/// A gzip file's text, every member.
+pub fn read_gz_text(path: &Path) -> String {
+    use std::io::Read;
+    let mut s = String::new();
+    flate2::read::MultiGzDecoder::new(std::fs::File::open(path).unwrap())
+        .read_to_string(&mut s)
+        .unwrap();
+    s
+}
+
 pub fn read_gz_json(path: &Path) -> serde_json::Value {
     let f = std::fs::File::open(path).unwrap();
     serde_json::from_reader(flate2::read::MultiGzDecoder::new(std::io::BufReader::new(
