@@ -156,6 +156,7 @@ pub fn step_number(name: &str) -> Option<i64> {
 }
 
 /// Everything analysis keeps of one file.
+#[derive(Default)]
 pub struct FileData {
     pub path: PathBuf,
     pub meta: TraceMeta,
@@ -361,22 +362,7 @@ pub fn load(path: &Path, names: &mut Interner) -> Result<FileData> {
         names,
         data: FileData {
             path: path.to_owned(),
-            meta: TraceMeta::default(),
-            read: ReadSummary::default(),
-            rank: None,
-            ops: Vec::new(),
-            apis: Vec::new(),
-            ranges: Vec::new(),
-            steps: Vec::new(),
-            gpu_syncs: Vec::new(),
-            threads: Vec::new(),
-            cpu_ops: Vec::new(),
-            api_ext: Vec::new(),
-            op_ext: Vec::new(),
-            memory: Vec::new(),
-            malformed_skipped: 0,
-            malformed_clamped: 0,
-            ignored: Default::default(),
+            ..FileData::default()
         },
         threads: FxHashMap::default(),
         kinds: Vec::new(),

@@ -363,23 +363,10 @@ mod tests {
 
     fn file(cpu_ops: Vec<CpuOp>) -> FileData {
         FileData {
-            path: "t".into(),
-            meta: Default::default(),
-            read: Default::default(),
             rank: Some(0),
-            ops: vec![],
-            apis: vec![],
-            ranges: vec![],
-            steps: vec![],
-            gpu_syncs: vec![],
             threads: vec![(Id::Int(1), Id::Int(1)), (Id::Int(1), Id::Int(2))],
             cpu_ops,
-            api_ext: vec![],
-            op_ext: vec![],
-            memory: vec![],
-            malformed_skipped: 0,
-            malformed_clamped: 0,
-            ignored: Default::default(),
+            ..FileData::default()
         }
     }
 

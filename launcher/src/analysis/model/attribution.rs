@@ -151,11 +151,7 @@ mod tests {
             sync: false,
         };
         let f = FileData {
-            path: "t".into(),
-            meta: Default::default(),
-            read: Default::default(),
             rank: Some(0),
-            ops: vec![],
             // Thread 0: P [0,100] holds C1 [10,20] and C2 [20,30] (touching siblings), then
             // X [90,150] crosses P's end. Thread 1: Q [0,1000].
             ranges: vec![
@@ -176,16 +172,8 @@ mod tests {
                 api(0, 200),
                 api(1, 200),
             ],
-            steps: vec![],
-            gpu_syncs: vec![],
             threads: vec![(Id::Int(1), Id::Int(1)), (Id::Int(1), Id::Int(2))],
-            cpu_ops: vec![],
-            api_ext: vec![],
-            op_ext: vec![],
-            memory: vec![],
-            malformed_skipped: 0,
-            malformed_clamped: 0,
-            ignored: Default::default(),
+            ..FileData::default()
         };
         let mut paths = Paths::default();
         let got: Vec<Vec<u32>> = api_paths(&f, &mut paths)
