@@ -69,7 +69,7 @@ pub fn span_events(pid: u64, start_ns: i64, end_ns: i64) -> Vec<u8> {
     out.extend_from_slice(b", \"ts\": ");
     push_us(&mut out, start_ns);
     out.extend_from_slice(b", \"dur\": ");
-    push_us(&mut out, end_ns - start_ns);
+    push_us(&mut out, end_ns.saturating_sub(start_ns));
     out.extend_from_slice(b"}");
     out
 }
@@ -93,6 +93,15 @@ mod tests {
             ",\n{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 42, \"tid\": 0, \"ts\": 0.000, \"args\": {\"name\": \"GPU work (no steps recorded)\"}}\
              ,\n{\"ph\": \"M\", \"name\": \"thread_sort_index\", \"pid\": 42, \"tid\": 0, \"ts\": 0.000, \"args\": {\"sort_index\": 0}}\
              ,\n{\"ph\": \"X\", \"cat\": \"python\", \"name\": \"GPU work (no steps recorded)\", \"pid\": 42, \"tid\": 0, \"ts\": 1.500, \"dur\": 3.234}"
+        );
+    }
+
+    #[test]
+    fn a_span_across_the_whole_64_bit_range_saturates() {
+        let text = String::from_utf8(span_events(1, i64::MIN, i64::MAX)).unwrap();
+        assert!(
+            text.ends_with("\"ts\": -9223372036854775.808, \"dur\": 9223372036854775.807}"),
+            "{text}"
         );
     }
 
