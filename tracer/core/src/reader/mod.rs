@@ -30,7 +30,7 @@ mod scan;
 
 pub use event::{event_members, Args, Event, Id, RawMembers};
 pub use input::{file_kind, open_regular, InputError};
-pub use scan::{for_each_member, member_spans, micros_to_ns};
+pub use scan::{for_each_member, micros_to_ns};
 
 use std::io::{self, BufRead, BufReader, Read};
 use std::ops::ControlFlow;

@@ -91,23 +91,13 @@ pub(crate) fn value_end(s: &[u8], at_eof: bool) -> Scan {
     }
 }
 
-/// The top-level members of the JSON object `raw`, in order: the byte ranges of each key
-/// (quotes included) and of its value. `None` when `raw` is not an object of that shape. It
-/// only delimits (the reader has parsed the event already): a tool that rewrites a few
-/// members (`cuprof merge`) copies the others byte for byte without parsing them again.
-pub fn member_spans(raw: &[u8]) -> Option<Vec<(Range<usize>, Range<usize>)>> {
-    let mut out = Vec::with_capacity(8);
-    for_each_member(raw, |key, value| {
-        out.push((key, value));
-        ControlFlow::Continue(())
-    })
-    .then_some(out)
-}
-
-/// [`member_spans`] without the vector: `f` gets each member's key and value ranges in order,
-/// until it breaks (the rest is not scanned). False when `raw` is not an object of that shape
-/// (`f` may have seen its first members). `cuprof merge` calls it once per event, where an
-/// allocation each time, and scanning the `args` it does not change, were measurable.
+/// The top-level members of the JSON object `raw`, in order: `f` gets the byte ranges of each
+/// key (quotes included) and of its value, until it breaks (the rest is not scanned). False
+/// when `raw` is not an object of that shape (`f` may have seen its first members). It only
+/// delimits (the reader has parsed the event already): a tool that rewrites a few members
+/// (`cuprof merge`) copies the others byte for byte without parsing them again. A callback
+/// rather than a vector: merge calls it once per event, where an allocation each time, and
+/// scanning the `args` it does not change, were measurable.
 pub fn for_each_member(
     raw: &[u8],
     mut f: impl FnMut(Range<usize>, Range<usize>) -> ControlFlow<()>,
@@ -221,6 +211,16 @@ pub fn micros_to_ns(text: &str) -> Option<i64> {
 mod tests {
     use super::*;
 
+    /// Every member's ranges, as a vector.
+    fn member_spans(raw: &[u8]) -> Option<Vec<(Range<usize>, Range<usize>)>> {
+        let mut out = Vec::new();
+        for_each_member(raw, |key, value| {
+            out.push((key, value));
+            ControlFlow::Continue(())
+        })
+        .then_some(out)
+    }
+
     #[test]
     fn strings_with_escapes() {
         assert_eq!(string_end(br#""abc" x"#), Scan::Complete(5));
@@ -267,6 +267,23 @@ mod tests {
         assert_eq!(member_spans(b"{}"), Some(vec![]));
         assert_eq!(member_spans(b"[1]"), None);
         assert_eq!(member_spans(br#"{"a" 1}"#), None);
+    }
+
+    #[test]
+    fn a_break_stops_the_walk_before_what_follows() {
+        // What follows the second member is not even an object's syntax: never reached.
+        let raw = br#"{"a": 1, "b": 2, "c" 3 ]"#;
+        let mut keys = Vec::new();
+        let done = for_each_member(raw, |key, _| {
+            keys.push(raw[key].to_vec());
+            if keys.len() == 2 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        assert!(done);
+        assert_eq!(keys, [br#""a""#.to_vec(), br#""b""#.to_vec()]);
     }
 
     #[test]
