@@ -68,15 +68,15 @@ def step():
         torch.cuda.nvtx.range_pop()
 
 
-# Whether a profiler state is on on this thread while each step runs: the observer only
-# during warm-up and recorded steps.
+# Whether torch sees a profiler on while each step runs (what torch.compile gates its
+# compiled-region labels on): only during warm-up and recorded steps.
 profiling = []
 if mode == "cuprof":
     for _ in range(4):
-        profiling.append(torch.autograd._profiler_enabled())
+        profiling.append(torch.autograd.profiler._is_profiler_enabled)
         step()
         step_boundary()
-    profiling.append(torch.autograd._profiler_enabled())
+    profiling.append(torch.autograd.profiler._is_profiler_enabled)
     d.flush()
 else:
     if mode == "both":

@@ -72,6 +72,16 @@ pub(super) struct Options {
     #[arg(long)]
     no_torch_ops: bool,
 
+    /// PyTorch operators of every thread, not only of the thread that started collecting
+    /// (torch.profiler's profile_all_threads)
+    #[arg(long)]
+    all_threads: bool,
+
+    /// A `flops` arg on the PyTorch operators torch counts (matrix multiplies, convolutions),
+    /// as torch.profiler's with_flops; `cuprof report` shows their achieved TFLOP/s
+    #[arg(long)]
+    with_flops: bool,
+
     /// Do not analyse the traces when the program ends (by default: a short summary, and
     /// summary.json + report.md in NAME-report/ beside the traces)
     #[arg(long)]
@@ -235,6 +245,8 @@ impl Options {
             queued: flag(self.queued, true),
             torch_ops: flag(self.no_torch_ops, false),
             record_shapes: flag(self.no_record_shapes, false),
+            all_threads: flag(self.all_threads, true),
+            with_flops: flag(self.with_flops, true),
             steps: StepSettings {
                 wait: self.wait,
                 warmup: self.warmup,

@@ -173,6 +173,9 @@ pub type PyStack = Arc<[PyFrame]>;
 pub enum RangeKind {
     /// nvtxRangePush/Pop: nested on one thread.
     PushPop,
+    /// A PyTorch operator from cuprof's native observer: the name is its record
+    /// ([`crate::torch_op::TorchOp::parse_native`]).
+    NativeOp,
     /// nvtxRangeStart/End: may cross threads.
     StartEnd,
     /// nvtxMark.

@@ -21,6 +21,7 @@ struct OpRange {
     id: u64,
     parent: u64,
     stack: Option<PyStack>,
+    native: bool,
 }
 
 /// Operator ranges not yet sent, in the order they ended.
@@ -40,6 +41,9 @@ pub struct FinishedOp<'a> {
     pub id: u64,
     pub parent: u64,
     pub stack: Option<PyStack>,
+    /// The name is the native observer's record ([`crate::torch_op::TorchOp::parse_native`]),
+    /// not an NVTX observer range's.
+    pub native: bool,
 }
 
 impl RangeBatch {
@@ -55,6 +59,7 @@ impl RangeBatch {
             id: r.id,
             parent: r.parent,
             stack: r.stack,
+            native: r.native,
         });
     }
 
@@ -85,7 +90,11 @@ impl RangeBatch {
                 id: r.id,
                 parent: r.parent,
                 payload: None,
-                kind: RangeKind::PushPop,
+                kind: if r.native {
+                    RangeKind::NativeOp
+                } else {
+                    RangeKind::PushPop
+                },
                 stack: r.stack,
             }
         })
@@ -106,6 +115,7 @@ mod tests {
             id,
             parent: id - 1,
             stack: None,
+            native: id == 3,
         }
     }
 
@@ -124,6 +134,15 @@ mod tests {
         );
         assert_eq!((ranges[1].id, ranges[1].parent), (2, 1));
         assert_eq!(ranges[1].kind, RangeKind::PushPop);
+    }
+
+    #[test]
+    fn a_native_record_keeps_its_kind() {
+        let mut b = RangeBatch::default();
+        b.push(finished(b"aten::add\x1f-1\x1f0\x1f0\x1f\x1f\x1f\x1f\x1f", 3));
+        let ranges: Vec<Range> = b.into_ranges().collect();
+        assert_eq!(ranges[0].kind, RangeKind::NativeOp);
+        assert_eq!(&*ranges[0].name, "aten::add\x1f-1\x1f0\x1f0\x1f\x1f\x1f\x1f\x1f");
     }
 
     #[test]

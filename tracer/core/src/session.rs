@@ -25,7 +25,7 @@ use crate::trace_writer::{TraceMeta, TraceStats, TraceWriter};
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -71,6 +71,9 @@ pub struct Counters {
     pub dropped_buffers: AtomicU64,
     pub kernels_without_timestamps: AtomicU64,
     pub records: AtomicU64,
+    /// Which recorder records PyTorch operators ([`crate::torch_op::OperatorPath`] as u8),
+    /// written in each file's `cuprof` header.
+    pub operator_path: AtomicU8,
 }
 
 impl Counters {
@@ -235,6 +238,7 @@ struct Opener<'a> {
     flows: bool,
     /// Where CUDA events were recorded, for the syncs that wait on them.
     cuda_events: &'a CudaEvents,
+    counters: &'a Counters,
 }
 
 impl OpenCycle {
@@ -501,6 +505,8 @@ fn open_trace(o: &mut Opener, cycle: u32) -> io::Result<(Writer, PathBuf)> {
     let (file, path) = o.sink.open(cycle)?;
     let mut meta = o.meta.clone();
     meta.cycle = cycle;
+    meta.operators = crate::torch_op::OperatorPath::from_u8(o.counters.operator_path.load(Relaxed))
+        .map(crate::torch_op::OperatorPath::name);
     meta.trace_name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -776,6 +782,7 @@ impl Session {
                 errors: &mut self.errors,
                 flows: self.flows,
                 cuda_events: &self.cuda_events,
+                counters: &self.counters,
             },
             &mut self.calls,
         )
@@ -877,10 +884,20 @@ impl Session {
 
     /// An NVTX range or a step annotation (with the work it reported) on its CPU thread.
     fn range(&mut self, r: &Range, work: Option<f64>) {
-        if r.kind == RangeKind::PushPop {
-            if let Some(op) = TorchOp::parse(&r.name) {
-                return self.torch_op(r, &op);
+        match r.kind {
+            RangeKind::PushPop => {
+                if let Some(op) = TorchOp::parse(&r.name) {
+                    return self.torch_op(r, &op);
+                }
             }
+            RangeKind::NativeOp => {
+                // Made by cuprof's own observer: a record it cannot read is a bug, not input.
+                if let Some(op) = TorchOp::parse_native(&r.name) {
+                    self.torch_op(r, &op);
+                }
+                return;
+            }
+            _ => {}
         }
         let (cycles, mut o, _) = self.parts();
         let Some(c) = cycle_for(cycles, r.start, true) else {
@@ -899,8 +916,14 @@ impl Session {
     /// A PyTorch operator (an NVTX observer range): Kineto's `cpu_op`, never projected onto the
     /// GPU (the NVTX ranges around it are, through their own correlation stack).
     fn torch_op(&mut self, r: &Range, op: &TorchOp) {
-        let seq = self.forward_threads.sequence(op, r.tid);
-        let fwd_thread = seq.map(|seq| self.forward_threads.of(op, seq, r.tid));
+        // The native observer has both from PyTorch; the NVTX observer's names lack them.
+        let (seq, fwd_thread) = match op.fwd_thread {
+            Some(_) => self.forward_threads.native(op, r.tid),
+            None => {
+                let seq = self.forward_threads.sequence(op, r.tid);
+                (seq, seq.map(|seq| self.forward_threads.of(op, seq, r.tid)))
+            }
+        };
         let op = &TorchOp { seq, ..*op };
         let (cycles, mut o, _) = self.parts();
         let Some(c) = cycle_for(cycles, r.start, true) else {

@@ -17,6 +17,18 @@
 //! pop interleave with those of the `profiler::_record_function_enter_new` operator that opens
 //! them, so the observer's ranges would swap names) and emits them as plain NVTX ranges, which
 //! become `user_annotation`s as in Kineto: every observer range is an operator (`cpu_op`).
+//!
+//! cuprof's native observer (the preload's `ops/observer.cpp`, PyTorch's RecordFunction
+//! callbacks) hands over a record instead, its fields separated by 0x1f, the arrays already
+//! JSON as Kineto writes them:
+//!
+//! ```text
+//! name 0x1f seq 0x1f fwd_thread 0x1f handle 0x1f dims 0x1f types 0x1f strides 0x1f concrete 0x1f flops
+//! ```
+//!
+//! (`seq` -1 when the operator has none; the four arrays empty without shapes; `flops` empty
+//! unless counted). [`TorchOp::parse_native`] reads it and checks every array before it is
+//! written as it stands.
 
 /// One operator range's name, split into its parts (borrowed from the range name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +41,54 @@ pub struct TorchOp<'a> {
     pub op_id: u64,
     /// The input sizes as JSON (`[[8, 64], [], ...]`), when shapes are recorded.
     pub sizes: Option<&'a str>,
+    /// Native records only: Kineto's `Fwd thread id` as PyTorch has it (0 on a forward op).
+    pub fwd_thread: Option<u32>,
+    /// Native records only: `Input type` (dtype names, `Scalar`, `TensorList`...) as JSON.
+    pub types: Option<&'a str>,
+    /// Native records only: `Input Strides` as JSON (nested like `Input Dims`).
+    pub strides: Option<&'a str>,
+    /// Native records only: `Concrete Inputs` (scalars and scalar lists as text) as JSON.
+    pub concrete: Option<&'a str>,
+    /// Native records only, with `--with-flops`: torch's own FLOP count for the operator.
+    pub flops: Option<u64>,
+}
+
+/// What records PyTorch operators in a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OperatorPath {
+    /// cuprof's native observer (PyTorch's RecordFunction callbacks).
+    Native = 1,
+    /// PyTorch's NVTX observer, the fallback.
+    Nvtx = 2,
+}
+
+impl OperatorPath {
+    pub fn from_u8(v: u8) -> Option<OperatorPath> {
+        match v {
+            1 => Some(OperatorPath::Native),
+            2 => Some(OperatorPath::Nvtx),
+            _ => None,
+        }
+    }
+
+    /// As the trace's `cuprof` header says it.
+    pub fn name(self) -> &'static str {
+        match self {
+            OperatorPath::Native => "native",
+            OperatorPath::Nvtx => "nvtx",
+        }
+    }
+}
+
+/// The native record's field separator.
+pub const NATIVE_SEPARATOR: u8 = 0x1f;
+
+/// The operator name at the front of a native record (the whole of anything else).
+pub fn native_record_name(record: &[u8]) -> &[u8] {
+    match memchr::memchr(NATIVE_SEPARATOR, record) {
+        Some(at) => &record[..at],
+        None => record,
+    }
 }
 
 const OP_ID: &str = ", op_id = ";
@@ -71,6 +131,56 @@ impl<'a> TorchOp<'a> {
             seq,
             op_id,
             sizes,
+            fwd_thread: None,
+            types: None,
+            strides: None,
+            concrete: None,
+            flops: None,
+        })
+    }
+
+    /// Reads a native observer record; `None` when it is malformed (any array that is not the
+    /// JSON it must be, a number that is not one).
+    pub fn parse_native(record: &'a str) -> Option<TorchOp<'a>> {
+        let mut f = record.split(NATIVE_SEPARATOR as char);
+        let name = f.next()?;
+        let seq: i64 = f.next()?.parse().ok()?;
+        let fwd_thread: u32 = f.next()?.parse().ok()?;
+        let op_id: u64 = f.next()?.parse().ok()?;
+        let arrays = [f.next()?, f.next()?, f.next()?, f.next()?];
+        let flops = match f.next()? {
+            "" => None,
+            n => Some(n.parse().ok()?),
+        };
+        if f.next().is_some() {
+            return None;
+        }
+        let [dims, types, strides, concrete] = arrays;
+        let (sizes, types, strides, concrete) = if dims.is_empty() {
+            if [types, strides, concrete].iter().any(|a| !a.is_empty()) {
+                return None;
+            }
+            (None, None, None, None)
+        } else {
+            let ok = is_sizes_json(dims)
+                && is_sizes_json(strides)
+                && is_string_array_json(types)
+                && is_string_array_json(concrete);
+            if !ok {
+                return None;
+            }
+            (Some(dims), Some(types), Some(strides), Some(concrete))
+        };
+        Some(TorchOp {
+            name,
+            seq: (seq >= 0).then_some(seq),
+            op_id,
+            sizes,
+            fwd_thread: Some(fwd_thread),
+            types,
+            strides,
+            concrete,
+            flops,
         })
     }
 
@@ -127,6 +237,56 @@ fn is_sizes_json(s: &str) -> bool {
         && balanced(s)
 }
 
+/// `["float", "", "Scalar"]`: a flat JSON array of strings, escapes included.
+fn is_string_array_json(s: &str) -> bool {
+    let b = s.as_bytes();
+    if b.len() < 2 || b[0] != b'[' || b[b.len() - 1] != b']' {
+        return false;
+    }
+    let mut i = 1;
+    let end = b.len() - 1;
+    let mut expect_value = true;
+    let mut first = true;
+    while i < end {
+        match b[i] {
+            b' ' => i += 1,
+            b',' if !expect_value => {
+                expect_value = true;
+                i += 1;
+            }
+            b'"' if expect_value => {
+                i += 1;
+                loop {
+                    match b.get(i) {
+                        Some(b'"') => break,
+                        Some(b'\\') => match b.get(i + 1) {
+                            Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
+                            Some(b'u')
+                                if b.len() > i + 5
+                                    && b[i + 2..i + 6].iter().all(u8::is_ascii_hexdigit) =>
+                            {
+                                i += 6
+                            }
+                            _ => return false,
+                        },
+                        Some(c) if *c >= 0x20 => i += 1,
+                        _ => return false,
+                    }
+                }
+                if i >= end {
+                    return false;
+                }
+                i += 1;
+                expect_value = false;
+                first = false;
+            }
+            _ => return false,
+        }
+    }
+    // `[]`, or values with no trailing comma.
+    first && expect_value || !expect_value
+}
+
 fn balanced(s: &str) -> bool {
     let mut depth = 0i32;
     for b in s.bytes() {
@@ -158,6 +318,11 @@ mod tests {
                 seq: Some(1),
                 op_id: 5,
                 sizes: Some("[[32], [8, 64], [64, 32], [], []]"),
+                fwd_thread: None,
+                types: None,
+                strides: None,
+                concrete: None,
+                flops: None,
             }
         );
         assert!(!op.is_backward());
@@ -214,6 +379,55 @@ mod tests {
         assert!(is_op_range("my, op_id = x, op_id = 9"));
         assert!(!is_op_range("my, op_id = y"));
         assert!(!is_op_range("aten::mm, op_id = "));
+    }
+
+    #[test]
+    fn native_records_with_and_without_shapes() {
+        let r = "aten::cat\x1f3\x1f0\x1f0\x1f[[[2, 3], [4, 3]], []]\x1f[\"TensorList\", \"Scalar\"]\x1f[[[3, 1], [3, 1]], []]\x1f[\"\", \"0\"]\x1f";
+        let op = TorchOp::parse_native(r).unwrap();
+        assert_eq!(
+            op,
+            TorchOp {
+                name: "aten::cat",
+                seq: Some(3),
+                op_id: 0,
+                sizes: Some("[[[2, 3], [4, 3]], []]"),
+                fwd_thread: Some(0),
+                types: Some("[\"TensorList\", \"Scalar\"]"),
+                strides: Some("[[[3, 1], [3, 1]], []]"),
+                concrete: Some("[\"\", \"0\"]"),
+                flops: None,
+            }
+        );
+        let bare = TorchOp::parse_native("MmBackward0\x1f-1\x1f1\x1f7\x1f\x1f\x1f\x1f\x1f12").unwrap();
+        assert_eq!(
+            (bare.name, bare.seq, bare.fwd_thread, bare.op_id, bare.sizes, bare.flops),
+            ("MmBackward0", None, Some(1), 7, None, Some(12))
+        );
+        assert_eq!(native_record_name(r.as_bytes()), b"aten::cat");
+        assert_eq!(native_record_name(b"plain"), b"plain");
+    }
+
+    #[test]
+    fn malformed_native_records() {
+        for r in [
+            "aten::add",
+            "aten::add\x1fx\x1f0\x1f0\x1f\x1f\x1f\x1f\x1f",
+            "aten::add\x1f1\x1f0\x1f0\x1f\x1f\x1f\x1f\x1f\x1f",
+            "aten::add\x1f1\x1f0\x1f0\x1f[[1]]\x1f[\"a\x1f[[1]]\x1f[\"\"]\x1f",
+            "aten::add\x1f1\x1f0\x1f0\x1f[[1]]\x1f[\"a\"}]\x1f[[1]]\x1f[\"\"]\x1f",
+            "aten::add\x1f1\x1f0\x1f0\x1f[[1]]\x1f[\"a\",]\x1f[[1]]\x1f[\"\"]\x1f",
+            "aten::add\x1f1\x1f0\x1f0\x1f[[1]]\x1f[\"\\q\"]\x1f[[1]]\x1f[\"\"]\x1f",
+            "aten::add\x1f1\x1f0\x1f0\x1f[[1]\x1f[\"\"]\x1f[[1]]\x1f[\"\"]\x1f",
+            "aten::add\x1f1\x1f0\x1f0\x1f\x1f[\"\"]\x1f\x1f\x1f",
+            "aten::add\x1f1\x1f0\x1f0\x1f\x1f\x1f\x1f\x1fx",
+        ] {
+            assert_eq!(TorchOp::parse_native(r), None, "{r:?}");
+        }
+        assert!(is_string_array_json("[]"));
+        assert!(is_string_array_json("[\"a\\u0001\", \"\\\"\"]"));
+        assert!(!is_string_array_json("[,]"));
+        assert!(!is_string_array_json("[\"a\" \"b\"]"));
     }
 
     #[test]

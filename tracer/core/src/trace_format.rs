@@ -99,6 +99,11 @@ pub struct CuprofMember {
     pub cupti_version: Option<i64>,
     pub cycle: Option<i64>,
     pub hostname: Option<String>,
+    /// What recorded PyTorch operators when the file was opened: `native` (cuprof's
+    /// RecordFunction observer) or `nvtx` (PyTorch's NVTX observer, the fallback); absent when
+    /// none had started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operators: Option<String>,
     pub pid: Option<i64>,
     /// cuprof's version.
     pub version: Option<String>,
@@ -146,6 +151,8 @@ pub struct Header {
     pub clock_realtime_ns: u64,
     pub clock_monotonic_ns: u64,
     pub window: String,
+    /// [`CuprofMember::operators`].
+    pub operators: Option<&'static str>,
     pub base_time_ns: u64,
     /// Written in the footer ([`footer`]).
     pub trace_name: String,
@@ -163,6 +170,7 @@ impl Header {
             cupti_version: Some(self.cupti_version.into()),
             cycle: Some(self.cycle.into()),
             hostname: Some(self.hostname.clone()),
+            operators: self.operators.map(str::to_owned),
             pid: Some(self.pid.into()),
             version: Some(env!("CARGO_PKG_VERSION").to_owned()),
             window: Some(self.window.clone()),

@@ -630,10 +630,21 @@ impl<W: Write> TraceWriter<W> {
             self.arg_u64("Fwd thread id", fwd as u64);
         }
         self.arg_u64("Record function id", op.op_id);
-        if let Some(sizes) = op.sizes {
-            // Checked JSON (digits and brackets) by the parser: written as it stands.
-            self.key("Input Dims");
-            self.buf.extend_from_slice(sizes.as_bytes());
+        // Each checked JSON by the parser (`TorchOp`): written as it stands, in Kineto's order.
+        let arrays = [
+            ("Concrete Inputs", op.concrete),
+            ("Input type", op.types),
+            ("Input Strides", op.strides),
+            ("Input Dims", op.sizes),
+        ];
+        for (key, json) in arrays {
+            if let Some(json) = json {
+                self.key(key);
+                self.buf.extend_from_slice(json.as_bytes());
+            }
+        }
+        if let Some(flops) = op.flops {
+            self.arg_u64("flops", flops);
         }
         if let Some(stack) = &r.stack {
             let mut text = std::mem::take(&mut self.scratch);

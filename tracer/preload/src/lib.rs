@@ -37,6 +37,7 @@ mod buffers;
 // 2. Other producers: NVTX ranges, allocation stacks.
 mod nvtx;
 mod op_batch;
+mod ops;
 mod stacks;
 
 // 3. The channel to the writer thread.

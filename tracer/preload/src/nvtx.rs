@@ -91,9 +91,11 @@ impl Message<'_> {
 /// An open range's name.
 enum OpenName {
     /// A PyTorch operator's: its bytes are on this thread's `OP_NAMES` stack, from `at`.
+    /// `native`: the bytes are the native observer's record, not an NVTX observer range name.
     Op {
         at: usize,
         len: usize,
+        native: bool,
     },
     Other(Name),
 }
@@ -185,7 +187,8 @@ fn domain_name(d: *const c_void) -> Option<Name> {
 /// Opens a range. `enclosing_op_stack` is the Python stack of the innermost PyTorch operator
 /// open on this thread, which a nested operator shares (`None` when no operator is open).
 /// `batched`: the range nests (push/pop), so an operator's name can wait on this thread's
-/// byte stack and the range go into the thread's batch.
+/// byte stack and the range go into the thread's batch. `native`: the message is the native
+/// observer's operator record (`ops`).
 fn open(
     message: Message<'_>,
     domain: Option<Name>,
@@ -193,18 +196,23 @@ fn open(
     parent: u64,
     enclosing_op_stack: Option<Option<PyStack>>,
     batched: bool,
+    native: bool,
 ) -> Open {
     let start = now_ns();
     let id = NEXT_ID.fetch_add(1, Relaxed);
     let t = running();
-    let is_op = message.is_op();
+    let is_op = native || message.is_op();
     let name = match message {
         Message::Bytes(b) if is_op && batched && domain.is_none() && payload.is_none() => OP_NAMES
             .with(|names| {
                 let mut names = names.borrow_mut();
                 let at = names.len();
                 names.extend_from_slice(b);
-                OpenName::Op { at, len: b.len() }
+                OpenName::Op {
+                    at,
+                    len: b.len(),
+                    native,
+                }
             }),
         m => OpenName::Other(m.into_name()),
     };
@@ -251,7 +259,7 @@ fn close(o: Open, kind: RangeKind) {
         OpenName::Other(name) => name,
         // Taken off the name stack whether or not it is recorded (the tracer may have stopped
         // while the operator ran).
-        OpenName::Op { at, len } => {
+        OpenName::Op { at, len, native } => {
             OP_NAMES.with(|names| {
                 let mut names = names.borrow_mut();
                 if let Some(t) = t.filter(|t| window::records_ranges(t)) {
@@ -266,6 +274,7 @@ fn close(o: Open, kind: RangeKind) {
                             id: o.id,
                             parent: o.parent,
                             stack: o.stack,
+                            native,
                         },
                     );
                 }
@@ -313,8 +322,12 @@ pub fn open_operators() -> (Vec<Name>, Option<PyStack>) {
             let bytes = bytes.try_borrow().ok()?;
             let names = ops.iter().map(|o| match &o.name {
                 OpenName::Other(n) => n.clone(),
-                OpenName::Op { at, len } => {
-                    Name::from(String::from_utf8_lossy(&bytes[*at..at + len]).as_ref())
+                OpenName::Op { at, len, native } => {
+                    let mut name = &bytes[*at..at + len];
+                    if *native {
+                        name = cuprof_core::torch_op::native_record_name(name);
+                    }
+                    Name::from(String::from_utf8_lossy(name).as_ref())
                 }
             });
             Some(names.collect())
@@ -324,7 +337,17 @@ pub fn open_operators() -> (Vec<Name>, Option<PyStack>) {
 }
 
 fn push(name: Message<'_>, domain: Option<Name>, payload: Option<f64>) -> c_int {
-    guard(-1, || {
+    guard(-1, || push_range(name, domain, payload, false).0)
+}
+
+/// Opens a push/pop range on this thread: its depth and its id.
+fn push_range(
+    name: Message<'_>,
+    domain: Option<Name>,
+    payload: Option<f64>,
+    native: bool,
+) -> (c_int, u64) {
+    {
         let (parent, enclosing_op_stack) = STACK.with(|s| {
             let s = s.borrow();
             let enclosing = s.iter().rev().find(|o| o.correlated == Correlated::TorchOp);
@@ -334,13 +357,52 @@ fn push(name: Message<'_>, domain: Option<Name>, payload: Option<f64>) -> c_int 
             )
         });
         // Not under the stack's borrow: a step range may run the window, and through it Python.
-        let o = open(name, domain, payload, parent, enclosing_op_stack, true);
+        let o = open(name, domain, payload, parent, enclosing_op_stack, true, native);
+        let id = o.id;
         STACK.with(|s| {
             let mut s = s.borrow_mut();
             s.push(o);
-            (s.len() - 1) as c_int
+            ((s.len() - 1) as c_int, id)
         })
-    })
+    }
+}
+
+/// The native observer's operator start: `record` is its operator record (`ops`).
+pub fn native_op_begin(record: &[u8]) {
+    push_range(Message::Bytes(record), None, None, true);
+}
+
+/// The native observer's operator end: closes the innermost operator open on this thread
+/// (operators nest; the labels that may be open above it do not).
+pub fn native_op_end() {
+    let open = STACK.with(|s| {
+        let mut s = s.borrow_mut();
+        let at = s.iter().rposition(|o| o.correlated == Correlated::TorchOp)?;
+        Some(s.remove(at))
+    });
+    if let Some(o) = open {
+        close(o, RangeKind::PushPop);
+    }
+}
+
+/// A `record_function` label's start, from the native observer: an NVTX-like range on this
+/// thread (a `user_annotation`, projected onto the GPU), closed by its id.
+pub fn native_label_begin(name: &[u8]) -> u64 {
+    let name = Message::Made(Name::from(String::from_utf8_lossy(name).as_ref()));
+    push_range(name, None, None, false).1
+}
+
+/// A label's end: it may end inside another operator than the one it began in
+/// (`_record_function_exit`), so it is found by id.
+pub fn native_label_end(id: u64) {
+    let open = STACK.with(|s| {
+        let mut s = s.borrow_mut();
+        let at = s.iter().rposition(|o| o.id == id)?;
+        Some(s.remove(at))
+    });
+    if let Some(o) = open {
+        close(o, RangeKind::PushPop);
+    }
 }
 
 fn pop() -> c_int {
@@ -359,7 +421,7 @@ fn pop() -> c_int {
 
 fn start(name: Message<'_>, domain: Option<Name>, payload: Option<f64>) -> u64 {
     guard(0, || {
-        let o = open(name, domain, payload, 0, None, false);
+        let o = open(name, domain, payload, 0, None, false, false);
         let id = o.id;
         // Start/end ranges are not nested on a thread; their correlation push would leak onto
         // the thread's stack, so undo it now.

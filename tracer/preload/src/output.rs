@@ -73,6 +73,7 @@ fn meta(cfg: &Config, t: &Tracer) -> TraceMeta {
         clock_realtime_ns: realtime,
         clock_monotonic_ns: clock_ns(libc::CLOCK_MONOTONIC),
         window: format!("{:?}", cfg.capture),
+        operators: None,
         base_time_ns: base_time_ns(realtime),
         trace_name: String::new(),
     }

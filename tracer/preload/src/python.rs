@@ -1,6 +1,6 @@
 //! The one place cuprof talks to the CPython interpreter of the traced program, when there is
-//! one: it turns PyTorch's NVTX observer on and off with the window (so PyTorch operators
-//! reach cuprof as NVTX ranges, with no change to the program), and reads the Python call
+//! one: it runs the operator recorder (`ops`) when the window starts or stops collecting (so
+//! PyTorch operators reach cuprof with no change to the program), and reads the Python call
 //! stack for `--with-stack`.
 //!
 //! CPython's C API is found with `dlsym` in the running process (a `python` executable exports
@@ -37,7 +37,10 @@ struct Api {
     inc_ref: unsafe extern "C" fn(Obj),
     err_clear: unsafe extern "C" fn(),
     long_from: unsafe extern "C" fn(c_long) -> Obj,
+    long_as: unsafe extern "C" fn(Obj) -> c_long,
+    str_from: unsafe extern "C" fn(*const c_char, isize) -> Obj,
     dict_set: unsafe extern "C" fn(Obj, *const c_char, Obj) -> c_int,
+    dict_get: unsafe extern "C" fn(Obj, *const c_char) -> Obj,
     /// Stack reading (Python 3.9+); absent on older Pythons.
     frames: Option<FrameApi>,
 }
@@ -105,7 +108,10 @@ fn load() -> Option<Api> {
         inc_ref: resolve!(c"Py_IncRef"),
         err_clear: resolve!(c"PyErr_Clear"),
         long_from: resolve!(c"PyLong_FromLong"),
+        long_as: resolve!(c"PyLong_AsLong"),
+        str_from: resolve!(c"PyUnicode_FromStringAndSize"),
         dict_set: resolve!(c"PyDict_SetItemString"),
+        dict_get: resolve!(c"PyDict_GetItemString"),
         frames,
     })
 }
@@ -118,8 +124,6 @@ fn api() -> Option<&'static Api> {
     (unsafe { (api.is_initialized)() } != 0).then_some(api)
 }
 
-/// The operator recorder's Python side (it never imports torch; it acts once torch is loaded).
-const RECORDER: &str = include_str!("torch_ops.py");
 /// Py_file_input.
 const FILE_INPUT: c_int = 257;
 
@@ -129,21 +133,14 @@ struct Globals(Obj);
 unsafe impl Send for Globals {}
 static GLOBALS: Mutex<Option<Globals>> = Mutex::new(None);
 
-/// Operators wanted: 0 off, 1 on, 2 on with input shapes. Read by the pending call.
+/// Operators wanted: the recorder's level (`ops::Options::level`). Read by the pending call.
 static WANTED: AtomicU8 = AtomicU8::new(0);
 static PENDING: AtomicBool = AtomicBool::new(false);
 
-/// Turns PyTorch operator recording on (with or without input shapes) or off, on this thread
-/// if it holds the GIL, else on the main thread as soon as it runs Python.
-pub fn operators(on: bool, shapes: bool) {
-    WANTED.store(
-        match (on, shapes) {
-            (false, _) => 0,
-            (true, false) => 1,
-            (true, true) => 2,
-        },
-        Relaxed,
-    );
+/// Sets PyTorch operator recording to `level` (0 off), on this thread if it holds the GIL,
+/// else on the main thread as soon as it runs Python.
+pub fn operators(level: u8) {
+    WANTED.store(level, Relaxed);
     let Some(api) = api() else { return };
     // SAFETY: PyGILState_Check may be called with or without the GIL.
     if unsafe { (api.gil_check)() } == 1 {
@@ -179,7 +176,7 @@ fn apply(api: &Api) {
         let gil = (api.gil_ensure)();
         if g.is_none() {
             let dict = (api.dict_new)();
-            if !dict.is_null() && run(api, RECORDER, dict) {
+            if !dict.is_null() && set_inputs(api, dict) && run(api, crate::ops::RECORDER, dict) {
                 *g = Some(Globals(dict));
             } else {
                 say("PyTorch operators are not recorded: cuprof's recorder failed to start in this Python");
@@ -192,8 +189,45 @@ fn apply(api: &Api) {
                 (api.dec_ref)(n);
             }
             run(api, "_cuprof_set(_cuprof_level)", *dict);
+            let path = (api.dict_get)(*dict, c"_cuprof_path".as_ptr());
+            if !path.is_null() {
+                let path = (api.long_as)(path);
+                (api.err_clear)();
+                crate::ops::set_path(u8::try_from(path).unwrap_or(0));
+            }
         }
         (api.gil_release)(gil);
+    }
+}
+
+/// Gives the recorder what it needs from libcuprof.so: the observer's source and the address of
+/// the hooks the observer calls.
+///
+/// # Safety
+/// The GIL must be held; `dict` is a dict.
+unsafe fn set_inputs(api: &Api, dict: Obj) -> bool {
+    let source = crate::ops::OBSERVER_SOURCE;
+    let hooks = std::ptr::addr_of!(crate::ops::HOOKS) as usize as c_long;
+    // SAFETY: per the function's contract; each new reference is released after the set.
+    unsafe {
+        let values = [
+            (
+                c"_cuprof_observer_source",
+                (api.str_from)(source.as_ptr().cast(), source.len() as isize),
+            ),
+            (c"_cuprof_hooks", (api.long_from)(hooks)),
+        ];
+        let mut ok = true;
+        for (name, value) in values {
+            ok &= !value.is_null() && (api.dict_set)(dict, name.as_ptr(), value) == 0;
+            if !value.is_null() {
+                (api.dec_ref)(value);
+            }
+        }
+        if !ok {
+            (api.err_clear)();
+        }
+        ok
     }
 }
 

@@ -112,7 +112,11 @@ pub fn connect(cfg: &Config) -> Result<(Tracer, Inbox), StartError> {
         counters,
         kinds,
         cpu_activity: cfg.activities.cpu,
-        torch_ops: (cfg.activities.cpu && cfg.torch_ops).then_some(cfg.record_shapes),
+        torch_ops: (cfg.activities.cpu && cfg.torch_ops).then_some(crate::ops::Options {
+            shapes: cfg.record_shapes,
+            all_threads: cfg.all_threads,
+            flops: cfg.with_flops,
+        }),
         with_stack: cfg.with_stack,
         dump_dir: cfg.dump_buffers.clone(),
         pid: std::process::id(),

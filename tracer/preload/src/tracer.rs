@@ -29,8 +29,8 @@ pub struct Tracer {
     /// The activity kinds the window switches on and off.
     pub kinds: Vec<ActivityKind>,
     pub cpu_activity: bool,
-    /// Record PyTorch operators (`Some(with input shapes)`): CPU activity on, not turned off.
-    pub torch_ops: Option<bool>,
+    /// Record PyTorch operators, with these options: CPU activity on, not turned off.
+    pub torch_ops: Option<crate::ops::Options>,
     /// Python call stacks on operators (`--with-stack`).
     pub with_stack: bool,
     pub dump_dir: Option<PathBuf>,

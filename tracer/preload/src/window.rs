@@ -104,8 +104,8 @@ pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
 fn set_collecting(t: &Tracer, on: bool) {
     COLLECTING.store(on, Relaxed);
     t.set_kinds(on);
-    if let Some(shapes) = t.torch_ops {
-        crate::python::operators(on, shapes);
+    if let Some(options) = t.torch_ops {
+        crate::python::operators(options.level(on));
     }
 }
 

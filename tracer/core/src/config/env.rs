@@ -89,6 +89,8 @@ impl Settings {
         put(vars::QUEUED, switch(self.queued));
         put(vars::TORCH_OPS, switch(self.torch_ops));
         put(vars::RECORD_SHAPES, switch(self.record_shapes));
+        put(vars::ALL_THREADS, switch(self.all_threads));
+        put(vars::WITH_FLOPS, switch(self.with_flops));
         put(vars::QUIET, switch(self.quiet));
         put(vars::WAIT, number(steps.wait));
         put(vars::WARMUP, number(steps.warmup));
@@ -428,6 +430,8 @@ impl Parser<'_> {
         s.queued = self.switch(vars::QUEUED, false);
         s.torch_ops = self.switch(vars::TORCH_OPS, true);
         s.record_shapes = self.switch(vars::RECORD_SHAPES, true);
+        s.all_threads = self.switch(vars::ALL_THREADS, false);
+        s.with_flops = self.switch(vars::WITH_FLOPS, false);
         s.quiet = self.switch(vars::QUIET, false);
 
         s.steps = self.steps();

@@ -142,8 +142,15 @@ pub struct Config {
     pub queued: bool,
     /// `CUPROF_TORCH_OPS`: record PyTorch operators in a PyTorch process (with CPU activity).
     pub torch_ops: bool,
-    /// `CUPROF_RECORD_SHAPES`: operators carry their input shapes (`Input Dims`).
+    /// `CUPROF_RECORD_SHAPES`: operators carry their inputs' shapes, dtypes, strides and scalar
+    /// values (`Input Dims`, `Input type`, `Input Strides`, `Concrete Inputs`), as torch's
+    /// `record_shapes`.
     pub record_shapes: bool,
+    /// `CUPROF_ALL_THREADS`: every thread's operators, not only the thread that started
+    /// collecting (torch.profiler's `profile_all_threads`).
+    pub all_threads: bool,
+    /// `CUPROF_WITH_FLOPS`: a `flops` arg on the operators torch counts (its `with_flops`).
+    pub with_flops: bool,
     /// The step source and window.
     pub capture: Capture,
     /// With [`Capture::Steps`]: the NVTX pattern whose range starts are the steps; `None`:
@@ -184,6 +191,8 @@ impl Default for Config {
             with_stack: false,
             queued: false,
             torch_ops: true,
+            all_threads: false,
+            with_flops: false,
             record_shapes: true,
             capture: Capture::WholeRun,
             step_nvtx: None,

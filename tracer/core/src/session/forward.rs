@@ -20,8 +20,9 @@ pub(super) struct ForwardThreads {
     numbers: HashMap<u32, u32>,
     /// Sequence number -> the number of the thread whose forward operator last had it.
     by_sequence: HashMap<i64, u32>,
-    /// OS thread id -> the autograd node that last ended on it, and its sequence number.
-    last_node: HashMap<u32, (Name, i64)>,
+    /// OS thread id -> the autograd node that last ended on it, its sequence number and (from
+    /// the native observer) its forward thread id.
+    last_node: HashMap<u32, (Name, i64, Option<u32>)>,
 }
 
 impl ForwardThreads {
@@ -29,18 +30,33 @@ impl ForwardThreads {
     /// `evaluate_function: Node` (which the observer names without one) that of the node it
     /// ran, which ended just before it on the same thread. Kineto gives it the node's too.
     pub(super) fn sequence(&mut self, op: &TorchOp, tid: u32) -> Option<i64> {
+        self.node_of(op, tid).map(|(seq, _)| seq)
+    }
+
+    /// The `Sequence number` and `Fwd thread id` of an operator from the native observer,
+    /// which has both from PyTorch except on `evaluate_function: Node`, which takes its node's
+    /// (as [`Self::sequence`]).
+    pub(super) fn native(&mut self, op: &TorchOp, tid: u32) -> (Option<i64>, Option<u32>) {
+        match self.node_of(op, tid) {
+            Some((seq, fwd)) => (Some(seq), fwd),
+            None => (None, None),
+        }
+    }
+
+    fn node_of(&mut self, op: &TorchOp, tid: u32) -> Option<(i64, Option<u32>)> {
         if let Some(seq) = op.seq {
             if op.is_backward() {
                 if self.last_node.len() >= MAX_SEQUENCES {
                     self.last_node.clear();
                 }
-                self.last_node.insert(tid, (Name::from(op.name), seq));
+                self.last_node
+                    .insert(tid, (Name::from(op.name), seq, op.fwd_thread));
             }
-            return Some(seq);
+            return Some((seq, op.fwd_thread));
         }
         let node = op.name.strip_prefix(EVALUATE)?;
         match self.last_node.get(&tid) {
-            Some((name, seq)) if &**name == node => Some(*seq),
+            Some((name, seq, fwd)) if &**name == node => Some((*seq, *fwd)),
             _ => None,
         }
     }
@@ -82,6 +98,23 @@ mod tests {
         assert_eq!(f.sequence(&eval, 9), Some(4));
         assert_eq!(f.sequence(&eval, 10), None);
         assert_eq!(f.sequence(&other, 9), None);
+    }
+
+    #[test]
+    fn native_evaluate_function_takes_its_nodes_numbers() {
+        let mut f = ForwardThreads::default();
+        let node = TorchOp::parse_native("AddmmBackward0\x1f4\x1f1\x1f0\x1f\x1f\x1f\x1f\x1f").unwrap();
+        let eval = TorchOp::parse_native(
+            "autograd::engine::evaluate_function: AddmmBackward0\x1f-1\x1f0\x1f0\x1f\x1f\x1f\x1f\x1f",
+        )
+        .unwrap();
+        let fwd = TorchOp::parse_native("aten::mm\x1f4\x1f0\x1f0\x1f\x1f\x1f\x1f\x1f").unwrap();
+        let plain = TorchOp::parse_native("aten::empty\x1f-1\x1f0\x1f0\x1f\x1f\x1f\x1f\x1f").unwrap();
+        assert_eq!(f.native(&fwd, 9), (Some(4), Some(0)));
+        assert_eq!(f.native(&node, 9), (Some(4), Some(1)));
+        assert_eq!(f.native(&eval, 9), (Some(4), Some(1)));
+        assert_eq!(f.native(&eval, 10), (None, None));
+        assert_eq!(f.native(&plain, 9), (None, None));
     }
 
     #[test]

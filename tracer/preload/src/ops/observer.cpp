@@ -1,0 +1,307 @@
+// cuprof's native PyTorch operator observer: PyTorch's own RecordFunction callbacks (the API
+// Kineto uses), compiled against the torch the traced program imported (build.py) and loaded
+// into it (recorder.py). libcuprof.so never links libtorch: this library does, and only in a
+// process that has already loaded it.
+//
+// Each operator's start becomes one record handed to libcuprof.so through the hooks it passes
+// in (`op_begin`); its end, `op_end`. The record is the operator's fields as Kineto writes
+// them, separated by 0x1f and pre-formatted as JSON where they are arrays, so that the
+// program thread does the least work that keeps every field torch.profiler has:
+//
+//   name 0x1f seq 0x1f fwd_thread 0x1f handle 0x1f dims 0x1f types 0x1f strides 0x1f concrete 0x1f flops
+//
+// (the four arrays empty without shapes, flops empty unless asked). record_function scopes
+// (USER_SCOPE) are labels, Kineto's user_annotation: they may end inside another operator than
+// the one they began in (`_record_function_enter_new` / `_record_function_exit`), so they are
+// closed by id, carried in their observer context.
+//
+// Build flags that must match torch's own build: -std=c++20 (its headers use
+// std::strong_ordering), -DNDEBUG (RecordFunction's layout differs without it) and
+// -D_GLIBCXX_USE_CXX11_ABI=torch._C._GLIBCXX_USE_CXX11_ABI.
+
+#include <ATen/core/ivalue.h>
+#include <ATen/record_function.h>
+#include <c10/core/ScalarTypeToTypeMeta.h>
+
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#ifdef CUPROF_WITH_FLOPS
+#include <torch/csrc/profiler/util.h>
+#endif
+
+extern "C" {
+// What libcuprof.so gives the observer (ops/mod.rs, `Hooks`): keep the two in step.
+struct CuprofHooks {
+  uint32_t version;
+  void (*op_begin)(const char* record, size_t len);
+  void (*op_end)();
+  uint64_t (*label_begin)(const char* name, size_t len);
+  void (*label_end)(uint64_t id);
+};
+}
+
+namespace {
+
+constexpr uint32_t kHooksVersion = 1;
+// Kineto's limit on the scalar lists it keeps as concrete inputs.
+constexpr size_t kScalarListLimit = 30;
+
+const CuprofHooks* g_hooks = nullptr;
+bool g_shapes = false;
+bool g_flops = false;
+constexpr char kSep = '\x1f';
+
+thread_local std::string t_record;
+thread_local std::ostringstream t_text;
+
+void put_int(std::string& s, int64_t v) {
+  char tmp[24];
+  auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
+  s.append(tmp, r.ptr - tmp);
+}
+
+void put_ints(std::string& s, c10::IntArrayRef a) {
+  s.push_back('[');
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (i) s.append(", ");
+    put_int(s, a[i]);
+  }
+  s.push_back(']');
+}
+
+// A JSON string: the text as IValue prints it, with Kineto's one change (double quotes become
+// single ones) and whatever JSON needs escaped.
+void put_json_string(std::string& s, const std::string& text) {
+  s.push_back('"');
+  for (unsigned char c : text) {
+    if (c == '"') {
+      s.push_back('\'');
+    } else if (c == '\\') {
+      s.append("\\\\");
+    } else if (c < 0x20 || c == 0x7f) {
+      char tmp[8];
+      std::snprintf(tmp, sizeof tmp, "\\u%04x", c);
+      s.append(tmp);
+    } else {
+      s.push_back(static_cast<char>(c));
+    }
+  }
+  s.push_back('"');
+}
+
+bool plain_tensor(const at::Tensor& t) {
+  return t.defined() && !t.is_nested() &&
+      !t.unsafeGetTensorImpl()->has_symbolic_sizes_strides();
+}
+
+bool scalar_list(const c10::IValue& v) {
+  if (!v.isList()) return false;
+  auto list = v.toListRef();
+  if (list.empty()) return true;
+  return list[0].isScalar() && list.size() <= kScalarListLimit;
+}
+
+std::string printed(const c10::IValue& v) {
+  t_text.str("");
+  t_text.clear();
+  t_text << v;
+  return t_text.str();
+}
+
+// Kineto's four input arrays, in one pass over the inputs.
+void put_inputs(std::string& r, c10::ArrayRef<const c10::IValue> inputs) {
+  std::string types = "[";
+  std::string strides = "[";
+  std::string concrete = "[";
+  r.push_back('[');
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const c10::IValue& v = inputs[i];
+    if (i) {
+      r.append(", ");
+      types.append(", ");
+      strides.append(", ");
+      concrete.append(", ");
+    }
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (plain_tensor(t)) {
+        put_ints(r, t.sizes());
+        types.push_back('"');
+        auto name = c10::scalarTypeToTypeMeta(t.scalar_type()).name();
+        types.append(name.data(), name.size());
+        types.push_back('"');
+        if (t.layout() == at::kStrided) {
+          put_ints(strides, t.strides());
+        } else {
+          strides.append("[]");
+        }
+      } else {
+        r.append("[]");
+        types.append("\"\"");
+        strides.append("[]");
+      }
+      concrete.append("\"\"");
+    } else if (v.isScalar()) {
+      r.append("[]");
+      types.append("\"Scalar\"");
+      strides.append("[]");
+      put_json_string(concrete, printed(v));
+    } else if (v.isTensorList()) {
+      r.push_back('[');
+      strides.push_back('[');
+      bool first = true;
+      for (const at::Tensor& t : v.toTensorList()) {
+        if (!first) {
+          r.append(", ");
+          strides.append(", ");
+        }
+        first = false;
+        if (plain_tensor(t)) {
+          put_ints(r, t.sizes());
+          if (t.layout() == at::kStrided) {
+            put_ints(strides, t.strides());
+          } else {
+            strides.append("[]");
+          }
+        } else {
+          r.append("[]");
+          strides.append("[]");
+        }
+      }
+      r.push_back(']');
+      strides.push_back(']');
+      types.append("\"TensorList\"");
+      concrete.append("\"\"");
+    } else if (scalar_list(v)) {
+      r.append("[]");
+      types.append("\"ScalarList\"");
+      strides.append("[]");
+      put_json_string(concrete, printed(v));
+    } else {
+      r.append("[]");
+      types.append("\"\"");
+      strides.append("[]");
+      concrete.append("\"\"");
+    }
+  }
+  r.push_back(']');
+  r.push_back(kSep);
+  r.append(types).push_back(']');
+  r.push_back(kSep);
+  r.append(strides).push_back(']');
+  r.push_back(kSep);
+  r.append(concrete).push_back(']');
+}
+
+struct Label : at::ObserverContext {
+  explicit Label(uint64_t id) : id(id) {}
+  uint64_t id;
+};
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  try {
+    if (fn.scope() == at::RecordScope::USER_SCOPE) {
+      const char* name = fn.name();
+      uint64_t id = g_hooks->label_begin(name, std::strlen(name));
+      return id ? std::make_unique<Label>(id) : nullptr;
+    }
+    std::string& r = t_record;
+    r.clear();
+    r.append(fn.name());
+    r.push_back(kSep);
+    put_int(r, fn.seqNr());
+    r.push_back(kSep);
+    put_int(r, static_cast<int64_t>(fn.forwardThreadId()));
+    r.push_back(kSep);
+    put_int(r, static_cast<int64_t>(fn.handle()));
+    r.push_back(kSep);
+    // Kineto writes no input arrays for an operator without inputs.
+    if (g_shapes && !fn.inputs().empty()) {
+      put_inputs(r, fn.inputs());
+    } else {
+      r.append({kSep, kSep, kSep});
+    }
+    r.push_back(kSep);
+#ifdef CUPROF_WITH_FLOPS
+    if (g_flops) {
+      auto args = torch::profiler::impl::saveExtraArgs(fn);
+      if (!args.empty()) {
+        put_int(r, static_cast<int64_t>(torch::profiler::impl::computeFlops(fn.name(), args)));
+      }
+    }
+#endif
+    g_hooks->op_begin(r.data(), r.size());
+  } catch (...) {
+    // Never into the program: the operator runs unrecorded.
+  }
+  return nullptr;
+}
+
+void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
+  try {
+    if (fn.scope() == at::RecordScope::USER_SCOPE) {
+      if (ctx) g_hooks->label_end(static_cast<Label*>(ctx)->id);
+      return;
+    }
+    g_hooks->op_end();
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+// Flags of cuprof_observer_start.
+enum : uint32_t {
+  kShapes = 1,
+  kAllThreads = 2,
+  kFlops = 4,
+};
+
+__attribute__((visibility("default"))) uint32_t cuprof_observer_abi() {
+  return kHooksVersion;
+}
+
+// Whether this build counts FLOPs (torch's own counter was found in its headers).
+__attribute__((visibility("default"))) int cuprof_observer_has_flops() {
+#ifdef CUPROF_WITH_FLOPS
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+// Registers the callbacks: on the calling thread (and the autograd threads that inherit its
+// state), or on every thread. Returns torch's handle, 0 on failure.
+__attribute__((visibility("default"))) uint64_t cuprof_observer_start(
+    const CuprofHooks* hooks,
+    uint32_t flags) {
+  try {
+    if (!hooks || hooks->version != kHooksVersion) return 0;
+    g_hooks = hooks;
+    g_shapes = flags & kShapes;
+    g_flops = flags & kFlops;
+    auto cb = at::RecordFunctionCallback(on_start, on_end)
+                  .needsInputs(g_shapes || g_flops);
+    return (flags & kAllThreads) ? at::addGlobalCallback(cb)
+                                 : at::addThreadLocalCallback(cb);
+  } catch (...) {
+    return 0;
+  }
+}
+
+// Removes what start registered; on the thread that started it for a thread-local one.
+__attribute__((visibility("default"))) void cuprof_observer_stop(uint64_t handle) {
+  try {
+    if (handle) at::removeCallback(handle);
+  } catch (...) {
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,238 @@
+# cuprof's PyTorch operator recorder. libcuprof.so runs this inside the traced program (see
+# python.rs), after build.py and nvtx_fallback.py, in a namespace of its own, and calls
+# _cuprof_set(level) when its window starts or stops collecting; `level` is a set of bits:
+# 1 operators, 2 input shapes (with dtypes, strides and scalars), 4 every thread, 8 FLOPs.
+# It leaves in _cuprof_path which recorder runs: 0 none, 1 native, 2 NVTX fallback.
+#
+# The native observer (observer.cpp, built for this torch by build.py) is tried first; where
+# it cannot be built or loaded, PyTorch's NVTX observer records instead, and one line says why.
+# It never imports torch itself: it acts only once the program has. It never raises into the
+# program.
+import sys
+import threading
+
+_state = {
+    "thread": None,  # the thread that turned recording on
+    "path": None,  # "native" or "nvtx", once chosen
+    "lib": None,
+    "handle": 0,
+    "all_threads": False,
+    "gave_way": False,
+    "patched": False,
+    "said": set(),
+    "broken": False,
+    "level": 0,
+    "was_enabled": None,
+}
+_PATHS = {None: 0, "native": 1, "nvtx": 2}
+_cuprof_path = 0
+
+
+def _say(msg):
+    if msg in _state["said"]:
+        return
+    _state["said"].add(msg)
+    try:
+        sys.stderr.write("cuprof: " + msg + "\n")
+    except Exception:
+        pass
+
+
+def _native_load(torch):
+    import ctypes
+
+    path = _observer(torch, _cuprof_observer_source, say=_say)
+    try:
+        lib = ctypes.CDLL(path)
+        abi = lib.cuprof_observer_abi()
+    except (OSError, AttributeError) as e:
+        raise ObserverUnavailable(
+            "%s does not load into this torch (%s): delete it and run again to rebuild"
+            % (path, str(e).splitlines()[0] if str(e) else type(e).__name__)
+        )
+    if abi != 1:
+        raise ObserverUnavailable("%s speaks version %d, not 1: delete it to rebuild" % (path, abi))
+    lib.cuprof_observer_start.restype = ctypes.c_uint64
+    lib.cuprof_observer_start.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+    lib.cuprof_observer_stop.argtypes = [ctypes.c_uint64]
+    return lib
+
+
+def _choose(torch):
+    try:
+        _state["lib"] = _native_load(torch)
+        _state["path"] = "native"
+    except ObserverUnavailable as e:
+        _fallback(str(e))
+
+
+def _fallback(cause):
+    _state["path"] = "nvtx"
+    _say(
+        "PyTorch operators are recorded through PyTorch's NVTX observer (slower; no dtypes, "
+        "strides or scalar inputs), not cuprof's native observer: " + cause
+    )
+
+
+def _set_profiler_flag(torch, on):
+    # What torch gates on a profiler being on (torch.compile's compiled-region labels), as
+    # torch.profiler and emit_nvtx set it.
+    profiler = getattr(torch.autograd, "profiler", None)
+    if profiler is None or not hasattr(profiler, "_is_profiler_enabled"):
+        return
+    if on:
+        _state["was_enabled"] = profiler._is_profiler_enabled
+        value = True
+    else:
+        value = bool(_state["was_enabled"])
+    setter = getattr(profiler, "_set_is_profiler_enabled", None)
+    if setter is not None:
+        setter(value)
+    else:
+        profiler._is_profiler_enabled = value
+
+
+def _stop_ours(torch):
+    if _state["thread"] is None:
+        return False
+    # A thread-local observer can only be removed by the thread that added it.
+    if not _state["all_threads"] and _state["thread"] != threading.get_ident():
+        return False
+    _state["thread"] = None
+    if _state["path"] == "native":
+        handle, _state["handle"] = _state["handle"], 0
+        _state["lib"].cuprof_observer_stop(handle)
+    else:
+        _nvtx_stop(torch)
+    _set_profiler_flag(torch, False)
+    return True
+
+
+def _start(torch, level):
+    if _state["thread"] is not None or _state["gave_way"]:
+        return
+    if torch.autograd._profiler_enabled():
+        _state["gave_way"] = True
+        _say(
+            "the program's own PyTorch profiler is running on this thread: cuprof records "
+            "operators once it stops"
+        )
+        return
+    if _state["path"] is None:
+        _choose(torch)
+    shapes = bool(level & 2)
+    if _state["path"] == "native":
+        flags = (1 if shapes else 0) | (2 if level & 4 else 0) | (4 if level & 8 else 0)
+        handle = _state["lib"].cuprof_observer_start(_cuprof_hooks, flags)
+        if handle:
+            _state["handle"] = handle
+            _state["all_threads"] = bool(level & 4)
+        else:
+            _fallback("its callbacks could not be registered with this torch")
+    if _state["path"] == "nvtx":
+        if level & 4:
+            _say("--all-threads needs the native observer: operators of this thread only")
+        _nvtx_start(torch, shapes)
+    _state["thread"] = threading.get_ident()
+    _set_profiler_flag(torch, True)
+
+
+def _give_way():
+    # The program starts a profiler of its own (torch.profiler, emit_nvtx): a thread holds one
+    # profiler state, and the program's profiler gets the operators. Ours comes back when the
+    # program's stops.
+    try:
+        torch = sys.modules["torch"]
+        if _stop_ours(torch) or (_state["level"] & 1 and not _state["gave_way"]):
+            _say(
+                "the program started its own PyTorch profiler: cuprof stops recording "
+                "operators until it stops"
+            )
+        _state["gave_way"] = True
+    except Exception:
+        pass
+
+
+def _take_back():
+    try:
+        if not _state["gave_way"]:
+            return
+        _state["gave_way"] = False
+        torch = sys.modules["torch"]
+        if _state["level"] & 1 and not torch.autograd._profiler_enabled():
+            _start(torch, _state["level"])
+            _say("the program's own PyTorch profiler stopped: cuprof records operators again")
+    except Exception:
+        pass
+
+
+def _wrap(fn, before, after):
+    def wrapper(*args, **kwargs):
+        if before is not None:
+            before()
+        r = fn(*args, **kwargs)
+        if after is not None:
+            after()
+        return r
+
+    wrapper.__wrapped__ = fn
+    wrapper.__name__ = getattr(fn, "__name__", "profiler")
+    wrapper.__doc__ = getattr(fn, "__doc__", None)
+    return wrapper
+
+
+def _at_exit():
+    # Nothing stays registered at exit (PyTorch warns of a leaked profiler callback otherwise).
+    try:
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            _stop_ours(torch)
+    except Exception:
+        pass
+
+
+def _patch(torch):
+    # Wherever torch bound the profiler's enable and disable functions by name, so that a
+    # profiler the program starts finds this thread free, and its end gives operators back.
+    import atexit
+
+    _state["patched"] = True
+    atexit.register(_at_exit)
+    hooks = {
+        "_enable_profiler": (_give_way, None),
+        "_enable_profiler_legacy": (_give_way, None),
+        "_disable_profiler": (None, _take_back),
+        "_disable_profiler_legacy": (None, _take_back),
+    }
+    modules = ("torch.autograd", "torch.autograd.profiler", "torch.autograd.profiler_legacy")
+    for module_name in modules:
+        module = sys.modules.get(module_name)
+        for name, (before, after) in hooks.items():
+            fn = getattr(module, name, None)
+            if fn is not None and not hasattr(fn, "__wrapped__"):
+                setattr(module, name, _wrap(fn, before, after))
+
+
+def _cuprof_set(level):
+    global _cuprof_path
+    _state["level"] = level
+    if _state["broken"]:
+        return
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "autograd"):
+        return
+    try:
+        if not _state["patched"]:
+            _patch(torch)
+        if level & 1:
+            _start(torch, level)
+        else:
+            _stop_ours(torch)
+    except Exception as e:
+        _state["broken"] = True
+        version = getattr(torch, "__version__", "?")
+        _say(
+            "PyTorch operators are not recorded (torch %s: %s: %s); the rest of the trace is "
+            "unchanged" % (version, type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+        )
+    _cuprof_path = _PATHS.get(_state["path"], 0)
