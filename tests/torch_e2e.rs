@@ -283,6 +283,21 @@ fn a_program_starting_its_own_profiler_keeps_working() {
     assert_eq!(operators(&theirs).len(), 214);
     let steps: BTreeMap<String, usize> = count_by_name(&events(&theirs, "user_annotation"));
     assert_eq!(steps["model_step"], 2);
+    // cuprof gave way with one line, and took operators back with one more when it stopped:
+    // its recorded steps (the two after the program's profiler) have every operator.
+    let said = |what: &str| stderr.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(
+        said("cuprof: the program started its own PyTorch profiler: cuprof stops recording operators until it stops"),
+        1,
+        "{stderr}"
+    );
+    assert_eq!(
+        said("cuprof: the program's own PyTorch profiler stopped: cuprof records operators again"),
+        1,
+        "{stderr}"
+    );
+    let ours = read_trace(&dir.path().join("t-rank0-cycle1.trace.json.gz"));
+    assert_eq!(operators(&ours).len(), 2 * 214);
 }
 
 #[test]
@@ -385,8 +400,12 @@ fn injection_alone_records_operators_with_nvtx_steps() {
 fn a_torch_whose_profiler_differs_gets_one_line_and_the_rest_of_the_trace() {
     require_torch();
     let dir = TempDir::new("torch-broken");
+    // Neither recorder can start: the native observer fails to build (a compiler that fails)
+    // and the NVTX observer's profiler state is gone.
     let (out, stderr) = Run::python("torch_model.py", &["cuprof"], dir.path())
         .env("TORCH_MODEL_BREAK_PROFILER", "1")
+        .env("CXX", "false")
+        .env("CUPROF_CACHE", dir.path().join("cache"))
         .env("CUPROF_WAIT", "1")
         .env("CUPROF_WARMUP", "1")
         .env("CUPROF_ACTIVE", "2")

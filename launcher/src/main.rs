@@ -3,7 +3,8 @@
 //! One module per command: `run` (options to core's `config::Settings`, the preloaded child
 //! process, what is printed after it), `analysis` (report, flame, compare, merge: a model
 //! built from the traces through `cuprof_core::reader`, rendered as text, HTML and JSON),
-//! `memory_cmd`, `repair_cmd` (over `cuprof_core::repair`) and `export` (Parquet). `console`
+//! `memory_cmd`, `repair_cmd` (over `cuprof_core::repair`), `export` (Parquet) and
+//! `observer_cmd` (builds the native operator observer ahead of time). `console`
 //! and `output` hold what the commands share: one-line errors, a stdout closed early, output
 //! files written without destroying one.
 
@@ -13,6 +14,7 @@ mod export;
 mod gzip_out;
 mod jobs;
 mod memory_cmd;
+mod observer_cmd;
 mod output;
 mod repair_cmd;
 mod run;
@@ -52,6 +54,9 @@ enum Command {
     /// Close a trace cut short (SIGKILL, OOM kill) into a valid trace: NAME.repaired.trace.json.gz
     /// beside it, -o OUT, or --in-place.
     Repair(repair_cmd::RepairArgs),
+    /// Build the native PyTorch operator observer ahead of time for a Python's torch (for
+    /// machines without a compiler: build once, share CUPROF_CACHE).
+    Observer(observer_cmd::ObserverArgs),
 }
 
 fn dispatch(command: Command) -> anyhow::Result<()> {
@@ -64,6 +69,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Memory(a) => memory_cmd::run(a),
         Command::Repair(a) => repair_cmd::run(a),
         Command::Export(a) => export::run(a),
+        Command::Observer(a) => observer_cmd::run(a),
     }
 }
 

@@ -2,7 +2,7 @@
 
     python3 torch_model.py cuprof          # under libcuprof.so + the libcupti double
     python3 torch_model.py torch OUT.json  # under torch.profiler (CPU activity, shapes on)
-    python3 torch_model.py both OUT.json   # under cuprof, then torch.profiler starts too
+    python3 torch_model.py both OUT.json   # under cuprof, then torch.profiler, then cuprof again
 
 Under cuprof, steps are marked with cuprof_step(), or with NVTX ranges named "step" when
 CUPROF_STEP_NVTX=step.
@@ -95,4 +95,10 @@ else:
         for _ in range(4):
             step()
             prof.step()
+    if mode == "both":
+        # The program's profiler has stopped: cuprof records operators again.
+        for _ in range(4):
+            step()
+            step_boundary()
+        d.flush()
 print(json.dumps({"mode": mode, "profiling": profiling}))

@@ -134,6 +134,8 @@ impl Run {
             out.status,
             String::from_utf8_lossy(&out.stdout)
         );
+        // cuprof leaves no PyTorch profiler callback registered at exit.
+        assert!(!stderr.contains("Leaked callback handle"), "{stderr}");
         let stdout = String::from_utf8_lossy(&out.stdout);
         let last = stdout.lines().last().unwrap_or("{}");
         (serde_json::from_str(last).unwrap_or(Value::Null), stderr)

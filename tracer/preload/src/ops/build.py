@@ -174,8 +174,11 @@ if __name__ == "__main__":
     # `cuprof observer build`: the observer's source comes on stdin after this file.
     import sys
 
-    import torch
-
+    try:
+        import torch
+    except Exception as e:
+        sys.stderr.write("cuprof: %s cannot import torch (%s)\n" % (sys.executable, e))
+        sys.exit(1)
     source = os.environ["CUPROF_OBSERVER_SOURCE"]
     try:
         print(_observer(torch, source, say=lambda m: sys.stderr.write("cuprof: " + m + "\n")))

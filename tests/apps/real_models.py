@@ -1,0 +1,122 @@
+"""Real models on the CPU, traced two ways for the operator tests (random weights, built from
+small configs: nothing is downloaded).
+
+    python3 real_models.py cuprof MODEL          # under libcuprof.so + the libcupti double
+    python3 real_models.py torch MODEL OUT.json  # under torch.profiler (record_shapes)
+
+MODEL: `flux` (a diffusers FluxTransformer2DModel's inference passes) or `llama` (a Hugging
+Face LlamaForCausalLM's training step with AdamW). Both run 4 steps with the schedule wait=1,
+warmup=1, active=2. CUPROF_TEST_FLOPS=1 asks torch.profiler for with_flops too and prints its
+FLOP count per operator and input shapes in the JSON line. CUPROF_TEST_ALL_THREADS=1 runs each
+step's model on a second thread as well (torch.profiler: profile_all_threads).
+"""
+
+import ctypes
+import json
+import os
+import sys
+import threading
+
+import torch
+
+mode, model_name = sys.argv[1], sys.argv[2]
+if mode == "cuprof":
+    import double
+
+    d = double.load()
+    d.cuInit(0)
+    step_boundary = ctypes.CDLL(None).cuprof_step
+torch.manual_seed(0)
+torch.set_num_threads(1)
+
+
+def flux():
+    from diffusers import FluxTransformer2DModel
+
+    model = FluxTransformer2DModel(
+        patch_size=1, in_channels=4, num_layers=1, num_single_layers=1,
+        attention_head_dim=16, num_attention_heads=2, joint_attention_dim=32,
+        pooled_projection_dim=32, axes_dims_rope=[4, 4, 8],
+    ).eval()
+    inputs = dict(
+        hidden_states=torch.randn(1, 16, 4),
+        encoder_hidden_states=torch.randn(1, 8, 32),
+        pooled_projections=torch.randn(1, 32),
+        timestep=torch.tensor([0.5]),
+        img_ids=torch.zeros(16, 3),
+        txt_ids=torch.zeros(8, 3),
+    )
+
+    def step():
+        with torch.no_grad():
+            model(**inputs)
+
+    return step
+
+
+def llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+    )
+    model = LlamaForCausalLM(config).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids = torch.randint(0, 128, (2, 12))
+
+    def step():
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+    return step
+
+
+step = {"flux": flux, "llama": llama}[model_name]()
+all_threads = os.environ.get("CUPROF_TEST_ALL_THREADS") == "1"
+
+
+def run_step():
+    step()
+    if all_threads:
+        t = threading.Thread(target=step, name="second")
+        t.start()
+        t.join()
+
+
+result = {"mode": mode, "model": model_name}
+if mode == "cuprof":
+    for _ in range(4):
+        run_step()
+        step_boundary()
+    d.flush()
+else:
+    out = sys.argv[3]
+    flops = os.environ.get("CUPROF_TEST_FLOPS") == "1"
+    kwargs = {}
+    if all_threads:
+        kwargs["experimental_config"] = torch._C._profiler._ExperimentalConfig(
+            profile_all_threads=True
+        )
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU],
+        record_shapes=True,
+        with_flops=flops,
+        schedule=torch.profiler.schedule(wait=1, warmup=1, active=2),
+        on_trace_ready=lambda p: p.export_chrome_trace(out),
+        **kwargs,
+    ) as prof:
+        for _ in range(4):
+            run_step()
+            prof.step()
+    if flops:
+        # Per operator and input shapes (what torch's count depends on): key_averages' totals
+        # differ from the trace's events, as it drops an operator nested in one of its name.
+        result["flops"] = {
+            e.name + " " + json.dumps(e.input_shapes, separators=(",", ":")): e.flops
+            for e in prof.events()
+            if e.flops
+        }
+print(json.dumps(result))
