@@ -158,3 +158,179 @@ fn flops_equal_torch_profilers_with_flops() {
     assert_eq!(ours, theirs);
     assert_eq!(ours["aten::mm [[24,32],[32,128]]"], 196608);
 }
+
+/// A directory holding only a `python3` that runs the tests' Python: a PATH with no compiler.
+fn path_without_compiler(dir: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let python = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .unwrap();
+    let python = String::from_utf8(python.stdout).unwrap();
+    let script = bin.join("python3");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nexec {} \"$@\"\n", python.trim()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+#[test]
+fn with_no_compiler_the_nvtx_observer_records_and_one_line_says_why() {
+    let dir = TempDir::new("native-nocompiler");
+    let bin = path_without_compiler(dir.path());
+    let cache = dir.path().join("cache");
+    let (_, stderr, trace) = traced(
+        "flux",
+        dir.path(),
+        &[
+            ("PATH", bin.to_str().unwrap()),
+            ("CUPROF_CACHE", cache.to_str().unwrap()),
+        ],
+    );
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("cuprof: PyTorch operators"))
+        .collect();
+    assert_eq!(lines, ["cuprof: PyTorch operators are recorded through PyTorch's NVTX observer (slower; no dtypes, strides or scalar inputs), not cuprof's native observer: no C++ compiler (c++) on PATH to build it: install one (Debian: g++), or build it ahead of time with `cuprof observer build --python PYTHON` on a machine that has one and share CUPROF_CACHE"]);
+    assert_eq!(trace["cuprof"]["operators"], "nvtx");
+    let ops = operators(&trace);
+    assert_eq!(ops.len(), 2274);
+    assert!(ops.iter().all(|e| e["args"].get("Input type").is_none()));
+}
+
+#[test]
+fn an_unwritable_cache_and_a_failing_compiler_each_get_one_line() {
+    let dir = TempDir::new("native-badcache");
+    // A cache path under a regular file cannot be created, even by root.
+    let file = dir.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    let cache = file.join("cache");
+    let (_, stderr, trace) = traced(
+        "flux",
+        dir.path(),
+        &[("CUPROF_CACHE", cache.to_str().unwrap())],
+    );
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("cuprof: PyTorch"))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(
+        said[0].ends_with(&format!(
+            "cache directory {} is not writable (Not a directory): set CUPROF_CACHE to a writable directory",
+            cache.display()
+        )),
+        "{}",
+        said[0]
+    );
+    assert_eq!(operators(&trace).len(), 2274);
+
+    let dir = TempDir::new("native-badcompiler");
+    let cache = dir.path().join("cache");
+    let (_, stderr, trace) = traced(
+        "flux",
+        dir.path(),
+        &[("CUPROF_CACHE", cache.to_str().unwrap()), ("CXX", "false")],
+    );
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("cuprof: PyTorch"))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(
+        said[0].contains(": false failed to build it against torch "),
+        "{}",
+        said[0]
+    );
+    assert!(said[0].contains("(exit 1; full log: "), "{}", said[0]);
+    assert_eq!(trace["cuprof"]["operators"], "nvtx");
+    assert_eq!(operators(&trace).len(), 2274);
+}
+
+/// `cuprof observer build` builds into the cache a traced program then uses as it is.
+#[test]
+fn an_observer_built_ahead_of_time_is_the_one_the_program_loads() {
+    require_models();
+    let dir = TempDir::new("native-ahead");
+    let cache = dir.path().join("cache");
+    let out = Command::new(cuprof_bin())
+        .args(["observer", "build"])
+        .env("CUPROF_CACHE", &cache)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let built = String::from_utf8(out.stdout).unwrap();
+    let built = Path::new(built.trim());
+    assert!(
+        built.starts_with(cache.join("observer")),
+        "{}",
+        built.display()
+    );
+    assert!(built.is_file());
+    // The program finds it there with no compiler on its PATH.
+    let bin = path_without_compiler(dir.path());
+    let (_, stderr, trace) = traced(
+        "flux",
+        dir.path(),
+        &[
+            ("PATH", bin.to_str().unwrap()),
+            ("CUPROF_CACHE", cache.to_str().unwrap()),
+        ],
+    );
+    assert!(!stderr.contains("building"), "{stderr}");
+    assert_eq!(trace["cuprof"]["operators"], "native");
+    // Refused in one line when that Python has no torch.
+    let out = Command::new(cuprof_bin())
+        .args(["observer", "build", "--python", "/bin/false"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "cuprof: no observer was built for /bin/false\n"
+    );
+}
+
+/// Each thread's operators (name and input shapes, by start), the threads in a stable order.
+fn per_thread(trace: &Value) -> Vec<Vec<(String, String)>> {
+    let mut threads: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for e in operators(trace) {
+        threads.entry(e["tid"].to_string()).or_default().push((
+            e["name"].as_str().unwrap().to_string(),
+            e["args"]["Input Dims"].to_string(),
+        ));
+    }
+    let mut v: Vec<_> = threads.into_values().collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn all_threads_equals_torch_profilers_profile_all_threads_thread_by_thread() {
+    let dir = TempDir::new("native-allthreads");
+    let second = [("CUPROF_TEST_ALL_THREADS", "1")];
+    let (_, _, trace) = traced(
+        "flux",
+        dir.path(),
+        &[second[0], ("CUPROF_ALL_THREADS", "1")],
+    );
+    let (_, theirs) = reference("flux", dir.path(), &second);
+    let (ours, theirs) = (per_thread(&trace), per_thread(&theirs));
+    let lengths: Vec<usize> = ours.iter().map(Vec::len).collect();
+    assert_eq!(lengths, [1137, 1137, 2274]);
+    assert_eq!(ours, theirs);
+    // Off by default, as in torch.profiler: the thread that started collecting, alone.
+    let dir = TempDir::new("native-onethread");
+    let (_, _, trace) = traced("flux", dir.path(), &second);
+    let lengths: Vec<usize> = per_thread(&trace).iter().map(Vec::len).collect();
+    assert_eq!(lengths, [2274]);
+}

@@ -139,10 +139,16 @@ mod tests {
     #[test]
     fn a_native_record_keeps_its_kind() {
         let mut b = RangeBatch::default();
-        b.push(finished(b"aten::add\x1f-1\x1f0\x1f0\x1f\x1f\x1f\x1f\x1f", 3));
+        b.push(finished(
+            b"aten::add\x1f-1\x1f0\x1f0\x1f\x1f\x1f\x1f\x1f",
+            3,
+        ));
         let ranges: Vec<Range> = b.into_ranges().collect();
         assert_eq!(ranges[0].kind, RangeKind::NativeOp);
-        assert_eq!(&*ranges[0].name, "aten::add\x1f-1\x1f0\x1f0\x1f\x1f\x1f\x1f\x1f");
+        assert_eq!(
+            &*ranges[0].name,
+            "aten::add\x1f-1\x1f0\x1f0\x1f\x1f\x1f\x1f\x1f"
+        );
     }
 
     #[test]

@@ -284,7 +284,7 @@ fn is_string_array_json(s: &str) -> bool {
         }
     }
     // `[]`, or values with no trailing comma.
-    first && expect_value || !expect_value
+    first || !expect_value
 }
 
 fn balanced(s: &str) -> bool {
@@ -399,9 +399,17 @@ mod tests {
                 flops: None,
             }
         );
-        let bare = TorchOp::parse_native("MmBackward0\x1f-1\x1f1\x1f7\x1f\x1f\x1f\x1f\x1f12").unwrap();
+        let bare =
+            TorchOp::parse_native("MmBackward0\x1f-1\x1f1\x1f7\x1f\x1f\x1f\x1f\x1f12").unwrap();
         assert_eq!(
-            (bare.name, bare.seq, bare.fwd_thread, bare.op_id, bare.sizes, bare.flops),
+            (
+                bare.name,
+                bare.seq,
+                bare.fwd_thread,
+                bare.op_id,
+                bare.sizes,
+                bare.flops
+            ),
             ("MmBackward0", None, Some(1), 7, None, Some(12))
         );
         assert_eq!(native_record_name(r.as_bytes()), b"aten::cat");

@@ -357,7 +357,15 @@ fn push_range(
             )
         });
         // Not under the stack's borrow: a step range may run the window, and through it Python.
-        let o = open(name, domain, payload, parent, enclosing_op_stack, true, native);
+        let o = open(
+            name,
+            domain,
+            payload,
+            parent,
+            enclosing_op_stack,
+            true,
+            native,
+        );
         let id = o.id;
         STACK.with(|s| {
             let mut s = s.borrow_mut();
@@ -377,7 +385,9 @@ pub fn native_op_begin(record: &[u8]) {
 pub fn native_op_end() {
     let open = STACK.with(|s| {
         let mut s = s.borrow_mut();
-        let at = s.iter().rposition(|o| o.correlated == Correlated::TorchOp)?;
+        let at = s
+            .iter()
+            .rposition(|o| o.correlated == Correlated::TorchOp)?;
         Some(s.remove(at))
     });
     if let Some(o) = open {

@@ -103,13 +103,15 @@ mod tests {
     #[test]
     fn native_evaluate_function_takes_its_nodes_numbers() {
         let mut f = ForwardThreads::default();
-        let node = TorchOp::parse_native("AddmmBackward0\x1f4\x1f1\x1f0\x1f\x1f\x1f\x1f\x1f").unwrap();
+        let node =
+            TorchOp::parse_native("AddmmBackward0\x1f4\x1f1\x1f0\x1f\x1f\x1f\x1f\x1f").unwrap();
         let eval = TorchOp::parse_native(
             "autograd::engine::evaluate_function: AddmmBackward0\x1f-1\x1f0\x1f0\x1f\x1f\x1f\x1f\x1f",
         )
         .unwrap();
         let fwd = TorchOp::parse_native("aten::mm\x1f4\x1f0\x1f0\x1f\x1f\x1f\x1f\x1f").unwrap();
-        let plain = TorchOp::parse_native("aten::empty\x1f-1\x1f0\x1f0\x1f\x1f\x1f\x1f\x1f").unwrap();
+        let plain =
+            TorchOp::parse_native("aten::empty\x1f-1\x1f0\x1f0\x1f\x1f\x1f\x1f\x1f").unwrap();
         assert_eq!(f.native(&fwd, 9), (Some(4), Some(0)));
         assert_eq!(f.native(&node, 9), (Some(4), Some(1)));
         assert_eq!(f.native(&eval, 9), (Some(4), Some(1)));

@@ -26,7 +26,6 @@ pub const RECORDER: &str = concat!(
 /// The observer's C++ source, which the recorder builds.
 pub const OBSERVER_SOURCE: &str = include_str!("observer.cpp");
 
-
 /// How operators are recorded (the configuration's `record_shapes`, `all_threads`,
 /// `with_flops`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -626,6 +626,8 @@ fn settings_round_trip_through_the_environment() {
         queued: Some(true),
         torch_ops: Some(false),
         record_shapes: Some(false),
+        all_threads: Some(true),
+        with_flops: Some(true),
         quiet: Some(true),
         // Every step source at once: kept as said, resolved (with warnings) by the library.
         steps: StepSettings {
