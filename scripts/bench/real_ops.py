@@ -1,0 +1,72 @@
+"""Program-thread CPU per operator inside recorded steps, on real models (issue 25).
+
+    python3 real_ops.py MODE MODEL STEPS
+
+MODEL: flux (a diffusers transformer's inference) or llama (a Hugging Face causal LM's
+training step), as tests/apps/real_models.py builds them. One process runs STEPS steps in
+which idle and recording steps alternate (a repeating schedule: wait=1, warmup=1, active=1),
+and prints one JSON line: the median program-thread CPU time of idle steps and of recording
+steps (warm-up and active, both record operators), and the operators per step. MODE:
+  cuprof   under libcuprof.so (the libcupti double's cuInit starts it; the schedule comes
+           from CUPROF_WAIT/WARMUP/ACTIVE/REPEAT), native observer or its fallback as set up
+  torch    torch.profiler, CPU activity, record_shapes, the same schedule
+"""
+import ctypes
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+mode, model_name, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+sys.argv = [sys.argv[0], "none", model_name]
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "apps"))
+if mode == "cuprof":
+    import double
+
+    d = double.load()
+    d.cuInit(0)
+    boundary = ctypes.CDLL(None).cuprof_step
+torch.manual_seed(0)
+torch.set_num_threads(1)
+import real_models_lib  # noqa: E402
+
+step = real_models_lib.MODELS[model_name]()
+
+
+def recording():
+    return bool(torch.autograd.profiler._is_profiler_enabled)
+
+
+idle, busy = [], []
+ops_per_step = None
+if mode == "torch":
+    counted = []
+    prof = torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU],
+        record_shapes=True,
+        schedule=torch.profiler.schedule(wait=1, warmup=1, active=1, repeat=0),
+        on_trace_ready=lambda p: counted.append(
+            sum(1 for e in p.events() if not e.name.startswith("ProfilerStep"))
+        ),
+    )
+    prof.start()
+    boundary = prof.step
+for i in range(steps):
+    on = recording()
+    c = time.thread_time()
+    step()
+    spent = time.thread_time() - c
+    if i >= 3:  # past the first cycle (model warm-up, the observer's first load)
+        (busy if on else idle).append(spent)
+    boundary()
+if mode == "torch":
+    prof.stop()
+    ops_per_step = counted[0] if counted else None
+print(json.dumps({
+    "mode": mode, "model": model_name,
+    "idle_ms": statistics.median(idle) * 1e3, "recording_ms": statistics.median(busy) * 1e3,
+    "ops_per_step": ops_per_step,
+}))
