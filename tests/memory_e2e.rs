@@ -9,8 +9,7 @@ use std::process::Command;
 const MIB: i64 = 1 << 20;
 
 fn reference() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/reference/torch-2.11-memory-snapshot.pickle")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/torch-2.11-memory-snapshot.pickle")
 }
 
 #[test]

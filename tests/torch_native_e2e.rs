@@ -334,3 +334,52 @@ fn all_threads_equals_torch_profilers_profile_all_threads_thread_by_thread() {
     let lengths: Vec<usize> = per_thread(&trace).iter().map(Vec::len).collect();
     assert_eq!(lengths, [2274]);
 }
+
+/// torch.compile's compiled regions record themselves only under a profiler: cuprof's
+/// recorded steps show the ones torch.profiler's show, name for name.
+#[test]
+fn compiled_regions_appear_as_under_torch_profiler() {
+    require_models();
+    let dir = TempDir::new("native-compiled");
+    // One inductor cache for both runs: the second compiles from it.
+    let cache = dir.path().join("inductor");
+    let (_, _) = Run::python("compiled_model.py", &["cuprof"], dir.path())
+        .env("CUPROF_WAIT", "1")
+        .env("CUPROF_WARMUP", "1")
+        .env("CUPROF_ACTIVE", "2")
+        .env("TORCHINDUCTOR_CACHE_DIR", &cache)
+        .ok_json();
+    let ours = read_trace(&dir.path().join("t-rank0.trace.json.gz"));
+    let path = dir.path().join("torch.json");
+    let out = Command::new("python3")
+        .arg(apps().join("compiled_model.py"))
+        .arg("torch")
+        .arg(&path)
+        .env("PYTHONPATH", apps())
+        .env("TORCHINDUCTOR_CACHE_DIR", &cache)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs = read_trace(&path);
+    let names = |t: &Value| count_by_name(&operators(t));
+    let ours = names(&ours);
+    assert_eq!(ours, names(&theirs));
+    for region in [
+        "Torch-Compiled Region: 0/0",
+        "Pregraph bytecode",
+        "AOTDispatcher Runtime Wrapper Prologue",
+        "CompiledFunction",
+    ] {
+        assert_eq!(ours.get(region), Some(&2), "{region}: {ours:?}");
+    }
+    let calls: usize = ours
+        .iter()
+        .filter(|(n, _)| n.starts_with("## Call CompiledFxGraph ") && n.ends_with(" ##"))
+        .map(|(_, c)| c)
+        .sum();
+    assert_eq!(calls, 2);
+}

@@ -23,15 +23,9 @@ fn checker() -> PathBuf {
     workspace().join("tests/apps/check_snapshot.py")
 }
 
-/// torch 2.11's own snapshot: `../shared/reference/` beside the workspace root.
+/// torch 2.11's own snapshot, kept in the repository's test data.
 fn reference() -> PathBuf {
-    let p = workspace().join("../shared/reference/torch-2.11-memory-snapshot.pickle");
-    assert!(
-        p.exists(),
-        "reference snapshot missing: {} (shared/ must be beside the clone)",
-        p.display()
-    );
-    p
+    workspace().join("tests/data/torch-2.11-memory-snapshot.pickle")
 }
 
 fn scratch(name: &str) -> PathBuf {

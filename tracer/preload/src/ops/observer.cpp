@@ -25,10 +25,14 @@
 
 #include <charconv>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <memory>
 #include <sstream>
 #include <string>
+
+#include <torch/csrc/profiler/orchestration/observer.h>
 
 #ifdef CUPROF_WITH_FLOPS
 #include <torch/csrc/profiler/util.h>
@@ -56,16 +60,61 @@ bool g_shapes = false;
 bool g_flops = false;
 constexpr char kSep = '\x1f';
 
-thread_local std::string t_record;
-thread_local std::ostringstream t_text;
+// A byte buffer whose appends inline to a bounds check and a copy (std::string's went through
+// libstdc++ calls on every byte: measured on the hot path). It only grows.
+class Buf {
+ public:
+  ~Buf() { std::free(data_); }
+  void clear() { len_ = 0; }
+  const char* data() const { return data_; }
+  size_t size() const { return len_; }
+  void push_back(char c) {
+    if (len_ == cap_) grow(1);
+    data_[len_++] = c;
+  }
+  Buf& append(const char* p, size_t n) {
+    if (cap_ - len_ < n) grow(n);
+    std::memcpy(data_ + len_, p, n);
+    len_ += n;
+    return *this;
+  }
+  Buf& append(const char* p) { return append(p, std::strlen(p)); }
+  Buf& append(const Buf& b) { return append(b.data_, b.len_); }
+  Buf& append(const std::string& s) { return append(s.data(), s.size()); }
+  void assign(char c) {
+    len_ = 0;
+    push_back(c);
+  }
 
-void put_int(std::string& s, int64_t v) {
+ private:
+  void grow(size_t n) {
+    size_t cap = cap_ ? cap_ : 256;
+    while (cap - len_ < n) cap *= 2;
+    char* p = static_cast<char*>(std::realloc(data_, cap));
+    if (!p) throw std::bad_alloc();
+    data_ = p;
+    cap_ = cap;
+  }
+  char* data_ = nullptr;
+  size_t len_ = 0;
+  size_t cap_ = 0;
+};
+
+// Everything a thread's callbacks write into, in one thread-local (one TLS lookup per
+// callback: this library is dlopen'ed, so each thread_local access is a __tls_get_addr call).
+struct ThreadBufs {
+  Buf record, types, strides, concrete;
+  std::ostringstream text;
+};
+thread_local ThreadBufs t_bufs;
+
+void put_int(Buf& s, int64_t v) {
   char tmp[24];
   auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
   s.append(tmp, r.ptr - tmp);
 }
 
-void put_ints(std::string& s, c10::IntArrayRef a) {
+void put_ints(Buf& s, c10::IntArrayRef a) {
   s.push_back('[');
   for (size_t i = 0; i < a.size(); ++i) {
     if (i) s.append(", ");
@@ -76,7 +125,7 @@ void put_ints(std::string& s, c10::IntArrayRef a) {
 
 // A JSON string: the text as IValue prints it, with Kineto's one change (double quotes become
 // single ones) and whatever JSON needs escaped.
-void put_json_string(std::string& s, const std::string& text) {
+void put_json_string(Buf& s, const std::string& text) {
   s.push_back('"');
   for (unsigned char c : text) {
     if (c == '"') {
@@ -106,18 +155,46 @@ bool scalar_list(const c10::IValue& v) {
   return list[0].isScalar() && list.size() <= kScalarListLimit;
 }
 
-std::string printed(const c10::IValue& v) {
-  t_text.str("");
-  t_text.clear();
-  t_text << v;
-  return t_text.str();
+// A scalar or scalar list as IValue prints it (what Kineto writes): ints and bools without a
+// stream, which would cost more than the rest of the record.
+void put_printed(ThreadBufs& b, Buf& s, const c10::IValue& v) {
+  if (v.isInt()) {
+    s.push_back('"');
+    put_int(s, v.toInt());
+    s.push_back('"');
+    return;
+  }
+  if (v.isBool()) {
+    s.append(v.toBool() ? "\"True\"" : "\"False\"");
+    return;
+  }
+  if (v.isIntList()) {
+    s.append("\"[");
+    bool first = true;
+    for (const c10::IValue& e : v.toListRef()) {
+      if (!first) s.append(", ");
+      first = false;
+      put_int(s, e.toInt());
+    }
+    s.append("]\"");
+    return;
+  }
+  b.text.str("");
+  b.text.clear();
+  b.text << v;
+  put_json_string(s, b.text.str());
 }
 
-// Kineto's four input arrays, in one pass over the inputs.
-void put_inputs(std::string& r, c10::ArrayRef<const c10::IValue> inputs) {
-  std::string types = "[";
-  std::string strides = "[";
-  std::string concrete = "[";
+// Kineto's four input arrays, in one pass over the inputs: Input Dims into the record, the
+// other three beside it, then appended.
+void put_inputs(ThreadBufs& b, c10::ArrayRef<const c10::IValue> inputs) {
+  Buf& r = b.record;
+  Buf& types = b.types;
+  Buf& strides = b.strides;
+  Buf& concrete = b.concrete;
+  types.assign('[');
+  strides.assign('[');
+  concrete.assign('[');
   r.push_back('[');
   for (size_t i = 0; i < inputs.size(); ++i) {
     const c10::IValue& v = inputs[i];
@@ -150,7 +227,7 @@ void put_inputs(std::string& r, c10::ArrayRef<const c10::IValue> inputs) {
       r.append("[]");
       types.append("\"Scalar\"");
       strides.append("[]");
-      put_json_string(concrete, printed(v));
+      put_printed(b, concrete, v);
     } else if (v.isTensorList()) {
       r.push_back('[');
       strides.push_back('[');
@@ -181,7 +258,7 @@ void put_inputs(std::string& r, c10::ArrayRef<const c10::IValue> inputs) {
       r.append("[]");
       types.append("\"ScalarList\"");
       strides.append("[]");
-      put_json_string(concrete, printed(v));
+      put_printed(b, concrete, v);
     } else {
       r.append("[]");
       types.append("\"\"");
@@ -210,7 +287,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
       uint64_t id = g_hooks->label_begin(name, std::strlen(name));
       return id ? std::make_unique<Label>(id) : nullptr;
     }
-    std::string& r = t_record;
+    ThreadBufs& b = t_bufs;
+    Buf& r = b.record;
     r.clear();
     r.append(fn.name());
     r.push_back(kSep);
@@ -222,9 +300,9 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     r.push_back(kSep);
     // Kineto writes no input arrays for an operator without inputs.
     if (g_shapes && !fn.inputs().empty()) {
-      put_inputs(r, fn.inputs());
+      put_inputs(b, fn.inputs());
     } else {
-      r.append({kSep, kSep, kSep});
+      r.append("\x1f\x1f\x1f", 3);
     }
     r.push_back(kSep);
 #ifdef CUPROF_WITH_FLOPS
@@ -251,6 +329,40 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     g_hooks->op_end();
   } catch (...) {
   }
+}
+
+// What torch sees of cuprof on the thread that records: a profiler state, as torch.profiler's
+// and emit_nvtx's, so that what torch records only under a profiler (torch.compile's
+// `_RecordFunctionFast` regions: `## Call CompiledFxGraph ##`, `Pregraph bytecode`,
+// `AOTDispatcher Runtime Wrapper Prologue`) reaches the callbacks. It registers no callback
+// of its own and reports no memory; its type is NONE, so no torch code takes it for its own
+// profilers' state.
+struct MarkerState : torch::profiler::impl::ProfilerStateBase {
+  MarkerState()
+      : ProfilerStateBase(torch::profiler::impl::ProfilerConfig(
+            torch::profiler::impl::ProfilerState::NVTX)) {}
+  torch::profiler::impl::ActiveProfilerType profilerType() override {
+    return torch::profiler::impl::ActiveProfilerType::NONE;
+  }
+  void reportMemoryUsage(void*, int64_t, size_t, size_t, c10::Device) override {}
+};
+
+thread_local torch::profiler::impl::ProfilerStateBase* t_marker = nullptr;
+
+void push_marker() {
+  using torch::profiler::impl::ProfilerStateBase;
+  if (ProfilerStateBase::getTLS() != nullptr) return;
+  auto state = std::make_shared<MarkerState>();
+  t_marker = state.get();
+  ProfilerStateBase::push(std::move(state));
+}
+
+void pop_marker() {
+  using torch::profiler::impl::ProfilerStateBase;
+  if (t_marker != nullptr && ProfilerStateBase::getTLS() == t_marker) {
+    ProfilerStateBase::pop(/*global=*/false);
+  }
+  t_marker = nullptr;
 }
 
 }  // namespace
@@ -289,17 +401,20 @@ __attribute__((visibility("default"))) uint64_t cuprof_observer_start(
     g_flops = flags & kFlops;
     auto cb = at::RecordFunctionCallback(on_start, on_end)
                   .needsInputs(g_shapes || g_flops);
-    return (flags & kAllThreads) ? at::addGlobalCallback(cb)
-                                 : at::addThreadLocalCallback(cb);
+    uint64_t handle = (flags & kAllThreads) ? at::addGlobalCallback(cb)
+                                            : at::addThreadLocalCallback(cb);
+    push_marker();
+    return handle;
   } catch (...) {
     return 0;
   }
 }
 
-// Removes what start registered; on the thread that started it for a thread-local one.
+// Removes what start registered, on the thread that started it.
 __attribute__((visibility("default"))) void cuprof_observer_stop(uint64_t handle) {
   try {
     if (handle) at::removeCallback(handle);
+    pop_marker();
   } catch (...) {
   }
 }
