@@ -383,3 +383,37 @@ fn compiled_regions_appear_as_under_torch_profiler() {
         .sum();
     assert_eq!(calls, 2);
 }
+
+/// Ranks that start at once with an empty cache: one builds the observer, the others wait for
+/// it and load it; every one records natively.
+#[test]
+fn ranks_starting_at_once_build_the_observer_once() {
+    require_models();
+    let dir = TempDir::new("native-ranks");
+    let cache = dir.path().join("cache");
+    let ranks: Vec<_> = (0..4)
+        .map(|rank| {
+            let rank_dir = dir.path().join(format!("rank{rank}"));
+            std::fs::create_dir_all(&rank_dir).unwrap();
+            let child = Run::python("torch_model.py", &["cuprof"], &rank_dir)
+                .env("CUPROF_WAIT", "1")
+                .env("CUPROF_WARMUP", "1")
+                .env("CUPROF_ACTIVE", "2")
+                .env("CUPROF_CACHE", &cache);
+            (rank_dir, std::thread::spawn(move || child.ok_json()))
+        })
+        .collect();
+    let mut builds = 0;
+    for (rank_dir, run) in ranks {
+        let (_, stderr) = run.join().unwrap();
+        builds += stderr
+            .lines()
+            .filter(|l| l.starts_with("cuprof: building the native operator observer"))
+            .count();
+        assert!(!stderr.contains("NVTX observer"), "{stderr}");
+        let trace = read_trace(&rank_dir.join("t-rank0.trace.json.gz"));
+        assert_eq!(trace["cuprof"]["operators"], "native");
+        assert_eq!(operators(&trace).len(), 214);
+    }
+    assert_eq!(builds, 1);
+}

@@ -23,7 +23,8 @@
 //!   `setup` brings CUPTI up in order, `callbacks` acts on its subscriber callbacks, `api`
 //!   chooses the API calls it records, `resolve` names records, `pool`/`pages`/`reclaim` bound
 //!   its buffers' memory.
-//! - `python` talks to the program's CPython, `devices` to the CUDA driver, `process` to the OS.
+//! - `python` talks to the program's CPython (it runs `ops`' recorder there), `devices` to the
+//!   CUDA driver, `process` to the OS.
 //!
 //! Wake-up: the constructor only reads CUPROF_ENABLED and points CUDA_INJECTION64_PATH and
 //! NVTX_INJECTION64_PATH at this library. CUPTI, threads and files start in
@@ -34,7 +35,8 @@
 // 1. CUPTI hands back a buffer: decoded into events.
 mod buffers;
 
-// 2. Other producers: NVTX ranges, allocation stacks.
+// 2. Other producers: NVTX ranges, PyTorch operators (through `ops`' hooks or the NVTX
+// observer), allocation stacks.
 mod nvtx;
 mod op_batch;
 mod ops;

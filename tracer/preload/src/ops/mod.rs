@@ -101,3 +101,31 @@ pub fn set_path(path: u8) {
         t.counters.operator_path.store(path, Relaxed);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_carry_each_option_as_recorder_py_reads_them() {
+        let none = Options {
+            shapes: false,
+            all_threads: false,
+            flops: false,
+        };
+        assert_eq!(none.level(false), 0);
+        assert_eq!(none.level(true), 1);
+        let all = Options {
+            shapes: true,
+            all_threads: true,
+            flops: true,
+        };
+        assert_eq!(all.level(true), 1 | 2 | 4 | 8);
+        assert_eq!(all.level(false), 0);
+        let shapes = Options {
+            shapes: true,
+            ..none
+        };
+        assert_eq!(shapes.level(true), 3);
+    }
+}
