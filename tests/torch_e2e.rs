@@ -61,19 +61,6 @@ fn torch_profiler_trace(dir: &Path) -> Value {
     read_trace(&path)
 }
 
-/// The operators of a trace (ProfilerStep annotations aside), by start, outermost first.
-fn operators(trace: &Value) -> Vec<&Value> {
-    let mut ops: Vec<&Value> = events(trace, "cpu_op")
-        .into_iter()
-        .filter(|e| !e["name"].as_str().unwrap().starts_with("ProfilerStep#"))
-        .collect();
-    ops.sort_by(|a, b| {
-        let key = |e: &Value| (e["ts"].as_f64().unwrap(), -e["dur"].as_f64().unwrap());
-        key(a).partial_cmp(&key(b)).unwrap()
-    });
-    ops
-}
-
 /// What torch.profiler and cuprof must agree on for one operator.
 fn identity(e: &Value) -> (String, Value, Value, Value) {
     let a = &e["args"];
@@ -102,8 +89,8 @@ fn operators_equal_torch_profilers_and_launches_carry_their_external_id() {
     );
     let reference = torch_profiler_trace(dir.path());
 
-    let ours = operators(&trace);
-    let theirs = operators(&reference);
+    let ours = torch_operators(&trace);
+    let theirs = torch_operators(&reference);
     assert_eq!(ours.len(), 214);
     assert_eq!(theirs.len(), 214);
     let ours_ids: Vec<_> = ours.iter().map(|e| identity(e)).collect();
@@ -196,7 +183,7 @@ fn operators_equal_torch_profilers_and_launches_carry_their_external_id() {
 fn shapes_can_be_turned_off_and_operators_too() {
     let dir = TempDir::new("torch-noshapes");
     let (_, trace) = traced(dir.path(), &[("CUPROF_RECORD_SHAPES", "0")]);
-    let ops = operators(&trace);
+    let ops = torch_operators(&trace);
     assert_eq!(ops.len(), 214);
     assert!(ops.iter().all(|e| e["args"].get("Input Dims").is_none()));
     assert_eq!(count_by_name(&ops)["aten::addmm"], 4);
@@ -207,7 +194,7 @@ fn shapes_can_be_turned_off_and_operators_too() {
         out["profiling"],
         serde_json::json!([false, false, false, false, false])
     );
-    assert!(operators(&trace).is_empty());
+    assert!(torch_operators(&trace).is_empty());
     // The rest of the trace is unchanged: both launches are there.
     assert_eq!(events(&trace, "kernel").len(), 2);
 }
@@ -227,7 +214,7 @@ fn python_stacks_name_the_programs_lines() {
     let call_line = line_of("step()");
     let app = apps().join("torch_model.py");
     let app = app.to_str().unwrap();
-    let linear: Vec<&Value> = operators(&trace)
+    let linear: Vec<&Value> = torch_operators(&trace)
         .into_iter()
         .filter(|e| e["name"] == "aten::linear")
         .collect();
@@ -248,7 +235,7 @@ fn python_stacks_name_the_programs_lines() {
     // On the CPU, backward runs on the calling thread (with the GIL released, which cuprof
     // takes for the read): its operators name the line that called backward().
     let backward_line = line_of("y.sum().backward()");
-    for e in operators(&trace)
+    for e in torch_operators(&trace)
         .iter()
         .filter(|e| e["name"] == "autograd::engine::evaluate_function: AddmmBackward0")
     {
@@ -280,7 +267,7 @@ fn a_program_starting_its_own_profiler_keeps_working() {
     assert!(!stderr.contains("Traceback"), "{stderr}");
     // torch.profiler's own trace is whole: every operator of its two recorded steps.
     let theirs = read_trace(&path);
-    assert_eq!(operators(&theirs).len(), 214);
+    assert_eq!(torch_operators(&theirs).len(), 214);
     let steps: BTreeMap<String, usize> = count_by_name(&events(&theirs, "user_annotation"));
     assert_eq!(steps["model_step"], 2);
     // cuprof gave way with one line, and took operators back with one more when it stopped:
@@ -297,7 +284,7 @@ fn a_program_starting_its_own_profiler_keeps_working() {
         "{stderr}"
     );
     let ours = read_trace(&dir.path().join("t-rank0-cycle1.trace.json.gz"));
-    assert_eq!(operators(&ours).len(), 2 * 214);
+    assert_eq!(torch_operators(&ours).len(), 2 * 214);
 }
 
 #[test]
@@ -391,7 +378,7 @@ fn injection_alone_records_operators_with_nvtx_steps() {
         serde_json::json!([false, true, true, true, false])
     );
     let trace = read_trace(&dir.path().join("t-rank0.trace.json.gz"));
-    let ops = operators(&trace);
+    let ops = torch_operators(&trace);
     assert_eq!(ops.len(), 214);
     assert_eq!(count_by_name(&ops)["aten::addmm"], 4);
 }
@@ -422,7 +409,7 @@ fn a_torch_whose_profiler_differs_gets_one_line_and_the_rest_of_the_trace() {
     assert!(lines[0].starts_with("cuprof: "), "{}", lines[0]);
     assert!(lines[0].contains("ProfilerState"), "{}", lines[0]);
     let trace = read_trace(&dir.path().join("t-rank0.trace.json.gz"));
-    assert!(operators(&trace).is_empty());
+    assert!(torch_operators(&trace).is_empty());
     assert_eq!(events(&trace, "kernel").len(), 2);
     assert_eq!(
         count_by_name(&events(&trace, "user_annotation"))["ProfilerStep#2"],

@@ -60,19 +60,6 @@ fn reference(model: &str, dir: &Path, env: &[(&str, &str)]) -> (Value, Value) {
     (serde_json::from_str(line).unwrap(), read_trace(&path))
 }
 
-/// Operators (ProfilerStep annotations aside), by start, outermost first.
-fn operators(trace: &Value) -> Vec<&Value> {
-    let mut ops: Vec<&Value> = events(trace, "cpu_op")
-        .into_iter()
-        .filter(|e| !e["name"].as_str().unwrap().starts_with("ProfilerStep#"))
-        .collect();
-    ops.sort_by(|a, b| {
-        let key = |e: &Value| (e["ts"].as_f64().unwrap(), -e["dur"].as_f64().unwrap());
-        key(a).partial_cmp(&key(b)).unwrap()
-    });
-    ops
-}
-
 const FIELDS: [&str; 7] = [
     "Input Dims",
     "Input type",
@@ -111,7 +98,7 @@ fn equal_to_torch_profiler(model: &str, expected_ops: usize, expected_lists: usi
     assert!(!stderr.contains("NVTX observer"), "{stderr}");
     assert_eq!(trace["cuprof"]["operators"], "native");
     let (_, theirs) = reference(model, dir.path(), &[]);
-    let (ours, theirs) = (operators(&trace), operators(&theirs));
+    let (ours, theirs) = (torch_operators(&trace), torch_operators(&theirs));
     assert_eq!((ours.len(), theirs.len()), (expected_ops, expected_ops));
     for (a, b) in ours.iter().zip(&theirs) {
         assert_eq!(identity(a), identity(b), "\n{a}\n{b}");
@@ -147,7 +134,7 @@ fn flops_equal_torch_profilers_with_flops() {
     let (_, _, trace) = traced("llama", dir.path(), &[("CUPROF_WITH_FLOPS", "1")]);
     let (out, _) = reference("llama", dir.path(), &[("CUPROF_TEST_FLOPS", "1")]);
     let mut ours: BTreeMap<String, Value> = BTreeMap::new();
-    for e in operators(&trace) {
+    for e in torch_operators(&trace) {
         if let Some(flops) = e["args"].get("flops").filter(|f| f.as_u64() != Some(0)) {
             let dims = serde_json::to_string(&e["args"]["Input Dims"]).unwrap();
             let key = format!("{} {dims}", e["name"].as_str().unwrap());
@@ -198,7 +185,7 @@ fn with_no_compiler_the_nvtx_observer_records_and_one_line_says_why() {
         .collect();
     assert_eq!(lines, ["cuprof: PyTorch operators are recorded through PyTorch's NVTX observer (slower; no dtypes, strides or scalar inputs), not cuprof's native observer: no C++ compiler (c++) on PATH to build it: install one (Debian: g++), or build it ahead of time with `cuprof observer build --python PYTHON` on a machine that has one and share CUPROF_CACHE"]);
     assert_eq!(trace["cuprof"]["operators"], "nvtx");
-    let ops = operators(&trace);
+    let ops = torch_operators(&trace);
     assert_eq!(ops.len(), 2274);
     assert!(ops.iter().all(|e| e["args"].get("Input type").is_none()));
 }
@@ -228,7 +215,7 @@ fn an_unwritable_cache_and_a_failing_compiler_each_get_one_line() {
         "{}",
         said[0]
     );
-    assert_eq!(operators(&trace).len(), 2274);
+    assert_eq!(torch_operators(&trace).len(), 2274);
 
     let dir = TempDir::new("native-badcompiler");
     let cache = dir.path().join("cache");
@@ -249,7 +236,7 @@ fn an_unwritable_cache_and_a_failing_compiler_each_get_one_line() {
     );
     assert!(said[0].contains("(exit 1; full log: "), "{}", said[0]);
     assert_eq!(trace["cuprof"]["operators"], "nvtx");
-    assert_eq!(operators(&trace).len(), 2274);
+    assert_eq!(torch_operators(&trace).len(), 2274);
 }
 
 /// `cuprof observer build` builds into the cache a traced program then uses as it is.
@@ -303,7 +290,7 @@ fn an_observer_built_ahead_of_time_is_the_one_the_program_loads() {
 /// Each thread's operators (name and input shapes, by start), the threads in a stable order.
 fn per_thread(trace: &Value) -> Vec<Vec<(String, String)>> {
     let mut threads: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
-    for e in operators(trace) {
+    for e in torch_operators(trace) {
         threads.entry(e["tid"].to_string()).or_default().push((
             e["name"].as_str().unwrap().to_string(),
             e["args"]["Input Dims"].to_string(),
@@ -365,7 +352,7 @@ fn compiled_regions_appear_as_under_torch_profiler() {
         String::from_utf8_lossy(&out.stderr)
     );
     let theirs = read_trace(&path);
-    let names = |t: &Value| count_by_name(&operators(t));
+    let names = |t: &Value| count_by_name(&torch_operators(t));
     let ours = names(&ours);
     assert_eq!(ours, names(&theirs));
     for region in [
@@ -413,7 +400,7 @@ fn ranks_starting_at_once_build_the_observer_once() {
         assert!(!stderr.contains("NVTX observer"), "{stderr}");
         let trace = read_trace(&rank_dir.join("t-rank0.trace.json.gz"));
         assert_eq!(trace["cuprof"]["operators"], "native");
-        assert_eq!(operators(&trace).len(), 214);
+        assert_eq!(torch_operators(&trace).len(), 214);
     }
     assert_eq!(builds, 1);
 }

@@ -271,3 +271,16 @@ pub fn assert_kernel_matches(e: &RawEvent, rec: &dump::KernelRec, base: i64) {
         assert_eq!(a["graph node id"], rec.graph_node_id);
     }
 }
+
+/// A trace's PyTorch operators (ProfilerStep annotations aside), by start, outermost first.
+pub fn torch_operators(trace: &Value) -> Vec<&Value> {
+    let mut ops: Vec<&Value> = events(trace, "cpu_op")
+        .into_iter()
+        .filter(|e| !e["name"].as_str().unwrap().starts_with("ProfilerStep#"))
+        .collect();
+    ops.sort_by(|a, b| {
+        let key = |e: &Value| (e["ts"].as_f64().unwrap(), -e["dur"].as_f64().unwrap());
+        key(a).partial_cmp(&key(b)).unwrap()
+    });
+    ops
+}

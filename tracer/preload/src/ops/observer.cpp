@@ -185,6 +185,23 @@ void put_printed(ThreadBufs& b, Buf& s, const c10::IValue& v) {
   put_json_string(s, b.text.str());
 }
 
+// A tensor's sizes and strides (Kineto's: none for a layout that is not strided, empty for an
+// undefined, nested or symbolic tensor); whether it had them.
+bool put_tensor(Buf& dims, Buf& strides, const at::Tensor& t) {
+  if (!plain_tensor(t)) {
+    dims.append("[]", 2);
+    strides.append("[]", 2);
+    return false;
+  }
+  put_ints(dims, t.sizes());
+  if (t.layout() == at::kStrided) {
+    put_ints(strides, t.strides());
+  } else {
+    strides.append("[]", 2);
+  }
+  return true;
+}
+
 // Kineto's four input arrays, in one pass over the inputs: Input Dims into the record, the
 // other three beside it, then appended.
 void put_inputs(ThreadBufs& b, c10::ArrayRef<const c10::IValue> inputs) {
@@ -206,22 +223,12 @@ void put_inputs(ThreadBufs& b, c10::ArrayRef<const c10::IValue> inputs) {
     }
     if (v.isTensor()) {
       const at::Tensor& t = v.toTensor();
-      if (plain_tensor(t)) {
-        put_ints(r, t.sizes());
-        types.push_back('"');
+      types.push_back('"');
+      if (put_tensor(r, strides, t)) {
         auto name = c10::scalarTypeToTypeMeta(t.scalar_type()).name();
         types.append(name.data(), name.size());
-        types.push_back('"');
-        if (t.layout() == at::kStrided) {
-          put_ints(strides, t.strides());
-        } else {
-          strides.append("[]");
-        }
-      } else {
-        r.append("[]");
-        types.append("\"\"");
-        strides.append("[]");
       }
+      types.push_back('"');
       concrete.append("\"\"");
     } else if (v.isScalar()) {
       r.append("[]");
@@ -238,17 +245,7 @@ void put_inputs(ThreadBufs& b, c10::ArrayRef<const c10::IValue> inputs) {
           strides.append(", ");
         }
         first = false;
-        if (plain_tensor(t)) {
-          put_ints(r, t.sizes());
-          if (t.layout() == at::kStrided) {
-            put_ints(strides, t.strides());
-          } else {
-            strides.append("[]");
-          }
-        } else {
-          r.append("[]");
-          strides.append("[]");
-        }
+        put_tensor(r, strides, t);
       }
       r.push_back(']');
       strides.push_back(']');
