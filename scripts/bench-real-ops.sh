@@ -2,15 +2,21 @@
 # Program-thread CPU per PyTorch operator inside recorded steps, on real models (issue 25): a
 # diffusers transformer's inference and a Hugging Face causal LM's training step
 # (scripts/bench/real_ops.py), in one process where idle and recording steps alternate, for
-# cuprof's native observer, its NVTX fallback, and torch.profiler (record_shapes). Prints
-# per model and mode the median idle and recording step CPU, their ratio and the µs added per
-# operator (operators per step counted by torch.profiler's run).
+# cuprof's native observer (with and without Python stacks), its NVTX fallback, and
+# torch.profiler (record_shapes). ROUNDS rounds, the modes interleaved in each; prints per
+# model and mode the medians over rounds of: idle and recording step CPU, their ratio, the µs
+# added per operator (operators per step counted by torch.profiler's run), and what the step
+# boundary ending each cycle cost the program thread, per operator recorded in the cycle's
+# active step (torch.profiler stops and exports there). Each mode's idle steps are not the
+# same as an untraced run's (torch.profiler's idle steps run slower than untraced ones), so
+# the µs added per operator are taken over the untraced run (mode `none`) of the same round.
 #
-# Usage: scripts/bench-real-ops.sh [STEPS]   (default 60)
+# Usage: scripts/bench-real-ops.sh [STEPS] [ROUNDS]   (defaults 60, 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 steps=${1:-60}
+rounds=${2:-3}
 target=${CARGO_TARGET_DIR:-$root/target}
 python=${PYTHON:-$(bash scripts/python-env.sh)/python3}
 cargo build --release -q -p cuprof-preload -p cupti-double
@@ -24,19 +30,37 @@ cuprof() { # env assignments
     CUPROF_WAIT=1 CUPROF_WARMUP=1 CUPROF_ACTIVE=1 CUPROF_REPEAT=0 OMP_NUM_THREADS=1 \
     "$python" scripts/bench/real_ops.py cuprof "$model" "$steps" 2>/dev/null | tail -1
 }
+results=$out/results.jsonl
 for model in flux llama; do
-  t=$(OMP_NUM_THREADS=1 PYTHONPATH="$root/tests/apps" "$python" scripts/bench/real_ops.py torch "$model" "$steps" 2>/dev/null | tail -1)
-  n=$(echo "$t" | "$python" -c 'import json,sys; print(json.load(sys.stdin)["ops_per_step"])')
-  native=$(cuprof CUPROF_RECORD_SHAPES=1)
-  stacks=$(cuprof CUPROF_RECORD_SHAPES=1 CUPROF_WITH_STACK=1)
-  nvtx=$(cuprof CUPROF_RECORD_SHAPES=1 CXX=false CUPROF_CACHE="$out/nocache")
-  for row in "torch.profiler:$t" "cuprof-native:$native" "cuprof-native+stack:$stacks" "cuprof-nvtx-fallback:$nvtx"; do
-    echo "${row#*:}" | "$python" -c '
-import json, sys
-name, n = sys.argv[1], int(sys.argv[2])
-r = json.load(sys.stdin)
-print("%-8s %-22s idle %7.2f ms  recording %7.2f ms  %.2fx  %+.2f us/op  (%d ops/step)" % (
-    r["model"], name, r["idle_ms"], r["recording_ms"], r["recording_ms"] / r["idle_ms"],
-    (r["recording_ms"] - r["idle_ms"]) * 1e3 / n, n))' "${row%%:*}" "$n"
+  for r in $(seq "$rounds"); do
+    OMP_NUM_THREADS=1 PYTHONPATH="$root/tests/apps" "$python" scripts/bench/real_ops.py none "$model" "$steps" 2>/dev/null | tail -1 | sed "s/}\$/, \"round\": $r}/" >> "$results"
+    t=$(OMP_NUM_THREADS=1 PYTHONPATH="$root/tests/apps" "$python" scripts/bench/real_ops.py torch "$model" "$steps" 2>/dev/null | tail -1)
+    tag() { sed "s/\"mode\": \"$1\"/\"mode\": \"$2\"/; s/}\$/, \"round\": $r}/"; }
+    echo "$t" | tag torch torch.profiler >> "$results"
+    cuprof CUPROF_RECORD_SHAPES=1 | tag cuprof cuprof-native >> "$results"
+    cuprof CUPROF_RECORD_SHAPES=1 CUPROF_WITH_STACK=1 | tag cuprof cuprof-native+stack >> "$results"
+    cuprof CUPROF_RECORD_SHAPES=1 CXX=false CUPROF_CACHE="$out/nocache" | tag cuprof cuprof-nvtx-fallback >> "$results"
   done
 done
+"$python" - "$results" <<'PY'
+import collections, json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+ops = {r["model"]: r["ops_per_step"] for r in rows if r["ops_per_step"]}
+untraced = {(r["model"], r["round"]): r["idle_ms"] for r in rows if r["mode"] == "none"}
+by = collections.defaultdict(list)
+for r in rows:
+    if r["mode"] != "none":
+        by[(r["model"], r["mode"])].append(r)
+for model in sorted(ops):
+    print("%-6s untraced step %.2f ms, %d operators per step" % (
+        model, statistics.median(v for (m, _), v in untraced.items() if m == model), ops[model]))
+for (model, mode), rs in by.items():
+    n = ops[model]
+    med = lambda f: statistics.median(f(r) for r in rs)
+    base = lambda r: untraced[(r["model"], r["round"])]
+    print("%-6s %-21s idle %6.2f ms  recording %6.2f ms  %.2fx untraced  %+.2f us/op in steps  cycle end %+.2f us/op  (%d rounds)" % (
+        model, mode, med(lambda r: r["idle_ms"]), med(lambda r: r["recording_ms"]),
+        med(lambda r: r["recording_ms"] / base(r)),
+        med(lambda r: (r["recording_ms"] - base(r)) * 1e3 / n),
+        med(lambda r: r["cycle_end_ms"] * 1e3 / n), len(rs)))
+PY

@@ -6,10 +6,13 @@ MODEL: flux (a diffusers transformer's inference) or llama (a Hugging Face causa
 training step), as tests/apps/real_models.py builds them. One process runs STEPS steps in
 which idle and recording steps alternate (a repeating schedule: wait=1, warmup=1, active=1),
 and prints one JSON line: the median program-thread CPU time of idle steps and of recording
-steps (warm-up and active, both record operators), and the operators per step. MODE:
+steps (warm-up and active, both record operators), what the step boundaries that end a cycle
+cost the program thread (torch.profiler stops, builds its results and exports there; cuprof's
+window only flushes), and the operators per step. MODE:
   cuprof   under libcuprof.so (the libcupti double's cuInit starts it; the schedule comes
            from CUPROF_WAIT/WARMUP/ACTIVE/REPEAT), native observer or its fallback as set up
   torch    torch.profiler, CPU activity, record_shapes, the same schedule
+  none     no profiler: every step idle (the baseline)
 """
 import ctypes
 import json
@@ -40,33 +43,47 @@ def recording():
     return bool(torch.autograd.profiler._is_profiler_enabled)
 
 
-idle, busy = [], []
+idle, busy, ends = [], [], []
 ops_per_step = None
 if mode == "torch":
+    import tempfile
+
     counted = []
+    trace = os.path.join(tempfile.mkdtemp(), "t.json")
+
+    def ready(p):
+        if not counted:
+            counted.append(sum(1 for e in p.events() if not e.name.startswith("ProfilerStep")))
+        p.export_chrome_trace(trace)
+
     prof = torch.profiler.profile(
         activities=[torch.profiler.ProfilerActivity.CPU],
         record_shapes=True,
         schedule=torch.profiler.schedule(wait=1, warmup=1, active=1, repeat=0),
-        on_trace_ready=lambda p: counted.append(
-            sum(1 for e in p.events() if not e.name.startswith("ProfilerStep"))
-        ),
+        on_trace_ready=ready,
     )
     prof.start()
     boundary = prof.step
+elif mode == "none":
+    boundary = lambda: None  # noqa: E731
 for i in range(steps):
     on = recording()
     c = time.thread_time()
     step()
     spent = time.thread_time() - c
+    c = time.thread_time()
+    boundary()
+    ended = time.thread_time() - c
     if i >= 3:  # past the first cycle (model warm-up, the observer's first load)
         (busy if on else idle).append(spent)
-    boundary()
+        if i % 3 == 2:  # the boundary after each cycle's active step
+            ends.append(ended)
 if mode == "torch":
     prof.stop()
     ops_per_step = counted[0] if counted else None
 print(json.dumps({
     "mode": mode, "model": model_name,
-    "idle_ms": statistics.median(idle) * 1e3, "recording_ms": statistics.median(busy) * 1e3,
-    "ops_per_step": ops_per_step,
+    "idle_ms": statistics.median(idle) * 1e3,
+    "recording_ms": statistics.median(busy) * 1e3 if busy else None,
+    "cycle_end_ms": statistics.median(ends) * 1e3, "ops_per_step": ops_per_step,
 }))

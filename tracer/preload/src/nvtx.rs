@@ -347,32 +347,30 @@ fn push_range(
     payload: Option<f64>,
     native: bool,
 ) -> (c_int, u64) {
-    {
-        let (parent, enclosing_op_stack) = STACK.with(|s| {
-            let s = s.borrow();
-            let enclosing = s.iter().rev().find(|o| o.correlated == Correlated::TorchOp);
-            (
-                s.last().map(|o| o.id).unwrap_or(0),
-                enclosing.map(|o| o.stack.clone()),
-            )
-        });
-        // Not under the stack's borrow: a step range may run the window, and through it Python.
-        let o = open(
-            name,
-            domain,
-            payload,
-            parent,
-            enclosing_op_stack,
-            true,
-            native,
-        );
-        let id = o.id;
-        STACK.with(|s| {
-            let mut s = s.borrow_mut();
-            s.push(o);
-            ((s.len() - 1) as c_int, id)
-        })
-    }
+    let (parent, enclosing_op_stack) = STACK.with(|s| {
+        let s = s.borrow();
+        let enclosing = s.iter().rev().find(|o| o.correlated == Correlated::TorchOp);
+        (
+            s.last().map(|o| o.id).unwrap_or(0),
+            enclosing.map(|o| o.stack.clone()),
+        )
+    });
+    // Not under the stack's borrow: a step range may run the window, and through it Python.
+    let o = open(
+        name,
+        domain,
+        payload,
+        parent,
+        enclosing_op_stack,
+        true,
+        native,
+    );
+    let id = o.id;
+    STACK.with(|s| {
+        let mut s = s.borrow_mut();
+        s.push(o);
+        ((s.len() - 1) as c_int, id)
+    })
 }
 
 /// The native observer's operator start: `record` is its operator record (`ops`).
@@ -383,11 +381,15 @@ pub fn native_op_begin(record: &[u8]) {
 /// The native observer's operator end: closes the innermost operator open on this thread
 /// (operators nest; the labels that may be open above it do not).
 pub fn native_op_end() {
+    close_innermost(|o| o.correlated == Correlated::TorchOp);
+}
+
+/// Closes the innermost range open on this thread that `which` picks, wherever it is on the
+/// stack (the native observer's labels and operators do not nest with each other).
+fn close_innermost(which: impl Fn(&Open) -> bool) {
     let open = STACK.with(|s| {
         let mut s = s.borrow_mut();
-        let at = s
-            .iter()
-            .rposition(|o| o.correlated == Correlated::TorchOp)?;
+        let at = s.iter().rposition(&which)?;
         Some(s.remove(at))
     });
     if let Some(o) = open {
@@ -405,14 +407,7 @@ pub fn native_label_begin(name: &[u8]) -> u64 {
 /// A label's end: it may end inside another operator than the one it began in
 /// (`_record_function_exit`), so it is found by id.
 pub fn native_label_end(id: u64) {
-    let open = STACK.with(|s| {
-        let mut s = s.borrow_mut();
-        let at = s.iter().rposition(|o| o.id == id)?;
-        Some(s.remove(at))
-    });
-    if let Some(o) = open {
-        close(o, RangeKind::PushPop);
-    }
+    close_innermost(|o| o.id == id);
 }
 
 fn pop() -> c_int {
