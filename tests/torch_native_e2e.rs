@@ -144,6 +144,37 @@ fn flops_equal_torch_profilers_with_flops() {
     let theirs: BTreeMap<String, Value> = serde_json::from_value(out["flops"].clone()).unwrap();
     assert_eq!(ours, theirs);
     assert_eq!(ours["aten::mm [[24,32],[32,128]]"], 196608);
+    // `cuprof report` sums them per operator (summary.json; the TFLOP/s they achieved needs
+    // GPU time, which a CPU run has none of).
+    let in_trace: u64 = torch_operators(&trace)
+        .iter()
+        .filter(|e| e["name"] == "aten::mm")
+        .filter_map(|e| e["args"]["flops"].as_u64())
+        .sum();
+    let report = dir.path().join("report");
+    let status = Command::new(cuprof_bin())
+        .arg("report")
+        .arg(dir.path().join("t-rank0.trace.json.gz"))
+        .arg("-o")
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(report.join("summary.json")).unwrap()).unwrap();
+    let mm = summary["operators"]["top"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "aten::mm")
+        .unwrap();
+    assert_eq!(mm["flops"].as_u64(), Some(in_trace));
+    assert!(in_trace > 0);
+    assert_eq!(mm.get("achieved_tflops"), None);
 }
 
 /// A directory holding only a `python3` that runs the tests' Python: a PATH with no compiler.

@@ -131,6 +131,8 @@ pub struct CpuOp {
     pub dims: u32,
     /// `Call stack`, interned (`NO_NAME`: none).
     pub stack: u32,
+    /// torch's FLOP count for the call (`flops`; 0: none recorded).
+    pub flops: u64,
 }
 
 /// API calls that block the CPU until the GPU has finished something.
@@ -574,6 +576,7 @@ impl Builder<'_> {
                     ext: e.args.external_id.unwrap_or(-1),
                     dims,
                     stack,
+                    flops: e.args.flops.map_or(0, |f| f.max(0) as u64),
                 });
             }
             other => {

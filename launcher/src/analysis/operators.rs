@@ -177,6 +177,13 @@ pub struct OperatorRow {
     pub gpu_total_ns: i64,
     /// `gpu_ns / all GPU time`.
     pub gpu_share: f64,
+    /// torch's FLOP count over the calls (`flops`: `--with-flops`, or torch.profiler's
+    /// `with_flops`); absent when none was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flops: Option<u64>,
+    /// `flops` over `gpu_total_ns`, in TFLOP/s: what the GPU work the calls launched achieved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub achieved_tflops: Option<f64>,
 }
 
 /// `summary.json`'s `operators`, present when a trace has `cpu_op` events.
@@ -205,6 +212,7 @@ struct Acc {
     gpu: i64,
     gpu_ops: u64,
     gpu_total: i64,
+    flops: u64,
 }
 
 /// The operators' figures over `files` (with their `links`), and for each kernel name id the
@@ -253,6 +261,7 @@ pub fn summarize(
                 a.count += 1;
                 a.cpu.add_sat(o.end - o.start);
                 a.self_cpu.add_sat(l.self_ns[i]);
+                a.flops = a.flops.saturating_add(o.flops);
             }
         }
         for (g, &op) in f.ops.iter().zip(&l.gpu) {
@@ -298,6 +307,10 @@ pub fn summarize(
         gpu_ops: a.gpu_ops,
         gpu_total_ns: a.gpu_total,
         gpu_share: ratio(a.gpu as f64, gpu_all as f64),
+        flops: (a.flops > 0).then_some(a.flops),
+        // FLOPs per ns are GFLOP/s.
+        achieved_tflops: (a.flops > 0 && a.gpu_total > 0)
+            .then(|| a.flops as f64 / a.gpu_total as f64 / 1e3),
     };
     let order = |a: &OperatorRow, b: &OperatorRow| {
         b.gpu_ns
@@ -358,6 +371,7 @@ mod tests {
             ext,
             dims: NO_NAME,
             stack: NO_NAME,
+            flops: 0,
         }
     }
 
@@ -458,5 +472,50 @@ mod tests {
         let l = links(&f).unwrap();
         assert_eq!(l.api, [1, 0, NONE]);
         assert_eq!(l.gpu, [1, 0, NONE, NONE, 1]);
+    }
+
+    #[test]
+    fn flops_sum_over_calls_and_divide_the_gpu_time_they_launched() {
+        let mut names = Interner::default();
+        let mm = names.id("aten::mm");
+        let add = names.id("aten::add");
+        let call = |start, ext, name, flops| CpuOp {
+            name,
+            flops,
+            ..op(0, start, start + 10, ext)
+        };
+        // Two mm calls (3e9 and 1e9 FLOPs) launch 1 ms and 3 ms of kernels; add counts none.
+        let mut f = file(vec![
+            call(0, 1, mm, 3_000_000_000),
+            call(20, 2, mm, 1_000_000_000),
+            call(40, 3, add, 0),
+        ]);
+        let kernel = |start, end| GpuOp {
+            start,
+            end,
+            device: 0,
+            name: 0,
+            kind: OpKind::Compute,
+            corr: -1,
+            bytes: 0,
+        };
+        f.ops = vec![
+            kernel(0, 1_000_000),
+            kernel(1_000_000, 4_000_000),
+            kernel(0, 5),
+        ];
+        f.op_ext = vec![(0, 1), (1, 2), (2, 3)];
+        let l = links(&f);
+        let (o, _) = summarize(&names, &[f], &[l]).unwrap();
+        let row = |n: &str| o.top.iter().find(|r| r.name == n).unwrap().clone();
+        let mm = row("aten::mm");
+        assert_eq!(
+            (mm.flops, mm.gpu_total_ns),
+            (Some(4_000_000_000), 4_000_000)
+        );
+        // 4e9 FLOPs in 4 ms: 1 TFLOP/s.
+        assert_eq!(mm.achieved_tflops, Some(1.0));
+        let add = row("aten::add");
+        assert_eq!((add.flops, add.achieved_tflops), (None, None));
     }
 }

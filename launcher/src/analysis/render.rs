@@ -434,6 +434,11 @@ fn operators(o: &Operators, top: usize, md: bool, name_max: usize) -> String {
             headers.push("input dims");
         }
         headers.extend([">calls", ">GPU", ">GPU share", ">CPU total", ">CPU self"]);
+        // Achieved TFLOP/s, when torch counted FLOPs (`--with-flops`).
+        let flops = rows.iter().any(|r| r.flops.is_some());
+        if flops {
+            headers.push(">TFLOP/s");
+        }
         let mut t = Table::new(&headers);
         for (i, r) in rows.iter().take(top).enumerate() {
             let mut row = vec![(i + 1).to_string(), short(&r.name, name_max)];
@@ -447,6 +452,12 @@ fn operators(o: &Operators, top: usize, md: bool, name_max: usize) -> String {
                 dur(r.cpu_ns as f64),
                 dur(r.self_cpu_ns as f64),
             ]);
+            if flops {
+                row.push(match r.achieved_tflops {
+                    Some(t) => format!("{t:.2}"),
+                    None => String::new(),
+                });
+            }
             t.row(row);
         }
         if dims {

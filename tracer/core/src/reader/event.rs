@@ -62,6 +62,8 @@ pub struct Args<'a> {
     pub external_id: Option<i64>,
     /// A `cpu_op`'s `Input Dims`, the JSON text as it stands in the file (nested arrays).
     pub input_dims: Option<&'a str>,
+    /// A `cpu_op`'s `flops` (torch's count, with `--with-flops` or torch.profiler's own).
+    pub flops: Option<i64>,
     /// A `cpu_op`'s `Call stack`: `file(line): function` frames, innermost first, `;` between.
     pub call_stack: Option<Cow<'a, str>>,
     /// Members found but not decoded (their JSON text), for tools that keep them.
@@ -277,6 +279,8 @@ struct RawArgs<'a> {
     external_id: Option<Int>,
     #[serde(rename = "Input Dims", borrow, default)]
     input_dims: Option<&'a RawValue>,
+    #[serde(default)]
+    flops: Option<Int>,
     #[serde(rename = "Call stack", borrow, default)]
     call_stack: Option<Text<'a>>,
     #[serde(borrow, default, rename = "Sequence number")]
@@ -314,6 +318,7 @@ impl<'a> RawArgs<'a> {
             sort_index: self.sort_index.and_then(|i| i.0),
             external_id: self.external_id.and_then(|i| i.0),
             input_dims: self.input_dims.map(RawValue::get),
+            flops: self.flops.and_then(|i| i.0),
             call_stack: self.call_stack.map(|t| t.0),
             raw: RawMembers {
                 sequence_number: self.sequence_number.map(RawValue::get),
