@@ -2,11 +2,11 @@
 # cuprof's overhead on a CUDA machine, side by side with CUPTI's own floor and torch.profiler
 # (issue 8). For an H100 with CUDA 13.0 and PyTorch 2.11; needs no Rust and no network.
 #
-#   BENCH_DIR=/path/to/bench bash scripts/bench-gpu.sh [rounds]
+#   bash scripts/bench-gpu.sh [rounds]
 #
 # Relative paths in BENCH_DIR, CUPROF_BIN and OUT are taken from the repository root.
-# BENCH_DIR (required unless ../shared/bench sits beside the repository): a copy of the shared
-#   bench folder (workloads.py, launch_bench.cu, cupti_floor.c).
+# BENCH_DIR (default scripts/gpu/reference): the reference workloads and tracers
+#   (workloads.py, launch_bench.cu, cupti_floor.c; scripts/gpu/reference/README.md).
 # CUPROF_BIN (default target/release): the folder holding libcuprof.so (built elsewhere, copied).
 # CUDA_HOME (default /usr/local/cuda): nvcc, cupti.h and libcupti (lib64 or extras/CUPTI).
 # OUT (default the repository root): where bench-gpu.json goes (and bench-gpu.log, the build
@@ -60,9 +60,10 @@ repo=$(pwd)
 export ROUNDS=${1:-${ROUNDS:-3}}
 export CUPROF_BIN=${CUPROF_BIN:-target/release}
 case $CUPROF_BIN in /*) ;; *) CUPROF_BIN=$repo/$CUPROF_BIN ;; esac
-if [ -z "${BENCH_DIR:-}" ] && [ -d "$repo/../shared/bench" ]; then BENCH_DIR=$repo/../shared/bench; fi
-if [ -z "${BENCH_DIR:-}" ] || [ ! -f "$BENCH_DIR/workloads.py" ]; then
-  echo "bench-gpu: set BENCH_DIR to a copy of the shared bench folder (workloads.py, launch_bench.cu, cupti_floor.c)" >&2
+BENCH_DIR=${BENCH_DIR:-$repo/scripts/gpu/reference}
+case $BENCH_DIR in /*) ;; *) BENCH_DIR=$repo/$BENCH_DIR ;; esac
+if [ ! -f "$BENCH_DIR/workloads.py" ]; then
+  echo "bench-gpu: $BENCH_DIR has no workloads.py: set BENCH_DIR to a folder holding workloads.py, launch_bench.cu and cupti_floor.c" >&2
   exit 2
 fi
 export BENCH_DIR=$(cd "$BENCH_DIR" && pwd)

@@ -2,7 +2,7 @@
 //! numeric values of the constants it uses.
 //!
 //! Every number is a literal. Unless a comment says "header", it is copied from
-//! /work/shared/design/cupti.md ("x86-64 offsets of the fields a tracer
+//! docs/design/cupti.md ("x86-64 offsets of the fields a tracer
 //! reads"). Numbers marked "header" are not in the design note and were read
 //! from the CUPTI 13.0.85 headers (bindgen's layout, i.e. clang's): they are
 //! asserted here so that the decoder can rely on them too.

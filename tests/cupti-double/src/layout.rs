@@ -5,7 +5,7 @@
 //! `nvidia-cuda-cupti==13.0.85` (`nvidia/cu13/include/cupti_activity.h`, CUPTI_API_VERSION
 //! 130001) and `nvidia-cuda-cupti-cu12==12.9.79` (`nvidia/cuda_cupti/include`, version 28),
 //! by compiling `offsetof`/`sizeof` against them, and they agree with
-//! shared/design/cupti.md. All fields are little-endian.
+//! docs/design/cupti.md. All fields are little-endian.
 
 /// `CUpti_ActivityKind` values (cupti_activity.h).
 pub mod kind {
@@ -113,7 +113,7 @@ fn size_12_9(k: u32) -> u16 {
 }
 
 /// Size in bytes of one record of `kind` as the CUPTI of `version` writes it, 0 if the kind
-/// has no record. Versions below 26 (before 12.8) follow shared/design/cupti.md: Memcpy5
+/// has no record. Versions below 26 (before 12.8) follow docs/design/cupti.md: Memcpy5
 /// (88; MemcpyPtoP3 assumed alike) before 12.8 (v26), Synchronization (40) before 12.8,
 /// Memory3 (120) before 12.6 (v24), Overhead2 (48) before 12.4 (v22).
 pub fn record_size(version: u32, k: u32) -> usize {

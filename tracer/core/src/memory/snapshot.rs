@@ -2,7 +2,7 @@
 //! that pytorch.org/memory_viz and `python -m torch.cuda._memory_viz` open it.
 //!
 //! Keys and value types mirror the reference snapshot written by torch 2.11
-//! (`shared/reference/torch-2.11-memory-snapshot.pickle`), in its key order:
+//! (`tests/data/torch-2.11-memory-snapshot.pickle`), in its key order:
 //! - top level: `segments` (list), `device_traces` (list of lists, one per device ordinal
 //!   from 0 to the highest seen, empty for devices without records), `allocator_settings`
 //!   (dict), `external_annotations` (list; always empty: cuprof has none to give).
