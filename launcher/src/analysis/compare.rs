@@ -289,7 +289,7 @@ pub fn compare(args: CompareArgs) -> Result<()> {
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&c)?)
     } else {
-        crate::console::print(&text(
+        crate::console::print_text(&text(
             &c,
             args.top,
             a.operators.is_some(),

@@ -155,7 +155,7 @@ pub fn report(args: ReportArgs) -> Result<()> {
     }
     let an = args.jobs.install(|| analyse(&args.paths))??;
     let summary = an.summarize();
-    crate::console::print(&render::text(&summary, args.top))?;
+    crate::console::print_text(&render::text(&summary, args.top))?;
     if let Some(dir) = &args.out {
         write_report(dir, &summary, args.top)?;
         outln!(
@@ -188,6 +188,8 @@ fn write_report(dir: &Path, s: &model::Summary, top: usize) -> Result<()> {
     })?;
     let json = serde_json::to_string_pretty(s)? + "\n";
     crate::output::write(&dir.join(SUMMARY_JSON), json.as_bytes())?;
-    crate::output::write(&dir.join(REPORT_MD), render::markdown(s, top).as_bytes())?;
+    let md = render::markdown(s, top);
+    let md = crate::console::printable_text(&md);
+    crate::output::write(&dir.join(REPORT_MD), md.as_bytes())?;
     Ok(())
 }

@@ -23,8 +23,13 @@ impl Table {
         }
     }
 
+    /// Cells are data from a trace: each is kept on one line, its control characters escaped.
     pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        let one_line = |c: String| match crate::console::printable_line(&c) {
+            std::borrow::Cow::Borrowed(_) => c,
+            std::borrow::Cow::Owned(escaped) => escaped,
+        };
+        self.rows.push(cells.into_iter().map(one_line).collect());
     }
 
     pub fn is_empty(&self) -> bool {
