@@ -1,9 +1,14 @@
 //! PyTorch operators (`cpu_op` events): how they nest on each thread, their self time, and which
 //! operator launched each GPU operation, then the per-operator figures of `cuprof report`.
 //!
-//! Attribution follows Kineto's links: a GPU operation belongs to the operator whose
-//! `External id` it carries; when it carries none, to the one its launching CUDA call carries
-//! (found by correlation id). That is the innermost operator open at the launch.
+//! Attribution follows the rule the trace's producer followed, decided per trace from its data
+//! ([`AttributionRule`]): in current Kineto traces (and cuprof's) a GPU operation belongs to the
+//! operator whose `External id` it carries, and when it carries none, to the one its launching
+//! CUDA call carries (found by correlation id): the innermost operator open at the launch. In
+//! older torch.profiler traces a launch's and its GPU work's `External id` is the launch's own
+//! correlation id, so it names no operator (it equals unrelated operators' ids by chance): there
+//! the launch belongs to the innermost operator that contains it on its thread (what
+//! torch.profiler's own tables and HTA's call stacks use), and its GPU work to that launch.
 
 use super::saturating::AddSat;
 use rustc_hash::FxHashMap;
@@ -113,28 +118,39 @@ pub fn links(f: &FileData) -> Option<Links> {
         }
     }
 
-    let mut by_ext: FxHashMap<i64, u32> = FxHashMap::default();
-    by_ext.reserve(ops.len());
-    for (i, o) in ops.iter().enumerate() {
-        if o.ext >= 0 {
-            by_ext.entry(o.ext).or_insert(rep[i]);
-        }
-    }
+    let rule = AttributionRule::of(f);
     let mut api = vec![NONE; f.apis.len()];
-    let mut by_corr: FxHashMap<i64, u32> = FxHashMap::default();
-    for &(ai, x) in &f.api_ext {
-        if let Some(&op) = by_ext.get(&x) {
-            api[ai as usize] = op;
-            let corr = f.apis[ai as usize].corr;
-            if corr >= 0 {
-                by_corr.entry(corr).or_insert(op);
+    let mut gpu = vec![NONE; f.ops.len()];
+    match rule {
+        AttributionRule::ExternalId => {
+            let mut by_ext: FxHashMap<i64, u32> = FxHashMap::default();
+            by_ext.reserve(ops.len());
+            for (i, o) in ops.iter().enumerate() {
+                if o.ext >= 0 {
+                    by_ext.entry(o.ext).or_insert(rep[i]);
+                }
+            }
+            for &(ai, x) in &f.api_ext {
+                if let Some(&op) = by_ext.get(&x) {
+                    api[ai as usize] = op;
+                }
+            }
+            for &(oi, x) in &f.op_ext {
+                if let Some(&op) = by_ext.get(&x) {
+                    gpu[oi as usize] = op;
+                }
+            }
+        }
+        AttributionRule::LaunchNesting => {
+            for (a, call) in api.iter_mut().zip(&f.apis) {
+                *a = innermost_at(&by_thread, ops, &parent, &rep, call.thread, call.start);
             }
         }
     }
-    let mut gpu = vec![NONE; f.ops.len()];
-    for &(oi, x) in &f.op_ext {
-        if let Some(&op) = by_ext.get(&x) {
-            gpu[oi as usize] = op;
+    let mut by_corr: FxHashMap<i64, u32> = FxHashMap::default();
+    for (&op, call) in api.iter().zip(&f.apis) {
+        if op != NONE && call.corr >= 0 {
+            by_corr.entry(call.corr).or_insert(op);
         }
     }
     if !by_corr.is_empty() {
@@ -153,6 +169,62 @@ pub fn links(f: &FileData) -> Option<Links> {
         gpu,
         api,
     })
+}
+
+/// Which rule tied a trace's launches and GPU work to its operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttributionRule {
+    /// A launch's (and its GPU work's) `External id` is its operator's (current Kineto, cuprof).
+    ExternalId,
+    /// A launch's `External id` is its own correlation id (older torch.profiler): its operator
+    /// is the innermost one containing it on its thread.
+    LaunchNesting,
+}
+
+impl AttributionRule {
+    /// The trace's rule, from its data: launches whose `External id` equals their own
+    /// correlation id, in the majority of those that carry both, mean the older rule (by
+    /// chance an operator id can equal a correlation id, but not for most launches).
+    pub fn of(f: &FileData) -> AttributionRule {
+        let (mut own, mut carried) = (0usize, 0usize);
+        for &(ai, x) in &f.api_ext {
+            let corr = f.apis[ai as usize].corr;
+            if corr >= 0 {
+                carried += 1;
+                own += (x == corr) as usize;
+            }
+        }
+        if carried > 0 && own * 2 > carried {
+            AttributionRule::LaunchNesting
+        } else {
+            AttributionRule::ExternalId
+        }
+    }
+}
+
+/// The innermost operator (its `rep`) of `thread` whose span holds time `t`, or `NONE`.
+/// `by_thread` lists each thread's operators outer first (by start, then longer first).
+fn innermost_at(
+    by_thread: &[Vec<u32>],
+    ops: &[super::load::CpuOp],
+    parent: &[u32],
+    rep: &[u32],
+    thread: u32,
+    t: i64,
+) -> u32 {
+    let Some(list) = by_thread.get(thread as usize) else {
+        return NONE;
+    };
+    // The last operator to start at or before `t`, then up its parents to one still open.
+    let n = list.partition_point(|&i| ops[i as usize].start <= t);
+    let Some(&last) = n.checked_sub(1).and_then(|k| list.get(k)) else {
+        return NONE;
+    };
+    let mut op = rep[last as usize];
+    while op != NONE && ops[op as usize].end < t {
+        op = parent[op as usize];
+    }
+    op
 }
 
 /// One operator name (and, in `by_input_dims`, one list of input shapes).
@@ -517,5 +589,89 @@ mod tests {
         assert_eq!(mm.achieved_tflops, Some(1.0));
         let add = row("aten::add");
         assert_eq!((add.flops, add.achieved_tflops), (None, None));
+    }
+
+    /// An older torch.profiler trace: every launch's and copy's `External id` is its own
+    /// correlation id, which equals unrelated operators' ids. The launch inside `aten::copy_`
+    /// belongs to it, not to `aten::to` whose id its correlation id happens to be.
+    #[test]
+    fn older_traces_attribute_by_launch_nesting() {
+        let call = |start, corr| ApiCall {
+            thread: 0,
+            start,
+            end: start + 5,
+            name: 0,
+            corr,
+            sync: false,
+        };
+        let copy = |corr| GpuOp {
+            start: 1000,
+            end: 1100,
+            device: 0,
+            name: 0,
+            kind: OpKind::Compute,
+            corr,
+            bytes: 0,
+        };
+        // aten::to [0,50] (id 5); aten::copy_ [100,300] (id 9) holding aten::empty [110,120]
+        // (id 10); a launch at 150 (correlation 5) and one at 400, outside every operator
+        // (correlation 10).
+        let mut f = file(vec![
+            op(0, 0, 50, 5),
+            op(0, 100, 300, 9),
+            op(0, 110, 120, 10),
+        ]);
+        f.apis = vec![call(150, 5), call(400, 10)];
+        f.api_ext = vec![(0, 5), (1, 10)];
+        f.ops = vec![copy(5), copy(10)];
+        f.op_ext = vec![(0, 5), (1, 10)];
+        assert_eq!(AttributionRule::of(&f), AttributionRule::LaunchNesting);
+        let l = links(&f).unwrap();
+        assert_eq!(l.api, [1, NONE]);
+        assert_eq!(l.gpu, [1, NONE]);
+        // The same trace with operator ids in the launches (current Kineto): the id decides.
+        f.api_ext = vec![(0, 10), (1, 5)];
+        f.op_ext = vec![(0, 10)];
+        assert_eq!(AttributionRule::of(&f), AttributionRule::ExternalId);
+        let l = links(&f).unwrap();
+        assert_eq!(l.api, [2, 0]);
+        assert_eq!(l.gpu, [2, 0]);
+    }
+
+    #[test]
+    fn innermost_operator_at_a_time() {
+        // A [0,100] holds B [10,60] which holds C [20,30]; D [200,210] alone.
+        let f = file(vec![
+            op(0, 0, 100, 1),
+            op(0, 10, 60, 2),
+            op(0, 20, 30, 3),
+            op(0, 200, 210, 4),
+        ]);
+        let l = links(&f).unwrap();
+        let by_thread = vec![vec![0u32, 1, 2, 3], vec![]];
+        let at = |t| innermost_at(&by_thread, &f.cpu_ops, &l.parent, &l.rep, 0, t);
+        assert_eq!(
+            [
+                at(-1),
+                at(0),
+                at(15),
+                at(25),
+                at(30),
+                at(50),
+                at(80),
+                at(150),
+                at(205),
+                at(300)
+            ],
+            [NONE, 0, 1, 2, 2, 1, 0, NONE, 3, NONE]
+        );
+        assert_eq!(
+            innermost_at(&by_thread, &f.cpu_ops, &l.parent, &l.rep, 1, 50),
+            NONE
+        );
+        assert_eq!(
+            innermost_at(&by_thread, &f.cpu_ops, &l.parent, &l.rep, 7, 50),
+            NONE
+        );
     }
 }
