@@ -17,6 +17,9 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// A thread's operators: (start, end, name), in ns.
+type Spans = Vec<(i64, i64, String)>;
+
 fn ns(v: &Value) -> i64 {
     (v.as_f64().unwrap() * 1000.0).round() as i64
 }
@@ -30,7 +33,7 @@ fn recount(trace: &Value) -> BTreeMap<String, i64> {
         .filter(|e| e["ph"] == "X")
         .collect();
     let thread = |e: &Value| (e["pid"].to_string(), e["tid"].to_string());
-    let mut ops: BTreeMap<(String, String), Vec<(i64, i64, String)>> = BTreeMap::new();
+    let mut ops: BTreeMap<(String, String), Spans> = BTreeMap::new();
     let mut launches: BTreeMap<i64, &Value> = BTreeMap::new();
     for e in &events {
         match e["cat"].as_str().unwrap_or("") {
