@@ -9,7 +9,7 @@ mod analysis_support;
 use analysis_support::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -81,7 +81,7 @@ fn recount(trace: &Value) -> BTreeMap<String, i64> {
     gpu
 }
 
-fn reported(path: &PathBuf) -> BTreeMap<String, i64> {
+fn reported(path: &Path) -> BTreeMap<String, i64> {
     let dir = tempdir("attribution");
     cuprof_ok(&[
         "report",
