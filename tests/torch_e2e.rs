@@ -336,6 +336,14 @@ for t in s['device_traces'] for e in t if e['action'] == sys.argv[2]]))";
         .position(|l| l.trim_start().starts_with("y = launch(model(x))"))
         .unwrap() as i64;
     let app = apps().join("torch_model.py").to_str().unwrap().to_string();
+    // No frame of libcuprof.so's own, which captured the stack (known by address, whatever
+    // the symboliser names its inlined functions: `capture`, `on_api_call`, `guard<..>`).
+    for frames in allocs.iter().chain(&frees) {
+        assert!(
+            !frames.iter().any(|f| f.1.contains("tracer/preload/src")),
+            "{frames:?}"
+        );
+    }
     for frames in &allocs[1..] {
         let op = frames
             .iter()

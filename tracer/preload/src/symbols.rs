@@ -28,10 +28,18 @@ pub struct Resolver {
 }
 
 impl Resolver {
-    /// The stack symbolised, as the session takes it.
+    /// The stack symbolised, as the session takes it: from the first frame outside
+    /// libcuprof.so (cuprof's own frames, which captured it, are known by address, whatever
+    /// names the symboliser gives their inlined functions).
     pub fn resolve(&mut self, raw: RawStack) -> Input {
-        let mut native = Vec::with_capacity(raw.addresses.len());
-        for &a in &raw.addresses {
+        let own = own_object();
+        let skip = raw
+            .addresses
+            .iter()
+            .take_while(|&&a| own.is_some() && object_of(a) == own)
+            .count();
+        let mut native = Vec::with_capacity(raw.addresses.len() - skip);
+        for &a in &raw.addresses[skip..] {
             if self.cache.len() >= MAX_CACHED {
                 self.cache.clear();
             }
@@ -44,6 +52,23 @@ impl Resolver {
             python: raw.python,
         }
     }
+}
+
+/// The base address of the loaded object (library or executable) holding code address `a`.
+fn object_of(a: usize) -> Option<usize> {
+    // SAFETY: dladdr only reads the loader's tables and fills `info`.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // A return address points after the call: look up the call itself.
+    let at = a.saturating_sub(1) as *const c_void;
+    // SAFETY: as above; `at` is only compared against the loaded objects' ranges.
+    let found = unsafe { libc::dladdr(at, &mut info) } != 0;
+    (found && !info.dli_fbase.is_null()).then_some(info.dli_fbase as usize)
+}
+
+/// libcuprof.so's own base address.
+fn own_object() -> Option<usize> {
+    static OWN: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *OWN.get_or_init(|| object_of(own_object as *const () as usize + 1))
 }
 
 /// The frames at return address `a` (several where calls were inlined), innermost first.
