@@ -3,14 +3,18 @@
 //! Every file a command writes is first written to a new file with a unique name in the
 //! target's directory (created with `O_CREAT | O_EXCL`, so it can never be an existing file or
 //! a symlink planted there), and renamed over the target only once it is complete and synced.
-//! An error or Ctrl-C leaves the target as it was. The rename replaces a symlink at the target
-//! rather than writing through it. A target that is one of the command's inputs is refused.
+//! An error or Ctrl-C leaves the target as it was, and removes the temporary file: SIGINT,
+//! SIGTERM and SIGHUP are caught by a thread (started with the first output) that removes every
+//! temporary file still open, then ends the process as the signal would have. The rename
+//! replaces a symlink at the target rather than writing through it. A target that is one of the
+//! command's inputs is refused.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, Once};
 
 use anyhow::{bail, Context, Result};
 
@@ -18,6 +22,41 @@ use anyhow::{bail, Context, Result};
 pub const TMP_SUFFIX: &str = ".cuprof-tmp";
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// The temporary files being written, for the signal thread to remove.
+static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Starts, once, the thread that removes the live temporary files on SIGINT, SIGTERM or
+/// SIGHUP and then lets the signal end the process.
+fn remove_on_signal() {
+    static START: Once = Once::new();
+    START.call_once(|| {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+            return;
+        };
+        let _ = std::thread::Builder::new()
+            .name("cuprof-signals".into())
+            .spawn(move || {
+                if let Some(sig) = signals.forever().next() {
+                    let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+                    for tmp in live.iter() {
+                        let _ = std::fs::remove_file(tmp);
+                    }
+                    let _ = signal_hook::low_level::emulate_default_handler(sig);
+                    // A signal whose default does not end the process: end it as Ctrl-C would.
+                    std::process::exit(128 + sig);
+                }
+            });
+    });
+}
+
+fn forget(tmp: &Path) {
+    let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(i) = live.iter().position(|p| p == tmp) {
+        live.swap_remove(i);
+    }
+}
 
 /// An output being written: the temporary file is removed unless [`Staged::commit`] renamed it.
 #[derive(Debug)]
@@ -39,11 +78,15 @@ impl Staged {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
+        remove_on_signal();
         loop {
             let n = NEXT.fetch_add(1, Ordering::Relaxed);
             let tmp = dir.join(format!(".{name}.{}-{n}{TMP_SUFFIX}", std::process::id()));
             match OpenOptions::new().write(true).create_new(true).open(&tmp) {
                 Ok(f) => {
+                    LIVE.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(tmp.clone());
                     let staged = Staged {
                         target: target.to_owned(),
                         tmp,
@@ -78,6 +121,7 @@ impl Staged {
         std::fs::rename(&self.tmp, &self.target)
             .with_context(|| format!("{}: cannot replace it", self.target.display()))?;
         self.done = true;
+        forget(&self.tmp);
         // The rename itself is durable once the directory is synced; failing that is harmless.
         if let Some(dir) = self.target.parent().filter(|d| !d.as_os_str().is_empty()) {
             if let Ok(d) = File::open(dir) {
@@ -92,6 +136,7 @@ impl Drop for Staged {
     fn drop(&mut self) {
         if !self.done {
             let _ = std::fs::remove_file(&self.tmp);
+            forget(&self.tmp);
         }
     }
 }
