@@ -85,9 +85,31 @@ fn report_compare_and_report_md_escape_every_hostile_name() {
     check("report", &text);
     let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
     check("report.md", &md);
-    // Every Markdown table row is one line: it starts and ends with a pipe.
+    // Every Markdown table row is one line: it starts and ends with a pipe; and a table ends
+    // with a blank line, so that a note after it is not read as a row.
     for line in md.lines().filter(|l| l.starts_with('|')) {
         assert!(line.ends_with('|'), "broken row: {line:?}");
+    }
+    let short_dir = dir.join("top1");
+    cuprof_ok(&[
+        "report",
+        trace,
+        "--top",
+        "1",
+        "-o",
+        short_dir.to_str().unwrap(),
+    ]);
+    let md = std::fs::read_to_string(short_dir.join("report.md")).unwrap();
+    assert!(md.contains("more in summary.json)"), "{md}");
+    let lines: Vec<&str> = md.lines().collect();
+    for w in lines.windows(2) {
+        if w[0].starts_with('|') {
+            assert!(
+                w[1].starts_with('|') || w[1].is_empty(),
+                "{:?} after a table",
+                w[1]
+            );
+        }
     }
     let compared = cuprof_ok(&["compare", trace, trace]);
     check("compare", &compared);

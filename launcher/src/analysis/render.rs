@@ -92,6 +92,9 @@ impl Table {
                 r.iter().map(|c| esc(c)).collect::<Vec<_>>().join(" | ")
             ));
         }
+        // A blank line ends the table: a note written after it (`(N more ...)`) would
+        // otherwise be read as one more row.
+        out.push('\n');
         out
     }
 }
@@ -508,7 +511,7 @@ mod tests {
         );
         assert_eq!(
             t.markdown(),
-            "| name | n |\n| --- | ---: |\n| a\\|b | 1 |\n| long name | 100 |\n"
+            "| name | n |\n| --- | ---: |\n| a\\|b | 1 |\n| long name | 100 |\n\n"
         );
         assert_eq!(dur(1500.0), "1.500 µs");
         assert_eq!(dur(999.0), "999 ns");
