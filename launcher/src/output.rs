@@ -82,11 +82,17 @@ impl Staged {
         loop {
             let n = NEXT.fetch_add(1, Ordering::Relaxed);
             let tmp = dir.join(format!(".{name}.{}-{n}{TMP_SUFFIX}", std::process::id()));
-            match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+            // Known before it exists: the signal thread, which holds the list until the process
+            // ends, then removes it or stops it from being created.
+            LIVE.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(tmp.clone());
+            let created = OpenOptions::new().write(true).create_new(true).open(&tmp);
+            if created.is_err() {
+                forget(&tmp);
+            }
+            match created {
                 Ok(f) => {
-                    LIVE.lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(tmp.clone());
                     let staged = Staged {
                         target: target.to_owned(),
                         tmp,

@@ -129,4 +129,21 @@ fn two_ranks_imbalance_and_stragglers() {
         stdout.contains("imbalance (max/mean): step time 1.033, GPU busy 1.091"),
         "{stdout}"
     );
+    // The straggler table shows the steps whose slowest rank lagged the mean most, worst
+    // first (2.5 ms: steps 0 and 1, by step number; then 1.5 ms; then the tie), and says how
+    // many it left out.
+    let table = |stdout: &str| -> Vec<String> {
+        let at = stdout.find("behind the mean").unwrap();
+        stdout[at..]
+            .lines()
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .map(|l| l.split_whitespace().next().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(table(&stdout), ["0", "1", "2", "3"], "{stdout}");
+    let top2 = cuprof_ok(&["report", traces.to_str().unwrap(), "--top", "2"]);
+    assert_eq!(table(&top2), ["0", "1"], "{top2}");
+    assert!(top2.contains("(2 more steps in summary.json)"), "{top2}");
+    assert!(stdout.contains("2 steps"), "{stdout}");
 }

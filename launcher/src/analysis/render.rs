@@ -392,7 +392,10 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
                 dur(r.busy_ns as f64),
                 dur(r.communication_total_ns as f64),
                 pct(r.comm_overlap_fraction),
-                format!("{} steps", r.slowest_in_steps),
+                match r.slowest_in_steps {
+                    1 => "1 step".to_string(),
+                    n => format!("{n} steps"),
+                },
             ]);
         }
         let mut text = render(&t);
@@ -403,17 +406,29 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
             f(c.busy_imbalance)
         ));
         if !c.slowest_rank_per_step.is_empty() {
-            let mut t = Table::new(&[">step", ">slowest rank", ">its time", ">mean of ranks"]);
-            for st in c.slowest_rank_per_step.iter().take(top) {
+            let worst = worst_stragglers(&c.slowest_rank_per_step);
+            let mut t = Table::new(&[
+                ">step",
+                ">slowest rank",
+                ">its time",
+                ">mean of ranks",
+                ">behind the mean",
+            ]);
+            for st in worst.iter().take(top) {
                 t.row(vec![
                     st.step.to_string(),
                     st.rank.to_string(),
                     dur(st.dur_ns as f64),
                     dur(st.mean_ns),
+                    dur(st.dur_ns as f64 - st.mean_ns),
                 ]);
             }
             text.push('\n');
             text.push_str(&render(&t));
+            let more = worst.len().saturating_sub(top);
+            if more > 0 {
+                text.push_str(&format!("({more} more steps in summary.json)\n"));
+            }
         }
         out.push(("Across ranks".to_string(), text));
     }
@@ -496,9 +511,37 @@ pub fn markdown(s: &Summary, top: usize) -> String {
     out
 }
 
+/// The steps whose slowest rank lagged the mean of the ranks most, worst first (ties: by
+/// step); summary.json keeps every step, in step order.
+fn worst_stragglers(steps: &[super::model::SlowestStep]) -> Vec<&super::model::SlowestStep> {
+    let mut worst: Vec<_> = steps.iter().collect();
+    let lag = |s: &&super::model::SlowestStep| s.dur_ns as f64 - s.mean_ns;
+    worst.sort_by(|a, b| lag(b).total_cmp(&lag(a)).then(a.step.cmp(&b.step)));
+    worst
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stragglers_worst_first() {
+        let step = |step, dur_ns, mean_ns| super::super::model::SlowestStep {
+            step,
+            rank: 0,
+            dur_ns,
+            mean_ns,
+            ranks: 2,
+        };
+        let steps = [
+            step(0, 10, 9.0),
+            step(1, 30, 10.0),
+            step(2, 12, 10.0),
+            step(3, 20, 0.0),
+        ];
+        let order: Vec<i64> = worst_stragglers(&steps).iter().map(|s| s.step).collect();
+        assert_eq!(order, [1, 3, 2, 0]);
+    }
 
     #[test]
     fn tables_align_and_escape() {
