@@ -12,14 +12,7 @@ use std::path::Path;
 use std::process::Command;
 
 fn require_torch() {
-    let ok = Command::new("python3")
-        .args(["-c", "import torch, torch_tb_profiler, hta"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "python3 cannot import torch, torch_tb_profiler and hta: run `bash scripts/test.sh`, which installs scripts/python-requirements.txt into a virtual environment and puts it first on PATH"
-    );
+    require_python("torch, torch_tb_profiler, hta");
 }
 
 /// `torch_model.py cuprof` under cuprof with the schedule wait=1, warmup=1, active=2.
@@ -39,18 +32,7 @@ fn traced(dir: &Path, env: &[(&str, &str)]) -> (Value, Value) {
 
 /// `python3 tests/apps/SCRIPT ARGS` without the tracer; asserts success, returns stdout.
 fn python(script: &str, args: &[&std::ffi::OsStr]) -> String {
-    let out = Command::new("python3")
-        .arg(apps().join(script))
-        .args(args)
-        .env("PYTHONPATH", apps())
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    untraced_python(script, args, &[])
 }
 
 /// The same program under torch.profiler (CPU activity, record_shapes), its Chrome trace.

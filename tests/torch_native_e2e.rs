@@ -13,14 +13,7 @@ use std::path::Path;
 use std::process::Command;
 
 fn require_models() {
-    let ok = Command::new("python3")
-        .args(["-c", "import torch, diffusers, transformers"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "python3 cannot import torch, diffusers and transformers: run `bash scripts/test.sh`, which installs scripts/python-requirements.txt into a virtual environment and puts it first on PATH"
-    );
+    require_python("torch, diffusers, transformers");
 }
 
 /// `real_models.py cuprof MODEL` under cuprof (wait=1, warmup=1, active=2): stdout's JSON,
@@ -41,21 +34,12 @@ fn traced(model: &str, dir: &Path, env: &[(&str, &str)]) -> (Value, String, Valu
 /// The same program under torch.profiler: stdout's JSON and its trace.
 fn reference(model: &str, dir: &Path, env: &[(&str, &str)]) -> (Value, Value) {
     let path = dir.join("torch.json");
-    let mut cmd = Command::new("python3");
-    cmd.arg(apps().join("real_models.py"))
-        .args(["torch", model])
-        .arg(&path)
-        .env("PYTHONPATH", apps());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let env: Vec<(&str, &std::ffi::OsStr)> = env.iter().map(|(k, v)| (*k, v.as_ref())).collect();
+    let stdout = untraced_python(
+        "real_models.py",
+        &["torch".as_ref(), model.as_ref(), path.as_os_str()],
+        &env,
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout.lines().last().unwrap();
     (serde_json::from_str(line).unwrap(), read_trace(&path))
 }
@@ -369,18 +353,10 @@ fn compiled_regions_appear_as_under_torch_profiler() {
         .ok_json();
     let ours = read_trace(&dir.path().join("t-rank0.trace.json.gz"));
     let path = dir.path().join("torch.json");
-    let out = Command::new("python3")
-        .arg(apps().join("compiled_model.py"))
-        .arg("torch")
-        .arg(&path)
-        .env("PYTHONPATH", apps())
-        .env("TORCHINDUCTOR_CACHE_DIR", &cache)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    untraced_python(
+        "compiled_model.py",
+        &["torch".as_ref(), path.as_os_str()],
+        &[("TORCHINDUCTOR_CACHE_DIR", cache.as_os_str())],
     );
     let theirs = read_trace(&path);
     let names = |t: &Value| count_by_name(&torch_operators(t));

@@ -284,3 +284,39 @@ pub fn torch_operators(trace: &Value) -> Vec<&Value> {
     });
     ops
 }
+
+/// Fails the test, naming the remedy, unless `python3` imports every module of `modules`
+/// (comma-separated, as in an `import` statement).
+pub fn require_python(modules: &str) {
+    let ok = Command::new("python3")
+        .args(["-c", &format!("import {modules}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "python3 cannot import {modules}: run `bash scripts/test.sh`, which installs scripts/python-requirements.txt into a virtual environment and puts it first on PATH"
+    );
+}
+
+/// `python3 tests/apps/SCRIPT ARGS` without the tracer, with `env` added; asserts success and
+/// returns stdout.
+pub fn untraced_python(
+    script: &str,
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> String {
+    let mut cmd = Command::new("python3");
+    cmd.arg(apps().join(script))
+        .args(args)
+        .env("PYTHONPATH", apps());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
