@@ -27,27 +27,6 @@ fn plugin(trace: &Path) -> Value {
     serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
 }
 
-/// `cuprof report TRACE -o DIR`'s summary.json.
-fn report(trace: &Path, dir: &Path) -> Value {
-    let out_dir = dir.join(format!(
-        "report-{}",
-        trace.file_name().unwrap().to_string_lossy()
-    ));
-    let out = Command::new(cuprof_bin())
-        .arg("report")
-        .arg(trace)
-        .arg("-o")
-        .arg(&out_dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&std::fs::read(out_dir.join("summary.json")).unwrap()).unwrap()
-}
-
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap()
 }
@@ -119,7 +98,7 @@ fn check_without_steps(path: &Path, dir: &Path, kernels: u64) {
     // The plugin adds µs as floats: 1 ns of rounding either way.
     assert!((f(&steps[0][1]) - (last - first)).abs() < 0.0015, "{tb}");
 
-    let summary = report(path, dir);
+    let summary = report_summary(path, dir);
     let gpu = &summary["ranks"][0]["gpu"];
     let wall = f(&gpu["wall_ns"]);
     assert!((wall / 1e3 - f(&steps[0][1])).abs() < 0.0015);
@@ -197,7 +176,7 @@ fn scheduled_cycles() {
         assert!(events(&trace, "python").is_empty());
         let tb = plugin(&path);
         common_views(&tb, 8);
-        let summary = report(&path, dir.path());
+        let summary = report_summary(&path, dir.path());
         // The plugin's steps are the report's, time for time.
         let theirs: Vec<(String, f64)> = tb["steps"]
             .as_array()

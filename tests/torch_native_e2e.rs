@@ -135,21 +135,7 @@ fn flops_equal_torch_profilers_with_flops() {
         .filter(|e| e["name"] == "aten::mm")
         .filter_map(|e| e["args"]["flops"].as_u64())
         .sum();
-    let report = dir.path().join("report");
-    let status = Command::new(cuprof_bin())
-        .arg("report")
-        .arg(dir.path().join("t-rank0.trace.json.gz"))
-        .arg("-o")
-        .arg(&report)
-        .output()
-        .unwrap();
-    assert!(
-        status.status.success(),
-        "{}",
-        String::from_utf8_lossy(&status.stderr)
-    );
-    let summary: Value =
-        serde_json::from_slice(&std::fs::read(report.join("summary.json")).unwrap()).unwrap();
+    let summary = report_summary(&dir.path().join("t-rank0.trace.json.gz"), dir.path());
     let mm = summary["operators"]["top"]
         .as_array()
         .unwrap()

@@ -320,3 +320,24 @@ pub fn untraced_python(
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// `cuprof report TRACE -o DIR/report-NAME`'s summary.json.
+pub fn report_summary(trace: &Path, dir: &Path) -> Value {
+    let out_dir = dir.join(format!(
+        "report-{}",
+        trace.file_name().unwrap().to_string_lossy()
+    ));
+    let out = Command::new(cuprof_bin())
+        .arg("report")
+        .arg(trace)
+        .arg("-o")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&std::fs::read(out_dir.join("summary.json")).unwrap()).unwrap()
+}

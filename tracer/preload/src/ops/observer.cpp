@@ -80,7 +80,6 @@ class Buf {
   }
   Buf& append(const char* p) { return append(p, std::strlen(p)); }
   Buf& append(const Buf& b) { return append(b.data_, b.len_); }
-  Buf& append(const std::string& s) { return append(s.data(), s.size()); }
   void assign(char c) {
     len_ = 0;
     push_back(c);
