@@ -2,8 +2,9 @@
 # Program-thread CPU per PyTorch operator inside recorded steps, on real models (issue 25): a
 # diffusers transformer's inference and a Hugging Face causal LM's training step
 # (scripts/bench/real_ops.py), in one process where idle and recording steps alternate, for
-# cuprof's native observer (with and without Python stacks), its NVTX fallback, and
-# torch.profiler (record_shapes). ROUNDS rounds, the modes interleaved in each; prints per
+# cuprof's native observer (with and without Python stacks), its NVTX fallback,
+# torch.profiler (record_shapes), and the floor under both (an empty RecordFunction callback
+# that asks for inputs: scripts/bench/floor_callback.cpp). ROUNDS rounds, the modes interleaved in each; prints per
 # model and mode the medians over rounds of: idle and recording step CPU, their ratio, the µs
 # added per operator (operators per step counted by torch.profiler's run), and what the step
 # boundary ending each cycle cost the program thread, per operator recorded in the cycle's
@@ -37,6 +38,7 @@ for model in flux llama; do
     t=$(OMP_NUM_THREADS=1 PYTHONPATH="$root/tests/apps" "$python" scripts/bench/real_ops.py torch "$model" "$steps" 2>/dev/null | tail -1)
     tag() { sed "s/\"mode\": \"$1\"/\"mode\": \"$2\"/; s/}\$/, \"round\": $r}/"; }
     echo "$t" | tag torch torch.profiler >> "$results"
+    OMP_NUM_THREADS=1 PYTHONPATH="$root/tests/apps" "$python" scripts/bench/real_ops.py floor "$model" "$steps" 2>/dev/null | tail -1 | tag floor torch-callback-floor >> "$results"
     cuprof CUPROF_RECORD_SHAPES=1 | tag cuprof cuprof-native >> "$results"
     cuprof CUPROF_RECORD_SHAPES=1 CUPROF_WITH_STACK=1 | tag cuprof cuprof-native+stack >> "$results"
     cuprof CUPROF_RECORD_SHAPES=1 CXX=false CUPROF_CACHE="$out/nocache" | tag cuprof cuprof-nvtx-fallback >> "$results"

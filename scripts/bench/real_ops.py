@@ -13,6 +13,8 @@ window only flushes), and the operators per step. MODE:
            from CUPROF_WAIT/WARMUP/ACTIVE/REPEAT), native observer or its fallback as set up
   torch    torch.profiler, CPU activity, record_shapes, the same schedule
   none     no profiler: every step idle (the baseline)
+  floor    an empty RecordFunction callback that asks for inputs (floor_callback.cpp), on the
+           same schedule: what torch itself charges any observer that records shapes
 """
 import ctypes
 import json
@@ -66,6 +68,32 @@ if mode == "torch":
     boundary = prof.step
 elif mode == "none":
     boundary = lambda: None  # noqa: E731
+elif mode == "floor":
+    import tempfile
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    builder = {}
+    with open(os.path.join(here, "..", "..", "tracer", "preload", "src", "ops", "build.py")) as f:
+        exec(f.read(), builder)
+    so = os.path.join(tempfile.mkdtemp(), "floor.so")
+    with open(os.path.join(here, "floor_callback.cpp")) as f:
+        builder["_compile"](builder["_torch_build"](torch), f.read(), so, so + ".log")
+    floor = ctypes.CDLL(so)
+    floor.floor_start.restype = ctypes.c_uint64
+    floor.floor_stop.argtypes = [ctypes.c_uint64]
+    registered = {"handle": 0, "steps": 0}
+
+    def boundary():  # wait=1, warmup=1, active=1: on for the two steps after each idle one
+        registered["steps"] += 1
+        if registered["steps"] % 3 == 1:
+            registered["handle"] = floor.floor_start()
+        elif registered["steps"] % 3 == 0:
+            floor.floor_stop(registered["handle"])
+            registered["handle"] = 0
+
+    def recording():  # noqa: F811
+        return registered["handle"] != 0
+
 for i in range(steps):
     on = recording()
     c = time.thread_time()

@@ -92,7 +92,9 @@ fn take_live() -> Vec<RangeBatch> {
         Err(_) => return Vec::new(),
     };
     live.iter()
-        .map(|b| std::mem::take(&mut *b.lock().unwrap_or_else(|e| e.into_inner())))
-        .filter(|b| !b.is_empty())
+        .filter_map(|b| {
+            let mut b = b.lock().unwrap_or_else(|e| e.into_inner());
+            (!b.is_empty()).then(|| b.take())
+        })
         .collect()
 }

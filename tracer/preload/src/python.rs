@@ -50,6 +50,11 @@ struct FrameApi {
     thread_frame: unsafe extern "C" fn(Obj) -> Obj,
     frame_code: unsafe extern "C" fn(Obj) -> Obj,
     frame_line: unsafe extern "C" fn(Obj) -> c_int,
+    /// `PyFrame_GetLasti` (Python 3.11+): the frame's last instruction, read in constant time
+    /// where the line takes a walk over the code's line table (PyCode_Addr2Line: measured as
+    /// most of what stacks cost on real models). Stacks are interned by instruction, and
+    /// lines looked up only for a stack not seen before.
+    frame_lasti: Option<unsafe extern "C" fn(Obj) -> c_int>,
     frame_back: unsafe extern "C" fn(Obj) -> Obj,
     get_attr: unsafe extern "C" fn(Obj, *const c_char) -> Obj,
     utf8: unsafe extern "C" fn(Obj, *mut isize) -> *const c_char,
@@ -91,6 +96,8 @@ fn load() -> Option<Api> {
             thread_frame: resolve!(c"PyThreadState_GetFrame"),
             frame_code: resolve!(c"PyFrame_GetCode"),
             frame_line: resolve!(c"PyFrame_GetLineNumber"),
+            // SAFETY: PyFrame_GetLasti's C signature: int (PyFrameObject *).
+            frame_lasti: unsafe { resolve(c"PyFrame_GetLasti") },
             frame_back: resolve!(c"PyFrame_GetBack"),
             get_attr: resolve!(c"PyObject_GetAttrString"),
             utf8: resolve!(c"PyUnicode_AsUTF8AndSize"),
@@ -270,9 +277,13 @@ const MAX_STACKS: usize = 1 << 14;
 struct StackCache {
     /// Code object address -> (file, function).
     codes: HashMap<usize, (Name, Name)>,
-    /// (code address, line) of each frame, innermost first -> the shared stack.
+    /// (code address, position) of each frame, innermost first -> the shared stack. The
+    /// position is the last instruction where Python says it (`frame_lasti`), else the line.
     stacks: HashMap<Vec<(usize, u32)>, PyStack>,
     key: Vec<(usize, u32)>,
+    /// The frames and code objects of the stack being read (reused: no allocation per read).
+    frames: Vec<Obj>,
+    codes_held: Vec<Obj>,
 }
 
 thread_local! {
@@ -329,19 +340,22 @@ fn read_stack(api: &Api, f: &FrameApi, ts: Obj) -> Option<PyStack> {
         let mut c = c.borrow_mut();
         let c = &mut *c;
         c.key.clear();
-        let mut codes: Vec<Obj> = Vec::new();
+        let mut frames = std::mem::take(&mut c.frames);
+        let mut codes = std::mem::take(&mut c.codes_held);
         // SAFETY: this thread holds the GIL (the caller's contract); every new reference taken
-        // here is released below, except code objects kept in the cache on purpose.
+        // here (frames, code objects) is released below, except code objects the cache keeps.
         unsafe {
             let mut frame = (f.thread_frame)(ts);
             while !frame.is_null() && c.key.len() < MAX_DEPTH {
                 let code = (f.frame_code)(frame);
-                let line = (f.frame_line)(frame).max(0) as u32;
-                c.key.push((code as usize, line));
+                let at = match f.frame_lasti {
+                    Some(lasti) => lasti(frame),
+                    None => (f.frame_line)(frame),
+                };
+                c.key.push((code as usize, at.max(0) as u32));
                 codes.push(code);
-                let back = (f.frame_back)(frame);
-                (api.dec_ref)(frame);
-                frame = back;
+                frames.push(frame);
+                frame = (f.frame_back)(frame);
             }
             if !frame.is_null() {
                 (api.dec_ref)(frame);
@@ -351,27 +365,30 @@ fn read_stack(api: &Api, f: &FrameApi, ts: Obj) -> Option<PyStack> {
         let out = match found {
             Some(s) => Some(s),
             None => {
-                let frames: Vec<PyFrame> = c
-                    .key
+                let stack: PyStack = frames
                     .iter()
                     .zip(&codes)
-                    // SAFETY: the GIL is held; `code` is a live code object (we hold a ref).
-                    .map(|(&(_, line), &code)| unsafe {
+                    // SAFETY: the GIL is held; `frame` and `code` are live (we hold references).
+                    .map(|(&frame, &code)| unsafe {
+                        let line = (f.frame_line)(frame).max(0) as u32;
                         frame_of(api, f, &mut c.codes, code, line)
                     })
-                    .collect();
-                let s: PyStack = frames.into();
+                    .collect::<Vec<PyFrame>>()
+                    .into();
                 if c.stacks.len() >= MAX_STACKS {
                     c.stacks.clear();
                 }
-                c.stacks.insert(c.key.clone(), s.clone());
-                Some(s)
+                c.stacks.insert(c.key.clone(), stack.clone());
+                Some(stack)
             }
         };
-        for code in codes {
-            // SAFETY: the references PyFrame_GetCode returned; the GIL is held.
-            unsafe { (api.dec_ref)(code) };
+        for obj in frames.drain(..).chain(codes.drain(..)) {
+            // SAFETY: the references PyFrame_GetBack/PyThreadState_GetFrame and
+            // PyFrame_GetCode returned; the GIL is held.
+            unsafe { (api.dec_ref)(obj) };
         }
+        c.frames = frames;
+        c.codes_held = codes;
         out
     })
 }
