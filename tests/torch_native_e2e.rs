@@ -364,6 +364,101 @@ fn compiled_regions_appear_as_under_torch_profiler() {
     assert_eq!(calls, 2);
 }
 
+/// The report's torch.compile section, from a trace that recorded the compilations: a graph
+/// break (frame 0 and its resume function, frame 1) and a recompilation of both (a new
+/// shape), counted alike from cuprof's trace and torch.profiler's.
+#[test]
+fn the_report_counts_compilations_recompilations_and_graph_breaks() {
+    require_models();
+    let dir = TempDir::new("native-compile-report");
+    // Fresh inductor caches: both runs compile every phase.
+    Run::python("compile_events.py", &["cuprof"], dir.path())
+        .env(
+            "TORCHINDUCTOR_CACHE_DIR",
+            dir.path().join("inductor-cuprof"),
+        )
+        .ok_json();
+    let ours = report_summary(&dir.path().join("t-rank0.trace.json.gz"), dir.path());
+    let path = dir.path().join("torch.json");
+    let cache = dir.path().join("inductor-torch");
+    untraced_python(
+        "compile_events.py",
+        &["torch".as_ref(), path.as_os_str()],
+        &[("TORCHINDUCTOR_CACHE_DIR", cache.as_os_str())],
+    );
+    let theirs = report_summary(&path, dir.path());
+    // What both agree on, exactly (times differ between runs).
+    let shape = |s: &Value| {
+        let c = &s["torch_compile"];
+        let rows: Vec<_> = c["compilations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| {
+                let phases: std::collections::BTreeSet<&str> = k["phases"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p[0].as_str().unwrap())
+                    .collect();
+                let shown = [
+                    "entire_frame_compile",
+                    "bytecode_tracing",
+                    "backend_compile",
+                ];
+                (
+                    k["compile_id"].as_str().unwrap().to_string(),
+                    k["graph_breaks"].as_u64().unwrap(),
+                    k["calls"].as_u64().unwrap(),
+                    k["compile_ns"].as_i64().is_some_and(|n| n > 0),
+                    shown.iter().all(|p| phases.contains(p)),
+                )
+            })
+            .collect();
+        (c["recompilations"].clone(), c["graph_breaks"].clone(), rows)
+    };
+    let expected = (
+        serde_json::json!(2),
+        serde_json::json!(2),
+        vec![
+            ("0/0".to_string(), 1, 2, true, true),
+            ("0/1".to_string(), 1, 2, true, true),
+            ("1/0".to_string(), 0, 2, true, true),
+            ("1/1".to_string(), 0, 2, true, true),
+        ],
+    );
+    assert_eq!(shape(&ours), expected);
+    assert_eq!(shape(&theirs), expected);
+    // The compile time is the frames' whole compilations, which contain their phases.
+    for k in ours["torch_compile"]["compilations"].as_array().unwrap() {
+        let phase = |name: &str| {
+            k["phases"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p[0] == name)
+                .map(|p| p[1].as_i64().unwrap())
+                .unwrap()
+        };
+        let compile = k["compile_ns"].as_i64().unwrap();
+        assert!(compile >= phase("entire_frame_compile"), "{k}");
+        assert!(
+            phase("entire_frame_compile") >= phase("backend_compile"),
+            "{k}"
+        );
+    }
+    let report = std::fs::read_to_string(
+        dir.path()
+            .join("report-t-rank0.trace.json.gz")
+            .join("report.md"),
+    )
+    .unwrap();
+    assert!(
+        report.contains("4 compilations (2 recompilations, 2 graph breaks)"),
+        "{report}"
+    );
+}
+
 /// Ranks that start at once with an empty cache: one builds the observer, the others wait for
 /// it and load it; every one records natively.
 #[test]

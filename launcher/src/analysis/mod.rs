@@ -52,6 +52,7 @@ mod render;
 mod run_summary;
 mod saturating;
 mod series;
+mod torch_compile;
 
 use std::path::{Path, PathBuf};
 

@@ -2,6 +2,7 @@
 
 use super::model::{Breakdown, StepStats, Summary};
 use super::operators::{OperatorRow, Operators};
+use super::torch_compile::{TorchCompile, SHOWN_PHASES};
 
 /// A table rendered either as aligned text or as a Markdown table.
 pub struct Table {
@@ -312,6 +313,13 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
         ));
     }
 
+    if let Some(c) = &s.torch_compile {
+        out.push((
+            "torch.compile (compilations and their compiled code)".to_string(),
+            torch_compile(c, top, md),
+        ));
+    }
+
     let mut t = Table::new(&["NVTX range", ">ops", ">GPU time", ">share"]);
     for b in s.nvtx_buckets.iter().take(top) {
         t.row(vec![
@@ -493,6 +501,70 @@ fn operators(o: &Operators, top: usize, md: bool, name_max: usize) -> String {
         }
     }
     text
+}
+
+/// One row per compilation (`F/N`: frame F, its Nth recompilation): its compile time and the
+/// main phases in it (dynamo's bytecode tracing, the backend, inductor within the backend),
+/// graph breaks, then what its compiled code cost when called (inclusive: a frame's first call
+/// includes compiling what it calls, such as the resume function after a graph break).
+fn torch_compile(c: &TorchCompile, top: usize, md: bool) -> String {
+    let mut text = format!(
+        "{} compilation{} ({} recompilation{}, {} graph break{}); compile time recorded: {}\n\n",
+        c.compilations.len(),
+        plural(c.compilations.len() as u64),
+        c.recompilations,
+        plural(c.recompilations),
+        c.graph_breaks,
+        plural(c.graph_breaks),
+        dur(c.compile_ns as f64),
+    );
+    let mut headers = vec!["compile id", ">compile"];
+    headers.extend(SHOWN_PHASES.iter().map(|p| match *p {
+        "bytecode_tracing" => ">tracing",
+        "backend_compile" => ">backend",
+        _ => ">inductor",
+    }));
+    headers.extend([">graph breaks", ">calls", ">CPU", ">GPU"]);
+    let mut t = Table::new(&headers);
+    for k in c.compilations.iter().take(top) {
+        let mut row = vec![
+            k.compile_id.clone(),
+            k.compile_ns.map_or(String::new(), |n| dur(n as f64)),
+        ];
+        row.extend(SHOWN_PHASES.iter().map(|p| {
+            k.phases
+                .iter()
+                .find(|(n, _)| n == p)
+                .map_or(String::new(), |(_, t)| dur(*t as f64))
+        }));
+        row.extend([
+            k.graph_breaks.to_string(),
+            k.calls.to_string(),
+            dur(k.cpu_ns as f64),
+            dur(k.gpu_ns as f64),
+        ]);
+        t.row(row);
+    }
+    text.push_str(&if md { t.markdown() } else { t.text() });
+    let more = c.compilations.len().saturating_sub(top);
+    if more > 0 {
+        text.push_str(&format!("({more} more in summary.json)\n"));
+    }
+    if c.compilations.iter().any(|k| k.compile_ns.is_none()) {
+        text.push_str(
+            "an empty compile time: compiled before the recorded window (its phases were not \
+             recorded).\n",
+        );
+    }
+    text
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
 }
 
 pub fn text(s: &Summary, top: usize) -> String {

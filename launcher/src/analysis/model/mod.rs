@@ -19,6 +19,7 @@ use super::load::{number_ranks, FileData, GpuOp, Interner, OpKind, NO_NAME};
 use super::operators::{self, Links};
 use super::saturating::{self, AddSat};
 use super::series;
+use super::torch_compile;
 
 pub use attribution::{api_paths, op_paths, Paths, NO_LAUNCH, NO_RANGE};
 pub use intervals::{breakdown, union, Breakdown};
@@ -197,6 +198,11 @@ impl Analysis {
             memcpy,
             dropped,
             cross_rank,
+            torch_compile: torch_compile::summarize(
+                &self.names,
+                &self.files,
+                ops.as_ref().map(|o| &o.0),
+            ),
             operators: ops.map(|o| o.0),
             memory,
         }

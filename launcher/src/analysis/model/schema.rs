@@ -8,6 +8,7 @@ use super::{Breakdown, StepStats};
 use crate::analysis::operators::Operators;
 use crate::analysis::saturating::AddSat;
 use crate::analysis::series::{MemorySeries, StepTime};
+use crate::analysis::torch_compile::TorchCompile;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FileSummary {
@@ -182,6 +183,9 @@ pub struct Summary {
     /// PyTorch operators (`cpu_op` events); absent when no trace has any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operators: Option<Operators>,
+    /// torch.compile's compilations and compiled regions; absent when no trace has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch_compile: Option<TorchCompile>,
     /// Device memory counters (`reserved_bytes`) per rank and device; absent when no trace
     /// recorded memory.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
