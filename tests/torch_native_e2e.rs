@@ -457,6 +457,27 @@ fn the_report_counts_compilations_recompilations_and_graph_breaks() {
         report.contains("4 compilations (2 recompilations, 2 graph breaks)"),
         "{report}"
     );
+    // The page's marks carry summary.json's values.
+    let page = std::fs::read_to_string(
+        dir.path()
+            .join("report-t-rank0.trace.json.gz")
+            .join("report.html"),
+    )
+    .unwrap();
+    for (i, k) in ours["torch_compile"]["compilations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+    {
+        for field in ["compile_ns", "cpu_ns", "gpu_ns"] {
+            let mark = format!(
+                r#"data-key="torch_compile.compilations.{i}.{field}" data-value="{}""#,
+                k[field]
+            );
+            assert!(page.contains(&mark), "{mark}");
+        }
+    }
 }
 
 /// Ranks that start at once with an empty cache: one builds the observer, the others wait for

@@ -35,7 +35,16 @@ fn chart(out: &mut String, rows: &[Row], label: &str, legend: &[(&str, &str)]) {
     let (div, unit) = svg::time_unit(max);
     let per = rows.first().map_or(1, |r| r.bars.len()) as f64;
     let row_h = ROW * per.max(1.0) * 0.75 + 6.0;
-    let h = 8.0 + row_h * rows.len() as f64 + 58.0;
+    let axis_y = 8.0 + row_h * rows.len() as f64;
+    let items: Vec<(String, &str)> = legend
+        .iter()
+        .map(|(c, t)| (format!("bar {c}"), *t))
+        .collect();
+    let items: Vec<(&str, &str)> = items.iter().map(|(c, l)| (c.as_str(), *l)).collect();
+    // The legend wraps when it is wider than the chart: the chart is as tall as its lines.
+    let mut legend_svg = String::new();
+    let legend_end = svg::legend(&mut legend_svg, &items, M_LEFT, W - 10.0, axis_y + 40.0);
+    let h = (axis_y + 58.0).max(legend_end + 4.0);
     let x = Scale::new(0.0, max, M_LEFT, W - M_RIGHT);
     svg::open(out, "chart bars", W, h, label);
     for (i, r) in rows.iter().enumerate() {
@@ -67,14 +76,8 @@ fn chart(out: &mut String, rows: &[Row], label: &str, legend: &[(&str, &str)]) {
         }
         out.push_str("</g>");
     }
-    let axis_y = 8.0 + row_h * rows.len() as f64;
     svg::x_axis(out, &x, axis_y, div, &format!("time ({unit})"));
-    let items: Vec<(String, &str)> = legend
-        .iter()
-        .map(|(c, t)| (format!("bar {c}"), *t))
-        .collect();
-    let items: Vec<(&str, &str)> = items.iter().map(|(c, l)| (c.as_str(), *l)).collect();
-    svg::legend(out, &items, M_LEFT, W - 10.0, axis_y + 40.0);
+    out.push_str(&legend_svg);
     out.push_str("</svg>");
 }
 
@@ -180,6 +183,77 @@ pub fn operators(s: &Summary, top: usize) -> String {
         ],
     );
     more(&mut out, o.top.len(), top);
+    out.push_str("</section>");
+    out
+}
+
+/// Per compilation: its compile time (when recorded) beside the CPU and GPU time of its
+/// compiled code's calls.
+pub fn torch_compile(s: &Summary, top: usize) -> String {
+    let Some(c) = &s.torch_compile else {
+        return String::new();
+    };
+    let mut out = String::from(r#"<section id="cp-compile"><h2>torch.compile</h2>"#);
+    let _ = write!(
+        out,
+        r#"<p>{} compilations, {} recompilations, {} graph breaks; compile time recorded {}</p>"#,
+        c.compilations.len(),
+        c.recompilations,
+        c.graph_breaks,
+        dur(c.compile_ns as f64)
+    );
+    let rows: Vec<Row> = c
+        .compilations
+        .iter()
+        .take(top)
+        .enumerate()
+        .map(|(i, k)| {
+            let mut bars = Vec::new();
+            if let Some(ns) = k.compile_ns {
+                bars.push(Bar {
+                    class: "sync",
+                    key: format!("torch_compile.compilations.{i}.compile_ns"),
+                    ns,
+                });
+            }
+            bars.push(Bar {
+                class: "cpu",
+                key: format!("torch_compile.compilations.{i}.cpu_ns"),
+                ns: k.cpu_ns,
+            });
+            bars.push(Bar {
+                class: "compute",
+                key: format!("torch_compile.compilations.{i}.gpu_ns"),
+                ns: k.gpu_ns,
+            });
+            Row {
+                label: format!("compile id {}", k.compile_id),
+                title: format!(
+                    "compile id {} (frame {}, recompilation {})\ncompile {}; {} graph breaks; {} calls: CPU {}, GPU {}",
+                    k.compile_id,
+                    k.frame,
+                    k.recompile,
+                    k.compile_ns.map_or("not recorded".to_string(), |n| dur(n as f64)),
+                    k.graph_breaks,
+                    k.calls,
+                    dur(k.cpu_ns as f64),
+                    dur(k.gpu_ns as f64)
+                ),
+                bars,
+            }
+        })
+        .collect();
+    chart(
+        &mut out,
+        &rows,
+        "torch.compile compilations",
+        &[
+            ("sync", "compile time"),
+            ("cpu", "CPU time in its calls"),
+            ("compute", "GPU time launched in its calls"),
+        ],
+    );
+    more(&mut out, c.compilations.len(), top);
     out.push_str("</section>");
     out
 }

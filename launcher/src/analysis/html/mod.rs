@@ -105,6 +105,7 @@ pub fn page(s: &Summary, flame_svg: Option<&str>, top: usize) -> String {
         heatmap::section(s),
         bars::kernels(s, top),
         bars::operators(s, top),
+        bars::torch_compile(s, top),
         memory::section(s),
         flame_section(flame_svg),
     ];
