@@ -11,6 +11,8 @@
 # active step (torch.profiler stops and exports there). Each mode's idle steps are not the
 # same as an untraced run's (torch.profiler's idle steps run slower than untraced ones), so
 # the µs added per operator are taken over the untraced run (mode `none`) of the same round.
+# Then, per model in one process (scripts/bench/observer_parts.py), the floor and the observer's
+# own formatting (into hooks that do nothing) over steps with no callback.
 #
 # Usage: scripts/bench-real-ops.sh [STEPS] [ROUNDS]   (defaults 60, 3)
 set -euo pipefail
@@ -66,3 +68,7 @@ for (model, mode), rs in by.items():
         med(lambda r: (r["recording_ms"] - base(r)) * 1e3 / n),
         med(lambda r: r["cycle_end_ms"] * 1e3 / n), len(rs)))
 PY
+# Where the native observer's cost goes, measured in one process per model (parts interleaved).
+for model in flux llama; do
+  OMP_NUM_THREADS=1 "$python" scripts/bench/observer_parts.py "$model" 20 "$((rounds + 2))" 2>/dev/null
+done

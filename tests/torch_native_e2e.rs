@@ -480,6 +480,19 @@ fn the_report_counts_compilations_recompilations_and_graph_breaks() {
     }
 }
 
+/// The observer writes doubles itself (a stream cost more than the rest of a record): exactly
+/// as torch prints the same IValue, which is what torch.profiler writes, on 400,026 doubles.
+#[test]
+fn the_observers_doubles_print_as_torchs() {
+    require_models();
+    let observer =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tracer/preload/src/ops/observer.cpp");
+    let out = untraced_python("double_format.py", &[observer.as_os_str()], &[]);
+    let out: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(out["checked"], 400026);
+    assert_eq!(out["mismatches"], 0);
+}
+
 /// Ranks that start at once with an empty cache: one builds the observer, the others wait for
 /// it and load it; every one records natively.
 #[test]
