@@ -24,3 +24,7 @@ cargo test --workspace
 # double (timing-dependent paths differ when optimised).
 cargo build --workspace --release
 cargo test --release -p cuprof-e2e
+# The wheel users install: built by pip from this release build (maturin through the project's
+# backend), its manylinux policy checked, installed into a fresh environment without cargo on
+# PATH and used there (tests/wheel/test_wheel.py).
+python3 tests/wheel/test_wheel.py

@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-/// `libcuprof.so`: `$CUPROF_LIB`, else beside this executable, else in `../lib` from it.
+/// `libcuprof.so`: `$CUPROF_LIB`, else beside this executable (a cargo build's `target/*/`),
+/// else in `../lib` from it, else in the `cuprof` Python package installed beside it (the
+/// wheel puts this executable in `PREFIX/bin` and the library in
+/// `PREFIX/lib/pythonX.Y/site-packages/cuprof/`).
 pub(super) fn find_library(
     cuprof_lib: Option<OsString>,
     exe: io::Result<PathBuf>,
@@ -25,20 +28,46 @@ pub(super) fn find_library(
     }
     let exe = exe.context("cannot find libcuprof.so: cannot locate the cuprof executable")?;
     let dir = exe.parent().unwrap_or(Path::new("/"));
-    let candidates = [
-        dir.join("libcuprof.so"),
-        dir.join("..").join("lib").join("libcuprof.so"),
-    ];
+    let lib_dir = dir.join("..").join("lib");
+    let mut candidates = vec![dir.join("libcuprof.so"), lib_dir.join("libcuprof.so")];
+    candidates.extend(python_packages(&lib_dir));
     for c in &candidates {
         if c.is_file() {
             return c.canonicalize().with_context(|| c.display().to_string());
         }
     }
     bail!(
-        "cannot find libcuprof.so: looked for {} and {}; build it (cargo build -p cuprof-preload) or set CUPROF_LIB=/path/to/libcuprof.so",
+        "cannot find libcuprof.so: looked for {} and {}, and in the cuprof Python package under {}; reinstall cuprof (pip install cuprof), build it (cargo build -p cuprof-preload) or set CUPROF_LIB=/path/to/libcuprof.so",
         candidates[0].display(),
-        candidates[1].display()
+        candidates[1].display(),
+        lib_dir.display()
     )
+}
+
+/// `LIB/python3.*/{site,dist}-packages/cuprof/libcuprof.so`, the newest Python first (the
+/// library is the same for every Python 3; one left by an older Python is the fallback).
+fn python_packages(lib_dir: &Path) -> Vec<PathBuf> {
+    let mut pythons: Vec<(Vec<u64>, PathBuf)> = std::fs::read_dir(lib_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let version = name.strip_prefix("python3")?;
+            let key = std::iter::once(3)
+                .chain(version.split('.').filter_map(|v| v.parse().ok()))
+                .collect();
+            Some((key, e.path()))
+        })
+        .collect();
+    pythons.sort_by(|a, b| b.cmp(a));
+    pythons
+        .into_iter()
+        .flat_map(|(_, p)| {
+            ["site-packages", "dist-packages"]
+                .map(|s| p.join(s).join("cuprof").join("libcuprof.so"))
+        })
+        .collect()
 }
 
 /// `lib` in front of an existing `LD_PRELOAD` (ld.so separates entries by ':' or space).
@@ -99,6 +128,51 @@ mod tests {
         assert!(err
             .to_string()
             .contains("CUPROF_LIB=/nonexistent/libcuprof.so"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn library_in_the_installed_python_package() {
+        // The wheel's layout: PREFIX/bin/cuprof, PREFIX/lib/pythonX.Y/site-packages/cuprof/.
+        let dir = std::env::temp_dir().join(format!("cuprof-run-pkg-{}", std::process::id()));
+        let exe = dir.join("bin").join("cuprof");
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        for py in ["python3.9", "python3.12"] {
+            let pkg = dir.join("lib").join(py).join("site-packages/cuprof");
+            std::fs::create_dir_all(&pkg).unwrap();
+            std::fs::write(pkg.join("libcuprof.so"), b"").unwrap();
+        }
+        std::fs::create_dir_all(dir.join("lib/python3.10/dist-packages/cuprof")).unwrap();
+        std::fs::write(
+            dir.join("lib/python3.10/dist-packages/cuprof/libcuprof.so"),
+            b"",
+        )
+        .unwrap();
+        let found = |dir: &Path| find_library(None, Ok(dir.join("bin").join("cuprof"))).unwrap();
+        // The newest Python's package, 3.12 before 3.10 (numbers, not text).
+        assert_eq!(
+            found(&dir),
+            dir.join("lib/python3.12/site-packages/cuprof/libcuprof.so")
+                .canonicalize()
+                .unwrap()
+        );
+        std::fs::remove_dir_all(dir.join("lib/python3.12")).unwrap();
+        assert_eq!(
+            found(&dir),
+            dir.join("lib/python3.10/dist-packages/cuprof/libcuprof.so")
+                .canonicalize()
+                .unwrap()
+        );
+        // A library beside the executable comes first.
+        std::fs::write(dir.join("bin/libcuprof.so"), b"").unwrap();
+        assert_eq!(
+            found(&dir),
+            dir.join("bin/libcuprof.so").canonicalize().unwrap()
+        );
+        std::fs::remove_dir_all(dir.join("lib")).unwrap();
+        std::fs::remove_file(dir.join("bin/libcuprof.so")).unwrap();
+        let err = find_library(None, Ok(exe)).unwrap_err().to_string();
+        assert!(err.contains("in the cuprof Python package under"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -14,10 +14,13 @@ use cupti_sys::{
     CUptiResult, CUpti_BuffersCallbackCompleteFunc, CUpti_BuffersCallbackRequestFunc,
     CUpti_CallbackFunc, CUpti_SubscriberHandle, CUpti_SubscriberParams,
 };
-use std::ffi::{c_int, c_void, CStr, CString};
-use std::sync::OnceLock;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
-/// The configuration read when the library was armed.
+/// The configuration read when the library was armed; `cuprof_reload_env` may replace it until
+/// CUDA initialises, when `InitializeInjection` takes it into [`CONFIG`].
+static ARMED: Mutex<Option<Config>> = Mutex::new(None);
+/// The configuration tracing started with.
 static CONFIG: OnceLock<Config> = OnceLock::new();
 /// What reading it had to say, said at CUDA initialisation.
 static WARNINGS: OnceLock<Vec<String>> = OnceLock::new();
@@ -33,6 +36,10 @@ fn own_path() -> Option<CString> {
     }
     // SAFETY: dli_fname is a NUL-terminated path owned by the loader.
     Some(unsafe { CStr::from_ptr(info.dli_fname) }.to_owned())
+}
+
+fn armed() -> MutexGuard<'static, Option<Config>> {
+    ARMED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn env_is(name: &str, value: &CStr) -> bool {
@@ -93,7 +100,7 @@ fn on_load() {
                 }
             }
         }
-        let _ = CONFIG.set(cfg);
+        *armed() = Some(cfg);
         lifecycle::arm();
     })
 }
@@ -103,7 +110,7 @@ fn on_load() {
 #[no_mangle]
 pub extern "C" fn InitializeInjection() -> c_int {
     guard(1, || {
-        if lifecycle::phase() == Phase::Inert && CONFIG.get().is_none() {
+        if lifecycle::phase() == Phase::Inert && armed().is_none() {
             // Loaded through CUDA_INJECTION64_PATH alone: tracing is on unless CUPROF_ENABLED=0.
             if std::env::var("CUPROF_ENABLED").is_ok_and(|v| v.trim() == "0") {
                 return 1;
@@ -126,13 +133,15 @@ pub extern "C" fn InitializeInjection() -> c_int {
             if !cfg.traces_this_process() {
                 return 1;
             }
-            let _ = CONFIG.set(cfg);
+            *armed() = Some(cfg);
             lifecycle::arm();
         }
-        let Some(cfg) = CONFIG.get() else { return 1 };
         if !lifecycle::claim_start() {
             return 1;
         }
+        // Only an armed library gets past claim_start, and arming stores a configuration.
+        let Some(cfg) = armed().take() else { return 1 };
+        let cfg = CONFIG.get_or_init(|| cfg);
         for w in WARNINGS.get().into_iter().flatten() {
             say(w.trim_start_matches("cuprof: "));
         }
@@ -197,6 +206,62 @@ pub extern "C" fn cuprof_stop() {
         if let Some(t) = running() {
             window::range_stop(t, RangeSource::Cuprof, None)
         }
+    })
+}
+
+/// Where the library stands, [`Phase`] as a number (0 inert, 1 armed and waiting for CUDA,
+/// 2 starting, 3 running, 4 and up finished or stepped aside). The Python module's
+/// `cuprof.enabled()`.
+#[no_mangle]
+pub extern "C" fn cuprof_state() -> c_int {
+    guard(0, || lifecycle::phase() as c_int)
+}
+
+/// Reads the `CUPROF_*` environment again while the library waits for CUDA (armed, CUDA not yet
+/// initialised): the Python module's `cuprof.profile(...)` sets the variables its arguments
+/// stand for, then calls this. 1: tracing will start with the new settings; 0: too late (CUDA
+/// initialised already) or not armed, or the new settings do not trace this process (the
+/// previous ones stay).
+#[no_mangle]
+pub extern "C" fn cuprof_reload_env() -> c_int {
+    guard(0, || {
+        let mut slot = armed();
+        if lifecycle::phase() != Phase::Armed || slot.is_none() {
+            return 0;
+        }
+        let (cfg, warnings) = Config::from_env();
+        for w in &warnings {
+            say(w.trim_start_matches("cuprof: "));
+        }
+        if !cfg.enabled || !cfg.traces_this_process() {
+            return 0;
+        }
+        crate::process::set_quiet(cfg.quiet);
+        *slot = Some(cfg);
+        1
+    })
+}
+
+/// The trace files written so far, one path per line, into `buf` (NUL-terminated when
+/// `cap` leaves room). Returns the length of the whole list (without the NUL): a caller
+/// whose `cap` was smaller calls again with a larger buffer.
+///
+/// # Safety
+/// `buf` is null (`cap` is then ignored), or points to `cap` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn cuprof_trace_files(buf: *mut c_char, cap: usize) -> usize {
+    guard(0, || {
+        let list = crate::report::files_written();
+        let bytes = list.as_bytes();
+        if !buf.is_null() && cap > bytes.len() {
+            // SAFETY: the caller gives `cap` writable bytes at `buf`, and `cap > bytes.len()`
+            // leaves room for the list and its NUL.
+            unsafe {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.cast::<u8>(), bytes.len());
+                *buf.add(bytes.len()) = 0;
+            }
+        }
+        bytes.len()
     })
 }
 

@@ -8,6 +8,28 @@ use cuprof_core::config::report::ReportLine;
 use cuprof_core::session::{Session, Written};
 use std::io::Write;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Mutex;
+
+/// The trace files finished so far, one path per line (`cuprof_trace_files`).
+static FILES: Mutex<String> = Mutex::new(String::new());
+
+/// Publishes the files the session has finished (the writer calls it as cycles close).
+pub fn publish(written: &[Written]) {
+    let mut files = FILES.lock().unwrap_or_else(|e| e.into_inner());
+    if files.lines().count() == written.len() {
+        return;
+    }
+    files.clear();
+    for w in written {
+        files.push_str(&w.path.to_string_lossy());
+        files.push('\n');
+    }
+}
+
+/// What [`publish`] last published.
+pub fn files_written() -> String {
+    FILES.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
 
 fn human(bytes: u64) -> String {
     cuprof_core::byte_size::format(i64::try_from(bytes).unwrap_or(i64::MAX), 1)
@@ -16,6 +38,7 @@ fn human(bytes: u64) -> String {
 /// Finishes the session and tells the user (stderr and the launcher's report file).
 pub fn finish(t: &Tracer, session: Session) {
     let (written, errors) = session.finish();
+    publish(&written);
     for e in &errors {
         say(e.trim_start_matches("cuprof: "));
     }

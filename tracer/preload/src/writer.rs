@@ -86,6 +86,7 @@ fn run(t: &Tracer, mut session: Session, inbox: Inbox) {
         for e in session.take_errors() {
             say(e.trim_start_matches("cuprof: "));
         }
+        crate::report::publish(session.written());
     }
 }
 
