@@ -197,3 +197,75 @@ fn merge_rewrites_members_wherever_they_stand() {
         ]
     );
 }
+
+/// What `merge` copies it must leave readable (issue 26): an event with a member the reader
+/// decodes written twice is refused with the line `report` gives for the same input, and bytes
+/// that are not UTF-8 inside a string `report` skips are merged as U+FFFD, so the output is
+/// UTF-8 and `report` reads it.
+#[test]
+fn merge_never_writes_what_report_refuses() {
+    let dir = tempdir("merge-hostile-bytes");
+    // Both ranks share the reference's host: merge does not load them in full for collectives,
+    // so only its own (lean) read sees the events.
+    let write = |name: &str, ev: &[u8]| {
+        let t = Trace::new(0, 1);
+        let mut bytes = t.header().into_bytes();
+        bytes.extend_from_slice(ev);
+        bytes.extend_from_slice(b"\n]}\n");
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        let p = d.join("job-rank0.trace.json");
+        std::fs::write(&p, bytes).unwrap();
+        p
+    };
+    for (arg, tail) in [
+        ("\"correlation\": 3, \"correlation\": 4", ""),
+        ("\"device\": 0, \"External id\": 3, \"External id\": 4", ""),
+        ("\"device\": 0", ", \"dur\": 1.000"),
+    ] {
+        let ev = format!(
+            "{{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"pid\": 0, \"tid\": 7, \"ts\": 1.000, \"dur\": 2.000{tail}, \"args\": {{{arg}}}}}"
+        );
+        let input = write("dup", ev.as_bytes());
+        let p = input.to_str().unwrap();
+        let out = dir.join("dup.merged.trace.json.gz");
+        let merged = cuprof(&["merge", p, "-o", out.to_str().unwrap()]);
+        let report = cuprof(&["report", p]);
+        assert_eq!(merged.status.code(), Some(1), "{ev}");
+        assert_eq!(report.status.code(), Some(1), "{ev}");
+        let line = stderr_of(&merged);
+        assert_eq!(line, stderr_of(&report), "{ev}");
+        assert_eq!(line.lines().count(), 1, "{line}");
+        assert!(line.contains("duplicate field"), "{line}");
+        assert!(!out.exists());
+        assert_eq!(listing(&dir), ["dup"]);
+    }
+
+    let mut ev = b"{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"pid\": 0, \"tid\": 7, \"ts\": 1.000, \"dur\": 2.000, \"args\": {\"device\": 0, \"note\": \"a".to_vec();
+    ev.extend_from_slice(b"\xff\xfe");
+    ev.extend_from_slice(b"b\", \"more\": [\"\xc3\"]}}");
+    let input = write("bytes", &ev);
+    let p = input.to_str().unwrap();
+    let out = dir.join("bytes.merged.trace.json.gz");
+    let said = cuprof_ok(&["merge", p, "-o", out.to_str().unwrap()]);
+    assert!(
+        said.contains(&format!(
+            "\nwarning: {p}: 1 event(s) held bytes that are not UTF-8; merged with U+FFFD in \
+             their place\n"
+        )),
+        "{said}"
+    );
+    let v = read_gz_json(&out);
+    let k = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "k")
+        .unwrap();
+    assert_eq!(k["args"]["note"], "a\u{fffd}\u{fffd}b");
+    assert_eq!(k["args"]["more"][0], "\u{fffd}");
+    assert_eq!(k["pid"], 0);
+    assert_eq!(k["ts"], 1.0);
+    let rep = cuprof_ok(&["report", out.to_str().unwrap()]);
+    assert!(rep.contains("1 file(s), 1 rank(s), "), "{rep}");
+}
