@@ -269,3 +269,47 @@ fn merge_never_writes_what_report_refuses() {
     let rep = cuprof_ok(&["report", out.to_str().unwrap()]);
     assert!(rep.contains("1 file(s), 1 rank(s), "), "{rep}");
 }
+
+/// A reference rank without a host name (a trace another tool wrote) is placed by its own
+/// clock, not by matching its NCCL kernels against themselves (two more full reads of the file:
+/// what held merge to 0.4x report's speed, BENCHMARKS.md); the other rank is still placed by
+/// the collectives they share.
+#[test]
+fn the_reference_rank_is_placed_by_its_own_clock() {
+    let dir = tempdir("merge-reference");
+    for (r, late) in [(0, 0), (1, 7 * 1000)] {
+        let mut events = Vec::new();
+        for k in 0..3i64 {
+            let ts = 1_000 + k * 100 + late / 1000;
+            events.push(format!(
+                r#"{{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 7, "ts": {ts}.000, "dur": 10.000, "args": {{"device": 0, "correlation": {k}}}}}"#
+            ));
+        }
+        std::fs::write(
+            dir.join(format!("plain-rank{r}.json")),
+            format!(
+                "{{\"distributedInfo\": {{\"rank\": {r}}}, \"traceEvents\": [{}]}}",
+                events.join(",\n")
+            ),
+        )
+        .unwrap();
+    }
+    let out = dir.join("merged.trace.json.gz");
+    let said = cuprof_ok(&[
+        "merge",
+        dir.join("plain-rank0.json").to_str().unwrap(),
+        dir.join("plain-rank1.json").to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let lines: Vec<&str> = said.lines().collect();
+    assert!(
+        lines[1].ends_with("3  the reference: its own clock"),
+        "{said}"
+    );
+    assert!(
+        lines[2].ends_with("3  other host: median end offset of 3 matched NCCL kernels"),
+        "{said}"
+    );
+    assert!(lines[2].contains(" 7.000 µs "), "{said}");
+}

@@ -360,17 +360,24 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
     let base0 = reference.base_time_ns.unwrap_or(0);
     let mut reference_ends: Option<CollectiveEnds> = None;
     let mut placements: Vec<Placement> = Vec::with_capacity(ranked.len());
-    for (rank, path, m) in ranked {
-        let (skew_ns, method, anchor_drift_ns) = skew(m, reference, || {
-            if reference_ends.is_none() {
-                reference_ends = Some(collective_ends(&ranked[0].1)?);
-            }
-            let mine = collective_ends(path)?;
-            Ok(collective_skew(
-                &mine,
-                reference_ends.as_ref().expect("loaded"),
-            ))
-        })?;
+    for (i, (rank, path, m)) in ranked.iter().enumerate() {
+        // The reference is placed by its own clock. Without a host name, `skew` would match its
+        // collectives against themselves: two full loads of the file for a skew of 0, which made
+        // merging one rank of many small events 0.4x report's speed (BENCHMARKS.md).
+        let (skew_ns, method, anchor_drift_ns) = if i == 0 && m.hostname.is_none() {
+            (0, "the reference: its own clock".to_string(), None)
+        } else {
+            skew(m, reference, || {
+                if reference_ends.is_none() {
+                    reference_ends = Some(collective_ends(&ranked[0].1)?);
+                }
+                let mine = collective_ends(path)?;
+                Ok(collective_skew(
+                    &mine,
+                    reference_ends.as_ref().expect("loaded"),
+                ))
+            })?
+        };
         placements.push(Placement {
             rank: *rank,
             file: path.display().to_string(),
