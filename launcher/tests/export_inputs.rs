@@ -142,26 +142,22 @@ fn older_kineto_categories_fill_the_same_tables_as_report_counts() {
         cuprof_ok(&["report", p, "-o", rep.to_str().unwrap()]);
         let s = read_json(&rep.join("summary.json"));
         assert_eq!(s["files"][0]["gpu_ops"], 98);
-        let counted: i64 = s["top_kernels"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|k| k["count"].as_i64().unwrap())
-            .sum();
-        assert_eq!(counted, 79);
+        let top_sum = |member: &str| -> i64 {
+            s["top_kernels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| k[member].as_i64().unwrap())
+                .sum()
+        };
+        assert_eq!(top_sum("count"), 79);
         let time: i64 = kernels
             .int("end_ns")
             .iter()
             .zip(kernels.int("start_ns"))
             .map(|(e, s)| e - s)
             .sum();
-        let reported: i64 = s["top_kernels"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|k| k["total_ns"].as_i64().unwrap())
-            .sum();
-        assert_eq!(time, reported);
+        assert_eq!(time, top_sum("total_ns"));
     }
 }
 
