@@ -207,11 +207,12 @@ struct OpenCycle {
     /// (device, stream, ns) where one op ended and the next began at that very ns (rare on a
     /// GPU, bounded by [`MAX_TOUCHING`]): a range projected there is not widened past it.
     touching: HashSet<(u32, u32, u64)>,
-    /// GPU ops that start where the previous op on their stream ended, and their flow arrows,
-    /// formatted but held back ([`TraceWriter::hold`]) until the cycle's projected ranges are
-    /// written: a range projected there starts at that very ns, and viewers (Perfetto) nest
-    /// slices that start together in file order, so the range must come first. Bounded by
-    /// [`MAX_HELD`] bytes.
+    /// GPU ops that start where the previous op on their stream ended and are the first of
+    /// their NVTX range there, and their flow arrows, formatted but held back
+    /// ([`TraceWriter::hold`]) until the cycle's projected ranges are written: the range is
+    /// projected from that very ns, and viewers (Perfetto) nest slices that start together in
+    /// file order, so the range must come first. At most one op per range and stream (an op
+    /// whose range link comes after it is written as it comes); bounded by [`MAX_HELD`] bytes.
     held: Vec<u8>,
     /// Correlation ids of the ops in `held`: their arrows are held with them.
     held_corrs: HashSet<u32>,
@@ -321,9 +322,18 @@ impl OpenCycle {
             }
             _ => return,
         };
-        // Where it touches the previous op, a range may start at its very start: held back
-        // until the ranges are written (`held`).
-        let hold = start != 0
+        // The first op of its NVTX range on this stream, touching the previous op: the range
+        // (or one enclosing it) will be projected from its very start, so it is held back until
+        // the ranges are written (`held`). Only such ops: what is held is lost if the process
+        // is killed before the cycle ends.
+        let first_of_range = self.external.get(&corr).is_some_and(|range| {
+            !self
+                .extents
+                .get(range)
+                .is_some_and(|spans| spans.contains_key(&(device, stream)))
+        });
+        let hold = first_of_range
+            && start != 0
             && self.stream_ends.get(&(device, stream)) == Some(&start)
             && self.touching.len() < MAX_TOUCHING
             && self.held.len() < MAX_HELD;
