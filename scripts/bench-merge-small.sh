@@ -21,15 +21,8 @@ plain="$dir/small-$kernels-plain.trace.json.gz"
 host="$dir/small-$kernels-host.trace.json.gz"
 [ -f "$plain" ] || python3 scripts/bench/gen_small.py "$plain" "$kernels"
 [ -f "$host" ] || python3 scripts/bench/gen_small.py "$host" "$kernels" bench
-best() { # best wall seconds of 3 runs of "$@"
-    local b=999999
-    for _ in 1 2 3; do
-        local t0 t1
-        t0=$(date +%s.%N); "$@" >/dev/null; t1=$(date +%s.%N)
-        b=$(python3 -c "print(min($b, $t1 - $t0))")
-    done
-    echo "$b"
-}
+# shellcheck source=scripts/bench/best.sh
+source scripts/bench/best.sh
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for trace in "$plain" "$host"; do
     raw=$(gzip -dc "$trace" | wc -c)
