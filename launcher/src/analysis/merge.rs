@@ -511,7 +511,9 @@ fn write_rank(
     let mut scratch: Vec<u8> = Vec::new();
     let mut replaced = 0u64;
     let summary = reader.read_events(|e| {
-        let utf8 = std::str::from_utf8(e.raw).is_ok();
+        // ASCII first: it is nearly every event, and checked faster than UTF-8 (the full check
+        // was 2% of `merge -j 1`'s samples on the small-events bench).
+        let utf8 = e.raw.is_ascii() || std::str::from_utf8(e.raw).is_ok();
         scratch.clear();
         let out: &mut dyn Write = if utf8 { &mut *w } else { &mut scratch };
         // The event's text is copied as it is, but for the values of `pid`, `ts`, `id` and a
