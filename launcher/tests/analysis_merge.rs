@@ -197,3 +197,119 @@ fn merge_rewrites_members_wherever_they_stand() {
         ]
     );
 }
+
+/// What `merge` copies it must leave readable (issue 26): an event with a member the reader
+/// decodes written twice is refused with the line `report` gives for the same input, and bytes
+/// that are not UTF-8 inside a string `report` skips are merged as U+FFFD, so the output is
+/// UTF-8 and `report` reads it.
+#[test]
+fn merge_never_writes_what_report_refuses() {
+    let dir = tempdir("merge-hostile-bytes");
+    // Both ranks share the reference's host: merge does not load them in full for collectives,
+    // so only its own (lean) read sees the events.
+    let write = |name: &str, ev: &[u8]| {
+        let t = Trace::new(0, 1);
+        let mut bytes = t.header().into_bytes();
+        bytes.extend_from_slice(ev);
+        bytes.extend_from_slice(b"\n]}\n");
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        let p = d.join("job-rank0.trace.json");
+        std::fs::write(&p, bytes).unwrap();
+        p
+    };
+    for (arg, tail) in [
+        ("\"correlation\": 3, \"correlation\": 4", ""),
+        ("\"device\": 0, \"External id\": 3, \"External id\": 4", ""),
+        ("\"device\": 0", ", \"dur\": 1.000"),
+    ] {
+        let ev = format!(
+            "{{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"pid\": 0, \"tid\": 7, \"ts\": 1.000, \"dur\": 2.000{tail}, \"args\": {{{arg}}}}}"
+        );
+        let input = write("dup", ev.as_bytes());
+        let p = input.to_str().unwrap();
+        let out = dir.join("dup.merged.trace.json.gz");
+        let merged = cuprof(&["merge", p, "-o", out.to_str().unwrap()]);
+        let report = cuprof(&["report", p]);
+        assert_eq!(merged.status.code(), Some(1), "{ev}");
+        assert_eq!(report.status.code(), Some(1), "{ev}");
+        let line = stderr_of(&merged);
+        assert_eq!(line, stderr_of(&report), "{ev}");
+        assert_eq!(line.lines().count(), 1, "{line}");
+        assert!(line.contains("duplicate field"), "{line}");
+        assert!(!out.exists());
+        assert_eq!(listing(&dir), ["dup"]);
+    }
+
+    let mut ev = b"{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"pid\": 0, \"tid\": 7, \"ts\": 1.000, \"dur\": 2.000, \"args\": {\"device\": 0, \"note\": \"a".to_vec();
+    ev.extend_from_slice(b"\xff\xfe");
+    ev.extend_from_slice(b"b\", \"more\": [\"\xc3\"]}}");
+    let input = write("bytes", &ev);
+    let p = input.to_str().unwrap();
+    let out = dir.join("bytes.merged.trace.json.gz");
+    let said = cuprof_ok(&["merge", p, "-o", out.to_str().unwrap()]);
+    assert!(
+        said.contains(&format!(
+            "\nwarning: {p}: 1 event(s) held bytes that are not UTF-8; merged with U+FFFD in \
+             their place\n"
+        )),
+        "{said}"
+    );
+    let v = read_gz_json(&out);
+    let k = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "k")
+        .unwrap();
+    assert_eq!(k["args"]["note"], "a\u{fffd}\u{fffd}b");
+    assert_eq!(k["args"]["more"][0], "\u{fffd}");
+    assert_eq!(k["pid"], 0);
+    assert_eq!(k["ts"], 1.0);
+    let rep = cuprof_ok(&["report", out.to_str().unwrap()]);
+    assert!(rep.contains("1 file(s), 1 rank(s), "), "{rep}");
+}
+
+/// A reference rank without a host name (a trace another tool wrote) is placed by its own
+/// clock, not by matching its NCCL kernels against themselves (two more full reads of the file:
+/// what held merge to 0.4x report's speed, BENCHMARKS.md); the other rank is still placed by
+/// the collectives they share.
+#[test]
+fn the_reference_rank_is_placed_by_its_own_clock() {
+    let dir = tempdir("merge-reference");
+    for (r, late) in [(0, 0), (1, 7 * 1000)] {
+        let mut events = Vec::new();
+        for k in 0..3i64 {
+            let ts = 1_000 + k * 100 + late / 1000;
+            events.push(format!(
+                r#"{{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 7, "ts": {ts}.000, "dur": 10.000, "args": {{"device": 0, "correlation": {k}}}}}"#
+            ));
+        }
+        std::fs::write(
+            dir.join(format!("plain-rank{r}.json")),
+            format!(
+                "{{\"distributedInfo\": {{\"rank\": {r}}}, \"traceEvents\": [{}]}}",
+                events.join(",\n")
+            ),
+        )
+        .unwrap();
+    }
+    let out = dir.join("merged.trace.json.gz");
+    let said = cuprof_ok(&[
+        "merge",
+        dir.join("plain-rank0.json").to_str().unwrap(),
+        dir.join("plain-rank1.json").to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let lines: Vec<&str> = said.lines().collect();
+    assert!(
+        lines[1].ends_with("3  the reference: its own clock"),
+        "{said}"
+    );
+    assert!(
+        lines[2].ends_with("3  other host: median end offset of 3 matched NCCL kernels"),
+        "{said}"
+    );
+    assert!(lines[2].contains(" 7.000 µs "), "{said}");
+}

@@ -25,10 +25,26 @@ fn big_rank(path: &Path) {
     t.write_gz(path);
 }
 
+/// The files under `dir`, at any depth (`export` writes into a tree of directories).
+fn files_under(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for e in entries {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            found.extend(files_under(&e.path()));
+        } else {
+            found.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    found
+}
+
 fn temporaries(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+    files_under(dir)
+        .into_iter()
         .filter(|n| n.ends_with(".cuprof-tmp"))
         .collect()
 }
@@ -95,4 +111,40 @@ fn interrupted_merge_and_repair_leave_no_file_behind() {
     cuprof_ok(&m);
     assert!(merged.exists());
     assert_eq!(temporaries(&out_dir), Vec::<String>::new());
+}
+
+#[test]
+fn interrupted_export_leaves_no_file_behind() {
+    let dir = tempdir("interrupted-export");
+    let rank = dir.join("job-rank0.trace.json.gz");
+    big_rank(&rank);
+    let out = dir.join("dataset");
+    let e = [
+        "export",
+        rank.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    let kernels = out.join("kernels/rank=0/cycle=0/job-rank0.parquet");
+    interrupt(&e, &out, &kernels, libc::SIGINT);
+    interrupt(&e, &out, &kernels, libc::SIGTERM);
+    // Not one file of the dataset: every table is written under a temporary name until the
+    // whole input has been read.
+    assert_eq!(files_under(&out), Vec::<String>::new());
+    cuprof_ok(&e);
+    let mut written = files_under(&out);
+    written.sort();
+    assert_eq!(
+        written,
+        [
+            "files.parquet",
+            "job-rank0.parquet",
+            "job-rank0.parquet",
+            "job-rank0.parquet",
+            "job-rank0.parquet",
+            "job-rank0.parquet",
+            "job-rank0.parquet",
+            "job-rank0.parquet",
+        ]
+    );
 }

@@ -12,12 +12,5 @@ if [ ! -f "$traces/done" ]; then
 fi
 rank0="$traces/bench-rank0.trace.json.gz"
 raw0=$(gzip -dc "$rank0" | wc -c)
-best() { # best wall seconds of 3 runs of "$@"
-    local b=999999
-    for _ in 1 2 3; do
-        local t0 t1
-        t0=$(date +%s.%N); "$@" >/dev/null; t1=$(date +%s.%N)
-        b=$(python3 -c "print(min($b, $t1 - $t0))")
-    done
-    echo "$b"
-}
+# shellcheck source=scripts/bench/best.sh
+source scripts/bench/best.sh

@@ -4,6 +4,9 @@
 //!
 //! - complete events (`X`) have `dur >= 0`, and two of them on one track (`pid`, `tid`) either
 //!   nest or are disjoint: a partial overlap makes Perfetto drop the second one;
+//! - of two complete events that start at the same ns on one track, the longer is written
+//!   first: Perfetto nests such a tie in file order, so the other order puts the parent inside
+//!   its child (and drops it when it ends later);
 //! - flows are bound: every id has exactly one `s` and one `f`, with the same `cat` and `name`,
 //!   the `s` no later than the `f`, and each end inside a complete event on its own track (the
 //!   `s` binds to the enclosing slice, the `f` with `bp: "e"` too);
@@ -88,6 +91,19 @@ pub fn check_perfetto_rules(text: &str) {
                 assert!(dur >= 0, "negative dur: {line}");
                 let ts = ts.expect("X events have ts");
                 let name = e["name"].as_str().unwrap_or_default().to_string();
+                // Written in file order: a later slice at the same start must not be longer.
+                if let Some(&(_, earlier_end, ref earlier)) = slices
+                    .get(&track(&e))
+                    .and_then(|v| v.iter().rev().find(|&&(s, _, _)| s == ts))
+                {
+                    assert!(
+                        ts + dur <= earlier_end,
+                        "on track {:?} at {ts} ns, {name:?} (ends {}) is written after \
+                         {earlier:?} (ends {earlier_end}), which it encloses",
+                        track(&e),
+                        ts + dur
+                    );
+                }
                 slices
                     .entry(track(&e))
                     .or_default()

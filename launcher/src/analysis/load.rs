@@ -229,7 +229,7 @@ pub fn load_all(files: &[PathBuf]) -> Result<(Interner, Vec<FileData>)> {
 }
 
 /// Categories older Kineto traces use for CUDA activity (HTA reads them), as the current names.
-fn cuda_category(cat: &str) -> &str {
+pub fn cuda_category(cat: &str) -> &str {
     match cat {
         "Kernel" => "kernel",
         "Memcpy" => "gpu_memcpy",
@@ -241,7 +241,7 @@ fn cuda_category(cat: &str) -> &str {
 }
 
 /// Host-side categories analysis skips on purpose: not counted as ignored device events.
-fn is_known_host_category(cat: &str) -> bool {
+pub fn is_known_host_category(cat: &str) -> bool {
     matches!(
         cat,
         "" | "gpu_user_annotation"
@@ -258,8 +258,26 @@ fn is_known_host_category(cat: &str) -> bool {
     )
 }
 
-/// Why a file that parsed as JSON is not a trace, when it is not.
-fn not_a_trace(path: &Path, reader: &TraceReader<'_>, read: &ReadSummary) -> Option<String> {
+/// The warning about a file's malformed events, as `report` and `export` print it.
+pub fn malformed_warning(path: &str, skipped: u64, clamped: u64) -> String {
+    format!(
+        "warning: {path}: {skipped} malformed event(s) skipped (ts or dur missing, not a number, \
+         not finite or beyond ±2^62 ns), {clamped} clamped (negative dur read as 0)"
+    )
+}
+
+/// `` `a`, `b` `` for the categories of ignored events, escaped: they are a trace's text.
+pub fn category_list(ignored: &std::collections::BTreeMap<String, u64>) -> String {
+    let cats: Vec<String> = ignored
+        .keys()
+        .map(|c| format!("`{}`", crate::console::printable_line(c)))
+        .collect();
+    cats.join(", ")
+}
+
+/// Why a file that parsed as JSON is not a trace, when it is not. `read` may cover only the
+/// start of the events (a read stopped at the first one is enough to tell).
+pub fn not_a_trace(path: &Path, reader: &TraceReader<'_>, read: &ReadSummary) -> Option<String> {
     if read.truncated.is_some() || read.stopped {
         return None;
     }

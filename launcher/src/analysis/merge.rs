@@ -90,6 +90,9 @@ pub struct Placement {
     pub pid_offset: i64,
     pub events: u64,
     pub truncated: Option<String>,
+    /// Events whose bytes were not all UTF-8, copied with U+FFFD for each bad sequence.
+    #[serde(skip)]
+    pub not_utf8: u64,
 }
 
 /// Deflate level of the merged file. zlib-rs's level 2 takes about two thirds of level 3's time
@@ -324,6 +327,14 @@ fn merge_on_pool(args: &MergeArgs) -> Result<()> {
                 p.file
             )?;
         }
+        if p.not_utf8 > 0 {
+            outln!(
+                "warning: {}: {} event(s) held bytes that are not UTF-8; merged with U+FFFD in \
+                 their place",
+                p.file,
+                p.not_utf8
+            )?;
+        }
     }
     let max_skew = placements
         .iter()
@@ -349,17 +360,24 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
     let base0 = reference.base_time_ns.unwrap_or(0);
     let mut reference_ends: Option<CollectiveEnds> = None;
     let mut placements: Vec<Placement> = Vec::with_capacity(ranked.len());
-    for (rank, path, m) in ranked {
-        let (skew_ns, method, anchor_drift_ns) = skew(m, reference, || {
-            if reference_ends.is_none() {
-                reference_ends = Some(collective_ends(&ranked[0].1)?);
-            }
-            let mine = collective_ends(path)?;
-            Ok(collective_skew(
-                &mine,
-                reference_ends.as_ref().expect("loaded"),
-            ))
-        })?;
+    for (i, (rank, path, m)) in ranked.iter().enumerate() {
+        // The reference is placed by its own clock. Without a host name, `skew` would match its
+        // collectives against themselves: two full loads of the file for a skew of 0, which made
+        // merging one rank of many small events 0.4x report's speed (BENCHMARKS.md).
+        let (skew_ns, method, anchor_drift_ns) = if i == 0 && m.hostname.is_none() {
+            (0, "the reference: its own clock".to_string(), None)
+        } else {
+            skew(m, reference, || {
+                if reference_ends.is_none() {
+                    reference_ends = Some(collective_ends(&ranked[0].1)?);
+                }
+                let mine = collective_ends(path)?;
+                Ok(collective_skew(
+                    &mine,
+                    reference_ends.as_ref().expect("loaded"),
+                ))
+            })?
+        };
         placements.push(Placement {
             rank: *rank,
             file: path.display().to_string(),
@@ -375,6 +393,7 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
             pid_offset: rank.saturating_mul(PID_STRIDE),
             events: 0,
             truncated: None,
+            not_utf8: 0,
         });
     }
 
@@ -403,13 +422,18 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
         let (rank, path, _) = &ranked[i];
         let (staged, file) = Staged::create(out)?;
         let mut seg = ParGzWriter::raw(BufWriter::with_capacity(1 << 20, file), MERGED_LEVEL);
-        let (summary, wrote) = write_rank(*rank, placements[i].shift_ns, path, &mut seg, &wr)?;
+        let written = write_rank(*rank, placements[i].shift_ns, path, &mut seg, &wr)?;
         let seg = seg.finish_segment().map_err(wr)?;
         let file = seg.out.into_inner().map_err(|e| wr(e.into_error()))?;
-        Ok((staged, file, seg.crc, seg.len, summary, wrote))
+        Ok((staged, file, seg.crc, seg.len, written))
     })?;
     let mut first = true;
-    for (i, (staged, file, crc, len, summary, wrote)) in segments.into_iter().enumerate() {
+    for (i, (staged, file, crc, len, written)) in segments.into_iter().enumerate() {
+        let RankWritten {
+            summary,
+            wrote,
+            not_utf8,
+        } = written;
         drop(file);
         if wrote {
             if !first {
@@ -422,6 +446,7 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
         }
         drop(staged);
         placements[i].events = summary.events;
+        placements[i].not_utf8 = not_utf8;
         placements[i].truncated = summary.truncated.as_ref().map(|t| t.to_string());
     }
     let name = out
@@ -448,15 +473,24 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
     Ok(placements)
 }
 
+/// What [`write_rank`] did.
+struct RankWritten {
+    summary: cuprof_core::reader::ReadSummary,
+    /// Anything was written.
+    wrote: bool,
+    /// Events copied with U+FFFD in place of bytes that were not UTF-8.
+    not_utf8: u64,
+}
+
 /// Writes rank `rank`'s events from `path`, moved by `shift` ns, to `w` (`,\n` between them,
-/// none before the first); the read's summary and whether anything was written.
+/// none before the first).
 fn write_rank(
     rank: i64,
     shift: i64,
     path: &Path,
     w: &mut impl Write,
     wr: &impl Fn(std::io::Error) -> anyhow::Error,
-) -> Result<(cuprof_core::reader::ReadSummary, bool)> {
+) -> Result<RankWritten> {
     let mut first = true;
     let mut reader = TraceReader::open(path)?;
     // Only what is rewritten is decoded; the rest of each event is copied as it stands.
@@ -470,18 +504,30 @@ fn write_rank(
     // are: no allocation per event (one each was a tenth of merge's time).
     let mut value: Vec<u8> = Vec::with_capacity(64);
     let mut ints = itoa::Buffer::new();
+    // An event with bytes that are not UTF-8 (in a member the reader skips, which it does not
+    // check) is rewritten here first, then copied with each bad sequence as U+FFFD: the merged
+    // file stays UTF-8, as JSON must be. JSON's own syntax is ASCII, so every bad byte lies in a
+    // string and the replacement keeps the event valid JSON.
+    let mut scratch: Vec<u8> = Vec::new();
+    let mut replaced = 0u64;
     let summary = reader.read_events(|e| {
+        // ASCII first: it is nearly every event, and checked faster than UTF-8 (the full check
+        // was 2% of `merge -j 1`'s samples on the small-events bench).
+        let utf8 = e.raw.is_ascii() || std::str::from_utf8(e.raw).is_ok();
+        scratch.clear();
+        let out: &mut dyn Write = if utf8 { &mut *w } else { &mut scratch };
         // The event's text is copied as it is, but for the values of `pid`, `ts`, `id` and a
         // process name's or sort index's `args`: the reader has parsed it already.
         let meta_name = if e.ph == "M" { e.name.as_ref() } else { "" };
-        // The members to rewrite are known from the parse (a parsed event has no key twice):
+        // The members to rewrite are known from the parse (the lean parse refuses a key it
+        // decodes twice):
         // once they are done, the rest (`args`, the longest member) is copied without a scan.
         let mut to_rewrite = usize::from(matches!(e.pid, Some(Id::Int(_))))
             + usize::from(e.ts.is_some() && e.ph != "M")
             + usize::from(e.id.is_some())
             + usize::from(matches!(meta_name, "process_name" | "process_sort_index"));
         let mut copied = 0;
-        let mut written: std::io::Result<()> = w.write_all(if first { b"" } else { b",\n" });
+        let mut written: std::io::Result<()> = out.write_all(if first { b"" } else { b",\n" });
         let well_formed = for_each_member(e.raw, |key, span| {
             value.clear();
             match &e.raw[key] {
@@ -524,9 +570,9 @@ fn write_rank(
                 _ => {}
             }
             if !value.is_empty() && written.is_ok() {
-                written = w
+                written = out
                     .write_all(&e.raw[copied..span.start])
-                    .and_then(|_| w.write_all(&value));
+                    .and_then(|_| out.write_all(&value));
                 copied = span.end;
                 to_rewrite = to_rewrite.saturating_sub(1);
             }
@@ -545,7 +591,12 @@ fn write_rank(
             return ControlFlow::Break(());
         }
         first = false;
-        if let Err(err) = written.and_then(|_| w.write_all(&e.raw[copied..])) {
+        let mut written = written.and_then(|_| out.write_all(&e.raw[copied..]));
+        if !utf8 && written.is_ok() {
+            replaced += 1;
+            written = w.write_all(String::from_utf8_lossy(&scratch).as_bytes());
+        }
+        if let Err(err) = written {
             failure = Some(wr(err));
             return ControlFlow::Break(());
         }
@@ -582,7 +633,11 @@ fn write_rank(
         first = false;
     }
     w.write_all(extra.as_bytes()).map_err(wr)?;
-    Ok((summary, !first))
+    Ok(RankWritten {
+        summary,
+        wrote: !first,
+        not_utf8: replaced,
+    })
 }
 
 #[cfg(test)]

@@ -202,24 +202,20 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
             ));
         }
         if f.malformed_events_skipped + f.malformed_events_clamped > 0 {
-            head.push_str(&format!(
-                "warning: {}: {} malformed event(s) skipped (ts or dur missing, not a number, \
-                 not finite or beyond ±2^62 ns), {} clamped (negative dur read as 0)\n",
-                f.path, f.malformed_events_skipped, f.malformed_events_clamped
+            head.push_str(&super::load::malformed_warning(
+                &f.path,
+                f.malformed_events_skipped,
+                f.malformed_events_clamped,
             ));
+            head.push('\n');
         }
         if f.gpu_ops == 0 && f.ignored_events > 0 {
-            let cats: Vec<String> = f
-                .ignored_categories
-                .keys()
-                .map(|c| format!("`{c}`"))
-                .collect();
             head.push_str(&format!(
                 "note: {}: {} event(s) of categories {} ignored: not CUDA activity (kernel, \
                  gpu_memcpy, gpu_memset), which is what the figures cover\n",
                 f.path,
                 f.ignored_events,
-                cats.join(", ")
+                super::load::category_list(&f.ignored_categories)
             ));
         }
     }

@@ -58,14 +58,18 @@ pub fn short(s: &Summary) -> Vec<String> {
     let mut out = Vec::new();
     let g = &s.gpu;
     if g.wall_ns > 0 {
+        // The parts are exclusive and add up to busy, as in HTA's temporal breakdown (compute,
+        // then non-compute = busy less compute): communication is what ran with no compute
+        // kernel, copies and sets what ran with neither. The report's table has the totals.
         let share = |ns: i64| render::pct(ns as f64 / g.wall_ns as f64);
         out.push(format!(
-            "cuprof: GPU busy {} of {} (compute {}, communication {}, copies and sets {})",
+            "cuprof: GPU busy {} of {} (compute {}, communication outside compute {}, copies \
+             and sets outside both {})",
             share(g.busy_ns),
             render::dur(g.wall_ns as f64),
             share(g.compute_ns),
-            share(g.communication_total_ns),
-            share(g.memcpy_ns + g.memset_ns),
+            share(g.communication_ns),
+            share(g.memcpy_ns.saturating_add(g.memset_ns)),
         ));
     }
     if s.steps.count > 0 {
@@ -89,12 +93,25 @@ pub fn short(s: &Summary) -> Vec<String> {
         }
     }
     if let Some(ops) = &s.operators {
-        if !ops.top.is_empty() {
+        // `top` is ordered by GPU time, then CPU time: operators that launched nothing come
+        // last, and are named only when none launched anything, by their CPU time.
+        let gpu: Vec<_> = ops.top.iter().filter(|o| o.gpu_ns > 0).take(TOP).collect();
+        if !gpu.is_empty() {
             out.push("cuprof: top operators (GPU time of the kernels they launched):".to_string());
-            for o in ops.top.iter().take(TOP) {
+            for o in gpu {
                 out.push(format!(
                     "cuprof:   {:>12}  {:>7}x  {}",
                     render::dur(o.gpu_ns as f64),
+                    o.count,
+                    render::short(&o.name, 80)
+                ));
+            }
+        } else if !ops.top.is_empty() {
+            out.push("cuprof: top operators by CPU time (none launched GPU work):".to_string());
+            for o in ops.top.iter().take(TOP) {
+                out.push(format!(
+                    "cuprof:   {:>12}  {:>7}x  {}",
+                    render::dur(o.cpu_ns as f64),
                     o.count,
                     render::short(&o.name, 80)
                 ));
@@ -121,6 +138,65 @@ fn report_dir(first_trace: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The short summary of a plain trace holding `events`.
+    fn summary_of(tag: &str, events: &[&str]) -> Vec<String> {
+        let dir = std::env::temp_dir().join(format!("cuprof-short-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.json");
+        std::fs::write(
+            &path,
+            format!("{{\"traceEvents\": [{}]}}", events.join(",\n")),
+        )
+        .unwrap();
+        let lines = short(&analyse(std::slice::from_ref(&path)).unwrap().summarize());
+        std::fs::remove_dir_all(&dir).unwrap();
+        lines
+    }
+
+    /// Compute 0-100 µs, NCCL 50-200 µs (100 µs of it under compute), a copy 150-250 µs (50
+    /// µs under NCCL): the parts are exclusive and add up to busy, as HTA's temporal breakdown.
+    #[test]
+    fn the_busy_line_parts_add_up_to_busy() {
+        let k = |name: &str, ts: i64, dur: i64| {
+            format!(
+                r#"{{"ph": "X", "cat": "kernel", "name": "{name}", "pid": 0, "tid": 7, "ts": {ts}, "dur": {dur}, "args": {{"device": 0}}}}"#
+            )
+        };
+        let gemm = k("gemm", 0, 100);
+        let nccl = k("ncclDevKernel_AllReduce", 50, 150);
+        let copy = r#"{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 8, "ts": 150, "dur": 100, "args": {"device": 0, "bytes": 4}}"#;
+        let lines = summary_of("busy", &[&gemm, &nccl, copy]);
+        assert_eq!(
+            lines[0],
+            "cuprof: GPU busy 100.0% of 250.000 µs (compute 40.0%, communication outside compute \
+             40.0%, copies and sets outside both 20.0%)"
+        );
+    }
+
+    /// A program whose operators launched nothing: no operator listed at `0 ns` of GPU time,
+    /// but the operators by their CPU time.
+    #[test]
+    fn operators_without_gpu_work_are_listed_by_cpu_time() {
+        let op = |name: &str, ts: i64, dur: i64| {
+            format!(
+                r#"{{"ph": "X", "cat": "cpu_op", "name": "{name}", "pid": 1, "tid": 1, "ts": {ts}, "dur": {dur}, "args": {{"External id": {ts}}}}}"#
+            )
+        };
+        let (a, b, c) = (
+            op("aten::add", 0, 5),
+            op("aten::mm", 10, 30),
+            op("aten::add", 50, 7),
+        );
+        assert_eq!(
+            summary_of("cpu-ops", &[&a, &b, &c]),
+            [
+                "cuprof: top operators by CPU time (none launched GPU work):",
+                "cuprof:      30.000 µs        1x  aten::mm",
+                "cuprof:      12.000 µs        2x  aten::add",
+            ]
+        );
+    }
 
     #[test]
     fn the_report_folder_is_named_for_the_run() {

@@ -24,7 +24,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use cuprof_core::reader::TraceReader;
 
-use crate::analysis::load::{number_ranks, rank_from_name};
+use crate::analysis::load::{
+    category_list, malformed_warning, not_a_trace, number_ranks, rank_from_name,
+};
 use crate::analysis::trace_files;
 use crate::console::outln;
 use crate::output::same_file;
@@ -76,7 +78,7 @@ fn export(args: &ExportArgs) -> Result<()> {
         let mut reader = TraceReader::open(path)?;
         let partition = format!("rank={}/cycle={}", ranks[i], headers[i].cycle);
         let tables = rows::FileTables::create(&args.out, &partition, &names[i])?;
-        let (read, counts) = tables.fill(&mut reader)?;
+        let (read, counts, skipped) = tables.fill(&mut reader)?;
         let row = FileRow {
             path: path.clone(),
             rank: ranks[i],
@@ -84,9 +86,11 @@ fn export(args: &ExportArgs) -> Result<()> {
             meta: reader.meta().clone(),
             read,
         };
-        Ok((row, counts))
+        Ok((row, (counts, skipped)))
     })?;
-    let (rows, counts): (Vec<FileRow>, Vec<rows::Counts>) = done.into_iter().unzip();
+    let (rows, counted): (Vec<FileRow>, Vec<(rows::Counts, rows::Skipped)>) =
+        done.into_iter().unzip();
+    let (counts, skipped): (Vec<rows::Counts>, Vec<rows::Skipped>) = counted.into_iter().unzip();
     files::write(&args.out, &rows)?;
 
     let events: u64 = rows.iter().map(|r| r.read.events).sum();
@@ -108,23 +112,41 @@ fn export(args: &ExportArgs) -> Result<()> {
         args.out.display(),
         list.join(", ")
     )?;
-    for r in rows.iter().filter(|r| r.read.truncated.is_some()) {
-        outln!(
-            "note: {}: {}",
-            r.path.display(),
-            r.read.truncated.as_ref().expect("filtered")
-        )?;
+    for (r, skip) in rows.iter().zip(&skipped) {
+        let p = r.path.display().to_string();
+        if let Some(t) = &r.read.truncated {
+            outln!("note: {p}: {t}")?;
+        }
+        if skip.malformed + skip.clamped > 0 {
+            outln!("{}", malformed_warning(&p, skip.malformed, skip.clamped))?;
+        }
+        if !skip.ignored.is_empty() {
+            outln!(
+                "warning: {p}: {} event(s) of categories {} skipped: not CUDA activity nor host \
+                 events, which no table holds",
+                skip.ignored.values().sum::<u64>(),
+                category_list(&skip.ignored)
+            )?;
+        }
     }
     Ok(())
 }
 
+/// Where `path`'s rows go; refuses, as `report` does, a JSON file that is not a trace (`{}`,
+/// `[]`, an execution trace), before any output is created.
 fn header(path: &Path) -> Result<Header> {
     let mut r = TraceReader::open(path)?;
     let meta = r.read_header()?;
-    Ok(Header {
+    let header = Header {
         rank: meta.rank.or_else(|| rank_from_name(path)),
         cycle: meta.cycle.unwrap_or(0),
-    })
+    };
+    // The first event, if any, tells an empty array from a trace; reading stops there.
+    let read = r.read_events(|_| std::ops::ControlFlow::Break(()))?;
+    if let Some(why) = not_a_trace(path, &r, &read) {
+        bail!(why);
+    }
+    Ok(header)
 }
 
 /// The output directory must not be an input, nor hold the input files (the dataset would be

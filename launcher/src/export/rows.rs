@@ -16,7 +16,21 @@ use cuprof_core::reader::{event_members, Event, Id, ReadSummary, TraceReader};
 use super::args::{self, dim3, float, int, text};
 use super::schema::{self, Col};
 use super::table::Table;
-use crate::analysis::load::{step_number, TIME_LIMIT_NS};
+use crate::analysis::load::{
+    cuda_category, is_known_host_category, progress, step_number, TIME_LIMIT_NS,
+};
+
+/// What a file held that no table took, for the warnings `export` prints as `report` does.
+#[derive(Debug, Default)]
+pub struct Skipped {
+    /// Complete events without a usable `ts` or `dur`, or starting or ending beyond ±2^62 ns.
+    pub malformed: u64,
+    /// Complete events with a negative `dur`, exported as lasting 0.
+    pub clamped: u64,
+    /// Complete events of categories that are neither CUDA activity nor host events (another
+    /// accelerator's), by category.
+    pub ignored: std::collections::BTreeMap<String, u64>,
+}
 
 /// The tables of one trace file, in the order of [`schema::TABLES`] (less `files`).
 pub struct FileTables {
@@ -27,6 +41,7 @@ pub struct FileTables {
     ranges: Table,
     steps: Table,
     memory: Table,
+    skipped: Skipped,
 }
 
 /// Rows written per table, by table name.
@@ -53,21 +68,28 @@ impl FileTables {
             ranges: open("ranges", schema::RANGES)?,
             steps: open("steps", schema::STEPS)?,
             memory: open("memory", schema::MEMORY)?,
+            skipped: Skipped::default(),
         })
     }
 
-    /// Streams `reader`'s events into the tables, then finishes every file.
-    pub fn fill(mut self, reader: &mut TraceReader<'_>) -> Result<(ReadSummary, Counts)> {
+    /// Streams `reader`'s events into the tables, then finishes every file. A progress bar
+    /// appears when the read takes more than a second, as in `report`.
+    pub fn fill(mut self, reader: &mut TraceReader<'_>) -> Result<(ReadSummary, Counts, Skipped)> {
         let mut failed = None;
-        let read = reader
-            .read_events(|e| match self.event(e) {
-                Ok(()) => ControlFlow::Continue(()),
-                Err(err) => {
-                    failed = Some(err);
-                    ControlFlow::Break(())
-                }
-            })
-            .with_context(|| format!("reading {}", reader.path().display()))?;
+        let path = reader.path().to_owned();
+        let bar = progress(reader, &path);
+        let read = reader.read_events(|e| match self.event(e) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(err) => {
+                failed = Some(err);
+                ControlFlow::Break(())
+            }
+        });
+        if let Some(pb) = bar.borrow_mut().take() {
+            pb.finish_and_clear();
+        }
+        // The reader's errors name the file already: no context, so the message stays one line.
+        let read = read?;
         if let Some(e) = failed {
             return Err(e);
         }
@@ -80,7 +102,7 @@ impl FileTables {
             ("steps", self.steps.finish()?),
             ("memory", self.memory.finish()?),
         ];
-        Ok((read, counts))
+        Ok((read, counts, self.skipped))
     }
 
     fn event(&mut self, e: &Event<'_>) -> Result<()> {
@@ -91,17 +113,24 @@ impl FileTables {
             return Ok(());
         }
         let (Some(start), Some(dur)) = (e.ts, e.dur) else {
+            self.skipped.malformed += 1;
             return Ok(());
         };
+        if dur < 0 {
+            self.skipped.clamped += 1;
+        }
         let end = start.saturating_add(dur.max(0));
         // As the report: an event starting or ending past ±2^62 ns is no time at all.
         let limits = -TIME_LIMIT_NS..TIME_LIMIT_NS;
         if !limits.contains(&start) || !limits.contains(&end) {
+            self.skipped.malformed += 1;
             return Ok(());
         }
         let x = &e.args.raw;
         let device = || e.args.device.or_else(|| pid_or_tid(&e.pid)).unwrap_or(0);
-        match e.cat.as_ref() {
+        // Older Kineto traces say `Kernel`, `Runtime`, ...: the same tables as the current names.
+        let cat = cuda_category(&e.cat);
+        match cat {
             "kernel" => {
                 let [gx, gy, gz] = dim3(x.grid);
                 let [bx, by, bz] = dim3(x.block);
@@ -126,7 +155,7 @@ impl FileTables {
                     .end()
             }
             "gpu_memcpy" | "gpu_memset" => {
-                let kind = if e.cat == "gpu_memcpy" {
+                let kind = if cat == "gpu_memcpy" {
                     "memcpy"
                 } else {
                     "memset"
@@ -146,7 +175,7 @@ impl FileTables {
                     .end()
             }
             "cuda_runtime" | "cuda_driver" => {
-                let kind = if e.cat == "cuda_runtime" {
+                let kind = if cat == "cuda_runtime" {
                     "runtime"
                 } else {
                     "driver"
@@ -178,7 +207,7 @@ impl FileTables {
                 .text(e.args.input_dims)
                 .end(),
             "user_annotation" | "gpu_user_annotation" => {
-                let gpu = e.cat == "gpu_user_annotation";
+                let gpu = cat == "gpu_user_annotation";
                 if !gpu {
                     if let Some(n) = step_number(&e.name) {
                         return self
@@ -205,7 +234,14 @@ impl FileTables {
                     .float(e.args.payload)
                     .end()
             }
-            _ => Ok(()),
+            // Read by `report` (sync intervals), no table of its own.
+            "cuda_sync" => Ok(()),
+            other => {
+                if !is_known_host_category(other) {
+                    *self.skipped.ignored.entry(other.to_owned()).or_default() += 1;
+                }
+                Ok(())
+            }
         }
     }
 

@@ -58,6 +58,9 @@ const MAX_DEFERRED: usize = if cfg!(test) { 1 << 12 } else { 1 << 18 };
 const MAX_CUDA_EVENTS: usize = 1 << 14;
 /// Points where two ops on one stream touch, remembered per cycle (see `OpenCycle::touching`).
 const MAX_TOUCHING: usize = 1 << 16;
+/// Bytes of GPU events held back per cycle until its ranges are written (see
+/// `OpenCycle::held`); past it, events are written as they come.
+const MAX_HELD: usize = 4 << 20;
 const MAX_LINKS: usize = if cfg!(test) { 1 << 14 } else { 1 << 18 };
 /// Bound on NVTX ranges per cycle projected onto the GPU timeline (their names, parents and
 /// spans wait for the cycle's end); later ranges stay on the CPU timeline only, said once.
@@ -204,6 +207,15 @@ struct OpenCycle {
     /// (device, stream, ns) where one op ended and the next began at that very ns (rare on a
     /// GPU, bounded by [`MAX_TOUCHING`]): a range projected there is not widened past it.
     touching: HashSet<(u32, u32, u64)>,
+    /// GPU ops that start where the previous op on their stream ended and are the first of
+    /// their NVTX range there, and their flow arrows, formatted but held back
+    /// ([`TraceWriter::hold`]) until the cycle's projected ranges are written: the range is
+    /// projected from that very ns, and viewers (Perfetto) nest slices that start together in
+    /// file order, so the range must come first. At most one op per range and stream (an op
+    /// whose range link comes after it is written as it comes); bounded by [`MAX_HELD`] bytes.
+    held: Vec<u8>,
+    /// Correlation ids of the ops in `held`: their arrows are held with them.
+    held_corrs: HashSet<u32>,
     /// CUPTI correlation id -> innermost NVTX range id open when the call was made (bounded by
     /// [`MAX_LINKS`]).
     external: Links,
@@ -259,6 +271,8 @@ impl OpenCycle {
             flow_work: Links::new(MAX_LINKS),
             stream_ends: HashMap::new(),
             touching: HashSet::new(),
+            held: Vec::new(),
+            held_corrs: HashSet::new(),
             external: Links::new(MAX_LINKS),
             op_links: Links::new(MAX_LINKS),
             too_many_ranges: false,
@@ -296,28 +310,48 @@ impl OpenCycle {
 
     fn write_gpu(&mut self, o: &mut Opener, e: &Event) {
         let external = gpu_correlation(e).and_then(|(_, corr)| self.op_links.get(&corr).copied());
-        let Some(w) = self.writer(o) else { return };
         let (corr, device, stream, start, end) = match e {
-            Event::Kernel(k) => {
-                w.kernel(k, external);
-                (k.correlation, k.device, k.stream, k.start, k.end)
-            }
-            Event::Memcpy(m) => {
-                let corr = memcpy_correlation(m);
-                w.memcpy(m, corr, external);
-                (corr, m.device, m.stream, m.start, m.end)
-            }
-            Event::Memset(m) => {
-                w.memset(m, external);
-                (m.correlation, m.device, m.stream, m.start, m.end)
-            }
+            Event::Kernel(k) => (k.correlation, k.device, k.stream, k.start, k.end),
+            Event::Memcpy(m) => (memcpy_correlation(m), m.device, m.stream, m.start, m.end),
+            Event::Memset(m) => (m.correlation, m.device, m.stream, m.start, m.end),
             Event::Sync(s) => {
+                let Some(w) = self.writer(o) else { return };
                 w.sync(s, o.cuda_events.get(s.context, s.cuda_event));
                 self.last_ts = self.last_ts.max(s.end);
                 return;
             }
             _ => return,
         };
+        // The first op of its NVTX range on this stream, touching the previous op: the range
+        // (or one enclosing it) will be projected from its very start, so it is held back until
+        // the ranges are written (`held`). Only such ops: what is held is lost if the process
+        // is killed before the cycle ends.
+        let first_of_range = self.external.get(&corr).is_some_and(|range| {
+            !self
+                .extents
+                .get(range)
+                .is_some_and(|spans| spans.contains_key(&(device, stream)))
+        });
+        let hold = first_of_range
+            && start != 0
+            && self.stream_ends.get(&(device, stream)) == Some(&start)
+            && self.touching.len() < MAX_TOUCHING
+            && self.held.len() < MAX_HELD;
+        let mut held = std::mem::take(&mut self.held);
+        let Some(w) = self.writer(o) else { return };
+        let put = |w: &mut Writer| match e {
+            Event::Kernel(k) => w.kernel(k, external),
+            Event::Memcpy(m) => w.memcpy(m, corr, external),
+            Event::Memset(m) => w.memset(m, external),
+            _ => {}
+        };
+        if hold {
+            w.hold(&mut held, put);
+            self.held_corrs.insert(corr);
+        } else {
+            put(w);
+        }
+        self.held = held;
         // One arrow per launch: only a graph launch has several GPU ops with one id, so only
         // those need remembering (bounded memory however long the window).
         let first = !in_graph(e) || self.flow_ends.insert(corr);
@@ -362,9 +396,30 @@ impl OpenCycle {
         call: (u32, u32, u64),
         work: (u32, u32, u64),
     ) {
+        // An arrow to a held op is held with it: written before it, its end would bind to
+        // whatever else is open on the stream at that ns.
+        let mut held = std::mem::take(&mut self.held);
+        let hold = self.held_corrs.contains(&corr);
         if let Some(w) = self.writer(o) {
-            w.flow("s", corr, call.0, call.1, call.2);
-            w.flow("f", corr, work.0, work.1, work.2);
+            let arrow = |w: &mut Writer| {
+                w.flow("s", corr, call.0, call.1, call.2);
+                w.flow("f", corr, work.0, work.1, work.2);
+            };
+            if hold {
+                w.hold(&mut held, arrow);
+            } else {
+                arrow(w);
+            }
+        }
+        self.held = held;
+    }
+
+    /// Writes the ops (and arrows) held back for the projected ranges, once those are written.
+    fn put_held(&mut self) {
+        let held = std::mem::take(&mut self.held);
+        self.held_corrs = HashSet::new();
+        if let File::Open { writer, .. } = &mut self.file {
+            writer.put_held(&held);
         }
     }
 
@@ -1132,6 +1187,7 @@ impl Session {
             }
         }
         c.project_ranges(&mut o);
+        c.put_held();
         if let (false, Some((first, last)), File::Open { writer, .. }) =
             (c.has_steps, c.gpu_work, &mut c.file)
         {

@@ -176,9 +176,12 @@ impl Header {
             window: Some(self.window.clone()),
         };
         let cuprof = serde_json::to_string(&cuprof).map_err(io::Error::other)?;
-        // `"rank": N` with a space: HTA finds the rank with the regex `"rank":\s+(\d+)`.
+        // `"rank": N` with a space: HTA finds the rank with the regex `"rank":\s+(\d+)`. No
+        // `backend`: the tracer sees the rank only through the launcher's environment, never
+        // which torch.distributed backend (if any) the process used, and a guess of `nccl`
+        // would be wrong for a gloo job or a single process.
         Ok(format!(
-            "{{\"schemaVersion\": 1,\n \"deviceProperties\": {devices},\n \"distributedInfo\": {{\"backend\": \"nccl\", \"rank\": {}, \"world_size\": {}, \"local_rank\": {}}},\n \"cuprof\": {cuprof},\n \"displayTimeUnit\": \"ms\",\n \"baseTimeNanoseconds\": {},\n \"traceEvents\": [\n",
+            "{{\"schemaVersion\": 1,\n \"deviceProperties\": {devices},\n \"distributedInfo\": {{\"rank\": {}, \"world_size\": {}, \"local_rank\": {}}},\n \"cuprof\": {cuprof},\n \"displayTimeUnit\": \"ms\",\n \"baseTimeNanoseconds\": {},\n \"traceEvents\": [\n",
             self.rank, self.world_size, self.local_rank, self.base_time_ns
         ))
     }
@@ -209,6 +212,10 @@ mod tests {
         let text = h.prefix().unwrap() + &footer(&TraceStats::default(), "t").unwrap();
         assert!(text.contains("\"rank\": 3"), "{text}");
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            v[member::DISTRIBUTED_INFO],
+            serde_json::json!({"rank": 3, "world_size": 4, "local_rank": 0})
+        );
         let cuprof: CuprofMember = serde_json::from_value(v[member::CUPROF].clone()).unwrap();
         assert_eq!(cuprof.hostname.as_deref(), Some("h"));
         assert_eq!(v[member::TRACE_NAME], "t");

@@ -57,6 +57,8 @@ pub struct TraceWriter<W: Write> {
     scratch: String,
     /// A write error met while spilling between events, reported by the next `pump`.
     failed: Option<io::Error>,
+    /// Events go to a held buffer ([`TraceWriter::hold`]): `buf` is that buffer, not spilled.
+    holding: bool,
 }
 
 /// Formatted events are handed to the compressor in chunks of about this size, also in the
@@ -180,6 +182,7 @@ impl<W: Write> TraceWriter<W> {
             last_gpu: None,
             scratch: String::new(),
             failed: None,
+            holding: false,
         };
         w.header()?;
         // Names go in as tracks appear, not at the end: a file cut short (SIGKILL) and
@@ -223,8 +226,27 @@ impl<W: Write> TraceWriter<W> {
         self.buf.clear();
     }
 
-    fn begin(&mut self, ph: &str) {
+    /// Events that `f` writes go into `held` instead of the file, in the same form; they are
+    /// put in later by [`Self::put_held`], after what is written meanwhile. For an op that a
+    /// range written later must precede at the same start (see `session::OpenCycle::held`).
+    pub fn hold(&mut self, held: &mut Vec<u8>, f: impl FnOnce(&mut Self)) {
+        std::mem::swap(&mut self.buf, held);
+        self.holding = true;
+        f(self);
+        self.holding = false;
+        std::mem::swap(&mut self.buf, held);
+    }
+
+    /// Writes events [`Self::hold`] kept aside (each already counted and separated).
+    pub fn put_held(&mut self, held: &[u8]) {
         if self.buf.len() >= CHUNK {
+            self.spill();
+        }
+        self.buf.extend_from_slice(held);
+    }
+
+    fn begin(&mut self, ph: &str) {
+        if self.buf.len() >= CHUNK && !self.holding {
             self.spill();
         }
         if self.events > 0 {

@@ -85,7 +85,7 @@ fn symbols(a: usize) -> Vec<Frame> {
             line: s.lineno().map_or(0, i64::from),
             name: s
                 .name()
-                .map(|n| format!("{n:#}"))
+                .map(|n| readable(n.as_str(), format!("{n:#}")))
                 .unwrap_or_else(|| "<unknown>".to_string()),
         });
     });
@@ -97,4 +97,44 @@ fn symbols(a: usize) -> Vec<Frame> {
         });
     }
     out
+}
+
+/// A frame's function name: `shown` is the symboliser's, which demangles Rust names but leaves
+/// C++ ones (`_Z...`, from a library without debug info) as they are in the symbol table; those
+/// are demangled as libstdc++ does, as kernel names are ([`crate::resolve::demangle`]).
+fn readable(raw: Option<&str>, shown: String) -> String {
+    match raw {
+        Some(raw) if raw == shown => crate::resolve::demangle(raw),
+        _ => shown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::readable;
+
+    #[test]
+    fn cxx_frames_are_demangled_and_rust_frames_kept_as_shown() {
+        assert_eq!(
+            readable(
+                Some("_ZN2at6native5emptyEN3c108ArrayRefIlEE"),
+                "_ZN2at6native5emptyEN3c108ArrayRefIlEE".to_string()
+            ),
+            "at::native::empty(c10::ArrayRef<long>)"
+        );
+        assert_eq!(
+            readable(Some("_Z6matmulPfS_i"), "_Z6matmulPfS_i".to_string()),
+            "matmul(float*, float*, int)"
+        );
+        // Rust: the symboliser's own demangling (no hash), not libstdc++'s reading of it.
+        assert_eq!(
+            readable(
+                Some("_ZN4core3ptr13drop_in_place17h0123456789abcdefE"),
+                "core::ptr::drop_in_place".to_string()
+            ),
+            "core::ptr::drop_in_place"
+        );
+        assert_eq!(readable(Some("malloc"), "malloc".to_string()), "malloc");
+        assert_eq!(readable(None, "main".to_string()), "main");
+    }
 }

@@ -213,6 +213,11 @@ struct Fields<'a> {
 /// event (`ph`, `name`, `pid`, `ts`, `id`) and a metadata event's `args.name` /
 /// `args.sort_index`. The others are still checked to be JSON, but not decoded: `cuprof merge`
 /// rewrites only these, and decoding every kernel's `args` was a sixth of its time.
+///
+/// The members the full decode ([`Fields`], [`RawArgs`]) reads are named here too, as
+/// [`IgnoredAny`] (skipped at the cost of skipping an unknown member): the derive then refuses a
+/// member that appears twice exactly where the full decode does, so an event the lean reader
+/// passes on (to `cuprof merge`'s output) is never one `cuprof report` refuses.
 #[derive(Deserialize)]
 struct LeanFields<'a> {
     #[serde(borrow, default)]
@@ -227,14 +232,62 @@ struct LeanFields<'a> {
     id: Option<LenientId<'a>>,
     #[serde(borrow, default)]
     args: Option<LeanArgs<'a>>,
+    #[serde(default, rename = "cat")]
+    _cat: Option<IgnoredAny>,
+    #[serde(default, rename = "tid")]
+    _tid: Option<IgnoredAny>,
+    #[serde(default, rename = "dur")]
+    _dur: Option<IgnoredAny>,
 }
 
+/// A metadata event's `args` for [`LeanFields`]; the other members [`RawArgs`] decodes are
+/// named only so that one appearing twice is refused as the full decode refuses it.
 #[derive(Deserialize)]
 struct LeanArgs<'a> {
     #[serde(borrow, default)]
     name: Option<Text<'a>>,
     #[serde(default)]
     sort_index: Option<Int>,
+    #[serde(default, rename = "correlation")]
+    _correlation: Option<IgnoredAny>,
+    #[serde(default, rename = "stream")]
+    _stream: Option<IgnoredAny>,
+    #[serde(default, rename = "device")]
+    _device: Option<IgnoredAny>,
+    #[serde(default, rename = "bytes")]
+    _bytes: Option<IgnoredAny>,
+    #[serde(default, rename = "work")]
+    _work: Option<IgnoredAny>,
+    #[serde(default, rename = "payload")]
+    _payload: Option<IgnoredAny>,
+    #[serde(default, rename = "External id")]
+    _external_id: Option<IgnoredAny>,
+    #[serde(default, rename = "Input Dims")]
+    _input_dims: Option<IgnoredAny>,
+    #[serde(default, rename = "flops")]
+    _flops: Option<IgnoredAny>,
+    #[serde(default, rename = "Call stack")]
+    _call_stack: Option<IgnoredAny>,
+    #[serde(default, rename = "Sequence number")]
+    _sequence_number: Option<IgnoredAny>,
+    #[serde(default, rename = "Fwd thread id")]
+    _fwd_thread_id: Option<IgnoredAny>,
+    #[serde(default, rename = "grid")]
+    _grid: Option<IgnoredAny>,
+    #[serde(default, rename = "block")]
+    _block: Option<IgnoredAny>,
+    #[serde(default, rename = "registers per thread")]
+    _registers_per_thread: Option<IgnoredAny>,
+    #[serde(default, rename = "shared memory")]
+    _shared_memory: Option<IgnoredAny>,
+    #[serde(default, rename = "graph id")]
+    _graph_id: Option<IgnoredAny>,
+    #[serde(default, rename = "memory bandwidth (GB/s)")]
+    _bandwidth: Option<IgnoredAny>,
+    #[serde(default, rename = "cbid")]
+    _cbid: Option<IgnoredAny>,
+    #[serde(default, rename = "domain")]
+    _domain: Option<IgnoredAny>,
 }
 
 impl<'a> From<LeanFields<'a>> for Fields<'a> {

@@ -298,8 +298,7 @@ pub enum Detail {
     /// Only `ph`, `name`, `pid`, `ts`, `id` and a metadata event's `args.name` /
     /// `args.sort_index`: the rest of the event is validated, left at its default in
     /// [`Event`] and still in [`Event::raw`]. For a tool that places events and copies them
-    /// (`cuprof merge`). One difference besides: a member it does not decode may appear twice
-    /// (`"cat"` twice), which the full decode refuses as a malformed event.
+    /// (`cuprof merge`). A member either decode reads refuses to appear twice in both.
     Lean,
 }
 
@@ -1001,5 +1000,39 @@ mod tests {
             .unwrap();
         assert!(s.stopped);
         assert_eq!(s.events, 4);
+    }
+
+    /// A member read twice is refused by the lean decode exactly where the full decode refuses
+    /// it (so `cuprof merge` never copies an event `cuprof report` refuses), and a member
+    /// neither reads may repeat in both.
+    #[test]
+    fn lean_refuses_the_duplicates_full_refuses() {
+        let outcome = |detail: Detail, ev: &str| -> Result<u64, String> {
+            let mut r = TraceReader::new(Cursor::new(format!("[{ev}]")), Path::new("t")).unwrap();
+            r.set_detail(detail);
+            r.read_events(|_| ControlFlow::Continue(()))
+                .map(|s| s.events)
+                .map_err(|e| e.to_string())
+        };
+        let refused = [
+            r#"{"ph": "X", "cat": "a", "cat": "b", "ts": 1}"#,
+            r#"{"ph": "X", "tid": 1, "tid": 2, "ts": 1}"#,
+            r#"{"ph": "X", "ts": 1, "dur": 1, "dur": 2}"#,
+            r#"{"ph": "X", "ts": 1, "ts": 2}"#,
+            r#"{"ph": "X", "ts": 1, "args": {"correlation": 3, "correlation": 4}}"#,
+            r#"{"ph": "X", "ts": 1, "args": {"External id": 3, "device": 0, "External id": 4}}"#,
+            r#"{"ph": "X", "ts": 1, "args": {"grid": [1, 1, 1], "grid": [2, 1, 1]}}"#,
+            r#"{"ph": "X", "ts": 1, "args": {"memory bandwidth (GB/s)": 1, "memory bandwidth (GB/s)": 2}}"#,
+            r#"{"ph": "X", "ts": 1, "args": {"Call stack": "a", "Call stack": "b"}}"#,
+        ];
+        for ev in refused {
+            let full = outcome(Detail::Full, ev).unwrap_err();
+            let lean = outcome(Detail::Lean, ev).unwrap_err();
+            assert!(full.contains("duplicate field"), "{full}");
+            assert_eq!(lean, full, "{ev}");
+        }
+        let kept = r#"{"ph": "X", "ts": 1, "note": 1, "note": 2, "args": {"x": 1, "x": 2}}"#;
+        assert_eq!(outcome(Detail::Full, kept), Ok(1));
+        assert_eq!(outcome(Detail::Lean, kept), Ok(1));
     }
 }

@@ -619,6 +619,65 @@ fn a_projected_range_is_not_widened_into_an_op_that_touches_its_work() {
     );
 }
 
+/// A range projected onto the op that touches the one before it starts at that op's very ns;
+/// viewers nest slices that start together in file order, so the range is written first: the
+/// op (and its arrow) is held back until the cycle's ranges are written.
+#[test]
+fn a_range_starting_with_its_first_op_is_written_before_it() {
+    let sink = MemSink::default();
+    let mut s = recording(&sink);
+    // Kernel 4 (outside every range) ends where kernel 5, the first of "step", begins; kernel
+    // 7 ends "step" after a gap. One call (5) comes after its kernel, its arrow with it.
+    s.handle(Input::Events(vec![
+        api(4, 1_100),
+        link(5, 1),
+        link(7, 1),
+        api(7, 1_300),
+    ]));
+    s.handle(Input::Range(nvtx_range(1, 0, "step", 1_150, 1_350)));
+    s.handle(Input::Events(vec![
+        kernel(4, 2_000, 2_500),
+        kernel(5, 2_500, 3_000),
+        kernel(7, 3_100, 3_400),
+    ]));
+    s.handle(Input::Events(vec![api(5, 1_200)]));
+    s.finish();
+    let t = sink.trace("cycle1.json.gz");
+    assert_eq!(gpu_annotations(&t), vec![("step".to_string(), 2.5, 0.901)]);
+    let events = t["traceEvents"].as_array().unwrap();
+    let at = |what: &dyn Fn(&serde_json::Value) -> bool| -> usize {
+        events.iter().position(what).expect("written")
+    };
+    let range = at(&|e| e["cat"] == "gpu_user_annotation");
+    let k4 = at(&|e| e["name"] == "k4");
+    let k5 = at(&|e| e["name"] == "k5");
+    let k7 = at(&|e| e["name"] == "k7");
+    let f5 = at(&|e| e["ph"] == "f" && e["id"] == 5);
+    assert!(
+        k4 < range && range < k5 && k5 < f5,
+        "{k4} {range} {k5} {f5}"
+    );
+    // The others as they came.
+    assert!(k4 < k7 && k7 < range, "{k7} {range}");
+    assert_eq!(kernel_names(&t), ["k4", "k5", "k7"]);
+    assert_eq!(flow_ids(&t, "f"), [4, 5, 7]);
+    // On each track, of slices that start at one ns, the longer is written first.
+    let mut first_at: std::collections::HashMap<(String, String, String), f64> =
+        std::collections::HashMap::new();
+    for e in events.iter().filter(|e| e["ph"] == "X") {
+        let key = (
+            e["pid"].to_string(),
+            e["tid"].to_string(),
+            e["ts"].to_string(),
+        );
+        let dur = e["dur"].as_f64().unwrap();
+        if let Some(&before) = first_at.get(&key) {
+            assert!(before >= dur, "{e}");
+        }
+        first_at.entry(key).or_insert(dur);
+    }
+}
+
 #[test]
 fn flow_arrows_are_written_whole_whichever_end_comes_first() {
     let sink = MemSink::default();
