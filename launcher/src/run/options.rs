@@ -91,6 +91,11 @@ pub(super) struct Options {
     #[arg(long)]
     queued: bool,
 
+    /// Start ready and idle: nothing is recorded until `cuprof capture` asks (steps are
+    /// cuprof_step() calls); the other step options do not apply
+    #[arg(long, conflicts_with_all = ["wait", "warmup", "active", "repeat", "skip_first", "skip_first_wait", "step_nvtx", "capture_range", "delay", "duration"])]
+    on_demand: bool,
+
     /// Idle steps at the start of each cycle [default: 0]
     #[arg(long, value_name = "N")]
     wait: Option<u64>,
@@ -261,6 +266,7 @@ impl Options {
                 }),
                 delay: self.delay,
                 duration: self.duration,
+                on_demand: flag(self.on_demand, true),
             },
             ranks: self.ranks.as_ref().map(|r| r.0.clone()),
             cupti_path: self

@@ -17,7 +17,7 @@ use crate::signals::{self, Request};
 use crate::tracer::{self, Tracer};
 use crate::window;
 use cuprof_core::config::Config;
-use cuprof_core::window::StepPattern;
+use cuprof_core::window::{Capture, StepPattern};
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -114,6 +114,15 @@ fn start_tracer(cfg: &Config) -> Result<(), StartError> {
         &cfg.capture,
         cfg.step_nvtx.as_deref().map(StepPattern::new),
     );
+    if cfg.capture == Capture::OnDemand {
+        crate::control::start(
+            t,
+            crate::control::Identity {
+                rank: cfg.rank.rank,
+                name: cfg.name.clone(),
+            },
+        );
+    }
     Ok(())
 }
 
@@ -134,6 +143,7 @@ pub fn shutdown() {
         }
     }
     tracer::take_back();
+    crate::control::close();
     transition(Phase::ShuttingDown, Phase::Stopped);
 }
 

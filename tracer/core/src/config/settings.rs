@@ -58,6 +58,8 @@ pub struct StepSettings {
     pub delay: Option<Duration>,
     /// Zero: until exit.
     pub duration: Option<Duration>,
+    /// `CUPROF_ON_DEMAND`: idle until `cuprof capture` asks.
+    pub on_demand: Option<bool>,
 }
 
 impl Settings {
@@ -148,6 +150,24 @@ impl StepSettings {
                 ));
             }
         };
+        if self.on_demand == Some(true) {
+            let others = [
+                self.step_nvtx.as_ref().map(|_| vars::STEP_NVTX),
+                self.capture_range.map(|_| vars::CAPTURE_RANGE),
+                time_var,
+            ];
+            let mut others: Vec<&str> = others.into_iter().flatten().collect();
+            others.extend(step_vars);
+            if self.repeat.is_some() {
+                others.push(vars::REPEAT);
+            }
+            let others = others.join(", ");
+            conflict(
+                vars::ON_DEMAND,
+                Some(others.as_str()).filter(|o| !o.is_empty()),
+            );
+            return (Capture::OnDemand, None, warnings);
+        }
         if let Some(pattern) = &self.step_nvtx {
             conflict(
                 vars::STEP_NVTX,

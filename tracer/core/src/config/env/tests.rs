@@ -641,6 +641,7 @@ fn settings_round_trip_through_the_environment() {
             capture_range: Some(RangeSource::CudaProfilerApi),
             delay: Some(Duration::from_millis(1500)),
             duration: Some(Duration::ZERO),
+            on_demand: Some(true),
         },
         ranks: Some(vec![0, 3, 4]),
         cupti_path: Some("/opt/cupti/libcupti.so.12".into()),

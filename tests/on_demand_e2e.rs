@@ -1,0 +1,489 @@
+//! Issue 27 end to end: processes started with CUPROF_ON_DEMAND=1 (what `cuprof run
+//! --on-demand` sets) wait ready; `cuprof ps` lists them and `cuprof capture` records them
+//! through their control sockets; the sockets are private and bad messages harm nothing.
+//!
+//! Every test has its own XDG_RUNTIME_DIR, so the processes of one test are the only ones its
+//! `cuprof ps` sees.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+/// Processes of one job, started on-demand, each running `on_demand.py`.
+struct Job {
+    dir: TempDir,
+    children: Vec<Child>,
+}
+
+impl Job {
+    /// `n` ranks named `name`, each running `on_demand.py STOP LIMIT STEP_MS`.
+    fn start(tag: &str, name: &str, n: u32, limit: u32, step_ms: u32) -> Job {
+        let dir = TempDir::new(tag);
+        std::fs::create_dir(dir.path().join("rt")).unwrap();
+        std::fs::set_permissions(dir.path().join("rt"), PermissionsExt::from_mode(0o700)).unwrap();
+        let job = Job {
+            dir,
+            children: Vec::new(),
+        };
+        job.spawn(name, n, limit, step_ms)
+    }
+
+    fn spawn(mut self, name: &str, n: u32, limit: u32, step_ms: u32) -> Job {
+        for rank in 0..n {
+            let stop = self.stop_file();
+            let args = [
+                stop.to_str().unwrap(),
+                &limit.to_string(),
+                &step_ms.to_string(),
+            ];
+            let mut run = Run::python("on_demand.py", &args, &self.dir.path().join("out"))
+                .env("CUPROF_ON_DEMAND", "1")
+                .env("CUPROF_NAME", name)
+                .env("XDG_RUNTIME_DIR", self.runtime_dir())
+                .env("RANK", rank.to_string())
+                .env("WORLD_SIZE", n.to_string());
+            run.cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+            self.children.push(run.cmd.spawn().expect("python3 runs"));
+        }
+        self
+    }
+
+    fn runtime_dir(&self) -> PathBuf {
+        self.dir.path().join("rt")
+    }
+
+    fn socket_dir(&self) -> PathBuf {
+        self.runtime_dir().join("cuprof")
+    }
+
+    fn stop_file(&self) -> PathBuf {
+        self.dir.path().join("stop")
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::id).collect()
+    }
+
+    /// Waits (bounded) until every process has its control socket.
+    fn wait_ready(&self) {
+        for _ in 0..600 {
+            if self
+                .pids()
+                .iter()
+                .all(|p| self.socket_dir().join(format!("{p}.sock")).exists())
+            {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("the processes never opened their control sockets");
+    }
+
+    /// `cuprof ARGS` with this job's runtime directory.
+    fn cuprof(&self, args: &[&str]) -> Output {
+        let out = Command::new(cuprof_bin())
+            .args(args)
+            .env("XDG_RUNTIME_DIR", self.runtime_dir())
+            .output()
+            .unwrap();
+        if std::env::var_os("CUPROF_TEST_VERBOSE").is_some() {
+            eprintln!("cuprof {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        out
+    }
+
+    fn ok(&self, args: &[&str]) -> (String, String) {
+        let out = self.cuprof(args);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "cuprof {args:?}: {stderr}");
+        (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+    }
+
+    /// Stops the processes and returns each one's printed result, checked unharmed.
+    fn finish(&mut self) -> Vec<Value> {
+        std::fs::write(self.stop_file(), "").unwrap();
+        let mut results = Vec::new();
+        for c in std::mem::take(&mut self.children) {
+            let out = c.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{stderr}");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let v: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+            results.push(v);
+        }
+        for v in &results {
+            let n = v["steps"].as_u64().unwrap();
+            assert_eq!(
+                v["sum"].as_u64().unwrap(),
+                (0..n).map(|i| i * i).sum::<u64>()
+            );
+        }
+        results
+    }
+}
+
+/// `cuprof ps`'s rows: pid -> (rank, name, state, files).
+fn ps_rows(stdout: &str) -> BTreeMap<u32, (String, String, String, String)> {
+    let mut lines = stdout.lines();
+    assert_eq!(lines.next(), Some("PID\tRANK\tNAME\tSTATE\tSTEPS\tFILES"));
+    lines
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            assert_eq!(f.len(), 6, "{l}");
+            (
+                f[0].parse().unwrap(),
+                (f[1].into(), f[2].into(), f[3].into(), f[5].into()),
+            )
+        })
+        .collect()
+}
+
+fn steps_of(trace: &Value) -> Vec<u64> {
+    let mut s: Vec<u64> = events(trace, "user_annotation")
+        .iter()
+        .filter_map(|e| {
+            e["name"]
+                .as_str()?
+                .strip_prefix("ProfilerStep#")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    s.sort();
+    s
+}
+
+fn kernels(trace: &Value) -> BTreeMap<String, usize> {
+    count_by_name(&events(trace, "kernel"))
+}
+
+fn wrote_lines(stderr: &str) -> usize {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("cuprof: wrote "))
+        .count()
+}
+
+fn rank_file(dir: &Path, name: &str, rank: u32, cycle: u32) -> PathBuf {
+    dir.join(format!("{name}-rank{rank}-cycle{cycle}.trace.json.gz"))
+}
+
+#[test]
+fn a_four_rank_job_is_listed_then_captured_by_steps_twice_and_by_duration() {
+    let mut job = Job::start("four", "job", 4, 0, 50);
+    job.wait_ready();
+    let (ps, _) = job.ok(&["ps"]);
+    let rows = ps_rows(&ps);
+    assert_eq!(rows.keys().copied().collect::<Vec<_>>(), {
+        let mut p = job.pids();
+        p.sort();
+        p
+    });
+    let mut ranks: Vec<String> = rows.values().map(|r| r.0.clone()).collect();
+    ranks.sort();
+    assert_eq!(ranks, ["0", "1", "2", "3"]);
+    for (_, name, state, files) in rows.values() {
+        assert_eq!(
+            (name.as_str(), state.as_str(), files.as_str()),
+            ("job", "ready", "0")
+        );
+    }
+    // Nothing is written while ready.
+    assert!(!job.dir.path().join("out").exists());
+
+    let caps = job.dir.path().join("caps");
+    let caps_s = caps.to_str().unwrap();
+    let (_, err) = job.ok(&[
+        "capture",
+        "--name",
+        "job",
+        "--steps",
+        "3",
+        "--dir",
+        caps_s,
+        "--no-report",
+    ]);
+    assert_eq!(wrote_lines(&err), 4, "{err}");
+    let mut first = Vec::new();
+    for rank in 0..4 {
+        let t = read_trace(&rank_file(&caps, "job", rank, 1));
+        let steps = steps_of(&t);
+        assert_eq!(steps.len(), 3, "{steps:?}");
+        assert_eq!(steps[2], steps[0] + 2);
+        first.push(steps[0]);
+        // Two kernels a step.
+        assert_eq!(
+            kernels(&t),
+            BTreeMap::from([("gemm()".into(), 3), ("softmax()".into(), 3)])
+        );
+        assert_eq!(t["cuprof"]["cycle"], 1);
+    }
+    // The same steps in every rank.
+    assert!(first.iter().all(|&s| s == first[0]), "{first:?}");
+
+    let (_, err) = job.ok(&[
+        "capture",
+        "--all",
+        "--steps",
+        "2",
+        "--dir",
+        caps_s,
+        "--no-report",
+    ]);
+    assert_eq!(wrote_lines(&err), 4, "{err}");
+    let mut second = Vec::new();
+    for rank in 0..4 {
+        let t = read_trace(&rank_file(&caps, "job", rank, 2));
+        let steps = steps_of(&t);
+        assert_eq!(steps.len(), 2, "{steps:?}");
+        assert!(steps[0] > first[0] + 2);
+        second.push(steps[0]);
+        assert_eq!(
+            kernels(&t),
+            BTreeMap::from([("gemm()".into(), 2), ("softmax()".into(), 2)])
+        );
+        assert_eq!(t["cuprof"]["cycle"], 2);
+    }
+    assert!(second.iter().all(|&s| s == second[0]), "{second:?}");
+
+    let (_, err) = job.ok(&[
+        "capture",
+        "--name",
+        "job",
+        "--duration",
+        "0.5",
+        "--dir",
+        caps_s,
+        "--no-report",
+    ]);
+    assert_eq!(wrote_lines(&err), 4, "{err}");
+    for rank in 0..4 {
+        let t = read_trace(&rank_file(&caps, "job", rank, 3));
+        let k = kernels(&t);
+        assert!(k.keys().all(|n| n == "gemm()" || n == "softmax()"), "{k:?}");
+        assert!(k.values().sum::<usize>() > 0);
+        assert_eq!(t["cuprof"]["cycle"], 3);
+    }
+    let (ps, _) = job.ok(&["ps"]);
+    for (_, _, state, files) in ps_rows(&ps).values() {
+        assert_eq!((state.as_str(), files.as_str()), ("ready", "3"));
+    }
+    let mut files = std::fs::read_dir(&caps).unwrap().count();
+    files -= 12;
+    assert_eq!(files, 0);
+    job.finish();
+}
+
+#[test]
+fn a_process_that_exits_mid_capture_closes_its_file() {
+    let mut job = Job::start("exit", "ex", 1, 120, 30);
+    job.wait_ready();
+    let pid = job.pids()[0].to_string();
+    let caps = job.dir.path().join("caps");
+    let (_, err) = job.ok(&[
+        "capture",
+        "--pid",
+        &pid,
+        "--steps",
+        "100000",
+        "--dir",
+        caps.to_str().unwrap(),
+        "--no-report",
+    ]);
+    assert_eq!(wrote_lines(&err), 1, "{err}");
+    let results = job.finish();
+    assert_eq!(results[0]["steps"], 120);
+    let t = read_trace(&rank_file(&caps, "ex", 0, 1));
+    let steps = steps_of(&t);
+    // From the first step recorded to step 120, running at exit (after the last cuprof_step).
+    let start = steps[0];
+    assert_eq!(steps, (start..=120).collect::<Vec<_>>());
+    let n = (120 - start) as usize;
+    assert_eq!(
+        kernels(&t),
+        BTreeMap::from([("gemm()".into(), n), ("softmax()".into(), n)])
+    );
+}
+
+#[test]
+fn a_second_capture_while_one_runs_gets_one_line() {
+    let mut job = Job::start("busy", "busy", 1, 0, 20);
+    job.wait_ready();
+    let pid = job.pids()[0].to_string();
+    let caps = job.dir.path().join("caps");
+    let first = Command::new(cuprof_bin())
+        .args([
+            "capture",
+            "--pid",
+            &pid,
+            "--steps",
+            "100000",
+            "--no-report",
+            "--dir",
+        ])
+        .arg(&caps)
+        .env("XDG_RUNTIME_DIR", job.runtime_dir())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Until the first capture records.
+    for _ in 0..600 {
+        let (ps, _) = job.ok(&["ps"]);
+        if ps_rows(&ps).values().all(|r| r.2 == "recording") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = job.cuprof(&["capture", "--pid", &pid, "--steps", "1"]);
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("cuprof: process {pid}: a capture is already running in this process (capture 1); wait for it to end\n")
+    );
+    job.finish();
+    let out = first.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(wrote_lines(&String::from_utf8_lossy(&out.stderr)), 1);
+    assert_eq!(
+        std::fs::read_dir(&caps).unwrap().count(),
+        1,
+        "only the first capture wrote"
+    );
+}
+
+#[test]
+fn the_socket_directory_and_sockets_are_private() {
+    let mut job = Job::start("modes", "m", 1, 0, 20);
+    job.wait_ready();
+    let dir = std::fs::symlink_metadata(job.socket_dir()).unwrap();
+    assert!(dir.file_type().is_dir());
+    assert_eq!(dir.permissions().mode() & 0o7777, 0o700);
+    let sock = std::fs::symlink_metadata(job.socket_dir().join(format!("{}.sock", job.pids()[0])))
+        .unwrap();
+    assert!(sock.file_type().is_socket());
+    assert_eq!(sock.permissions().mode() & 0o777, 0o600);
+
+    // A file and a symlink planted at a socket's place are refused by capture.
+    let planted = job.socket_dir().join("999999.sock");
+    std::fs::write(&planted, "").unwrap();
+    let out = job.cuprof(&["capture", "--pid", "999999", "--steps", "1"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("999999.sock is not a socket"), "{err}");
+    std::fs::remove_file(&planted).unwrap();
+    let live = job.socket_dir().join(format!("{}.sock", job.pids()[0]));
+    std::os::unix::fs::symlink(&live, &planted).unwrap();
+    let out = job.cuprof(&["capture", "--pid", "999999", "--steps", "1"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("999999.sock is not a socket"));
+    std::fs::remove_file(&planted).unwrap();
+
+    // Another user cannot even reach the directory, and the process records nothing.
+    let nobody = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(cuprof_bin())
+        .args(["capture", "--all", "--steps", "1"])
+        .env("XDG_RUNTIME_DIR", job.runtime_dir())
+        .output()
+        .unwrap();
+    assert!(!nobody.status.success());
+    let err = String::from_utf8_lossy(&nobody.stderr).into_owned();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("Permission denied"), "{err}");
+    let (ps, _) = job.ok(&["ps"]);
+    assert_eq!(ps_rows(&ps).values().next().unwrap().2, "ready");
+    let out = job.dir.path().join("out");
+    job.finish();
+    assert!(!job_out_has_files(&out));
+}
+
+/// Whether a finished job wrote traces (its output directory).
+fn job_out_has_files(out: &Path) -> bool {
+    out.exists() && std::fs::read_dir(out).unwrap().count() > 0
+}
+
+#[test]
+fn a_planted_symlink_or_file_as_the_socket_directory_turns_control_off_not_the_program() {
+    for plant in ["symlink", "file"] {
+        let dir = TempDir::new("plant");
+        let rt = dir.path().join("rt");
+        std::fs::create_dir(&rt).unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::set_permissions(&elsewhere, PermissionsExt::from_mode(0o700)).unwrap();
+        if plant == "symlink" {
+            std::os::unix::fs::symlink(&elsewhere, rt.join("cuprof")).unwrap();
+        } else {
+            std::fs::write(rt.join("cuprof"), "").unwrap();
+        }
+        let out = Run::python(
+            "on_demand.py",
+            &[dir.path().join("stop").to_str().unwrap(), "5", "1"],
+            &dir.path().join("out"),
+        )
+        .env("CUPROF_ON_DEMAND", "1")
+        .env("XDG_RUNTIME_DIR", &rt)
+        .output();
+        assert!(out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "cuprof: on-demand control is off: {} is not a directory of its own",
+                rt.join("cuprof").display()
+            )),
+            "{plant}: {err}"
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            r#"{"steps": 5, "sum": 30}"#
+        );
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+        assert!(!dir.path().join("out").exists());
+    }
+}
+
+/// Sends `bytes` on a fresh connection (then closes the writing side) and returns the reply.
+fn raw(socket: &Path, bytes: &[u8]) -> String {
+    let mut c = UnixStream::connect(socket).unwrap();
+    let _ = c.write_all(bytes);
+    let _ = c.shutdown(std::net::Shutdown::Write);
+    let mut reply = String::new();
+    let _ = c.read_to_string(&mut reply);
+    reply
+}
+
+#[test]
+fn garbage_truncated_and_oversized_messages_do_not_touch_the_program() {
+    let mut job = Job::start("garbage", "g", 1, 0, 20);
+    job.wait_ready();
+    let socket = job.socket_dir().join(format!("{}.sock", job.pids()[0]));
+    let cases: [(&[u8], &str); 6] = [
+        (b"GET / HTTP/1.1\r\n\r\n", "cuprof\t1\terror\tthe message is not a cuprof control message\n"),
+        (b"cuprof\t1\tste", "cuprof\t1\terror\tmalformed control message: unknown request\n"),
+        (b"cuprof\t1\tsteps\t-1\t3\t\t/x\n", "cuprof\t1\terror\tmalformed control message: step number\n"),
+        (b"\xff\xfe\x00\n", "cuprof\t1\terror\tthe request is not UTF-8\n"),
+        (b"cuprof\t7\tstatus\n", "cuprof\t1\terror\tthe other side speaks control protocol 7, this cuprof speaks 1: use cuprof and libcuprof.so of the same release\n"),
+        (b"", "cuprof\t1\terror\tthe message is not a cuprof control message\n"),
+    ];
+    for (bytes, want) in cases {
+        assert_eq!(raw(&socket, bytes), want, "{bytes:?}");
+    }
+    let long = vec![b'x'; 100_000];
+    assert_eq!(
+        raw(&socket, &long),
+        "cuprof\t1\terror\tthe message is longer than 8192 bytes\n"
+    );
+    // Still served, still ready, nothing recorded.
+    let (ps, _) = job.ok(&["ps"]);
+    assert_eq!(ps_rows(&ps).values().next().unwrap().2, "ready");
+    let out = job.dir.path().join("out");
+    job.finish();
+    assert!(!job_out_has_files(&out));
+}
