@@ -105,8 +105,9 @@ impl Job {
         (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
     }
 
-    /// Stops the processes and returns each one's printed result, checked unharmed.
-    fn finish(&mut self) -> Vec<Value> {
+    /// Stops the processes and returns each one's printed result, checked unharmed, and its
+    /// stderr.
+    fn finish(&mut self) -> Vec<(Value, String)> {
         std::fs::write(self.stop_file(), "").unwrap();
         let mut results = Vec::new();
         for c in std::mem::take(&mut self.children) {
@@ -115,9 +116,9 @@ impl Job {
             assert!(out.status.success(), "{stderr}");
             let stdout = String::from_utf8_lossy(&out.stdout);
             let v: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
-            results.push(v);
+            results.push((v, stderr.into_owned()));
         }
-        for v in &results {
+        for (v, _) in &results {
             let n = v["steps"].as_u64().unwrap();
             assert_eq!(
                 v["sum"].as_u64().unwrap(),
@@ -298,7 +299,7 @@ fn a_process_that_exits_mid_capture_closes_its_file() {
     ]);
     assert_eq!(wrote_lines(&err), 1, "{err}");
     let results = job.finish();
-    assert_eq!(results[0]["steps"], 120);
+    assert_eq!(results[0].0["steps"], 120);
     let t = read_trace(&rank_file(&caps, "ex", 0, 1));
     let steps = steps_of(&t);
     // From the first step recorded to step 120, running at exit (after the last cuprof_step).
@@ -399,8 +400,37 @@ fn the_socket_directory_and_sockets_are_private() {
     assert!(err.contains("Permission denied"), "{err}");
     let (ps, _) = job.ok(&["ps"]);
     assert_eq!(ps_rows(&ps).values().next().unwrap().2, "ready");
+
+    // Were the socket reachable (its mode opened, and the directory bypassed through an O_PATH
+    // descriptor opened as root), the peer check still refuses another uid.
+    std::fs::set_permissions(&live, PermissionsExt::from_mode(0o666)).unwrap();
+    let other = Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(concat!(
+            "import os, socket, sys\n",
+            "fd = os.open(sys.argv[1], os.O_PATH)\n",
+            "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n",
+            "s = socket.socket(socket.AF_UNIX)\n",
+            "s.connect(f'/proc/self/fd/{fd}')\n",
+            "s.sendall(b'cuprof\\t1\\tsteps\\t0\\t1\\t\\t/tmp/x\\n')\n",
+            "print(s.recv(9000).decode(), end='')\n",
+        ))
+        .arg(&live)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&other.stdout),
+        "cuprof\t1\terror\tpermission denied: not the owner of this process\n",
+        "{}",
+        String::from_utf8_lossy(&other.stderr)
+    );
+    let (ps, _) = job.ok(&["ps"]);
+    assert_eq!(ps_rows(&ps).values().next().unwrap().2, "ready");
     let out = job.dir.path().join("out");
-    job.finish();
+    let results = job.finish();
+    assert!(results[0].1.contains(
+        "cuprof: refused a control connection from uid 65534: only uid 0 and root may control this process"
+    ));
     assert!(!job_out_has_files(&out));
 }
 
@@ -486,4 +516,71 @@ fn garbage_truncated_and_oversized_messages_do_not_touch_the_program() {
     let out = job.dir.path().join("out");
     job.finish();
     assert!(!job_out_has_files(&out));
+}
+
+#[test]
+fn cuprof_run_on_demand_starts_ready_and_reports_the_captures_at_the_end() {
+    let dir = TempDir::new("run");
+    let rt = dir.path().join("rt");
+    std::fs::create_dir(&rt).unwrap();
+    std::fs::set_permissions(&rt, PermissionsExt::from_mode(0o700)).unwrap();
+    let out = dir.path().join("out");
+    let stop = dir.path().join("stop");
+    let run = Command::new(cuprof_bin())
+        .args(["run", "--on-demand", "--name", "r", "--no-report", "--dir"])
+        .arg(&out)
+        .arg("--")
+        .arg("python3")
+        .arg(apps().join("on_demand.py"))
+        .arg(&stop)
+        .env("PYTHONPATH", apps())
+        .env("CUPTI_DOUBLE_LIB", double())
+        .env("CUPROF_CUPTI_PATH", double())
+        .env("XDG_RUNTIME_DIR", &rt)
+        .env_remove("LD_PRELOAD")
+        .env_remove("CUDA_INJECTION64_PATH")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sockets = rt.join("cuprof");
+    for _ in 0..600 {
+        if socket_count(&sockets) == 1 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let cap = Command::new(cuprof_bin())
+        .args(["capture", "--name", "r", "--steps", "2", "--no-report"])
+        .env("XDG_RUNTIME_DIR", &rt)
+        .output()
+        .unwrap();
+    let cap_err = String::from_utf8_lossy(&cap.stderr).into_owned();
+    assert!(cap.status.success(), "{cap_err}");
+    let file = out.join("r-rank0-cycle1.trace.json.gz");
+    assert_eq!(
+        cap_err.lines().next().unwrap().split(" (").next().unwrap(),
+        format!("cuprof: wrote {}", file.display())
+    );
+    assert_eq!(steps_of(&read_trace(&file)).len(), 2);
+    std::fs::write(&stop, "").unwrap();
+    let done = run.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&done.stderr).into_owned();
+    assert!(done.status.success(), "{err}");
+    // The launcher's end-of-run lines list the capture's file.
+    assert_eq!(wrote_lines(&err), 1, "{err}");
+    assert!(
+        err.contains(&format!("cuprof: wrote {}", file.display())),
+        "{err}"
+    );
+    assert_eq!(socket_count(&sockets), 0, "the socket is removed at exit");
+}
+
+/// Sockets in the control directory.
+fn socket_count(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |d| {
+        d.flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_socket()))
+            .count()
+    })
 }

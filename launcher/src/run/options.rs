@@ -327,6 +327,11 @@ mod tests {
         };
         assert_eq!(get("CUPROF_RECORD_SHAPES"), Some("0"));
         assert_eq!(get("CUPROF_TORCH_OPS"), Some("0"));
+        assert_eq!(get("CUPROF_ON_DEMAND"), None);
+        let a = args(&["--on-demand", "--name", "job", "--", "python", "x.py"]);
+        let env = child_env(&a.opts, "/l.so".into(), None, 1234).unwrap();
+        let on_demand = env.iter().find(|(n, _)| *n == "CUPROF_ON_DEMAND");
+        assert_eq!(on_demand.map(|(_, v)| v.to_str().unwrap()), Some("1"));
     }
 
     #[test]
@@ -382,6 +387,9 @@ mod tests {
             &["--capture-range", "nvtx", "--", "x"],
             &["--activities", "DISK", "--", "x"],
             &["--wait", "1"],
+            &["--on-demand", "--active", "2", "--", "x"],
+            &["--on-demand", "--step-nvtx", "s", "--", "x"],
+            &["--on-demand", "--duration", "2", "--", "x"],
         ] {
             assert!(
                 Cli::try_parse_from(std::iter::once("run").chain(bad.iter().copied())).is_err(),

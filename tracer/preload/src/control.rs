@@ -91,24 +91,36 @@ fn bind() -> Result<UnixListener, String> {
     proto::check_private_dir(&dir, uid(), true).map_err(|e| e.to_string())?;
     proto::remove_stale(&dir);
     let path = proto::socket_path(&dir, pid());
-    // Only a socket of an earlier process with our pid may be replaced; anything else planted
-    // at our path is left alone, and control stays off.
-    match std::fs::symlink_metadata(&path) {
-        Ok(m) if m.file_type().is_socket() => {
-            let _ = std::fs::remove_file(&path);
-        }
-        Ok(_) => {
-            return Err(format!(
-                "{} exists and is not a socket: remove it",
-                path.display()
-            ))
-        }
-        Err(_) => {}
+    // Bound under a hidden name and made 0600 before it takes its name: a listed socket is
+    // never reachable with the umask's mode.
+    let bound = dir.join(format!(".{}.sock.new", pid()));
+    replace_socket_only(&path)?;
+    replace_socket_only(&bound)?;
+    let listener = UnixListener::bind(&bound).map_err(|e| format!("{}: {e}", bound.display()))?;
+    let placed = std::fs::set_permissions(&bound, std::fs::Permissions::from_mode(0o600))
+        .and_then(|()| std::fs::rename(&bound, &path));
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&bound);
+        return Err(format!("{}: {e}", path.display()));
     }
-    let listener = UnixListener::bind(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
     let _ = SOCKET.set(path);
     Ok(listener)
+}
+
+/// Removes an earlier socket at `path` (a process with our pid, since gone); anything else
+/// planted there is left alone, and control stays off.
+fn replace_socket_only(path: &Path) -> Result<(), String> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => {
+            let _ = std::fs::remove_file(path);
+            Ok(())
+        }
+        Ok(_) => Err(format!(
+            "{} exists and is not a socket: remove it",
+            path.display()
+        )),
+        Err(_) => Ok(()),
+    }
 }
 
 fn serve(t: &'static Tracer, who: &Identity, listener: UnixListener) {

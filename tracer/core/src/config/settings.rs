@@ -143,13 +143,6 @@ impl StepSettings {
             (false, false) => None,
         };
 
-        let mut conflict = |winner: &str, loser: Option<&str>| {
-            if let Some(loser) = loser {
-                warnings.push(format!(
-                    "cuprof: {winner} and {loser} both choose what to record; {winner} wins and {loser} is ignored"
-                ));
-            }
-        };
         if self.on_demand == Some(true) {
             let others = [
                 self.step_nvtx.as_ref().map(|_| vars::STEP_NVTX),
@@ -161,13 +154,22 @@ impl StepSettings {
             if self.repeat.is_some() {
                 others.push(vars::REPEAT);
             }
-            let others = others.join(", ");
-            conflict(
-                vars::ON_DEMAND,
-                Some(others.as_str()).filter(|o| !o.is_empty()),
-            );
+            if !others.is_empty() {
+                warnings.push(format!(
+                    "cuprof: {} ignored with {}=1 (each cuprof capture says what to record)",
+                    others.join(", "),
+                    vars::ON_DEMAND
+                ));
+            }
             return (Capture::OnDemand, None, warnings);
         }
+        let mut conflict = |winner: &str, loser: Option<&str>| {
+            if let Some(loser) = loser {
+                warnings.push(format!(
+                    "cuprof: {winner} and {loser} both choose what to record; {winner} wins and {loser} is ignored"
+                ));
+            }
+        };
         if let Some(pattern) = &self.step_nvtx {
             conflict(
                 vars::STEP_NVTX,

@@ -690,3 +690,25 @@ fn settings_to_env_spells_the_variables() {
     assert_eq!(get("CUPROF_RANKS"), Some("0,1,3"));
     assert_eq!(env.len(), 5, "{env:?}");
 }
+
+#[test]
+fn on_demand_wins_over_every_other_step_source() {
+    let (c, w) = on(&[("CUPROF_ON_DEMAND", "1")]);
+    assert!(w.is_empty(), "{w:?}");
+    assert_eq!(c.capture, Capture::OnDemand);
+    assert!(c.capture.multi_cycle());
+    let (c, w) = on(&[
+        ("CUPROF_ON_DEMAND", "1"),
+        ("CUPROF_STEP_NVTX", "step"),
+        ("CUPROF_DELAY", "3"),
+        ("CUPROF_ACTIVE", "2"),
+    ]);
+    assert_eq!(
+        w,
+        ["cuprof: CUPROF_STEP_NVTX, CUPROF_DELAY, CUPROF_ACTIVE ignored with CUPROF_ON_DEMAND=1 (each cuprof capture says what to record)"]
+    );
+    assert_eq!(c.capture, Capture::OnDemand);
+    assert_eq!(c.step_nvtx, None);
+    let (c, _) = on(&[("CUPROF_ON_DEMAND", "0"), ("CUPROF_ACTIVE", "2")]);
+    assert!(matches!(c.capture, Capture::Steps(_)));
+}
