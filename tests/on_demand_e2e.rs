@@ -24,6 +24,18 @@ struct Job {
 impl Job {
     /// `n` ranks named `name`, each running `on_demand.py STOP LIMIT STEP_MS`.
     fn start(tag: &str, name: &str, n: u32, limit: u32, step_ms: u32) -> Job {
+        Job::start_with(tag, name, n, limit, step_ms, &[])
+    }
+
+    /// [`Job::start`] with `env` added to each process's environment.
+    fn start_with(
+        tag: &str,
+        name: &str,
+        n: u32,
+        limit: u32,
+        step_ms: u32,
+        env: &[(&str, &str)],
+    ) -> Job {
         let dir = TempDir::new(tag);
         std::fs::create_dir(dir.path().join("rt")).unwrap();
         std::fs::set_permissions(dir.path().join("rt"), PermissionsExt::from_mode(0o700)).unwrap();
@@ -31,10 +43,10 @@ impl Job {
             dir,
             children: Vec::new(),
         };
-        job.spawn(name, n, limit, step_ms)
+        job.spawn(name, n, limit, step_ms, env)
     }
 
-    fn spawn(mut self, name: &str, n: u32, limit: u32, step_ms: u32) -> Job {
+    fn spawn(mut self, name: &str, n: u32, limit: u32, step_ms: u32, env: &[(&str, &str)]) -> Job {
         for rank in 0..n {
             let stop = self.stop_file();
             let args = [
@@ -48,6 +60,9 @@ impl Job {
                 .env("XDG_RUNTIME_DIR", self.runtime_dir())
                 .env("RANK", rank.to_string())
                 .env("WORLD_SIZE", n.to_string());
+            for (k, v) in env {
+                run = run.env(k, v);
+            }
             run.cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
             self.children.push(run.cmd.spawn().expect("python3 runs"));
         }
@@ -412,7 +427,9 @@ fn the_socket_directory_and_sockets_are_private() {
             "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n",
             "s = socket.socket(socket.AF_UNIX)\n",
             "s.connect(f'/proc/self/fd/{fd}')\n",
-            "s.sendall(b'cuprof\\t1\\tsteps\\t0\\t1\\t\\t/tmp/x\\n')\n",
+            // The refusal may come (and the connection close) before the request is sent.
+            "try: s.sendall(b'cuprof\\t1\\tsteps\\t0\\t1\\t\\t/tmp/x\\n')\n",
+            "except BrokenPipeError: pass\n",
             "print(s.recv(9000).decode(), end='')\n",
         ))
         .arg(&live)
@@ -583,4 +600,47 @@ fn socket_count(dir: &Path) -> usize {
             .filter(|e| e.file_type().is_ok_and(|t| t.is_socket()))
             .count()
     })
+}
+
+#[test]
+fn a_process_that_stepped_aside_says_so_and_takes_no_capture() {
+    let mut job = Job::start_with(
+        "aside",
+        "a",
+        1,
+        0,
+        20,
+        &[("ON_DEMAND_SECOND_CLIENT_AT", "3")],
+    );
+    job.wait_ready();
+    let mut state = String::new();
+    for _ in 0..600 {
+        let (ps, _) = job.ok(&["ps"]);
+        state = ps_rows(&ps).values().next().unwrap().2.clone();
+        if state == "stepped-aside" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(state, "stepped-aside");
+    let pid = job.pids()[0].to_string();
+    let out = job.cuprof(&["capture", "--pid", &pid, "--steps", "1"]);
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("cuprof: process {pid}: cuprof stepped aside for another profiler in this process (torch.profiler?): nothing can be captured\n")
+    );
+    let out_dir = job.dir.path().join("out");
+    let results = job.finish();
+    assert_eq!(
+        results[0]
+            .1
+            .lines()
+            .filter(|l| l.contains("steps aside"))
+            .count(),
+        1,
+        "{}",
+        results[0].1
+    );
+    assert!(!job_out_has_files(&out_dir));
 }

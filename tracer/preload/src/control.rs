@@ -187,11 +187,12 @@ fn answer(t: &'static Tracer, who: &Identity, mut conn: UnixStream) {
 fn handle(t: &'static Tracer, who: &Identity, req: Request) -> Reply {
     match req {
         Request::Status => Reply::Status(status(who)),
-        _ if lifecycle::phase() != Phase::Running => Reply::Error(format!(
-            "process {} is {}: nothing can be captured",
-            pid(),
-            state_name()
-        )),
+        _ if lifecycle::phase() == Phase::Aside => Reply::Error(
+            "cuprof stepped aside for another profiler in this process (torch.profiler?): nothing can be captured".into(),
+        ),
+        _ if lifecycle::phase() != Phase::Running => {
+            Reply::Error("the process is exiting: nothing can be captured".into())
+        }
         Request::Steps {
             start,
             count,

@@ -126,9 +126,15 @@ fn start_tracer(cfg: &Config) -> Result<(), StartError> {
     Ok(())
 }
 
-/// Ends tracing: closes the window, flushes CUPTI, waits (bounded) for the writer to finish
-/// the files. Safe to call more than once and from any thread but the writer.
+/// Ends tracing at exit: [`finish_tracing`], and the control socket goes (the process is no
+/// longer listed). Safe to call more than once and from any thread but the writer.
 pub fn shutdown() {
+    finish_tracing();
+    crate::control::close();
+}
+
+/// Closes the window, flushes CUPTI, waits (bounded) for the writer to finish the files.
+fn finish_tracing() {
     if !transition(Phase::Running, Phase::ShuttingDown) {
         return;
     }
@@ -143,7 +149,6 @@ pub fn shutdown() {
         }
     }
     tracer::take_back();
-    crate::control::close();
     transition(Phase::ShuttingDown, Phase::Stopped);
 }
 
@@ -158,7 +163,8 @@ pub fn step_aside(who: &str) {
         "another profiler in this process called {who} (torch.profiler?): cuprof finishes its trace now and steps aside"
     ));
     let t = tracer::running();
-    shutdown();
+    // The control socket stays: `cuprof ps` shows the process stepped aside.
+    finish_tracing();
     if let Some(t) = t {
         t.cupti.unsubscribe();
     }
