@@ -499,8 +499,13 @@ fn garbage_truncated_and_oversized_messages_do_not_touch_the_program() {
     let (ps, _) = job.ok(&["ps"]);
     assert_eq!(ps_rows(&ps).values().next().unwrap().2, "ready");
     let out = job.dir.path().join("out");
-    job.finish();
+    let pid = job.pids()[0];
+    let results = job.finish();
     assert!(!job_out_has_files(&out));
+    assert_eq!(
+        results[0].1,
+        format!("cuprof: process {pid} was ready for cuprof capture and nothing was captured: no trace written\n")
+    );
 }
 
 #[test]

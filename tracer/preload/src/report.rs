@@ -87,7 +87,12 @@ pub fn finish(t: &Tracer, session: Session) -> Vec<Written> {
         lines.push(ReportLine::Note(note).to_line());
     }
     if written.is_empty() {
-        let why = if window::steps_seen() == 0 && window::expects_steps() {
+        let why = if window::is_on_demand() {
+            format!(
+                "process {} was ready for cuprof capture and nothing was captured: no trace written",
+                t.pid
+            )
+        } else if window::steps_seen() == 0 && window::expects_steps() {
             "no step was recorded: no NVTX range matched the step pattern and cuprof_step() was never called".to_string()
         } else {
             format!(

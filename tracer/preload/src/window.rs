@@ -54,10 +54,13 @@ static HAS_STEP_PATTERN: AtomicBool = AtomicBool::new(false);
 static STEPS_SEEN: AtomicU64 = AtomicU64::new(0);
 /// The window is made of steps (for the "no step was recorded" message).
 static STEPS_EXPECTED: AtomicBool = AtomicBool::new(false);
+/// The window waits for `cuprof capture` (for the "nothing was captured" message).
+static ON_DEMAND: AtomicBool = AtomicBool::new(false);
 
 /// Sets up the window at CUDA initialisation and applies its first transition.
 pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
     STEPS_EXPECTED.store(matches!(capture, Capture::Steps(_)), Relaxed);
+    ON_DEMAND.store(matches!(capture, Capture::OnDemand), Relaxed);
     if let Some(p) = step_pattern {
         if let Ok(mut s) = STEP_PATTERN.lock() {
             *s = Some(p);
@@ -433,6 +436,11 @@ pub fn demand_state() -> &'static str {
 /// Number of step boundaries seen (for the "no step matched" message).
 pub fn steps_seen() -> u64 {
     STEPS_SEEN.load(Relaxed)
+}
+
+/// Whether the window waits for `cuprof capture`.
+pub fn is_on_demand() -> bool {
+    ON_DEMAND.load(Relaxed)
 }
 
 /// Whether the window is made of steps.
