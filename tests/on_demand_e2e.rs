@@ -617,3 +617,40 @@ fn a_process_that_stepped_aside_says_so_and_takes_no_capture() {
     );
     assert!(!job_out_has_files(&out_dir));
 }
+
+#[test]
+fn operators_of_a_torch_process_are_recorded_only_while_captured() {
+    require_python("torch");
+    let mut job = Job::start_with("torch", "tq", 1, 0, 20, &[("ON_DEMAND_TORCH", "1")]);
+    job.wait_ready();
+    let pid = job.pids()[0].to_string();
+    let caps = job.dir.path().join("caps");
+    for cycle in 1..=2 {
+        let (_, err) = job.ok(&[
+            "capture",
+            "--pid",
+            &pid,
+            "--steps",
+            "2",
+            "--dir",
+            caps.to_str().unwrap(),
+            "--no-report",
+        ]);
+        assert_eq!(wrote_lines(&err), 1, "{err}");
+        let t = read_trace(&rank_file(&caps, "tq", 0, cycle));
+        assert_eq!(steps_of(&t).len(), 2);
+        // One torch.mm a step (which calls aten::resolve_conj three times, as torch.profiler
+        // records it), nothing from before or between the captures.
+        let ops = count_by_name(&torch_operators(&t));
+        assert_eq!(
+            ops,
+            BTreeMap::from([("aten::mm".into(), 2), ("aten::resolve_conj".into(), 6)]),
+            "cycle {cycle}"
+        );
+        assert_eq!(
+            kernels(&t),
+            BTreeMap::from([("gemm()".into(), 2), ("softmax()".into(), 2)])
+        );
+    }
+    job.finish();
+}
