@@ -425,6 +425,23 @@ fn job_out_has_files(out: &Path) -> bool {
 }
 
 #[test]
+fn ps_and_capture_without_on_demand_processes_say_so_in_one_line() {
+    let dir = TempDir::new("none");
+    for args in [&["ps"][..], &["capture", "--all", "--steps", "1"]] {
+        let out = Command::new(cuprof_bin())
+            .args(args)
+            .env("XDG_RUNTIME_DIR", dir.path())
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "cuprof: no process runs with --on-demand for this user on this host (start one with cuprof run --on-demand; cuprof ps lists them)\n"
+        );
+    }
+}
+
+#[test]
 fn a_planted_symlink_or_file_as_the_socket_directory_turns_control_off_not_the_program() {
     for plant in ["symlink", "file"] {
         let dir = TempDir::new("plant");
@@ -490,6 +507,16 @@ fn garbage_truncated_and_oversized_messages_do_not_touch_the_program() {
     for (bytes, want) in cases {
         assert_eq!(raw(&socket, bytes), want, "{bytes:?}");
     }
+    // A pid without a socket: one line naming it and why.
+    let out = job.cuprof(&["capture", "--pid", "999998", "--steps", "1"]);
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "cuprof: process 999998 has no control socket ({}): it was not started with --on-demand, has ended, or belongs to another user: No such file or directory (os error 2)\n",
+            job.socket_dir().join("999998.sock").display()
+        )
+    );
     let long = vec![b'x'; 100_000];
     assert_eq!(
         raw(&socket, &long),
