@@ -120,6 +120,23 @@ impl Job {
         (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
     }
 
+    /// `cuprof capture --pid PID --steps N --dir CAPS`, which must write one file.
+    fn capture_steps(&self, pid: &str, n: &str, caps: &Path) {
+        let dir = caps.to_str().unwrap();
+        let args = [
+            "capture",
+            "--pid",
+            pid,
+            "--steps",
+            n,
+            "--dir",
+            dir,
+            "--no-report",
+        ];
+        let (_, err) = self.ok(&args);
+        assert_eq!(wrote_lines(&err), 1, "{err}");
+    }
+
     /// Stops the processes and returns each one's printed result, checked unharmed, and its
     /// stderr.
     fn finish(&mut self) -> Vec<(Value, String)> {
@@ -270,17 +287,7 @@ fn a_process_that_exits_mid_capture_closes_its_file() {
     job.wait_ready();
     let pid = job.pids()[0].to_string();
     let caps = job.dir.path().join("caps");
-    let (_, err) = job.ok(&[
-        "capture",
-        "--pid",
-        &pid,
-        "--steps",
-        "100000",
-        "--dir",
-        caps.to_str().unwrap(),
-        "--no-report",
-    ]);
-    assert_eq!(wrote_lines(&err), 1, "{err}");
+    job.capture_steps(&pid, "100000", &caps);
     let results = job.finish();
     assert_eq!(results[0].0["steps"], 120);
     let t = read_trace(&rank_file(&caps, "ex", 0, 1));
@@ -653,17 +660,7 @@ fn operators_of_a_torch_process_are_recorded_only_while_captured() {
     let pid = job.pids()[0].to_string();
     let caps = job.dir.path().join("caps");
     for cycle in 1..=2 {
-        let (_, err) = job.ok(&[
-            "capture",
-            "--pid",
-            &pid,
-            "--steps",
-            "2",
-            "--dir",
-            caps.to_str().unwrap(),
-            "--no-report",
-        ]);
-        assert_eq!(wrote_lines(&err), 1, "{err}");
+        job.capture_steps(&pid, "2", &caps);
         let t = read_trace(&rank_file(&caps, "tq", 0, cycle));
         assert_eq!(steps_of(&t).len(), 2);
         // One torch.mm a step (which calls aten::resolve_conj three times, as torch.profiler
