@@ -14,6 +14,8 @@
 #     package) calling cuprof's NVTX injection; ns added per push+pop on the application
 #     thread, against the same loop untraced (NVTX calls are no-ops without an injection), and
 #     every range checked in the trace.
+#  4. A ready on-demand process (CUPROF_ON_DEMAND=1, never captured) against the same launch
+#     loop untraced (part of --preload-only; scripts/bench/on_demand_ready.sh runs it alone).
 #
 # Usage: scripts/bench-cpu.sh [--quick] [--no-criterion] [--no-preload]
 #   --quick         criterion with short measurement times (about 1 minute instead of ~4)
@@ -35,7 +37,7 @@ for a in "$@"; do
     --no-criterion) criterion=0 ;;
     --no-preload) preload=0 ;;
     --preload-only) cargo_bench=0 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "unknown argument: $a" >&2; exit 2 ;;
   esac
 done
@@ -280,3 +282,7 @@ PY
 else
   echo "== NVTX ranges: skipped (pip install nvtx)"
 fi
+
+# ------------------------------------------------------------------ 4. on-demand, ready
+echo
+"$root/scripts/bench/on_demand_ready.sh" "$target/release"

@@ -10,6 +10,7 @@
 
 mod analysis;
 mod console;
+mod control_cmd;
 mod export;
 mod gzip_out;
 mod jobs;
@@ -57,6 +58,11 @@ enum Command {
     /// Build the native PyTorch operator observer ahead of time for a Python's torch (for
     /// machines without a compiler: build once, share CUPROF_CACHE).
     Observer(observer_cmd::ObserverArgs),
+    /// Record running processes started with `cuprof run --on-demand`: --pid/--all/--name,
+    /// --steps N (the same steps in every rank) or --duration S
+    Capture(control_cmd::CaptureArgs),
+    /// List the processes of this user on this host started with --on-demand
+    Ps(control_cmd::PsArgs),
 }
 
 fn dispatch(command: Command) -> anyhow::Result<()> {
@@ -70,6 +76,8 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Repair(a) => repair_cmd::run(a),
         Command::Export(a) => export::run(a),
         Command::Observer(a) => observer_cmd::run(a),
+        Command::Capture(a) => control_cmd::capture(a),
+        Command::Ps(a) => control_cmd::ps(a),
     }
 }
 

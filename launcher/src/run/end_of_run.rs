@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use cuprof_core::config::report::{self, ReportLine};
 
 /// An empty, new report file in the temporary directory.
-pub(super) fn create_report_file() -> io::Result<PathBuf> {
+pub(crate) fn create_report_file() -> io::Result<PathBuf> {
     let dir = std::env::temp_dir();
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -78,7 +78,7 @@ fn traces_written(lines: &[ReportLine]) -> Vec<PathBuf> {
 
 /// Prints, on stderr, the files the library reported in `report_file` (which is removed), then
 /// unless `analyse` is false, the summary of the traces.
-pub(super) fn print(report_file: &Path, analyse: bool) {
+pub(crate) fn print(report_file: &Path, analyse: bool) {
     let lines = report::read(report_file).unwrap_or_default();
     let _ = std::fs::remove_file(report_file);
     for line in summary(&lines) {

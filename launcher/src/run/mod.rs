@@ -18,7 +18,7 @@
 //! `end_of_run` (the report file and what is printed after the program).
 
 mod child;
-mod end_of_run;
+pub(crate) mod end_of_run;
 mod library;
 mod options;
 

@@ -91,6 +91,11 @@ pub(super) struct Options {
     #[arg(long)]
     queued: bool,
 
+    /// Start ready and idle: nothing is recorded until `cuprof capture` asks (steps are
+    /// cuprof_step() calls); the other step options do not apply
+    #[arg(long, conflicts_with_all = ["wait", "warmup", "active", "repeat", "skip_first", "skip_first_wait", "step_nvtx", "capture_range", "delay", "duration"])]
+    on_demand: bool,
+
     /// Idle steps at the start of each cycle [default: 0]
     #[arg(long, value_name = "N")]
     wait: Option<u64>,
@@ -261,6 +266,7 @@ impl Options {
                 }),
                 delay: self.delay,
                 duration: self.duration,
+                on_demand: flag(self.on_demand, true),
             },
             ranks: self.ranks.as_ref().map(|r| r.0.clone()),
             cupti_path: self
@@ -321,6 +327,11 @@ mod tests {
         };
         assert_eq!(get("CUPROF_RECORD_SHAPES"), Some("0"));
         assert_eq!(get("CUPROF_TORCH_OPS"), Some("0"));
+        assert_eq!(get("CUPROF_ON_DEMAND"), None);
+        let a = args(&["--on-demand", "--name", "job", "--", "python", "x.py"]);
+        let env = child_env(&a.opts, "/l.so".into(), None, 1234).unwrap();
+        let on_demand = env.iter().find(|(n, _)| *n == "CUPROF_ON_DEMAND");
+        assert_eq!(on_demand.map(|(_, v)| v.to_str().unwrap()), Some("1"));
     }
 
     #[test]
@@ -376,6 +387,9 @@ mod tests {
             &["--capture-range", "nvtx", "--", "x"],
             &["--activities", "DISK", "--", "x"],
             &["--wait", "1"],
+            &["--on-demand", "--active", "2", "--", "x"],
+            &["--on-demand", "--step-nvtx", "s", "--", "x"],
+            &["--on-demand", "--duration", "2", "--", "x"],
         ] {
             assert!(
                 Cli::try_parse_from(std::iter::once("run").chain(bad.iter().copied())).is_err(),

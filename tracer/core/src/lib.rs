@@ -18,11 +18,13 @@
 
 pub mod byte_size;
 pub mod config;
+pub mod control;
 pub mod decode;
 pub mod event;
 pub mod gpu_work;
 pub mod json;
 pub mod memory;
+pub mod on_demand;
 pub mod range_batch;
 pub mod reader;
 pub mod repair;

@@ -822,6 +822,11 @@ impl Session {
         std::mem::take(&mut self.errors)
     }
 
+    /// Cycle `number` is still open (recording, or draining its last records).
+    pub fn has_cycle(&self, number: u32) -> bool {
+        self.cycles.iter().any(|c| c.cycle == number)
+    }
+
     pub fn is_recording(&self) -> bool {
         self.cycles.last().is_some_and(|c| c.record_to.is_none())
     }

@@ -258,7 +258,7 @@ pub struct Transition {
 pub type StepTransition = Transition;
 
 impl Transition {
-    fn none(phase: Phase) -> Transition {
+    pub(crate) fn none(phase: Phase) -> Transition {
         Transition {
             ended_step: None,
             recorded_step: None,
@@ -271,7 +271,7 @@ impl Transition {
     }
 }
 
-fn collection(before: bool, after: bool) -> Collection {
+pub(crate) fn collection(before: bool, after: bool) -> Collection {
     match (before, after) {
         (false, true) => Collection::Enable,
         (true, false) => Collection::Disable,
@@ -419,6 +419,9 @@ pub enum Capture {
     },
     /// A torch schedule over steps ([`Window`]).
     Steps(Schedule),
+    /// Idle until `cuprof capture` asks ([`crate::on_demand::OnDemandWindow`]): each capture is
+    /// one cycle.
+    OnDemand,
 }
 
 impl Capture {
@@ -428,6 +431,7 @@ impl Capture {
             Capture::WholeRun | Capture::Time { .. } => false,
             Capture::Range { repeat, .. } => *repeat != 1,
             Capture::Steps(s) => s.multi_cycle(),
+            Capture::OnDemand => true,
         }
     }
 }

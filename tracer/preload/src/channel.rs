@@ -33,6 +33,9 @@ pub enum Msg {
     Shutdown(Sender<()>),
     /// Make what is written so far survive a crash; the sender waits on the reply (bounded).
     SyncFlush(Sender<()>),
+    /// An on-demand capture's recording ended (after its `EndRecording`): the writer reports
+    /// its files once the cycle is closed.
+    CaptureEnded(u32),
 }
 
 /// The most decoded records allowed to wait for the writer (136 bytes each: about 270 MB):
@@ -154,6 +157,11 @@ impl Outbox {
     }
 
     /// From now on batches wait for room instead of being dropped: the writer is draining.
+    /// After the capture's `EndRecording`, with the same patience as window messages.
+    pub fn send_capture_ended(&self, cycle: u32) {
+        let _ = self.tx.send_timeout(Msg::CaptureEnded(cycle), WINDOW_WAIT);
+    }
+
     pub fn start_draining(&self) {
         self.shared.draining.store(true, Relaxed);
     }

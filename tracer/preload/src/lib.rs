@@ -58,6 +58,7 @@ mod output;
 mod report;
 
 // The library's life and its entry points.
+mod control;
 mod entry;
 mod error;
 mod lifecycle;

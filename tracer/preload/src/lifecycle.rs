@@ -17,7 +17,7 @@ use crate::signals::{self, Request};
 use crate::tracer::{self, Tracer};
 use crate::window;
 use cuprof_core::config::Config;
-use cuprof_core::window::StepPattern;
+use cuprof_core::window::{Capture, StepPattern};
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -114,12 +114,27 @@ fn start_tracer(cfg: &Config) -> Result<(), StartError> {
         &cfg.capture,
         cfg.step_nvtx.as_deref().map(StepPattern::new),
     );
+    if cfg.capture == Capture::OnDemand {
+        crate::control::start(
+            t,
+            crate::control::Identity {
+                rank: cfg.rank.rank,
+                name: cfg.name.clone(),
+            },
+        );
+    }
     Ok(())
 }
 
-/// Ends tracing: closes the window, flushes CUPTI, waits (bounded) for the writer to finish
-/// the files. Safe to call more than once and from any thread but the writer.
+/// Ends tracing at exit: [`finish_tracing`], and the control socket goes (the process is no
+/// longer listed). Safe to call more than once and from any thread but the writer.
 pub fn shutdown() {
+    finish_tracing();
+    crate::control::close();
+}
+
+/// Closes the window, flushes CUPTI, waits (bounded) for the writer to finish the files.
+fn finish_tracing() {
     if !transition(Phase::Running, Phase::ShuttingDown) {
         return;
     }
@@ -148,7 +163,8 @@ pub fn step_aside(who: &str) {
         "another profiler in this process called {who} (torch.profiler?): cuprof finishes its trace now and steps aside"
     ));
     let t = tracer::running();
-    shutdown();
+    // The control socket stays: `cuprof ps` shows the process stepped aside.
+    finish_tracing();
     if let Some(t) = t {
         t.cupti.unsubscribe();
     }

@@ -21,13 +21,15 @@ struct FileSink {
 
 impl Sink for FileSink {
     fn open(&mut self, cycle: u32) -> std::io::Result<(Box<dyn Write + Send>, PathBuf)> {
-        std::fs::create_dir_all(&self.dir)?;
+        // An on-demand capture may name its own directory (`cuprof capture --dir`).
+        let dir = crate::control::capture_dir(cycle).unwrap_or_else(|| self.dir.clone());
+        std::fs::create_dir_all(&dir)?;
         let file_name = cuprof_core::config::trace_file_name(
             &self.name,
             self.rank,
             self.multi_cycle.then_some(cycle),
         );
-        let unique = cuprof_core::config::unique_path(&self.dir, &file_name, std::process::id())?;
+        let unique = cuprof_core::config::unique_path(&dir, &file_name, std::process::id())?;
         if let Some(note) = unique.renamed_note(&file_name) {
             say(&note);
         }

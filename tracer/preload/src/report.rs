@@ -35,8 +35,9 @@ fn human(bytes: u64) -> String {
     cuprof_core::byte_size::format(i64::try_from(bytes).unwrap_or(i64::MAX), 1)
 }
 
-/// Finishes the session and tells the user (stderr and the launcher's report file).
-pub fn finish(t: &Tracer, session: Session) {
+/// Finishes the session and tells the user (stderr and the launcher's report file); gives
+/// back the files written.
+pub fn finish(t: &Tracer, session: Session) -> Vec<Written> {
     let (written, errors) = session.finish();
     publish(&written);
     for e in &errors {
@@ -86,7 +87,12 @@ pub fn finish(t: &Tracer, session: Session) {
         lines.push(ReportLine::Note(note).to_line());
     }
     if written.is_empty() {
-        let why = if window::steps_seen() == 0 && window::expects_steps() {
+        let why = if window::is_on_demand() {
+            format!(
+                "process {} was ready for cuprof capture and nothing was captured: no trace written",
+                t.pid
+            )
+        } else if window::steps_seen() == 0 && window::expects_steps() {
             "no step was recorded: no NVTX range matched the step pattern and cuprof_step() was never called".to_string()
         } else {
             format!(
@@ -106,6 +112,7 @@ pub fn finish(t: &Tracer, session: Session) {
             let _ = f.write_all(lines.concat().as_bytes());
         }
     }
+    written
 }
 
 /// What to change for each cause of loss that happened.

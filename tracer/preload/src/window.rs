@@ -10,6 +10,7 @@ use crate::cupti::Correlated;
 use crate::process::{now_ns, pid, tid};
 use crate::tracer::Tracer;
 use cuprof_core::event::Range;
+use cuprof_core::on_demand::{DemandState, OnDemandWindow};
 use cuprof_core::session::Input;
 use cuprof_core::window::{
     Capture, Collection, RangeSource, RangeWindow, StepPattern, TimeWindow, Transition, Window,
@@ -27,6 +28,11 @@ enum Driver {
         window: TimeWindow,
         since: Instant,
         since_ns: u64,
+    },
+    /// `--on-demand`: `until` ends a duration capture.
+    OnDemand {
+        window: OnDemandWindow,
+        until: Option<Instant>,
     },
 }
 
@@ -48,10 +54,13 @@ static HAS_STEP_PATTERN: AtomicBool = AtomicBool::new(false);
 static STEPS_SEEN: AtomicU64 = AtomicU64::new(0);
 /// The window is made of steps (for the "no step was recorded" message).
 static STEPS_EXPECTED: AtomicBool = AtomicBool::new(false);
+/// The window waits for `cuprof capture` (for the "nothing was captured" message).
+static ON_DEMAND: AtomicBool = AtomicBool::new(false);
 
 /// Sets up the window at CUDA initialisation and applies its first transition.
 pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
     STEPS_EXPECTED.store(matches!(capture, Capture::Steps(_)), Relaxed);
+    ON_DEMAND.store(matches!(capture, Capture::OnDemand), Relaxed);
     if let Some(p) = step_pattern {
         if let Ok(mut s) = STEP_PATTERN.lock() {
             *s = Some(p);
@@ -78,6 +87,13 @@ pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
                 window: TimeWindow::new(*delay, *duration),
                 since: Instant::now(),
                 since_ns: now,
+            },
+            None,
+        ),
+        Capture::OnDemand => (
+            Driver::OnDemand {
+                window: OnDemandWindow::new(),
+                until: None,
             },
             None,
         ),
@@ -120,7 +136,7 @@ fn apply_after_call(t: &Tracer, tr: Transition, ts: u64, call: Option<u32>) {
     tracing::debug!(?tr, ts, "window transition");
     // The operators that ended before the transition belong before it.
     crate::op_batch::flush(t);
-    let (step_start, step_tid, work, cycle) = {
+    let (step_start, step_tid, work, cycle, on_demand) = {
         let Ok(mut g) = STATE.lock() else { return };
         let Some(s) = g.as_mut() else { return };
         let out = (s.step_start, s.step_tid, s.step_work.take(), s.cycle);
@@ -131,10 +147,12 @@ fn apply_after_call(t: &Tracer, tr: Transition, ts: u64, call: Option<u32>) {
                 (Driver::Steps(w), Some(step)) => {
                     w.schedule().cycle_of(step).unwrap_or(s.cycle + 1)
                 }
+                (Driver::OnDemand { window, .. }, _) => window.captures(),
                 _ => s.cycle + 1,
             };
         }
-        (out.0, out.1, out.2, s.cycle)
+        let on_demand = matches!(s.driver, Driver::OnDemand { .. });
+        (out.0, out.1, out.2, s.cycle, on_demand)
     };
     if let Some(n) = tr.recorded_step {
         t.channel.send_window(Input::Step {
@@ -146,11 +164,14 @@ fn apply_after_call(t: &Tracer, tr: Transition, ts: u64, call: Option<u32>) {
             work,
         });
     }
-    if tr.save.is_some() {
+    if let Some(saved) = &tr.save {
         t.channel.send_window(Input::EndRecording {
             ts,
             last_call: call,
         });
+        if on_demand {
+            t.channel.send_capture_ended(saved.number);
+        }
     }
     if tr.record_starts {
         let number = cycle_number(cycle);
@@ -181,6 +202,7 @@ pub fn api_step(t: &Tracer) {
     let ts = now_ns();
     if let Some(tr) = with_driver(|d| match d {
         Driver::Steps(w) => Some(w.step()),
+        Driver::OnDemand { window, .. } => Some(window.step()),
         _ => None,
     })
     .flatten()
@@ -283,6 +305,14 @@ pub fn poll_time(t: &Tracer) {
             }
             Some((window.poll(elapsed), *since_ns + due.as_nanos() as u64))
         }
+        Driver::OnDemand { window, until } => {
+            let due = (*until)?;
+            if Instant::now() < due {
+                return None;
+            }
+            *until = None;
+            Some((window.stop(), now_ns()))
+        }
         _ => None,
     })
     .flatten();
@@ -295,6 +325,7 @@ pub fn poll_time(t: &Tracer) {
 pub fn time_deadline() -> Option<Instant> {
     with_driver(|d| match d {
         Driver::Time { window, since, .. } => window.next_deadline().map(|due| *since + due),
+        Driver::OnDemand { until, .. } => *until,
         _ => None,
     })
     .flatten()
@@ -304,11 +335,16 @@ pub fn time_deadline() -> Option<Instant> {
 pub fn at_exit(t: &Tracer) {
     let ts = now_ns();
     // `Some(running step)` when a cycle is being recorded (the step is `None` without steps).
+    let mut capture_ended = None;
     let recording = with_driver(|d| match d {
         Driver::WholeRun => Some(None),
         Driver::Steps(w) => w.at_exit().map(|_| w.current_step()),
         Driver::Range(w, _) => w.at_exit().map(|_| None),
         Driver::Time { window, .. } => window.at_exit().map(|_| None),
+        Driver::OnDemand { window, .. } => window.at_exit().map(|(cycle, step)| {
+            capture_ended = Some(cycle.number);
+            step
+        }),
     })
     .flatten();
     if let Some(running_step) = recording {
@@ -334,6 +370,9 @@ pub fn at_exit(t: &Tracer) {
             ts,
             last_call: None,
         });
+        if let Some(cycle) = capture_ended {
+            t.channel.send_capture_ended(cycle);
+        }
     }
     if let Ok(mut g) = STATE.lock() {
         *g = None;
@@ -341,9 +380,67 @@ pub fn at_exit(t: &Tracer) {
     COLLECTING.store(false, Relaxed);
 }
 
+const NOT_ON_DEMAND: &str =
+    "this process was not started with --on-demand (CUPROF_ON_DEMAND=1), or its tracing has ended";
+
+/// `cuprof capture --steps`: record `count` steps from step `start` (or the next boundary).
+/// `asked(cycle)` runs before anything is recorded. Returns the cycle and its first step.
+pub fn demand_steps(start: u64, count: u64, asked: impl FnOnce(u32)) -> Result<(u32, u64), String> {
+    let r = with_driver(|d| match d {
+        Driver::OnDemand { window, .. } => Some(window.request_steps(start, count)),
+        _ => None,
+    })
+    .flatten()
+    .ok_or(NOT_ON_DEMAND)?
+    .map_err(|e| e.to_string())?;
+    asked(r.0);
+    Ok(r)
+}
+
+/// `cuprof capture --duration`: record from now for `d`. `asked(cycle)` runs before the
+/// recording begins.
+pub fn demand_duration(
+    t: &Tracer,
+    d: std::time::Duration,
+    asked: impl FnOnce(u32),
+) -> Result<u32, String> {
+    let (cycle, tr) = with_driver(|drv| match drv {
+        Driver::OnDemand { window, until } => Some(window.request_timed().inspect(|_| {
+            *until = Some(Instant::now() + d);
+        })),
+        _ => None,
+    })
+    .flatten()
+    .ok_or(NOT_ON_DEMAND)?
+    .map_err(|e| e.to_string())?;
+    asked(cycle);
+    apply(t, tr, now_ns());
+    Ok(cycle)
+}
+
+/// The on-demand window's state, for `cuprof ps`.
+pub fn demand_state() -> &'static str {
+    match with_driver(|d| match d {
+        Driver::OnDemand { window, .. } => Some(window.state()),
+        _ => None,
+    })
+    .flatten()
+    {
+        Some(DemandState::Ready) => "ready",
+        Some(DemandState::Pending) => "pending",
+        Some(DemandState::Recording) => "recording",
+        None => "stopped",
+    }
+}
+
 /// Number of step boundaries seen (for the "no step matched" message).
 pub fn steps_seen() -> u64 {
     STEPS_SEEN.load(Relaxed)
+}
+
+/// Whether the window waits for `cuprof capture`.
+pub fn is_on_demand() -> bool {
+    ON_DEMAND.load(Relaxed)
 }
 
 /// Whether the window is made of steps.

@@ -32,6 +32,8 @@ fn run(t: &Tracer, mut session: Session, inbox: Inbox) {
     let mut reclaim = crate::reclaim::Reclaim::new(Instant::now());
     let mut symbols = Resolver::default();
     let mut last_op_take = Instant::now();
+    // On-demand captures whose recording ended; reported once their cycle is closed.
+    let mut ending: Vec<u32> = Vec::new();
     loop {
         let now = Instant::now();
         let wait = [
@@ -52,19 +54,23 @@ fn run(t: &Tracer, mut session: Session, inbox: Inbox) {
                 session.sync_flush();
                 let _ = reply.send(());
             }
+            Ok(Some(Msg::CaptureEnded(cycle))) => ending.push(cycle),
             Ok(Some(Msg::Shutdown(reply))) => {
                 // What is still queued is written; a second request has nobody to answer.
                 while let Some(m) = inbox.try_recv() {
-                    take_data(&mut session, &mut symbols, m);
+                    if let Some(Msg::CaptureEnded(cycle)) = take_data(&mut session, &mut symbols, m)
+                    {
+                        ending.push(cycle);
+                    }
                 }
-                crate::report::finish(t, session);
+                finish(t, session, &ending);
                 let _ = reply.send(());
                 return;
             }
             Ok(Some(_)) => {}
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
-                crate::report::finish(t, session);
+                finish(t, session, &ending);
                 return;
             }
         }
@@ -87,6 +93,21 @@ fn run(t: &Tracer, mut session: Session, inbox: Inbox) {
             say(e.trim_start_matches("cuprof: "));
         }
         crate::report::publish(session.written());
+        ending.retain(|&cycle| {
+            let open = session.has_cycle(cycle);
+            if !open {
+                crate::control::finished(cycle, session.written());
+            }
+            open
+        });
+    }
+}
+
+/// Ends the session, then reports the captures still open (a process that exits mid-capture).
+fn finish(t: &Tracer, session: Session, ending: &[u32]) {
+    let written = crate::report::finish(t, session);
+    for &cycle in ending {
+        crate::control::finished(cycle, &written);
     }
 }
 

@@ -107,6 +107,7 @@ impl Settings {
         );
         put(vars::DELAY, steps.delay.map(seconds_text));
         put(vars::DURATION, steps.duration.map(seconds_text));
+        put(vars::ON_DEMAND, switch(steps.on_demand));
         put(
             vars::RANKS,
             self.ranks.as_ref().map(|r| {
@@ -488,6 +489,7 @@ impl Parser<'_> {
             capture_range: self.choice(vars::CAPTURE_RANGE, &RANGE_NAMES, "no capture range"),
             delay: self.seconds(vars::DELAY, "0: from CUDA initialisation"),
             duration: self.seconds(vars::DURATION, "0: until exit"),
+            on_demand: self.switch(vars::ON_DEMAND, false),
         }
     }
 

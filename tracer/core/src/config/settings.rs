@@ -58,6 +58,8 @@ pub struct StepSettings {
     pub delay: Option<Duration>,
     /// Zero: until exit.
     pub duration: Option<Duration>,
+    /// `CUPROF_ON_DEMAND`: idle until `cuprof capture` asks.
+    pub on_demand: Option<bool>,
 }
 
 impl Settings {
@@ -141,6 +143,26 @@ impl StepSettings {
             (false, false) => None,
         };
 
+        if self.on_demand == Some(true) {
+            let others = [
+                self.step_nvtx.as_ref().map(|_| vars::STEP_NVTX),
+                self.capture_range.map(|_| vars::CAPTURE_RANGE),
+                time_var,
+            ];
+            let mut others: Vec<&str> = others.into_iter().flatten().collect();
+            others.extend(step_vars);
+            if self.repeat.is_some() {
+                others.push(vars::REPEAT);
+            }
+            if !others.is_empty() {
+                warnings.push(format!(
+                    "cuprof: {} ignored with {}=1 (each cuprof capture says what to record)",
+                    others.join(", "),
+                    vars::ON_DEMAND
+                ));
+            }
+            return (Capture::OnDemand, None, warnings);
+        }
         let mut conflict = |winner: &str, loser: Option<&str>| {
             if let Some(loser) = loser {
                 warnings.push(format!(

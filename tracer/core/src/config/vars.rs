@@ -33,6 +33,7 @@ pub const FLUSH_MS: &str = "CUPROF_FLUSH_MS";
 pub const GZIP_LEVEL: &str = "CUPROF_GZIP_LEVEL";
 pub const REPORT_FILE: &str = "CUPROF_REPORT_FILE";
 pub const QUIET: &str = "CUPROF_QUIET";
+pub const ON_DEMAND: &str = "CUPROF_ON_DEMAND";
 
 /// Rank, in order of preference (torchrun, Slurm, Open MPI, MPICH/PMI).
 pub const RANK_VARS: [&str; 4] = ["RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"];

@@ -641,6 +641,7 @@ fn settings_round_trip_through_the_environment() {
             capture_range: Some(RangeSource::CudaProfilerApi),
             delay: Some(Duration::from_millis(1500)),
             duration: Some(Duration::ZERO),
+            on_demand: Some(true),
         },
         ranks: Some(vec![0, 3, 4]),
         cupti_path: Some("/opt/cupti/libcupti.so.12".into()),
@@ -688,4 +689,26 @@ fn settings_to_env_spells_the_variables() {
     assert_eq!(get("CUPROF_CAPTURE_RANGE"), Some("cuprof"));
     assert_eq!(get("CUPROF_RANKS"), Some("0,1,3"));
     assert_eq!(env.len(), 5, "{env:?}");
+}
+
+#[test]
+fn on_demand_wins_over_every_other_step_source() {
+    let (c, w) = on(&[("CUPROF_ON_DEMAND", "1")]);
+    assert!(w.is_empty(), "{w:?}");
+    assert_eq!(c.capture, Capture::OnDemand);
+    assert!(c.capture.multi_cycle());
+    let (c, w) = on(&[
+        ("CUPROF_ON_DEMAND", "1"),
+        ("CUPROF_STEP_NVTX", "step"),
+        ("CUPROF_DELAY", "3"),
+        ("CUPROF_ACTIVE", "2"),
+    ]);
+    assert_eq!(
+        w,
+        ["cuprof: CUPROF_STEP_NVTX, CUPROF_DELAY, CUPROF_ACTIVE ignored with CUPROF_ON_DEMAND=1 (each cuprof capture says what to record)"]
+    );
+    assert_eq!(c.capture, Capture::OnDemand);
+    assert_eq!(c.step_nvtx, None);
+    let (c, _) = on(&[("CUPROF_ON_DEMAND", "0"), ("CUPROF_ACTIVE", "2")]);
+    assert!(matches!(c.capture, Capture::Steps(_)));
 }

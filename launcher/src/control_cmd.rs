@@ -1,0 +1,261 @@
+//! `cuprof ps` and `cuprof capture`: the processes of this user on this host started with
+//! `--on-demand`, reached through their control sockets (protocol:
+//! `cuprof_core::control`; the library's side: `tracer/preload/src/control.rs`).
+//!
+//! A step capture of several processes (the ranks of one job) asks each for its step first,
+//! then tells every one to start at the step after the highest: every rank records the same
+//! step numbers, whatever host it runs on, because the decision is made of step numbers, not
+//! clocks. Each process reports the files it wrote into one report file, which is then
+//! printed as `cuprof run` prints its own.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use cuprof_core::control::{self as proto, Reply, Request, Status};
+
+/// How long a process may take to answer one request.
+const ANSWER_WAIT: Duration = Duration::from_secs(5);
+/// How often a capture asks whether the processes have written their files.
+const POLL: Duration = Duration::from_millis(100);
+
+const CAPTURE_EXAMPLES: &str = "\
+Examples:
+  cuprof run --on-demand --name train -- torchrun --nproc_per_node=8 train.py
+  cuprof capture --name train --steps 5        the same 5 steps in every rank
+  cuprof capture --pid 4242 --duration 10      10 s of process 4242
+  srun --overlap --nodes=4 --ntasks-per-node=1 cuprof capture --name train --steps 5
+                                               every node of a Slurm job";
+
+#[derive(Args, Debug)]
+#[command(after_help = CAPTURE_EXAMPLES)]
+pub struct CaptureArgs {
+    /// The processes to capture
+    #[arg(long, num_args = 1.., value_name = "PID", required_unless_present_any = ["all", "name"], conflicts_with_all = ["all", "name"])]
+    pid: Vec<u32>,
+
+    /// Every process of this user on this host started with --on-demand
+    #[arg(long, conflicts_with = "name")]
+    all: bool,
+
+    /// The processes started with `cuprof run --on-demand --name NAME` (CUPROF_NAME)
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+
+    /// Record N steps (cuprof_step() calls), from the next step boundary; across processes,
+    /// from the step after the highest step any of them is at
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), required_unless_present = "duration", conflicts_with = "duration")]
+    steps: Option<u64>,
+
+    /// Record for this long, from now
+    #[arg(long, value_name = "SECONDS", value_parser = positive_seconds)]
+    duration: Option<Duration>,
+
+    /// Where the traces go [default: each process's own directory]
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+
+    /// Do not analyse the traces (by default: the short summary `cuprof run` prints)
+    #[arg(long)]
+    no_report: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct PsArgs {}
+
+fn positive_seconds(s: &str) -> Result<Duration, String> {
+    match cuprof_core::config::parse_seconds(s.trim()) {
+        Some(d) if !d.is_zero() => Ok(d),
+        _ => Err("a positive number of seconds, like 10 or 2.5".into()),
+    }
+}
+
+/// This user's socket directory, checked private; `None` when it does not exist.
+fn socket_dir() -> Result<Option<PathBuf>> {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let dir = proto::socket_dir(
+        std::env::var_os("XDG_RUNTIME_DIR"),
+        &std::env::temp_dir(),
+        uid,
+    );
+    match std::fs::symlink_metadata(&dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => bail!("cannot reach the control directory {}: {e}", dir.display()),
+        Ok(_) => {}
+    }
+    proto::check_private_dir(&dir, uid, false)?;
+    proto::remove_stale(&dir);
+    Ok(Some(dir))
+}
+
+/// One request to process `pid`, one reply.
+fn ask(dir: &Path, pid: u32, req: &Request) -> Result<Reply> {
+    let path = proto::socket_path(dir, pid);
+    let meta = std::fs::symlink_metadata(&path).with_context(|| {
+        format!("process {pid} has no control socket ({}): it was not started with --on-demand, has ended, or belongs to another user", path.display())
+    })?;
+    if !meta.file_type().is_socket() {
+        bail!(
+            "{} is not a socket (a file or symlink put there?): refused; remove it",
+            path.display()
+        );
+    }
+    let mut conn = UnixStream::connect(&path)
+        .with_context(|| format!("process {pid} does not answer on {}", path.display()))?;
+    conn.set_read_timeout(Some(ANSWER_WAIT))?;
+    conn.set_write_timeout(Some(ANSWER_WAIT))?;
+    conn.write_all(req.to_line()?.as_bytes())
+        .with_context(|| format!("sending to process {pid}"))?;
+    let mut line = Vec::new();
+    BufReader::new(&conn)
+        .take(proto::MAX_LINE as u64 + 1)
+        .read_until(b'\n', &mut line)
+        .with_context(|| format!("reading process {pid}'s answer"))?;
+    let text = String::from_utf8_lossy(&line);
+    Reply::parse(&text).with_context(|| format!("process {pid}'s answer"))
+}
+
+fn status(dir: &Path, pid: u32) -> Result<Status> {
+    match ask(dir, pid, &Request::Status)? {
+        Reply::Status(s) => Ok(s),
+        Reply::Error(e) => bail!("process {pid}: {e}"),
+        other => bail!("process {pid} answered {other:?} to a status request"),
+    }
+}
+
+fn no_process(what: &str) -> anyhow::Error {
+    anyhow::anyhow!("no process {what}runs with --on-demand for this user on this host (start one with cuprof run --on-demand; cuprof ps lists them)")
+}
+
+pub fn ps(_: PsArgs) -> Result<()> {
+    let Some(dir) = socket_dir()? else {
+        return Err(no_process(""));
+    };
+    let pids = proto::socket_pids(&dir);
+    if pids.is_empty() {
+        return Err(no_process(""));
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "PID\tRANK\tNAME\tSTATE\tSTEPS\tFILES")?;
+    for pid in pids {
+        match status(&dir, pid) {
+            Ok(s) => writeln!(
+                out,
+                "{}\t{}\t{}\t{}\t{}\t{}",
+                s.pid,
+                s.rank,
+                crate::console::printable_text(&s.name),
+                s.state,
+                s.step,
+                s.files
+            )?,
+            Err(e) => eprintln!("cuprof: {}", crate::console::one_line(&e)),
+        }
+    }
+    Ok(())
+}
+
+/// The processes a capture is for, with their status.
+fn targets(dir: &Path, a: &CaptureArgs) -> Result<Vec<Status>> {
+    if !a.pid.is_empty() {
+        return a.pid.iter().map(|&p| status(dir, p)).collect();
+    }
+    let mut found = Vec::new();
+    for pid in proto::socket_pids(dir) {
+        match status(dir, pid) {
+            Ok(s) if a.name.as_ref().is_none_or(|n| *n == s.name) => found.push(s),
+            Ok(_) => {}
+            Err(e) => eprintln!("cuprof: {}", crate::console::one_line(&e)),
+        }
+    }
+    if found.is_empty() {
+        return Err(match &a.name {
+            Some(n) => no_process(&format!("named {n} ")),
+            None => no_process(""),
+        });
+    }
+    Ok(found)
+}
+
+pub fn capture(a: CaptureArgs) -> Result<()> {
+    let Some(dir) = socket_dir()? else {
+        return Err(no_process(""));
+    };
+    let targets = targets(&dir, &a)?;
+    let trace_dir = a
+        .dir
+        .as_deref()
+        .map(std::path::absolute)
+        .transpose()
+        .context("--dir")?;
+    let report = crate::run::end_of_run::create_report_file()
+        .context("creating the report file for the processes' answers")?;
+    // The same steps everywhere: from the highest step any process is at, plus two (not one:
+    // a rank that ends its step while the others are being asked still starts there).
+    let start = targets.iter().map(|s| s.step + 2).max().unwrap_or(0);
+    let mut started = Vec::new();
+    let mut refused = Vec::new();
+    for s in &targets {
+        let req = match (a.steps, a.duration) {
+            (Some(count), _) => Request::Steps {
+                start,
+                count,
+                dir: trace_dir.clone(),
+                report: report.clone(),
+            },
+            (None, d) => Request::Duration {
+                ms: d.map_or(0, |d| d.as_millis() as u64),
+                dir: trace_dir.clone(),
+                report: report.clone(),
+            },
+        };
+        match ask(&dir, s.pid, &req) {
+            Ok(Reply::Started { cycle, first_step }) => {
+                if let Some(first) = first_step.filter(|&f| f != start) {
+                    eprintln!(
+                        "cuprof: process {} was past step {start}: it records from step {first}",
+                        s.pid
+                    );
+                }
+                started.push((s.pid, cycle));
+            }
+            Ok(Reply::Error(e)) => refused.push(format!("process {}: {e}", s.pid)),
+            Ok(other) => refused.push(format!("process {} answered {other:?}", s.pid)),
+            Err(e) => refused.push(crate::console::one_line(&e)),
+        }
+    }
+    if started.is_empty() {
+        let _ = std::fs::remove_file(&report);
+        if let [one] = &refused[..] {
+            bail!("{one}");
+        }
+        for r in &refused {
+            eprintln!("cuprof: {r}");
+        }
+        bail!("no capture started");
+    }
+    for r in &refused {
+        eprintln!("cuprof: {r}");
+    }
+    wait_for_files(&dir, &mut started);
+    crate::run::end_of_run::print(&report, !a.no_report);
+    Ok(())
+}
+
+/// Waits until every process has finished its capture, or has exited (it closes its trace
+/// and reports it on the way out, before its socket goes).
+fn wait_for_files(dir: &Path, waiting: &mut Vec<(u32, u32)>) {
+    while !waiting.is_empty() {
+        std::thread::sleep(POLL);
+        waiting.retain(|&(pid, cycle)| match status(dir, pid) {
+            // A process that stepped aside for another profiler records nothing more.
+            Ok(s) => s.captures_done < cycle && s.state != "stepped-aside",
+            Err(_) => false,
+        });
+    }
+}

@@ -1,0 +1,680 @@
+//! Issue 27 end to end: processes started with CUPROF_ON_DEMAND=1 (what `cuprof run
+//! --on-demand` sets) wait ready; `cuprof ps` lists them and `cuprof capture` records them
+//! through their control sockets; the sockets are private and bad messages harm nothing.
+//!
+//! Every test has its own XDG_RUNTIME_DIR, so the processes of one test are the only ones its
+//! `cuprof ps` sees.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+/// Processes of one job, started on-demand, each running `on_demand.py`.
+struct Job {
+    dir: TempDir,
+    children: Vec<Child>,
+}
+
+impl Job {
+    /// `n` ranks named `name`, each running `on_demand.py STOP LIMIT STEP_MS`.
+    fn start(tag: &str, name: &str, n: u32, limit: u32, step_ms: u32) -> Job {
+        Job::start_with(tag, name, n, limit, step_ms, &[])
+    }
+
+    /// [`Job::start`] with `env` added to each process's environment.
+    fn start_with(
+        tag: &str,
+        name: &str,
+        n: u32,
+        limit: u32,
+        step_ms: u32,
+        env: &[(&str, &str)],
+    ) -> Job {
+        let dir = TempDir::new(tag);
+        std::fs::create_dir(dir.path().join("rt")).unwrap();
+        std::fs::set_permissions(dir.path().join("rt"), PermissionsExt::from_mode(0o700)).unwrap();
+        let job = Job {
+            dir,
+            children: Vec::new(),
+        };
+        job.spawn(name, n, limit, step_ms, env)
+    }
+
+    fn spawn(mut self, name: &str, n: u32, limit: u32, step_ms: u32, env: &[(&str, &str)]) -> Job {
+        for rank in 0..n {
+            let stop = self.stop_file();
+            let args = [
+                stop.to_str().unwrap(),
+                &limit.to_string(),
+                &step_ms.to_string(),
+            ];
+            let mut run = Run::python("on_demand.py", &args, &self.dir.path().join("out"))
+                .env("CUPROF_ON_DEMAND", "1")
+                .env("CUPROF_NAME", name)
+                .env("XDG_RUNTIME_DIR", self.runtime_dir())
+                .env("RANK", rank.to_string())
+                .env("WORLD_SIZE", n.to_string());
+            for (k, v) in env {
+                run = run.env(k, v);
+            }
+            run.cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+            self.children.push(run.cmd.spawn().expect("python3 runs"));
+        }
+        self
+    }
+
+    fn runtime_dir(&self) -> PathBuf {
+        self.dir.path().join("rt")
+    }
+
+    fn socket_dir(&self) -> PathBuf {
+        self.runtime_dir().join("cuprof")
+    }
+
+    fn stop_file(&self) -> PathBuf {
+        self.dir.path().join("stop")
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::id).collect()
+    }
+
+    /// Waits (bounded) until every process has its control socket.
+    fn wait_ready(&self) {
+        for _ in 0..600 {
+            if self
+                .pids()
+                .iter()
+                .all(|p| self.socket_dir().join(format!("{p}.sock")).exists())
+            {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("the processes never opened their control sockets");
+    }
+
+    /// `cuprof ARGS` with this job's runtime directory.
+    fn cuprof(&self, args: &[&str]) -> Output {
+        let out = Command::new(cuprof_bin())
+            .args(args)
+            .env("XDG_RUNTIME_DIR", self.runtime_dir())
+            .output()
+            .unwrap();
+        if std::env::var_os("CUPROF_TEST_VERBOSE").is_some() {
+            eprintln!("cuprof {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        out
+    }
+
+    fn ok(&self, args: &[&str]) -> (String, String) {
+        let out = self.cuprof(args);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "cuprof {args:?}: {stderr}");
+        (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+    }
+
+    /// `cuprof capture --pid PID --steps N --dir CAPS`, which must write one file.
+    fn capture_steps(&self, pid: &str, n: &str, caps: &Path) {
+        let dir = caps.to_str().unwrap();
+        let args = [
+            "capture",
+            "--pid",
+            pid,
+            "--steps",
+            n,
+            "--dir",
+            dir,
+            "--no-report",
+        ];
+        let (_, err) = self.ok(&args);
+        assert_eq!(wrote_lines(&err), 1, "{err}");
+    }
+
+    /// Stops the processes and returns each one's printed result, checked unharmed, and its
+    /// stderr.
+    fn finish(&mut self) -> Vec<(Value, String)> {
+        std::fs::write(self.stop_file(), "").unwrap();
+        let mut results = Vec::new();
+        for c in std::mem::take(&mut self.children) {
+            let out = c.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{stderr}");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let v: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+            results.push((v, stderr.into_owned()));
+        }
+        for (v, _) in &results {
+            let n = v["steps"].as_u64().unwrap();
+            assert_eq!(
+                v["sum"].as_u64().unwrap(),
+                (0..n).map(|i| i * i).sum::<u64>()
+            );
+        }
+        results
+    }
+}
+
+/// `cuprof ps`'s rows: pid -> (rank, name, state, files).
+fn ps_rows(stdout: &str) -> BTreeMap<u32, (String, String, String, String)> {
+    let mut lines = stdout.lines();
+    assert_eq!(lines.next(), Some("PID\tRANK\tNAME\tSTATE\tSTEPS\tFILES"));
+    lines
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            assert_eq!(f.len(), 6, "{l}");
+            (
+                f[0].parse().unwrap(),
+                (f[1].into(), f[2].into(), f[3].into(), f[5].into()),
+            )
+        })
+        .collect()
+}
+
+fn steps_of(trace: &Value) -> Vec<u64> {
+    let mut s: Vec<u64> = events(trace, "user_annotation")
+        .iter()
+        .filter_map(|e| {
+            e["name"]
+                .as_str()?
+                .strip_prefix("ProfilerStep#")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    s.sort();
+    s
+}
+
+fn kernels(trace: &Value) -> BTreeMap<String, usize> {
+    count_by_name(&events(trace, "kernel"))
+}
+
+fn wrote_lines(stderr: &str) -> usize {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("cuprof: wrote "))
+        .count()
+}
+
+fn rank_file(dir: &Path, name: &str, rank: u32, cycle: u32) -> PathBuf {
+    dir.join(format!("{name}-rank{rank}-cycle{cycle}.trace.json.gz"))
+}
+
+/// Checks that the four rank files of capture `cycle` in `caps` record the same `n` steps, two
+/// kernels each; returns the first step.
+fn same_steps_in_every_rank(caps: &Path, cycle: u32, n: usize) -> u64 {
+    let mut firsts = Vec::new();
+    for rank in 0..4 {
+        let t = read_trace(&rank_file(caps, "job", rank, cycle));
+        let steps = steps_of(&t);
+        assert_eq!(steps.len(), n, "{steps:?}");
+        assert_eq!(steps[n - 1], steps[0] + n as u64 - 1);
+        firsts.push(steps[0]);
+        assert_eq!(
+            kernels(&t),
+            BTreeMap::from([("gemm()".into(), n), ("softmax()".into(), n)])
+        );
+        assert_eq!(t["cuprof"]["cycle"], cycle);
+    }
+    assert!(firsts.iter().all(|&s| s == firsts[0]), "{firsts:?}");
+    firsts[0]
+}
+
+#[test]
+fn a_four_rank_job_is_listed_then_captured_by_steps_twice_and_by_duration() {
+    let mut job = Job::start("four", "job", 4, 0, 50);
+    job.wait_ready();
+    let (ps, _) = job.ok(&["ps"]);
+    let rows = ps_rows(&ps);
+    assert_eq!(rows.keys().copied().collect::<Vec<_>>(), {
+        let mut p = job.pids();
+        p.sort();
+        p
+    });
+    let mut ranks: Vec<String> = rows.values().map(|r| r.0.clone()).collect();
+    ranks.sort();
+    assert_eq!(ranks, ["0", "1", "2", "3"]);
+    for (_, name, state, files) in rows.values() {
+        assert_eq!(
+            (name.as_str(), state.as_str(), files.as_str()),
+            ("job", "ready", "0")
+        );
+    }
+    // Nothing is written while ready.
+    assert!(!job.dir.path().join("out").exists());
+
+    let caps = job.dir.path().join("caps");
+    let caps_s = caps.to_str().unwrap();
+    // Each capture writes one file per rank, one line each.
+    let capture = |args: &[&str]| {
+        let mut all = vec!["capture"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--dir", caps_s, "--no-report"]);
+        let (_, err) = job.ok(&all);
+        assert_eq!(wrote_lines(&err), 4, "{err}");
+    };
+    capture(&["--name", "job", "--steps", "3"]);
+    let first = same_steps_in_every_rank(&caps, 1, 3);
+    capture(&["--all", "--steps", "2"]);
+    let second = same_steps_in_every_rank(&caps, 2, 2);
+    assert!(second > first + 2, "{first} then {second}");
+    capture(&["--name", "job", "--duration", "0.5"]);
+    for rank in 0..4 {
+        let t = read_trace(&rank_file(&caps, "job", rank, 3));
+        let k = kernels(&t);
+        assert!(k.keys().all(|n| n == "gemm()" || n == "softmax()"), "{k:?}");
+        assert!(k.values().sum::<usize>() > 0);
+        assert_eq!(t["cuprof"]["cycle"], 3);
+    }
+    let (ps, _) = job.ok(&["ps"]);
+    for (_, _, state, files) in ps_rows(&ps).values() {
+        assert_eq!((state.as_str(), files.as_str()), ("ready", "3"));
+    }
+    assert_eq!(std::fs::read_dir(&caps).unwrap().count(), 12);
+    job.finish();
+}
+
+#[test]
+fn a_process_that_exits_mid_capture_closes_its_file() {
+    let mut job = Job::start("exit", "ex", 1, 120, 30);
+    job.wait_ready();
+    let pid = job.pids()[0].to_string();
+    let caps = job.dir.path().join("caps");
+    job.capture_steps(&pid, "100000", &caps);
+    let results = job.finish();
+    assert_eq!(results[0].0["steps"], 120);
+    let t = read_trace(&rank_file(&caps, "ex", 0, 1));
+    let steps = steps_of(&t);
+    // From the first step recorded to step 120, running at exit (after the last cuprof_step).
+    let start = steps[0];
+    assert_eq!(steps, (start..=120).collect::<Vec<_>>());
+    let n = (120 - start) as usize;
+    assert_eq!(
+        kernels(&t),
+        BTreeMap::from([("gemm()".into(), n), ("softmax()".into(), n)])
+    );
+}
+
+#[test]
+fn a_second_capture_while_one_runs_gets_one_line() {
+    let mut job = Job::start("busy", "busy", 1, 0, 20);
+    job.wait_ready();
+    let pid = job.pids()[0].to_string();
+    let caps = job.dir.path().join("caps");
+    let first = Command::new(cuprof_bin())
+        .args([
+            "capture",
+            "--pid",
+            &pid,
+            "--steps",
+            "100000",
+            "--no-report",
+            "--dir",
+        ])
+        .arg(&caps)
+        .env("XDG_RUNTIME_DIR", job.runtime_dir())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Until the first capture records.
+    for _ in 0..600 {
+        let (ps, _) = job.ok(&["ps"]);
+        if ps_rows(&ps).values().all(|r| r.2 == "recording") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = job.cuprof(&["capture", "--pid", &pid, "--steps", "1"]);
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("cuprof: process {pid}: a capture is already running in this process (capture 1); wait for it to end\n")
+    );
+    job.finish();
+    let out = first.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(wrote_lines(&String::from_utf8_lossy(&out.stderr)), 1);
+    assert_eq!(
+        std::fs::read_dir(&caps).unwrap().count(),
+        1,
+        "only the first capture wrote"
+    );
+}
+
+#[test]
+fn the_socket_directory_and_sockets_are_private() {
+    let mut job = Job::start("modes", "m", 1, 0, 20);
+    job.wait_ready();
+    let dir = std::fs::symlink_metadata(job.socket_dir()).unwrap();
+    assert!(dir.file_type().is_dir());
+    assert_eq!(dir.permissions().mode() & 0o7777, 0o700);
+    let sock = std::fs::symlink_metadata(job.socket_dir().join(format!("{}.sock", job.pids()[0])))
+        .unwrap();
+    assert!(sock.file_type().is_socket());
+    assert_eq!(sock.permissions().mode() & 0o777, 0o600);
+
+    // A file and a symlink planted at a socket's place are refused by capture.
+    let planted = job.socket_dir().join("999999.sock");
+    std::fs::write(&planted, "").unwrap();
+    let out = job.cuprof(&["capture", "--pid", "999999", "--steps", "1"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("999999.sock is not a socket"), "{err}");
+    std::fs::remove_file(&planted).unwrap();
+    let live = job.socket_dir().join(format!("{}.sock", job.pids()[0]));
+    std::os::unix::fs::symlink(&live, &planted).unwrap();
+    let out = job.cuprof(&["capture", "--pid", "999999", "--steps", "1"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("999999.sock is not a socket"));
+    std::fs::remove_file(&planted).unwrap();
+
+    // Another user cannot even reach the directory, and the process records nothing.
+    let nobody = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(cuprof_bin())
+        .args(["capture", "--all", "--steps", "1"])
+        .env("XDG_RUNTIME_DIR", job.runtime_dir())
+        .output()
+        .unwrap();
+    assert!(!nobody.status.success());
+    let err = String::from_utf8_lossy(&nobody.stderr).into_owned();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("Permission denied"), "{err}");
+    let (ps, _) = job.ok(&["ps"]);
+    assert_eq!(ps_rows(&ps).values().next().unwrap().2, "ready");
+
+    // Were the socket reachable (its mode opened, and the directory bypassed through an O_PATH
+    // descriptor opened as root), the peer check still refuses another uid.
+    std::fs::set_permissions(&live, PermissionsExt::from_mode(0o666)).unwrap();
+    let other = Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(concat!(
+            "import os, socket, sys\n",
+            "fd = os.open(sys.argv[1], os.O_PATH)\n",
+            "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n",
+            "s = socket.socket(socket.AF_UNIX)\n",
+            "s.connect(f'/proc/self/fd/{fd}')\n",
+            // The refusal may come (and the connection close) before the request is sent.
+            "try: s.sendall(b'cuprof\\t1\\tsteps\\t0\\t1\\t\\t/tmp/x\\n')\n",
+            "except BrokenPipeError: pass\n",
+            "print(s.recv(9000).decode(), end='')\n",
+        ))
+        .arg(&live)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&other.stdout),
+        "cuprof\t1\terror\tpermission denied: not the owner of this process\n",
+        "{}",
+        String::from_utf8_lossy(&other.stderr)
+    );
+    let (ps, _) = job.ok(&["ps"]);
+    assert_eq!(ps_rows(&ps).values().next().unwrap().2, "ready");
+    let out = job.dir.path().join("out");
+    let results = job.finish();
+    assert!(results[0].1.contains(
+        "cuprof: refused a control connection from uid 65534: only uid 0 and root may control this process"
+    ));
+    assert!(!job_out_has_files(&out));
+}
+
+/// Whether a finished job wrote traces (its output directory).
+fn job_out_has_files(out: &Path) -> bool {
+    out.exists() && std::fs::read_dir(out).unwrap().count() > 0
+}
+
+#[test]
+fn ps_and_capture_without_on_demand_processes_say_so_in_one_line() {
+    let dir = TempDir::new("none");
+    for args in [&["ps"][..], &["capture", "--all", "--steps", "1"]] {
+        let out = Command::new(cuprof_bin())
+            .args(args)
+            .env("XDG_RUNTIME_DIR", dir.path())
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "cuprof: no process runs with --on-demand for this user on this host (start one with cuprof run --on-demand; cuprof ps lists them)\n"
+        );
+    }
+}
+
+#[test]
+fn a_planted_symlink_or_file_as_the_socket_directory_turns_control_off_not_the_program() {
+    for plant in ["symlink", "file"] {
+        let dir = TempDir::new("plant");
+        let rt = dir.path().join("rt");
+        std::fs::create_dir(&rt).unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::set_permissions(&elsewhere, PermissionsExt::from_mode(0o700)).unwrap();
+        if plant == "symlink" {
+            std::os::unix::fs::symlink(&elsewhere, rt.join("cuprof")).unwrap();
+        } else {
+            std::fs::write(rt.join("cuprof"), "").unwrap();
+        }
+        let out = Run::python(
+            "on_demand.py",
+            &[dir.path().join("stop").to_str().unwrap(), "5", "1"],
+            &dir.path().join("out"),
+        )
+        .env("CUPROF_ON_DEMAND", "1")
+        .env("XDG_RUNTIME_DIR", &rt)
+        .output();
+        assert!(out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "cuprof: on-demand control is off: {} is not a directory of its own",
+                rt.join("cuprof").display()
+            )),
+            "{plant}: {err}"
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            r#"{"steps": 5, "sum": 30}"#
+        );
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+        assert!(!dir.path().join("out").exists());
+    }
+}
+
+/// Sends `bytes` on a fresh connection (then closes the writing side) and returns the reply.
+fn raw(socket: &Path, bytes: &[u8]) -> String {
+    let mut c = UnixStream::connect(socket).unwrap();
+    let _ = c.write_all(bytes);
+    let _ = c.shutdown(std::net::Shutdown::Write);
+    let mut reply = String::new();
+    let _ = c.read_to_string(&mut reply);
+    reply
+}
+
+#[test]
+fn garbage_truncated_and_oversized_messages_do_not_touch_the_program() {
+    let mut job = Job::start("garbage", "g", 1, 0, 20);
+    job.wait_ready();
+    let socket = job.socket_dir().join(format!("{}.sock", job.pids()[0]));
+    let cases: [(&[u8], &str); 6] = [
+        (b"GET / HTTP/1.1\r\n\r\n", "cuprof\t1\terror\tthe message is not a cuprof control message\n"),
+        (b"cuprof\t1\tste", "cuprof\t1\terror\tmalformed control message: unknown request\n"),
+        (b"cuprof\t1\tsteps\t-1\t3\t\t/x\n", "cuprof\t1\terror\tmalformed control message: step number\n"),
+        (b"\xff\xfe\x00\n", "cuprof\t1\terror\tthe request is not UTF-8\n"),
+        (b"cuprof\t7\tstatus\n", "cuprof\t1\terror\tthe other side speaks control protocol 7, this cuprof speaks 1: use cuprof and libcuprof.so of the same release\n"),
+        (b"", "cuprof\t1\terror\tthe message is not a cuprof control message\n"),
+    ];
+    for (bytes, want) in cases {
+        assert_eq!(raw(&socket, bytes), want, "{bytes:?}");
+    }
+    // A pid without a socket: one line naming it and why.
+    let out = job.cuprof(&["capture", "--pid", "999998", "--steps", "1"]);
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "cuprof: process 999998 has no control socket ({}): it was not started with --on-demand, has ended, or belongs to another user: No such file or directory (os error 2)\n",
+            job.socket_dir().join("999998.sock").display()
+        )
+    );
+    let long = vec![b'x'; 100_000];
+    assert_eq!(
+        raw(&socket, &long),
+        "cuprof\t1\terror\tthe message is longer than 8192 bytes\n"
+    );
+    // Still served, still ready, nothing recorded.
+    let (ps, _) = job.ok(&["ps"]);
+    assert_eq!(ps_rows(&ps).values().next().unwrap().2, "ready");
+    let out = job.dir.path().join("out");
+    let pid = job.pids()[0];
+    let results = job.finish();
+    assert!(!job_out_has_files(&out));
+    assert_eq!(
+        results[0].1,
+        format!("cuprof: process {pid} was ready for cuprof capture and nothing was captured: no trace written\n")
+    );
+}
+
+#[test]
+fn cuprof_run_on_demand_starts_ready_and_reports_the_captures_at_the_end() {
+    let dir = TempDir::new("run");
+    let rt = dir.path().join("rt");
+    std::fs::create_dir(&rt).unwrap();
+    std::fs::set_permissions(&rt, PermissionsExt::from_mode(0o700)).unwrap();
+    let out = dir.path().join("out");
+    let stop = dir.path().join("stop");
+    let run = Command::new(cuprof_bin())
+        .args(["run", "--on-demand", "--name", "r", "--no-report", "--dir"])
+        .arg(&out)
+        .arg("--")
+        .arg("python3")
+        .arg(apps().join("on_demand.py"))
+        .arg(&stop)
+        .env("PYTHONPATH", apps())
+        .env("CUPTI_DOUBLE_LIB", double())
+        .env("CUPROF_CUPTI_PATH", double())
+        .env("XDG_RUNTIME_DIR", &rt)
+        .env_remove("LD_PRELOAD")
+        .env_remove("CUDA_INJECTION64_PATH")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sockets = rt.join("cuprof");
+    for _ in 0..600 {
+        if socket_count(&sockets) == 1 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let cap = Command::new(cuprof_bin())
+        .args(["capture", "--name", "r", "--steps", "2", "--no-report"])
+        .env("XDG_RUNTIME_DIR", &rt)
+        .output()
+        .unwrap();
+    let cap_err = String::from_utf8_lossy(&cap.stderr).into_owned();
+    assert!(cap.status.success(), "{cap_err}");
+    let file = out.join("r-rank0-cycle1.trace.json.gz");
+    assert_eq!(
+        cap_err.lines().next().unwrap().split(" (").next().unwrap(),
+        format!("cuprof: wrote {}", file.display())
+    );
+    assert_eq!(steps_of(&read_trace(&file)).len(), 2);
+    std::fs::write(&stop, "").unwrap();
+    let done = run.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&done.stderr).into_owned();
+    assert!(done.status.success(), "{err}");
+    // The launcher's end-of-run lines list the capture's file.
+    assert_eq!(wrote_lines(&err), 1, "{err}");
+    assert!(
+        err.contains(&format!("cuprof: wrote {}", file.display())),
+        "{err}"
+    );
+    assert_eq!(socket_count(&sockets), 0, "the socket is removed at exit");
+}
+
+/// Sockets in the control directory.
+fn socket_count(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |d| {
+        d.flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_socket()))
+            .count()
+    })
+}
+
+#[test]
+fn a_process_that_stepped_aside_says_so_and_takes_no_capture() {
+    let mut job = Job::start_with(
+        "aside",
+        "a",
+        1,
+        0,
+        20,
+        &[("ON_DEMAND_SECOND_CLIENT_AT", "3")],
+    );
+    job.wait_ready();
+    let mut state = String::new();
+    for _ in 0..600 {
+        let (ps, _) = job.ok(&["ps"]);
+        state = ps_rows(&ps).values().next().unwrap().2.clone();
+        if state == "stepped-aside" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(state, "stepped-aside");
+    let pid = job.pids()[0].to_string();
+    let out = job.cuprof(&["capture", "--pid", &pid, "--steps", "1"]);
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("cuprof: process {pid}: cuprof stepped aside for another profiler in this process (torch.profiler?): nothing can be captured\n")
+    );
+    let out_dir = job.dir.path().join("out");
+    let results = job.finish();
+    assert_eq!(
+        results[0]
+            .1
+            .lines()
+            .filter(|l| l.contains("steps aside"))
+            .count(),
+        1,
+        "{}",
+        results[0].1
+    );
+    assert!(!job_out_has_files(&out_dir));
+}
+
+#[test]
+fn operators_of_a_torch_process_are_recorded_only_while_captured() {
+    require_python("torch");
+    let mut job = Job::start_with("torch", "tq", 1, 0, 20, &[("ON_DEMAND_TORCH", "1")]);
+    job.wait_ready();
+    let pid = job.pids()[0].to_string();
+    let caps = job.dir.path().join("caps");
+    for cycle in 1..=2 {
+        job.capture_steps(&pid, "2", &caps);
+        let t = read_trace(&rank_file(&caps, "tq", 0, cycle));
+        assert_eq!(steps_of(&t).len(), 2);
+        // One torch.mm a step (which calls aten::resolve_conj three times, as torch.profiler
+        // records it), nothing from before or between the captures.
+        let ops = count_by_name(&torch_operators(&t));
+        assert_eq!(
+            ops,
+            BTreeMap::from([("aten::mm".into(), 2), ("aten::resolve_conj".into(), 6)]),
+            "cycle {cycle}"
+        );
+        assert_eq!(
+            kernels(&t),
+            BTreeMap::from([("gemm()".into(), 2), ("softmax()".into(), 2)])
+        );
+    }
+    job.finish();
+}

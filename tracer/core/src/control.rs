@@ -1,0 +1,465 @@
+//! The control protocol between `cuprof capture`/`cuprof ps` and a process started with
+//! `--on-demand`, over its Unix socket (served by the library's `control` module).
+//!
+//! One request line, one reply line, then the connection closes. A line is tab-separated
+//! fields, at most [`MAX_LINE`] bytes with its newline, and starts with `cuprof` and the
+//! protocol [`VERSION`], so that a `cuprof` of another release gets one clear line:
+//!
+//! ```text
+//! cuprof 1 status                               -> cuprof 1 status PID RANK NAME STATE STEP FILES CAPTURES_DONE
+//! cuprof 1 steps START COUNT DIR REPORT         -> cuprof 1 started CYCLE FIRST_STEP
+//! cuprof 1 duration MS DIR REPORT               -> cuprof 1 started CYCLE -
+//! anything refused                              -> cuprof 1 error MESSAGE
+//! ```
+//!
+//! `DIR` (empty: the process's own directory) receives the capture's trace; the process appends
+//! one [`crate::config::report::ReportLine`] per file it writes to the file `REPORT`, which
+//! the requester created.
+
+use std::ffi::OsString;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+pub const VERSION: u32 = 1;
+/// The longest line either side accepts, newline included (two paths fit with room).
+pub const MAX_LINE: usize = 8192;
+const MAGIC: &str = "cuprof";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    Status,
+    Steps {
+        start: u64,
+        count: u64,
+        dir: Option<PathBuf>,
+        report: PathBuf,
+    },
+    Duration {
+        ms: u64,
+        dir: Option<PathBuf>,
+        report: PathBuf,
+    },
+}
+
+/// A process's answer to [`Request::Status`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub pid: u32,
+    pub rank: u32,
+    pub name: String,
+    /// `ready`, `pending`, `recording`, `stepped-aside` or `stopped`.
+    pub state: String,
+    /// The step now running (`cuprof_step()` calls so far).
+    pub step: u64,
+    pub files: u64,
+    /// Captures finished (their files written).
+    pub captures_done: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    Status(Status),
+    /// A capture was taken: its cycle number and first step (`None` for a duration).
+    Started {
+        cycle: u32,
+        first_step: Option<u64>,
+    },
+    Error(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ProtocolError {
+    #[error("the message is longer than {MAX_LINE} bytes")]
+    TooLong,
+    #[error("the message is not a cuprof control message")]
+    NotCuprof,
+    #[error("the other side speaks control protocol {0}, this cuprof speaks {VERSION}: use cuprof and libcuprof.so of the same release")]
+    Version(String),
+    #[error("malformed control message: {0}")]
+    Malformed(&'static str),
+    #[error("a path in a control message may not contain tabs or newlines, and must be UTF-8")]
+    BadPath,
+}
+
+/// A field fit for a line: no tab, no newline (names are made printable, never refused).
+fn field(s: &str) -> String {
+    s.replace(['\t', '\n', '\r'], " ")
+}
+
+fn path_field(p: &Option<PathBuf>) -> Result<String, ProtocolError> {
+    let Some(p) = p else { return Ok(String::new()) };
+    let s = p.to_str().ok_or(ProtocolError::BadPath)?;
+    if s.contains(['\t', '\n', '\r']) {
+        return Err(ProtocolError::BadPath);
+    }
+    Ok(s.to_owned())
+}
+
+fn line(fields: &[String]) -> Result<String, ProtocolError> {
+    let l = format!("{MAGIC}\t{VERSION}\t{}\n", fields.join("\t"));
+    if l.len() > MAX_LINE {
+        return Err(ProtocolError::TooLong);
+    }
+    Ok(l)
+}
+
+/// The fields after the magic and version, checked.
+fn body(text: &str) -> Result<Vec<&str>, ProtocolError> {
+    if text.len() > MAX_LINE {
+        return Err(ProtocolError::TooLong);
+    }
+    let text = text.strip_suffix('\n').unwrap_or(text);
+    let mut f = text.split('\t');
+    if f.next() != Some(MAGIC) {
+        return Err(ProtocolError::NotCuprof);
+    }
+    match f.next() {
+        Some(v) if v == VERSION.to_string() => Ok(f.collect()),
+        Some(v) => Err(ProtocolError::Version(field(v).chars().take(16).collect())),
+        None => Err(ProtocolError::Malformed("no version")),
+    }
+}
+
+fn number<T: std::str::FromStr>(s: Option<&&str>, what: &'static str) -> Result<T, ProtocolError> {
+    s.and_then(|s| s.parse().ok())
+        .ok_or(ProtocolError::Malformed(what))
+}
+
+fn dir_of(s: Option<&&str>) -> Result<Option<PathBuf>, ProtocolError> {
+    match s {
+        Some(&"") => Ok(None),
+        Some(d) => Ok(Some(PathBuf::from(d))),
+        None => Err(ProtocolError::Malformed("no directory")),
+    }
+}
+
+fn report_of(s: Option<&&str>) -> Result<PathBuf, ProtocolError> {
+    match s {
+        Some(r) if !r.is_empty() => Ok(PathBuf::from(r)),
+        _ => Err(ProtocolError::Malformed("no report file")),
+    }
+}
+
+impl Request {
+    pub fn to_line(&self) -> Result<String, ProtocolError> {
+        let report = |r: &PathBuf| path_field(&Some(r.clone()));
+        match self {
+            Request::Status => line(&["status".into()]),
+            Request::Steps {
+                start,
+                count,
+                dir,
+                report: r,
+            } => line(&[
+                "steps".into(),
+                start.to_string(),
+                count.to_string(),
+                path_field(dir)?,
+                report(r)?,
+            ]),
+            Request::Duration { ms, dir, report: r } => line(&[
+                "duration".into(),
+                ms.to_string(),
+                path_field(dir)?,
+                report(r)?,
+            ]),
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Request, ProtocolError> {
+        let f = body(text)?;
+        match f.first().copied() {
+            Some("status") if f.len() == 1 => Ok(Request::Status),
+            Some("steps") if f.len() == 5 => Ok(Request::Steps {
+                start: number(f.get(1), "step number")?,
+                count: number(f.get(2), "step count")?,
+                dir: dir_of(f.get(3))?,
+                report: report_of(f.get(4))?,
+            }),
+            Some("duration") if f.len() == 4 => Ok(Request::Duration {
+                ms: number(f.get(1), "duration")?,
+                dir: dir_of(f.get(2))?,
+                report: report_of(f.get(3))?,
+            }),
+            _ => Err(ProtocolError::Malformed("unknown request")),
+        }
+    }
+}
+
+impl Reply {
+    pub fn to_line(&self) -> String {
+        let fields = match self {
+            Reply::Status(s) => vec![
+                "status".into(),
+                s.pid.to_string(),
+                s.rank.to_string(),
+                field(&s.name),
+                field(&s.state),
+                s.step.to_string(),
+                s.files.to_string(),
+                s.captures_done.to_string(),
+            ],
+            Reply::Started { cycle, first_step } => vec![
+                "started".into(),
+                cycle.to_string(),
+                first_step.map_or("-".into(), |s| s.to_string()),
+            ],
+            Reply::Error(m) => vec!["error".into(), field(m)],
+        };
+        // Only a very long name or message can overflow: cut it rather than fail.
+        line(&fields).unwrap_or_else(|_| format!("{MAGIC}\t{VERSION}\terror\treply too long\n"))
+    }
+
+    pub fn parse(text: &str) -> Result<Reply, ProtocolError> {
+        let f = body(text)?;
+        match f.first().copied() {
+            Some("status") if f.len() == 8 => Ok(Reply::Status(Status {
+                pid: number(f.get(1), "pid")?,
+                rank: number(f.get(2), "rank")?,
+                name: f[3].to_owned(),
+                state: f[4].to_owned(),
+                step: number(f.get(5), "step")?,
+                files: number(f.get(6), "files")?,
+                captures_done: number(f.get(7), "captures")?,
+            })),
+            Some("started") if f.len() == 3 => Ok(Reply::Started {
+                cycle: number(f.get(1), "cycle")?,
+                first_step: match f[2] {
+                    "-" => None,
+                    s => Some(number(Some(&s), "first step")?),
+                },
+            }),
+            Some("error") if f.len() == 2 => Ok(Reply::Error(f[1].to_owned())),
+            _ => Err(ProtocolError::Malformed("unknown reply")),
+        }
+    }
+}
+
+/// The socket directory is not a private directory of this user.
+#[derive(Debug, Error)]
+pub enum DirError {
+    #[error("cannot create the control directory {0}: {1}")]
+    Create(PathBuf, std::io::Error),
+    #[error("{0} is not a directory of its own (a symlink or a file?): remove it, or set XDG_RUNTIME_DIR to a private directory")]
+    NotDir(PathBuf),
+    #[error("{0} belongs to uid {1}, not to this user (uid {2}): remove it, or set XDG_RUNTIME_DIR to a private directory")]
+    Owner(PathBuf, u32, u32),
+    #[error(
+        "{0} has mode {1:o}: others may reach its sockets; make it 0700 (chmod 700) or remove it"
+    )]
+    Mode(PathBuf, u32),
+}
+
+/// Where this user's control sockets live: `$XDG_RUNTIME_DIR/cuprof` when that variable names
+/// an absolute path, else `TMP/cuprof-UID` (never the shared temporary directory itself).
+pub fn socket_dir(xdg_runtime_dir: Option<OsString>, tmp: &Path, uid: u32) -> PathBuf {
+    match xdg_runtime_dir.map(PathBuf::from) {
+        Some(x) if x.is_absolute() => x.join("cuprof"),
+        _ => tmp.join(format!("cuprof-{uid}")),
+    }
+}
+
+/// Checks that `dir` is a real directory (not a symlink) owned by `uid` that nobody else may
+/// enter; with `create`, makes it (mode 0700) first if it is missing.
+pub fn check_private_dir(dir: &Path, uid: u32, create: bool) -> Result<(), DirError> {
+    if create {
+        match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(DirError::Create(dir.to_owned(), e)),
+        }
+    }
+    let m = std::fs::symlink_metadata(dir).map_err(|e| DirError::Create(dir.to_owned(), e))?;
+    if !m.file_type().is_dir() {
+        return Err(DirError::NotDir(dir.to_owned()));
+    }
+    if m.uid() != uid {
+        return Err(DirError::Owner(dir.to_owned(), m.uid(), uid));
+    }
+    if m.mode() & 0o077 != 0 {
+        return Err(DirError::Mode(dir.to_owned(), m.mode() & 0o7777));
+    }
+    Ok(())
+}
+
+/// The socket of process `pid` in `dir`.
+pub fn socket_path(dir: &Path, pid: u32) -> PathBuf {
+    dir.join(format!("{pid}.sock"))
+}
+
+/// The pids with a socket in `dir` (entries that are sockets named `PID.sock`), sorted.
+pub fn socket_pids(dir: &Path) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut pids: Vec<u32> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_socket()))
+        .filter_map(|e| {
+            let name = e.file_name();
+            name.to_str()?.strip_suffix(".sock")?.parse().ok()
+        })
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// Process `pid` exists (it may belong to another user; /proc lists every process).
+pub fn alive(pid: u32) -> bool {
+    pid != 0 && Path::new("/proc").join(pid.to_string()).exists()
+}
+
+/// Removes the sockets in `dir` of processes that no longer exist.
+pub fn remove_stale(dir: &Path) {
+    for pid in socket_pids(dir) {
+        if !alive(pid) {
+            let _ = std::fs::remove_file(socket_path(dir, pid));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_and_replies_round_trip() {
+        let reqs = [
+            Request::Status,
+            Request::Steps {
+                start: 12,
+                count: 3,
+                dir: Some("/tmp/a b".into()),
+                report: "/tmp/r".into(),
+            },
+            Request::Duration {
+                ms: 1500,
+                dir: None,
+                report: "/tmp/r".into(),
+            },
+        ];
+        for r in reqs {
+            assert_eq!(Request::parse(&r.to_line().unwrap()), Ok(r));
+        }
+        let replies = [
+            Reply::Status(Status {
+                pid: 7,
+                rank: 3,
+                name: "job".into(),
+                state: "ready".into(),
+                step: 41,
+                files: 2,
+                captures_done: 1,
+            }),
+            Reply::Started {
+                cycle: 2,
+                first_step: Some(9),
+            },
+            Reply::Started {
+                cycle: 1,
+                first_step: None,
+            },
+            Reply::Error("busy".into()),
+        ];
+        for r in replies {
+            assert_eq!(Reply::parse(&r.to_line()), Ok(r));
+        }
+        assert_eq!(
+            Request::Status.to_line().unwrap(),
+            "cuprof\t1\tstatus\n".to_string()
+        );
+    }
+
+    #[test]
+    fn the_socket_directory_is_private_and_checked() {
+        let tmp = std::env::temp_dir().join(format!("cuprof-ctl-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        assert_eq!(
+            socket_dir(Some("/run/user/5".into()), &tmp, 5),
+            PathBuf::from("/run/user/5/cuprof")
+        );
+        assert_eq!(
+            socket_dir(Some("rel".into()), &tmp, 5),
+            tmp.join("cuprof-5")
+        );
+        assert_eq!(socket_dir(None, &tmp, 5), tmp.join("cuprof-5"));
+        let me = std::fs::metadata(&tmp).unwrap().uid();
+        let d = tmp.join("ok");
+        check_private_dir(&d, me, true).unwrap();
+        assert_eq!(std::fs::metadata(&d).unwrap().mode() & 0o777, 0o700);
+        assert!(matches!(
+            check_private_dir(&d, me + 1, false),
+            Err(DirError::Owner(..))
+        ));
+        let open = tmp.join("open");
+        std::fs::DirBuilder::new()
+            .mode(0o755)
+            .create(&open)
+            .unwrap();
+        std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        assert!(matches!(
+            check_private_dir(&open, me, true),
+            Err(DirError::Mode(_, 0o755))
+        ));
+        let link = tmp.join("link");
+        std::os::unix::fs::symlink(&d, &link).unwrap();
+        assert!(matches!(
+            check_private_dir(&link, me, true),
+            Err(DirError::NotDir(_))
+        ));
+        let file = tmp.join("file");
+        std::fs::write(&file, "").unwrap();
+        assert!(matches!(
+            check_private_dir(&file, me, true),
+            Err(DirError::NotDir(_))
+        ));
+        // Sockets only, of live processes only.
+        std::fs::write(d.join("1.sock"), "").unwrap();
+        let dead = u32::try_from(libc::pid_t::MAX).unwrap();
+        let _a = std::os::unix::net::UnixListener::bind(socket_path(&d, dead)).unwrap();
+        let me_pid = std::process::id();
+        let _b = std::os::unix::net::UnixListener::bind(socket_path(&d, me_pid)).unwrap();
+        assert_eq!(socket_pids(&d), [me_pid, dead]);
+        remove_stale(&d);
+        assert_eq!(socket_pids(&d), [me_pid]);
+        assert!(d.join("1.sock").exists());
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn bad_messages_are_refused() {
+        assert_eq!(
+            Request::parse("GET / HTTP/1.1\r\n"),
+            Err(ProtocolError::NotCuprof)
+        );
+        assert_eq!(
+            Request::parse("cuprof\t2\tstatus\n"),
+            Err(ProtocolError::Version("2".into()))
+        );
+        assert_eq!(
+            Request::parse("cuprof\t1\tsteps\tx\t3\t\t/r\n"),
+            Err(ProtocolError::Malformed("step number"))
+        );
+        assert_eq!(
+            Request::parse("cuprof\t1\tsteps\t1\t3\n"),
+            Err(ProtocolError::Malformed("unknown request"))
+        );
+        assert_eq!(
+            Request::parse("cuprof\t1\tduration\t5\t\t\n"),
+            Err(ProtocolError::Malformed("no report file"))
+        );
+        assert_eq!(
+            Request::parse(&"x".repeat(MAX_LINE + 1)),
+            Err(ProtocolError::TooLong)
+        );
+        let bad = Request::Duration {
+            ms: 1,
+            dir: Some("/a\tb".into()),
+            report: "/r".into(),
+        };
+        assert_eq!(bad.to_line(), Err(ProtocolError::BadPath));
+    }
+}
