@@ -187,6 +187,19 @@ void put_double(Buf& s, double d) {
   s.append(tmp, r.ptr - tmp);
 }
 
+// A list as IValue prints it ("[1, 2]"), as one JSON string, each element written by `put`.
+template <typename Put>
+void put_printed_list(Buf& s, const c10::IValue& v, Put put) {
+  s.append("\"[");
+  bool first = true;
+  for (const c10::IValue& e : v.toListRef()) {
+    if (!first) s.append(", ");
+    first = false;
+    put(e);
+  }
+  s.append("]\"");
+}
+
 // A scalar or scalar list as IValue prints it (what Kineto writes): ints, doubles, bools and
 // their lists without a stream, which would cost more than the rest of the record.
 void put_printed(ThreadBufs& b, Buf& s, const c10::IValue& v) {
@@ -207,25 +220,11 @@ void put_printed(ThreadBufs& b, Buf& s, const c10::IValue& v) {
     return;
   }
   if (v.isDoubleList()) {
-    s.append("\"[");
-    bool first = true;
-    for (const c10::IValue& e : v.toListRef()) {
-      if (!first) s.append(", ");
-      first = false;
-      put_double(s, e.toDouble());
-    }
-    s.append("]\"");
+    put_printed_list(s, v, [&s](const c10::IValue& e) { put_double(s, e.toDouble()); });
     return;
   }
   if (v.isIntList()) {
-    s.append("\"[");
-    bool first = true;
-    for (const c10::IValue& e : v.toListRef()) {
-      if (!first) s.append(", ");
-      first = false;
-      put_int(s, e.toInt());
-    }
-    s.append("]\"");
+    put_printed_list(s, v, [&s](const c10::IValue& e) { put_int(s, e.toInt()); });
     return;
   }
   b.text.str("");
