@@ -132,7 +132,21 @@ fn data_pairs(html: &str) -> Vec<(String, String)> {
     out
 }
 
-/// The number at `path` (`a.0.b`, or `X - Y`) in summary.json.
+/// The sum of the histogram bins' counts in `html`.
+fn bin_total(html: &str) -> usize {
+    html.match_indices("data-count=\"")
+        .map(|(i, _)| {
+            html[i + 12..]
+                .split('"')
+                .next()
+                .unwrap()
+                .parse::<usize>()
+                .unwrap()
+        })
+        .sum()
+}
+
+/// The number at `path` (`a.0.b`, or `X - Y`, or `X + Y`) in summary.json.
 fn lookup(s: &Value, key: &str) -> f64 {
     let one = |p: &str| {
         let mut v = s;
@@ -145,9 +159,24 @@ fn lookup(s: &Value, key: &str) -> f64 {
         v.as_f64()
             .unwrap_or_else(|| panic!("{p} is not a number in summary.json: {v}"))
     };
-    let mut parts = key.split(" - ");
-    let first = one(parts.next().unwrap());
-    parts.fold(first, |acc, p| acc - one(p))
+    // Terms joined by " - " or " + ", left to right.
+    let mut total = 0.0;
+    let mut sign = 1.0;
+    let mut rest = key;
+    loop {
+        let next = [" - ", " + "]
+            .iter()
+            .filter_map(|op| rest.find(op).map(|i| (i, *op)))
+            .min();
+        match next {
+            Some((i, op)) => {
+                total += sign * one(&rest[..i]);
+                sign = if op == " - " { -1.0 } else { 1.0 };
+                rest = &rest[i + 3..];
+            }
+            None => return total + sign * one(rest),
+        }
+    }
 }
 
 /// Every `data-value` equals summary.json at its `data-key`; returns how many were checked.
@@ -195,24 +224,24 @@ fn page_has_every_section_with_summary_numbers() {
     .into();
     assert!(urls.is_subset(&allowed), "URLs in the page: {urls:?}");
 
-    // Steps: one dot per step and rank, the three percentiles, the straggler in summary.json.
+    // Steps: one dot per step and rank over the steps, and (16 step times: fewer than 30) one
+    // point each in the distribution, no histogram; the straggler in summary.json.
     let steps = section(&html, "cp-steps");
     assert_eq!(steps.matches(r#"class="dot""#).count(), 16);
-    assert_eq!(steps.matches(r#"<g class="pct">"#).count(), 3);
+    assert_eq!(steps.matches(r#"<circle class="pt""#).count(), 16);
+    assert_eq!(steps.matches(r#"<g class="pct">"#).count(), 0);
+    assert_eq!(bin_total(steps), 0);
     assert_eq!(i(&s["ranks"][1]["step_times"][5]["dur_ns"]), 1_400_000);
     assert!(steps.contains(r#"data-key="ranks.1.step_times.5.dur_ns" data-value="1400000"><title>rank 1 step 5: 1.400 ms</title>"#));
-    let bins: usize = steps
-        .match_indices("data-count=\"")
-        .map(|(i, _)| {
-            steps[i + 12..]
-                .split('"')
-                .next()
-                .unwrap()
-                .parse::<usize>()
-                .unwrap()
-        })
-        .sum();
-    assert_eq!(bins, 16);
+    // Two ranks: a legend of both, under the plot area (the x axis title is at 256 + 32).
+    assert!(
+        steps.contains(r##"fill="#4e79a7"/><text class="legend" x="78" y="311">rank 0</text>"##)
+    );
+    // No absolute path anywhere: the flame graph's subtitle names the input by base name.
+    assert!(!html.contains(&dir.display().to_string()));
+    assert!(html.contains(">traces</text>"));
+    // Nothing was lost, skipped or cut: no data-quality panel.
+    assert!(!html.contains(r#"id="cp-quality""#));
 
     // GPU time: per rank, 8 × (gemm 300 µs of which 100 µs under NCCL, NCCL 100 µs alone,
     // copy 50 µs).
@@ -403,7 +432,7 @@ fn chromium_renders_the_page_without_errors() {
     // The live DOM has every section's marks.
     for (id, mark, n) in [
         ("cp-steps", r#"<circle class="dot""#, 16),
-        ("cp-steps", r#"<g class="pct">"#, 3),
+        ("cp-steps", r#"<circle class="pt""#, 16),
         ("cp-gpu", r#"<rect class="part compute""#, 3),
         ("cp-heatmap", r#"<rect class="cell"#, 16),
         ("cp-kernels", r#"<rect class="bar"#, 4),
