@@ -99,7 +99,9 @@ pub fn section(s: &Summary) -> String {
     let row_h = if nr <= ONE_PER_ROW { ROW } else { 10.0 };
     // Rank labels at least 14 px apart.
     let label_every = (14.0 / row_h).ceil() as usize;
-    let cw = (W - M_LEFT - M_RIGHT) / cols as f64;
+    // Grouped rows' labels (`ranks 504–511`) need more room than `rank 7`.
+    let left = if rg > 1 { 104.0 } else { M_LEFT };
+    let cw = (W - left - M_RIGHT) / cols as f64;
     let grid_h = row_h * rows as f64;
     let h = 8.0 + grid_h + 96.0;
     let mut out = String::from(
@@ -134,7 +136,7 @@ pub fn section(s: &Summary) -> String {
         let _ = write!(
             out,
             r#"<text class="tick" x="{}" y="{}" text-anchor="end">{label}</text>"#,
-            f(M_LEFT - 6.0),
+            f(left - 6.0),
             f(8.0 + row_h * row as f64 + row_h / 2.0 + 4.0),
         );
     }
@@ -174,7 +176,7 @@ pub fn section(s: &Summary) -> String {
                 out,
                 r#"<rect class="cell{}" x="{}" y="{}" width="{}" height="{}" fill="{}"{}><title>{block}rank {rank} step {step}: {} ({:+.1}% vs the step's mean over {} ranks, {}){}</title></rect>"#,
                 if outlined { " slowest" } else { "" },
-                f(M_LEFT + cw * ci as f64),
+                f(left + cw * ci as f64),
                 f(8.0 + row_h * row as f64),
                 f(cw.max(0.5)),
                 f(row_h - 1.0),
@@ -206,7 +208,7 @@ pub fn section(s: &Summary) -> String {
         let _ = write!(
             out,
             r#"<text class="tick" x="{}" y="{}" text-anchor="middle">{}</text>"#,
-            f(M_LEFT + cw * (ci as f64 + 0.5)),
+            f(left + cw * (ci as f64 + 0.5)),
             f(y),
             steps[ci * cg]
         );
@@ -214,7 +216,7 @@ pub fn section(s: &Summary) -> String {
     let _ = write!(
         out,
         r#"<text class="axis" x="{}" y="{}" text-anchor="middle">step number{}</text>"#,
-        f((M_LEFT + W - M_RIGHT) / 2.0),
+        f((left + W - M_RIGHT) / 2.0),
         f(y + 16.0),
         if cg > 1 {
             format!(" (first of each column's {cg})")

@@ -356,7 +356,8 @@ fn histogram(out: &mut String, s: &Summary) {
             dur(e)
         );
     }
-    // Labels of close percentiles go one under the other instead of on top of each other.
+    // Labels of close percentiles go one under the other (14 px: the box of an 11 px label)
+    // instead of on top of each other.
     let mut last_x = f64::MIN;
     let mut row = 0.0;
     for (p, key, v) in [
@@ -365,7 +366,7 @@ fn histogram(out: &mut String, s: &Summary) {
         ("p99", "steps.p99_ns", st.p99_ns),
     ] {
         let px = x.at(v);
-        row = if px - last_x < 26.0 { row + 11.0 } else { 0.0 };
+        row = if px - last_x < 26.0 { row + 14.0 } else { 0.0 };
         last_x = px;
         let _ = write!(
             out,
@@ -416,6 +417,16 @@ fn table(out: &mut String, s: &Summary) {
          <th>p99</th><th>min</th><th>max</th></tr></thead><tbody>",
     );
     stats_row(out, "all", "steps", &s.steps);
+    // Beyond the ranks drawn as lines, the rows per rank fold away (HTML's own <details>, no
+    // script): 512 rows would push every chart below them out of sight.
+    let fold = s.ranks.len() > MAX_LINES;
+    if fold {
+        let _ = write!(
+            out,
+            "</tbody></table><details><summary>every rank ({})</summary><table><tbody>",
+            s.ranks.len()
+        );
+    }
     if s.ranks.len() > 1 {
         for (ri, r) in s.ranks.iter().enumerate() {
             stats_row(
@@ -427,4 +438,7 @@ fn table(out: &mut String, s: &Summary) {
         }
     }
     out.push_str("</tbody></table>");
+    if fold {
+        out.push_str("</details>");
+    }
 }
