@@ -784,7 +784,7 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
             &dir.join(format!("profile-shot-{tag}")),
             &[
                 &format!("--screenshot={}", shot.display()),
-                "--window-size=1000,1800",
+                "--window-size=1000,2600",
                 "--hide-scrollbars",
             ],
         );
