@@ -53,33 +53,35 @@ pub fn section(s: &Summary) -> String {
         li.push_str(": the tracer could not keep up, so kernels, copies or API calls that ran are missing; GPU time, busy fractions and call counts below are lower than what ran.");
         items.push(li);
     }
-    if d.kernels_without_timestamps > 0 {
-        items.push(format!(
-            "<b{}>{}</b> kernels came without timestamps from CUPTI: they are in no time figure below.",
-            data("dropped.kernels_without_timestamps", d.kernels_without_timestamps),
-            d.kernels_without_timestamps
-        ));
-    }
-    if d.memory_events_dropped > 0 {
-        items.push(format!(
-            "<b{}>{}</b> memory events were dropped: the device-memory chart may miss allocations and understate the peak.",
-            data("dropped.memory_events_dropped", d.memory_events_dropped),
-            d.memory_events_dropped
-        ));
-    }
-    if d.files_without_stats > 0 {
-        items.push(format!(
-            "<b{}>{}</b> file(s) have no cuprofStats (cut short, or not written by cuprof): what they lost is unknown.",
-            data("dropped.files_without_stats", d.files_without_stats),
-            d.files_without_stats
-        ));
-    }
-    if d.files_incomplete > 0 {
-        items.push(format!(
-            "<b{}>{}</b> file(s) say they are incomplete: their figures cover only part of the run.",
-            data("dropped.files_incomplete", d.files_incomplete),
-            d.files_incomplete
-        ));
+    // Counts of the whole set, each with what it means for the figures.
+    for (key, n, meaning) in [
+        (
+            "kernels_without_timestamps",
+            d.kernels_without_timestamps,
+            "kernels came without timestamps from CUPTI: they are in no time figure below.",
+        ),
+        (
+            "memory_events_dropped",
+            d.memory_events_dropped,
+            "memory events were dropped: the device-memory chart may miss allocations and understate the peak.",
+        ),
+        (
+            "files_without_stats",
+            d.files_without_stats as u64,
+            "file(s) have no cuprofStats (cut short, or not written by cuprof): what they lost is unknown.",
+        ),
+        (
+            "files_incomplete",
+            d.files_incomplete as u64,
+            "file(s) say they are incomplete: their figures cover only part of the run.",
+        ),
+    ] {
+        if n > 0 {
+            items.push(format!(
+                "<b{}>{n}</b> {meaning}",
+                data(&format!("dropped.{key}"), n)
+            ));
+        }
     }
     for (fi, f) in s.files.iter().enumerate() {
         let name = esc(base_name(&f.path));
