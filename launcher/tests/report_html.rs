@@ -447,6 +447,10 @@ fn chromium_renders_the_page_without_errors() {
     assert!(flame.matches("<rect").count() >= 5, "flame graph frames");
     // Every number in the DOM equals summary.json's.
     assert!(check_numbers(&dom, &s) > 100);
+    // Laid out: operators' two panels, memory's peak label, the heatmap's scale (see
+    // LAYOUT_CHECK).
+    let report = layout(&page, &dir, "two");
+    assert!(report.starts_with("ok 8 charts"), "{report}");
 
     let shot = dir.join("shot.png");
     let (_, err) = chromium(
