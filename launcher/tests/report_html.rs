@@ -132,7 +132,21 @@ fn data_pairs(html: &str) -> Vec<(String, String)> {
     out
 }
 
-/// The number at `path` (`a.0.b`, or `X - Y`) in summary.json.
+/// The sum of the histogram bins' counts in `html`.
+fn bin_total(html: &str) -> usize {
+    html.match_indices("data-count=\"")
+        .map(|(i, _)| {
+            html[i + 12..]
+                .split('"')
+                .next()
+                .unwrap()
+                .parse::<usize>()
+                .unwrap()
+        })
+        .sum()
+}
+
+/// The number at `path` (`a.0.b`, or `X - Y`, or `X + Y`) in summary.json.
 fn lookup(s: &Value, key: &str) -> f64 {
     let one = |p: &str| {
         let mut v = s;
@@ -145,9 +159,24 @@ fn lookup(s: &Value, key: &str) -> f64 {
         v.as_f64()
             .unwrap_or_else(|| panic!("{p} is not a number in summary.json: {v}"))
     };
-    let mut parts = key.split(" - ");
-    let first = one(parts.next().unwrap());
-    parts.fold(first, |acc, p| acc - one(p))
+    // Terms joined by " - " or " + ", left to right.
+    let mut total = 0.0;
+    let mut sign = 1.0;
+    let mut rest = key;
+    loop {
+        let next = [" - ", " + "]
+            .iter()
+            .filter_map(|op| rest.find(op).map(|i| (i, *op)))
+            .min();
+        match next {
+            Some((i, op)) => {
+                total += sign * one(&rest[..i]);
+                sign = if op == " - " { -1.0 } else { 1.0 };
+                rest = &rest[i + 3..];
+            }
+            None => return total + sign * one(rest),
+        }
+    }
 }
 
 /// Every `data-value` equals summary.json at its `data-key`; returns how many were checked.
@@ -195,24 +224,24 @@ fn page_has_every_section_with_summary_numbers() {
     .into();
     assert!(urls.is_subset(&allowed), "URLs in the page: {urls:?}");
 
-    // Steps: one dot per step and rank, the three percentiles, the straggler in summary.json.
+    // Steps: one dot per step and rank over the steps, and (16 step times: fewer than 30) one
+    // point each in the distribution, no histogram; the straggler in summary.json.
     let steps = section(&html, "cp-steps");
     assert_eq!(steps.matches(r#"class="dot""#).count(), 16);
-    assert_eq!(steps.matches(r#"<g class="pct">"#).count(), 3);
+    assert_eq!(steps.matches(r#"<circle class="pt""#).count(), 16);
+    assert_eq!(steps.matches(r#"<g class="pct">"#).count(), 0);
+    assert_eq!(bin_total(steps), 0);
     assert_eq!(i(&s["ranks"][1]["step_times"][5]["dur_ns"]), 1_400_000);
     assert!(steps.contains(r#"data-key="ranks.1.step_times.5.dur_ns" data-value="1400000"><title>rank 1 step 5: 1.400 ms</title>"#));
-    let bins: usize = steps
-        .match_indices("data-count=\"")
-        .map(|(i, _)| {
-            steps[i + 12..]
-                .split('"')
-                .next()
-                .unwrap()
-                .parse::<usize>()
-                .unwrap()
-        })
-        .sum();
-    assert_eq!(bins, 16);
+    // Two ranks: a legend of both, under the plot area (the x axis title is at 256 + 32).
+    assert!(
+        steps.contains(r##"fill="#4e79a7"/><text class="legend" x="78" y="311">rank 0</text>"##)
+    );
+    // No absolute path anywhere: the flame graph's subtitle names the input by base name.
+    assert!(!html.contains(&dir.display().to_string()));
+    assert!(html.contains(">traces</text>"));
+    // Nothing was lost, skipped or cut: no data-quality panel.
+    assert!(!html.contains(r#"id="cp-quality""#));
 
     // GPU time: per rank, 8 × (gemm 300 µs of which 100 µs under NCCL, NCCL 100 µs alone,
     // copy 50 µs).
@@ -403,7 +432,7 @@ fn chromium_renders_the_page_without_errors() {
     // The live DOM has every section's marks.
     for (id, mark, n) in [
         ("cp-steps", r#"<circle class="dot""#, 16),
-        ("cp-steps", r#"<g class="pct">"#, 3),
+        ("cp-steps", r#"<circle class="pt""#, 16),
         ("cp-gpu", r#"<rect class="part compute""#, 3),
         ("cp-heatmap", r#"<rect class="cell"#, 16),
         ("cp-kernels", r#"<rect class="bar"#, 4),
@@ -418,6 +447,10 @@ fn chromium_renders_the_page_without_errors() {
     assert!(flame.matches("<rect").count() >= 5, "flame graph frames");
     // Every number in the DOM equals summary.json's.
     assert!(check_numbers(&dom, &s) > 100);
+    // Laid out: operators' two panels, memory's peak label, the heatmap's scale (see
+    // LAYOUT_CHECK).
+    let report = layout(&page, &dir, "two");
+    assert!(report.starts_with("ok 8 charts"), "{report}");
 
     let shot = dir.join("shot.png");
     let (_, err) = chromium(
@@ -528,4 +561,247 @@ fn decode_png(png: &[u8]) -> (usize, usize, Vec<[u8; 4]>) {
         prev = cur;
     }
     (w, h, px)
+}
+
+// ---- the page at scale: 1 to 512 ranks, 2 to 10,000 steps, as Chromium lays it out ----
+
+/// Step `k` of rank `r`: 1 ms plus a few µs that vary by rank and step; the last rank is the
+/// straggler, 300 µs slower every third step. One 500 µs kernel per step.
+fn scaled_trace(rank: i64, ranks: i64, steps: i64) -> Trace {
+    let mut t = Trace::new(rank, ranks);
+    t.metadata(&[0], &[(0, 7)], &[MAIN]);
+    let mut s = 0;
+    for k in 0..steps {
+        let slow = rank == ranks - 1 && ranks > 1 && k % 3 == 0;
+        let d = 1_000_000 + 1_000 * ((rank * 7 + k * 3) % 11) + if slow { 300_000 } else { 0 };
+        t.step(k, MAIN, s, d, None);
+        t.launch("gemm", MAIN, s + 10_000, 0, 7, s + 20_000, 500_000);
+        s += d;
+    }
+    t.window_end(s);
+    t
+}
+
+/// Test-only: appended to a copy of the page (whose Content-Security-Policy is taken out), it
+/// measures the laid-out page and writes what it finds into `<pre id="layout">`, which
+/// `--dump-dom` returns. The shipped page has no script; this is how a headless Chromium run
+/// without a debugging protocol can report bounding boxes. Per `svg.chart`: every `<text>`'s
+/// box (getBoundingClientRect, rotation included) inside the SVG's box and not overlapping
+/// another text's by more than 1 px each way; at least one axis title (`text.axis`); a
+/// colour scale (`rect.swatch`) where cells are coloured by value, and a legend
+/// (`text.legend`) where several ranks or a band are drawn in colours.
+const LAYOUT_CHECK: &str = r#"<pre id="layout"></pre><script>
+(function () {
+  const bad = [];
+  let charts = 0, texts = 0;
+  for (const svg of document.querySelectorAll('svg.chart')) {
+    charts++;
+    const sb = svg.getBoundingClientRect();
+    const name = svg.getAttribute('aria-label');
+    const boxes = [];
+    for (const t of svg.querySelectorAll('text')) {
+      const b = t.getBoundingClientRect();
+      if (b.width === 0) continue;
+      texts++;
+      if (b.left < sb.left - 1 || b.right > sb.right + 1 || b.top < sb.top - 1 || b.bottom > sb.bottom + 1)
+        bad.push('outside ' + name + ': ' + t.textContent);
+      for (const [o, ob] of boxes) {
+        const w = Math.min(b.right, ob.right) - Math.max(b.left, ob.left);
+        const h = Math.min(b.bottom, ob.bottom) - Math.max(b.top, ob.top);
+        if (w > 1 && h > 1) bad.push('overlap in ' + name + ': ' + o.textContent + ' | ' + t.textContent);
+      }
+      boxes.push([t, b]);
+    }
+    if (!svg.querySelector('text.axis')) bad.push('no axis title: ' + name);
+    if (svg.querySelector('rect.cell') && !svg.querySelector('rect.swatch')) bad.push('no colour scale: ' + name);
+    if ((svg.querySelectorAll('g.rank').length > 1 || svg.querySelector('polygon.band')) && !svg.querySelector('text.legend'))
+      bad.push('no legend: ' + name);
+  }
+  document.getElementById('layout').textContent =
+    bad.length ? bad.join('\n') : 'ok ' + charts + ' charts, ' + texts + ' texts';
+})();
+</script>"#;
+
+/// The page's layout report (see [`LAYOUT_CHECK`]) as Chromium renders `page`.
+fn layout(page: &Path, dir: &Path, tag: &str) -> String {
+    let html = std::fs::read_to_string(page).unwrap();
+    let csp = r#"<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">"#;
+    assert!(html.contains(csp));
+    let probe = html
+        .replace(csp, "")
+        .replace("</body>", &format!("{LAYOUT_CHECK}</body>"));
+    let copy = dir.join(format!("probe-{tag}.html"));
+    std::fs::write(&copy, probe).unwrap();
+    let (dom, err) = chromium(
+        &copy,
+        &dir.join(format!("profile-{tag}")),
+        &["--dump-dom", "--window-size=1280,1000"],
+    );
+    assert!(console_lines(&err).is_empty(), "{:?}", console_lines(&err));
+    between(&dom, r#"<pre id="layout">"#, "</pre>").to_string()
+}
+
+fn between<'a>(s: &'a str, a: &str, b: &str) -> &'a str {
+    let i = s.find(a).unwrap_or_else(|| panic!("no {a}")) + a.len();
+    &s[i..i + s[i..].find(b).unwrap()]
+}
+
+/// The check finds what it is for: text pushed onto other text and out of its chart, and a
+/// heatmap without its scale, are reported.
+#[test]
+fn layout_check_can_fail() {
+    let dir = tempdir("html5");
+    let page = dir.join("bad.html");
+    std::fs::write(
+        &page,
+        r#"<!DOCTYPE html><html><head><meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'"></head><body><svg class="chart" aria-label="bad" width="200" height="100" viewBox="0 0 200 100"><text class="axis" x="10" y="20">first label</text><text x="14" y="22">second</text><text x="190" y="60">outside</text><rect class="cell" x="0" y="0" width="5" height="5"/></svg></body></html>"#,
+    )
+    .unwrap();
+    assert_eq!(
+        layout(&page, &dir, "bad"),
+        "overlap in bad: first label | second\noutside bad: outside\nno colour scale: bad"
+    );
+}
+
+/// Ranks × steps from 1 × 2 to 512 × 2 and 1 × 10,000: on the rendered page no text overlaps
+/// another or leaves its chart, every chart has an axis title and its legend or scale, and
+/// every drawn number is summary.json's; the chosen views (lines or band, points or
+/// histogram, heatmap blocks, the lost-records panel) are the ones the size calls for.
+#[test]
+fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
+    let keep = std::env::var("CUPROF_ARTIFACTS").ok();
+    for (ranks, steps, lost) in [
+        (1, 2, false),
+        (1, 10_000, false),
+        (8, 20, true),
+        (32, 2, false),
+        (128, 20, false),
+        (512, 2, true),
+    ] {
+        let tag = format!("{ranks}x{steps}");
+        let dir = tempdir(&format!("html-{tag}"));
+        let traces = dir.join("traces");
+        std::fs::create_dir_all(&traces).unwrap();
+        for r in 0..ranks {
+            let mut t = scaled_trace(r, ranks, steps);
+            if lost && r == 0 {
+                t.stats = Some(r#"{"events": 0, "dropped_channel": 4, "dropped_cupti": 3, "dropped_buffers": 0, "kernels_without_timestamps": 2, "memory_events_dropped": 0, "complete": true}"#.into());
+            }
+            t.write_gz(&traces.join(format!("run-rank{r}.trace.json.gz")));
+        }
+        let out = dir.join("out");
+        cuprof_ok(&[
+            "report",
+            &traces.display().to_string(),
+            "-o",
+            &out.display().to_string(),
+        ]);
+        let page = out.join("report.html");
+        let html = std::fs::read_to_string(&page).unwrap();
+        let s = read_json(&out.join("summary.json"));
+        assert!(check_numbers(&html, &s) > 0, "{tag}");
+        assert!(!html.contains(&dir.display().to_string()), "{tag}: a path");
+
+        let report = layout(&page, &dir, &tag);
+        assert!(report.starts_with("ok "), "{tag}:\n{report}");
+
+        // The data-quality panel: there, with the terminal's figures, exactly when records
+        // were lost.
+        if lost {
+            let q = section(&html, "cp-quality");
+            assert!(
+                q.contains(r#"data-value="7">7</b> records were lost"#),
+                "{tag}: {q}"
+            );
+            assert!(q.contains(r#"rank 0 <span data-key="ranks.0.dropped.dropped_channel + ranks.0.dropped.dropped_cupti + ranks.0.dropped.dropped_buffers" data-value="7">7</span>"#));
+            assert!(q.contains(r#"<b data-key="dropped.kernels_without_timestamps" data-value="2">2</b> kernels came without timestamps from CUPTI: they are in no time figure below."#));
+            // Only what happened is listed.
+            assert_eq!(q.matches("<li>").count(), 2, "{tag}: {q}");
+            assert!(html.find("cp-quality") < html.find("cp-steps"));
+        } else {
+            assert!(!html.contains(r#"id="cp-quality""#), "{tag}");
+        }
+
+        // Step latency: a line per rank up to 8, else the band with the straggler named.
+        let st = section(&html, "cp-steps");
+        let over = &st[..st.find("</svg>").unwrap()];
+        if ranks <= 8 {
+            assert_eq!(
+                over.matches(r#"<g class="rank""#).count(),
+                ranks as usize,
+                "{tag}"
+            );
+        } else {
+            assert_eq!(over.matches(r#"<polygon class="band""#).count(), 1, "{tag}");
+            let slow = (steps + 2) / 3;
+            let unit = if slow == 1 { "step" } else { "steps" };
+            assert!(
+                over.contains(&format!(
+                    ">rank {} (slowest in {slow} {unit})</text>",
+                    ranks - 1
+                )),
+                "{tag}"
+            );
+            assert!(over.contains(&format!(
+                ">fastest to slowest of {ranks} ranks, per step</text>"
+            )));
+        }
+        // Whole-number step ticks only.
+        let mut xticks = 0;
+        for (i, _) in over.match_indices(r#"<text class="tick""#) {
+            let el = &over[i..i + over[i..].find("</text>").unwrap()];
+            if let Some(label) = el.split(r#"text-anchor="middle">"#).nth(1) {
+                label
+                    .parse::<i64>()
+                    .unwrap_or_else(|_| panic!("{tag}: tick {label}"));
+                xticks += 1;
+            }
+        }
+        assert!(xticks >= 2, "{tag}: {xticks} step ticks");
+        // Distribution: a dot per step time below 30 of them, else bins holding all.
+        let n = (ranks * steps) as usize;
+        if n < 30 {
+            assert_eq!(st.matches(r#"<circle class="pt""#).count(), n, "{tag}");
+        } else {
+            assert_eq!(bin_total(st), n, "{tag}");
+            assert_eq!(st.matches(r#"<g class="pct">"#).count(), 3, "{tag}");
+        }
+
+        // Heatmap: one cell per rank and step up to 64 × 100, else blocks; a stated scale.
+        if ranks > 1 {
+            let h = section(&html, "cp-heatmap");
+            let rows = (ranks as usize).div_ceil((ranks as usize).div_ceil(64));
+            let cols = (steps as usize).div_ceil((steps as usize).div_ceil(100));
+            assert_eq!(
+                h.matches(r#"<rect class="cell"#).count(),
+                rows * cols,
+                "{tag}"
+            );
+            assert_eq!(h.matches(r#"<rect class="swatch""#).count(), 11);
+            // The straggler's +300 µs on ~1 ms: within ±50%, beyond ±20%.
+            assert!(
+                h.contains(">step time vs the step's mean, limits ±50%</text>"),
+                "{tag}"
+            );
+        }
+
+        let shot = dir.join(format!("{tag}.png"));
+        let (_, err) = chromium(
+            &page,
+            &dir.join(format!("profile-shot-{tag}")),
+            &[
+                &format!("--screenshot={}", shot.display()),
+                "--window-size=1000,2600",
+                "--hide-scrollbars",
+            ],
+        );
+        assert!(
+            console_lines(&err).is_empty(),
+            "{tag}: {:?}",
+            console_lines(&err)
+        );
+        if let Some(k) = &keep {
+            std::fs::copy(&shot, Path::new(k).join(format!("report-{tag}.png"))).unwrap();
+        }
+    }
 }

@@ -166,7 +166,14 @@ pub fn report(args: ReportArgs) -> Result<()> {
         )?;
     }
     if let Some(h) = &html {
-        let flame = flame::svg(&an, &args.paths)?;
+        // The page is shared: its flame graph names the inputs by base name, not by where
+        // they sat on this machine.
+        let names: Vec<std::path::PathBuf> = args
+            .paths
+            .iter()
+            .map(|p| p.file_name().map_or_else(|| p.clone(), Into::into))
+            .collect();
+        let flame = flame::svg(&an, &names)?;
         let page = html::page(&summary, flame.as_deref(), args.top);
         crate::output::write(h, page.as_bytes())?;
         outln!("wrote {}", h.display())?;

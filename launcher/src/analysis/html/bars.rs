@@ -5,13 +5,15 @@ use std::fmt::Write;
 
 use super::super::load::is_comm_kernel;
 use super::super::model::Summary;
-use super::super::render::{dur, pct, short};
+use super::super::render::{dur, pct};
 use super::svg::{self, data, esc, f, Scale};
 
 const W: f64 = 760.0;
 const M_LEFT: f64 = 300.0;
 const M_RIGHT: f64 = 80.0;
 const ROW: f64 = 20.0;
+/// Characters of a row's label: what fits left of the bars at 11 px.
+const NAME_MAX: usize = 44;
 
 /// One bar of a row: CSS class, summary key, nanoseconds.
 struct Bar {
@@ -26,15 +28,14 @@ struct Row {
     bars: Vec<Bar>,
 }
 
-fn chart(out: &mut String, rows: &[Row], label: &str, legend: &[(&str, &str)]) {
-    let max = rows
-        .iter()
-        .flat_map(|r| r.bars.iter().map(|b| b.ns))
-        .max()
-        .unwrap_or(0) as f64;
-    let (div, unit) = svg::time_unit(max);
-    let per = rows.first().map_or(1, |r| r.bars.len()) as f64;
-    let row_h = ROW * per.max(1.0) * 0.75 + 6.0;
+/// Rows of bars: within a row, one bar under the other on a shared time axis, or, with
+/// `split`, each bar in a panel of its own with its own axis (an operator's CPU time can be a
+/// thousand times its GPU time: on one axis the GPU bars would vanish).
+fn chart(out: &mut String, rows: &[Row], label: &str, legend: &[(&str, &str)], split: &[&str]) {
+    let per = rows.first().map_or(1, |r| r.bars.len());
+    let panels = if split.is_empty() { 1 } else { per };
+    let stacked = if panels > 1 { 1.0 } else { per.max(1) as f64 };
+    let row_h = ROW * stacked * 0.75 + 6.0;
     let axis_y = 8.0 + row_h * rows.len() as f64;
     let items: Vec<(String, &str)> = legend
         .iter()
@@ -45,7 +46,27 @@ fn chart(out: &mut String, rows: &[Row], label: &str, legend: &[(&str, &str)]) {
     let mut legend_svg = String::new();
     let legend_end = svg::legend(&mut legend_svg, &items, M_LEFT, W - 10.0, axis_y + 40.0);
     let h = (axis_y + 58.0).max(legend_end + 4.0);
-    let x = Scale::new(0.0, max, M_LEFT, W - M_RIGHT);
+    // Each panel: its scale, from its own largest bar.
+    let pw = (W - M_LEFT - 10.0) / panels as f64;
+    let scales: Vec<(Scale, f64, &str)> = (0..panels)
+        .map(|p| {
+            let max = rows
+                .iter()
+                .flat_map(|r| {
+                    r.bars
+                        .iter()
+                        .enumerate()
+                        .filter(move |(k, _)| panels == 1 || *k == p)
+                        .map(|(_, b)| b.ns)
+                })
+                .max()
+                .unwrap_or(0) as f64;
+            let (div, unit) = svg::time_unit(max);
+            let x0 = M_LEFT + pw * p as f64;
+            let right = if panels == 1 { M_RIGHT } else { 70.0 };
+            (Scale::new(0.0, max, x0, x0 + pw - right), div, unit)
+        })
+        .collect();
     svg::open(out, "chart bars", W, h, label);
     for (i, r) in rows.iter().enumerate() {
         let y0 = 8.0 + row_h * i as f64;
@@ -57,16 +78,17 @@ fn chart(out: &mut String, rows: &[Row], label: &str, legend: &[(&str, &str)]) {
             f(y0 + row_h / 2.0 + 1.0),
             esc(&r.label)
         );
-        let bh = (row_h - 6.0) / r.bars.len() as f64;
+        let bh = (row_h - 6.0) / stacked;
         for (k, b) in r.bars.iter().enumerate() {
-            let y = y0 + bh * k as f64;
+            let (x, _, _) = &scales[if panels == 1 { 0 } else { k }];
+            let y = y0 + if panels == 1 { bh * k as f64 } else { 0.0 };
             let _ = write!(
                 out,
                 r#"<rect class="bar {}" x="{}" y="{}" width="{}" height="{}"{}/><text class="value" x="{}" y="{}">{}</text>"#,
                 b.class,
-                f(M_LEFT),
+                f(x.r0),
                 f(y),
-                f((x.at(b.ns as f64) - M_LEFT).max(0.5)),
+                f((x.at(b.ns as f64) - x.r0).max(0.5)),
                 f(bh - 1.0),
                 data(&b.key, b.ns),
                 f(x.at(b.ns as f64) + 4.0),
@@ -76,9 +98,49 @@ fn chart(out: &mut String, rows: &[Row], label: &str, legend: &[(&str, &str)]) {
         }
         out.push_str("</g>");
     }
-    svg::x_axis(out, &x, axis_y, div, &format!("time ({unit})"));
+    for (p, (x, div, unit)) in scales.iter().enumerate() {
+        let what = split.get(p).copied().unwrap_or("time");
+        svg::x_axis(out, x, axis_y, *div, &format!("{what} ({unit})"));
+    }
     out.push_str(&legend_svg);
     out.push_str("</svg>");
+}
+
+/// Row labels of at most `max` characters that stay as distinct as the names: a long name
+/// keeps its start and its end (where generated names differ: `…_launch_default` against
+/// `…_launch_graph`) around a middle ellipsis, and keeps more of its end while two labels
+/// still read the same.
+fn labels(names: &[&str], max: usize) -> Vec<String> {
+    let cut = |s: &str, tail: usize| -> String {
+        let c: Vec<char> = s.chars().collect();
+        if c.len() <= max {
+            return s.to_string();
+        }
+        let head = max - 1 - tail;
+        let mut t: String = c[..head].iter().collect();
+        t.push('…');
+        t.extend(&c[c.len() - tail..]);
+        t
+    };
+    let mut tail = vec![max * 2 / 5; names.len()];
+    let mut out: Vec<String> = names.iter().zip(&tail).map(|(n, t)| cut(n, *t)).collect();
+    loop {
+        // Every label of a clash grows at once: growing one alone would make the labels
+        // differ only in how much of the same tail they show.
+        let clashing: Vec<usize> = (0..names.len())
+            .filter(|&i| {
+                tail[i] < max - 9
+                    && (0..names.len()).any(|j| j != i && out[j] == out[i] && names[j] != names[i])
+            })
+            .collect();
+        if clashing.is_empty() {
+            return out;
+        }
+        for i in clashing {
+            tail[i] += 1;
+            out[i] = cut(names[i], tail[i]);
+        }
+    }
 }
 
 pub fn kernels(s: &Summary, top: usize) -> String {
@@ -87,12 +149,20 @@ pub fn kernels(s: &Summary, top: usize) -> String {
         out.push_str(r#"<p class="none">no kernels</p></section>"#);
         return out;
     }
+    let names: Vec<&str> = s
+        .top_kernels
+        .iter()
+        .take(top)
+        .map(|k| k.name.as_str())
+        .collect();
+    let names = labels(&names, NAME_MAX);
     let rows: Vec<Row> = s
         .top_kernels
         .iter()
         .take(top)
+        .zip(names)
         .enumerate()
-        .map(|(i, k)| {
+        .map(|(i, (k, label))| {
             let mut title = format!(
                 "{}\n{} calls, total {}, mean {}, {} of kernel time",
                 k.name,
@@ -105,7 +175,7 @@ pub fn kernels(s: &Summary, top: usize) -> String {
                 let _ = write!(title, "\nlaunched mostly by {o} ({})", dur(ns as f64));
             }
             Row {
-                label: short(&k.name, 44),
+                label,
                 title,
                 bars: vec![Bar {
                     class: if is_comm_kernel(&k.name) {
@@ -127,6 +197,7 @@ pub fn kernels(s: &Summary, top: usize) -> String {
             ("compute", "compute kernel"),
             ("comm", "communication kernel"),
         ],
+        &[],
     );
     more(&mut out, s.top_kernels.len(), top);
     out.push_str("</section>");
@@ -142,13 +213,16 @@ pub fn operators(s: &Summary, top: usize) -> String {
         out.push_str(r#"<p class="none">no operators</p></section>"#);
         return out;
     }
+    let names: Vec<&str> = o.top.iter().take(top).map(|r| r.name.as_str()).collect();
+    let names = labels(&names, NAME_MAX);
     let rows: Vec<Row> = o
         .top
         .iter()
         .take(top)
+        .zip(names)
         .enumerate()
-        .map(|(i, r)| Row {
-            label: short(&r.name, 44),
+        .map(|(i, (r, label))| Row {
+            label,
             title: format!(
                 "{}\n{} calls; GPU {} ({} of GPU time), with nested operators {}; CPU total {}, self {}",
                 r.name,
@@ -181,6 +255,7 @@ pub fn operators(s: &Summary, top: usize) -> String {
             ("compute", "GPU time launched (innermost operator)"),
             ("cpu", "self CPU time"),
         ],
+        &["GPU time", "self CPU time"],
     );
     more(&mut out, o.top.len(), top);
     out.push_str("</section>");
@@ -252,6 +327,7 @@ pub fn torch_compile(s: &Summary, top: usize) -> String {
             ("cpu", "CPU time in its calls"),
             ("compute", "GPU time launched in its calls"),
         ],
+        &[],
     );
     more(&mut out, c.compilations.len(), top);
     out.push_str("</section>");
@@ -265,5 +341,20 @@ fn more(out: &mut String, n: usize, top: usize) {
             r#"<p class="note">{} more in summary.json (<code>--top</code> shows more).</p>"#,
             n - top
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn labels_stay_distinct() {
+        // They differ in the middle: the tails grow until they show it.
+        let a = "GeneratedBackwardFor_cuproftest_launch_A_default_stream_kernel";
+        let b = "GeneratedBackwardFor_cuproftest_launch_B_default_stream_kernel";
+        let l = super::labels(&[a, b, "aten::mm"], 44);
+        assert_eq!(l[0], "GeneratedBackwardFor…A_default_stream_kernel");
+        assert_eq!(l[1], "GeneratedBackwardFor…B_default_stream_kernel");
+        assert_eq!(l[2], "aten::mm");
+        assert!(l.iter().all(|x| x.chars().count() <= 44));
     }
 }

@@ -23,7 +23,23 @@ pub fn inline(svg: &str) -> String {
             break;
         }
     }
-    s.replace("\ntext {", "\nsvg.flame text {")
+    label_root(&s.replace("\ntext {", "\nsvg.flame text {"))
+}
+
+/// inferno draws the root frame (every stack together) with an empty name, so its bar has
+/// no text: it gets one, saying what it sums.
+fn label_root(s: &str) -> String {
+    let Some(t) = s.find("<title>all (") else {
+        return s.to_string();
+    };
+    match s[t..].find("></text>") {
+        Some(e) => format!(
+            "{}>all (every stack)</text>{}",
+            &s[..t + e],
+            &s[t + e + 8..]
+        ),
+        None => s.to_string(),
+    }
 }
 
 /// `s` without the first element that starts with `open` and ends with `close`.
@@ -41,10 +57,10 @@ fn cut(s: &str, open: &str, close: &str) -> String {
 mod tests {
     #[test]
     fn inert_and_scoped() {
-        let svg = "<?xml version=\"1.0\"?><!DOCTYPE svg><svg version=\"1.1\" onload=\"init(evt)\"><!--See https://x--><style>\ntext { font-size:12px }</style><script>var a;</script><text id=\"search\" x=\"1\">Search</text><g id=\"frames\"/></svg>";
+        let svg = "<?xml version=\"1.0\"?><!DOCTYPE svg><svg version=\"1.1\" onload=\"init(evt)\"><!--See https://x--><style>\ntext { font-size:12px }</style><script>var a;</script><text id=\"search\" x=\"1\">Search</text><g id=\"frames\"><g><title>all (5 ns, 100%)</title><rect/><text x=\"1%\"></text></g></g></svg>";
         assert_eq!(
             super::inline(svg),
-            "<svg class=\"flame\" version=\"1.1\"><style>\nsvg.flame text { font-size:12px }</style><g id=\"frames\"/></svg>"
+            "<svg class=\"flame\" version=\"1.1\"><style>\nsvg.flame text { font-size:12px }</style><g id=\"frames\"><g><title>all (5 ns, 100%)</title><rect/><text x=\"1%\">all (every stack)</text></g></g></svg>"
         );
     }
 }

@@ -81,19 +81,20 @@ pub fn section(s: &Summary) -> String {
                 dur((t - t0) as f64)
             );
         }
+        // The peak's label goes in the title row, right: beside the marker it ran into the
+        // y axis's top label and the line.
         let (px, py) = (x.at((m.peak_ns - t0) as f64), y.at(m.peak_bytes as f64));
         let _ = write!(
             out,
-            r#"<g class="peak"><circle cx="{}" cy="{}" r="5"{}><title>peak {} ({} B) at {}</title></circle><text x="{}" y="{}" text-anchor="{}">peak {}</text></g></svg>"#,
+            r#"<g class="peak"><circle cx="{}" cy="{}" r="5"{}><title>peak {} ({} B) at {}</title></circle><text x="{}" y="{}" text-anchor="end">peak {}, circled</text></g></svg>"#,
             f(px),
             f(py),
             data(&format!("memory.{mi}.peak_bytes"), m.peak_bytes),
             bytes(m.peak_bytes),
             m.peak_bytes,
             dur((m.peak_ns - t0) as f64),
-            f(px + if px > W / 2.0 { -8.0 } else { 8.0 }),
-            f(py - 6.0),
-            if px > W / 2.0 { "end" } else { "start" },
+            f(W - M_RIGHT),
+            14,
             bytes(m.peak_bytes)
         );
     }

@@ -2,6 +2,8 @@
 //! Content-Security-Policy forbids both, so it opens the same on an air-gapped node and as a
 //! mail attachment) with the report's figures drawn as inline SVG:
 //!
+//! * a data-quality panel first, when records were lost, events skipped or files cut short
+//!   ([`quality`]);
 //! * step latency over the step number per rank, and its distribution with p50/p90/p99
 //!   ([`steps`]);
 //! * GPU time per rank as stacked bars, with every figure in a table ([`breakdown`]);
@@ -21,6 +23,7 @@ mod breakdown;
 mod flame;
 mod heatmap;
 mod memory;
+mod quality;
 mod steps;
 mod svg;
 
@@ -45,6 +48,12 @@ svg.chart .axisline { stroke: #999; }
 svg.chart .line { fill: none; stroke-width: 1.5; }
 svg.chart .dot:hover, svg.chart .memdot:hover { stroke: #000; }
 svg.chart .bin { fill: #9db7d5; }
+svg.chart .pt { fill: #4e79a7; fill-opacity: 0.7; }
+svg.chart .pt:hover, svg.chart .bandpt:hover { stroke: #000; }
+svg.chart .band { fill: #c6d4e6; }
+svg.chart .median { stroke: #1f3b5c; }
+svg.chart .named { stroke-width: 1; }
+svg.chart .bandpt { fill: #1f3b5c; fill-opacity: 0.3; }
 svg.chart .pct line { stroke: #c0392b; stroke-width: 1.5; stroke-dasharray: 5 3; }
 svg.chart .pct text { fill: #c0392b; font-weight: 600; }
 svg.chart .compute { fill: #4e79a7; }
@@ -58,6 +67,7 @@ svg.chart .cpu { fill: #b9a98f; }
 svg.chart .part:hover, svg.chart .bar:hover, svg.chart .cell:hover { stroke: #000; }
 svg.chart .cell { stroke: #ddd; stroke-width: 0.5; }
 svg.chart .cell.slowest { stroke: #111; stroke-width: 1.2; }
+svg.chart .swatch { stroke: #ccc; stroke-width: 0.5; }
 svg.chart .value { fill: #555; font-size: 10px; }
 svg.chart .mem { fill: none; stroke: #4e79a7; stroke-width: 1.5; }
 svg.chart .memdot { fill: #4e79a7; fill-opacity: 0.25; }
@@ -68,6 +78,9 @@ th, td { padding: 3px 10px; border-bottom: 1px solid #eee; text-align: right; wh
 th { background: #f6f6f6; font-weight: 600; white-space: normal; vertical-align: bottom; }
 th:first-child, td:first-child { text-align: left; }
 svg.flame { width: 100%; height: auto; }
+section.quality { background: #fff6e5; border: 1px solid #f0c36d; padding: 2px 14px 6px; margin-top: 14px; }
+section.quality h2 { margin-top: 8px; border: none; }
+section.quality li { margin: 3px 0; }
 "#;
 
 /// The page for `s`; `flame_svg` is what `cuprof flame` would write (none: no GPU work).
@@ -88,18 +101,8 @@ pub fn page(s: &Summary, flame_svg: Option<&str>, top: usize) -> String {
         s.ranks.len(),
         events
     );
-    for f in &s.files {
-        if let Some(t) = &f.truncated {
-            let _ = write!(
-                out,
-                r#"<p class="note">warning: {} (rank {}) is cut short: {}; figures cover what was read</p>"#,
-                esc(&f.path),
-                f.rank,
-                esc(t)
-            );
-        }
-    }
     let sections = [
+        quality::section(s),
         steps::section(s),
         breakdown::section(s),
         heatmap::section(s),

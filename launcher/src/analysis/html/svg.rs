@@ -87,6 +87,16 @@ pub fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     out
 }
 
+/// [`ticks`] with a spacing of at least 1, on whole numbers only.
+pub fn int_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
+    let ts = ticks(lo, hi, n);
+    if spacing(&ts) >= 1.0 {
+        return ts;
+    }
+    let (a, b) = (lo.ceil() as i64, hi.floor() as i64);
+    (a..=b.max(a)).map(|v| v as f64).collect()
+}
+
 /// The distance between consecutive ticks (0 for fewer than two).
 fn spacing(ts: &[f64]) -> f64 {
     if ts.len() < 2 {
@@ -151,6 +161,15 @@ pub fn open(out: &mut String, class: &str, w: f64, h: f64, label: &str) {
 pub fn y_axis(out: &mut String, y: &Scale, x0: f64, x1: f64, div: f64, title: &str) {
     // Ticks are round in the shown unit, not in nanoseconds or bytes.
     let ts = ticks(y.d0 / div, y.d1 / div, 5);
+    y_axis_at(out, y, x0, x1, div, title, ts);
+}
+
+/// [`y_axis`] for counts: whole-number ticks only.
+pub fn y_axis_int(out: &mut String, y: &Scale, x0: f64, x1: f64, title: &str) {
+    y_axis_at(out, y, x0, x1, 1.0, title, int_ticks(y.d0, y.d1, 5));
+}
+
+fn y_axis_at(out: &mut String, y: &Scale, x0: f64, x1: f64, div: f64, title: &str, ts: Vec<f64>) {
     let spacing = spacing(&ts);
     for t in ts {
         let py = y.at(t * div);
@@ -177,6 +196,22 @@ pub fn y_axis(out: &mut String, y: &Scale, x0: f64, x1: f64, div: f64, title: &s
 
 /// Bottom axis at `y0`; labels are `value / div`.
 pub fn x_axis(out: &mut String, x: &Scale, y0: f64, div: f64, title: &str) {
+    let ts = ticks(x.d0 / div, x.d1 / div, tick_count(x));
+    x_axis_at(out, x, y0, div, title, ts);
+}
+
+/// [`x_axis`] for step numbers and other whole numbers: no tick at 1.5.
+pub fn x_axis_int(out: &mut String, x: &Scale, y0: f64, title: &str) {
+    x_axis_at(out, x, y0, 1.0, title, int_ticks(x.d0, x.d1, tick_count(x)));
+}
+
+/// About one tick per 80 px, at most 8: a narrow panel gets fewer, so that its labels do not
+/// run into each other.
+fn tick_count(x: &Scale) -> usize {
+    (((x.r1 - x.r0).abs() / 80.0) as usize).clamp(2, 8)
+}
+
+fn x_axis_at(out: &mut String, x: &Scale, y0: f64, div: f64, title: &str, ts: Vec<f64>) {
     let _ = write!(
         out,
         r#"<line class="axisline" x1="{}" y1="{}" x2="{}" y2="{}"/>"#,
@@ -185,7 +220,6 @@ pub fn x_axis(out: &mut String, x: &Scale, y0: f64, div: f64, title: &str) {
         f(x.r1),
         f(y0)
     );
-    let ts = ticks(x.d0 / div, x.d1 / div, 8);
     let spacing = spacing(&ts);
     for t in ts {
         let px = x.at(t * div);
@@ -254,6 +288,10 @@ mod tests {
         assert_eq!(ticks(0.0, 10.0, 5), vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
         assert_eq!(ticks(0.0, 0.9, 3), vec![0.0, 0.5]);
         assert_eq!(ticks(3.0, 3.0, 5), vec![3.0]);
+        assert_eq!(int_ticks(0.0, 1.0, 8), vec![0.0, 1.0]);
+        assert_eq!(int_ticks(0.0, 1.05, 5), vec![0.0, 1.0]);
+        assert_eq!(int_ticks(0.0, 9999.0, 8), ticks(0.0, 9999.0, 8));
+        assert_eq!(int_ticks(0.0, 4.0, 8), vec![0.0, 1.0, 2.0, 3.0, 4.0]);
         assert_eq!(tick_label(0.30000000000000004, 0.1), "0.3");
         assert_eq!(tick_label(12.0, 2.0), "12");
         assert_eq!(tick_label(5.82803, 0.00001), "5.82803");
