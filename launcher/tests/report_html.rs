@@ -785,6 +785,34 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
             );
         }
 
+        // GPU time per rank: a bar per rank up to 32, else the 16 with the smallest compute
+        // share (the straggler, idle longest, first) and a line saying so; the table keeps all.
+        let g = section(&html, "cp-gpu");
+        let svg = &g[..g.find("</svg>").unwrap()];
+        let bars = svg.matches(r#"text-anchor="end">rank "#).count();
+        if ranks <= 32 {
+            assert_eq!(bars, ranks as usize, "{tag}");
+            assert!(!g.contains("ranks drawn"), "{tag}");
+        } else {
+            assert_eq!(bars, 16, "{tag}");
+            assert!(
+                g.contains(&format!(
+                    "16 of {ranks} ranks drawn: those with the smallest compute share, least first"
+                )),
+                "{tag}"
+            );
+            let first = svg.find(r#"text-anchor="end">rank "#).unwrap();
+            assert!(
+                svg[first..].starts_with(&format!(r#"text-anchor="end">rank {}<"#, ranks - 1)),
+                "{tag}"
+            );
+            assert_eq!(
+                g.matches(r#"<tr><td>rank "#).count(),
+                ranks as usize,
+                "{tag}"
+            );
+        }
+
         let shot = dir.join(format!("{tag}.png"));
         let (_, err) = chromium(
             &page,

@@ -15,6 +15,24 @@ const M_LEFT: f64 = 64.0;
 const M_RIGHT: f64 = 16.0;
 const BAR: f64 = 22.0;
 const GAP: f64 = 10.0;
+/// Up to this many ranks every rank gets a bar; beyond it (a 512-rank chart would be 16,000 px
+/// tall), the [`DRAWN`] ranks with the smallest compute share, the ones a reader looks for.
+const ALL_DRAWN_UP_TO: usize = 32;
+const DRAWN: usize = 16;
+
+/// Indices of the ranks that get a bar, in drawing order.
+fn drawn(s: &Summary) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..s.ranks.len()).collect();
+    if idx.len() > ALL_DRAWN_UP_TO {
+        let share = |i: &usize| {
+            let g = &s.ranks[*i].gpu;
+            ratio(g.compute_ns as f64, g.wall_ns as f64)
+        };
+        idx.sort_by(|a, b| share(a).total_cmp(&share(b)).then(a.cmp(b)));
+        idx.truncate(DRAWN);
+    }
+    idx
+}
 
 /// (label, CSS class, summary key(s) relative to a breakdown, value).
 fn parts(b: &Breakdown) -> [(&'static str, &'static str, &'static str, i64); 7] {
@@ -68,13 +86,27 @@ pub fn section(s: &Summary) -> String {
         out.push_str(r#"<p class="none">no GPU activity</p></section>"#);
         return out;
     }
-    let max = s.ranks.iter().map(|r| r.gpu.wall_ns).max().unwrap_or(0) as f64;
+    let drawn = drawn(s);
+    if drawn.len() < s.ranks.len() {
+        let _ = write!(
+            out,
+            r#"<p class="note">{} of {} ranks drawn: those with the smallest compute share, least first; every rank is in the table below.</p>"#,
+            drawn.len(),
+            s.ranks.len()
+        );
+    }
+    let max = drawn
+        .iter()
+        .map(|&ri| s.ranks[ri].gpu.wall_ns)
+        .max()
+        .unwrap_or(0) as f64;
     let (div, unit) = svg::time_unit(max);
-    let h = 20.0 + (BAR + GAP) * s.ranks.len() as f64 + 80.0;
+    let h = 20.0 + (BAR + GAP) * drawn.len() as f64 + 80.0;
     let x = Scale::new(0.0, max, M_LEFT, W - M_RIGHT);
     svg::open(&mut out, "chart", W, h, "GPU time breakdown per rank");
-    for (ri, r) in s.ranks.iter().enumerate() {
-        let y0 = 10.0 + (BAR + GAP) * ri as f64;
+    for (row, &ri) in drawn.iter().enumerate() {
+        let r = &s.ranks[ri];
+        let y0 = 10.0 + (BAR + GAP) * row as f64;
         let _ = write!(
             out,
             r#"<text class="tick" x="{}" y="{}" text-anchor="end">rank {}</text>"#,
@@ -101,7 +133,7 @@ pub fn section(s: &Summary) -> String {
             at += v;
         }
     }
-    let axis_y = 10.0 + (BAR + GAP) * s.ranks.len() as f64;
+    let axis_y = 10.0 + (BAR + GAP) * drawn.len() as f64;
     svg::x_axis(
         &mut out,
         &x,
@@ -128,7 +160,7 @@ fn table(out: &mut String, s: &Summary) {
          <th>memcpy</th><th>memset</th><th>idle host-bound</th><th>idle sync wait</th></tr>\
          </thead><tbody>",
     );
-    let mut row = |label: String, prefix: String, b: &Breakdown| {
+    let row = |out: &mut String, label: String, prefix: String, b: &Breakdown| {
         let _ = write!(out, "<tr><td>{label}</td>");
         for (k, v) in [
             ("wall_ns", b.wall_ns),
@@ -155,15 +187,30 @@ fn table(out: &mut String, s: &Summary) {
         }
         out.push_str("</tr>");
     };
+    // Many ranks' rows fold away (HTML's own <details>, no script), as the step table's do,
+    // after the row of all ranks.
+    let folded = s.ranks.len() > ALL_DRAWN_UP_TO;
+    if folded {
+        row(out, "all".into(), "gpu".into(), &s.gpu);
+        let _ = write!(
+            out,
+            "</tbody></table><details><summary>every rank ({})</summary><table><tbody>",
+            s.ranks.len()
+        );
+    }
     for (ri, r) in s.ranks.iter().enumerate() {
         row(
+            out,
             format!("rank {}", r.rank),
             format!("ranks.{ri}.gpu"),
             &r.gpu,
         );
     }
-    if s.ranks.len() > 1 {
-        row("all".into(), "gpu".into(), &s.gpu);
+    if s.ranks.len() > 1 && !folded {
+        row(out, "all".into(), "gpu".into(), &s.gpu);
     }
     out.push_str("</tbody></table>");
+    if folded {
+        out.push_str("</details>");
+    }
 }
