@@ -685,6 +685,9 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
         for r in 0..ranks {
             let mut t = scaled_trace(r, ranks, steps);
             if lost && r == 0 {
+                // The profiler's own work, as Kineto writes CUPTI's overhead records.
+                t.x("overhead", "CUPTI Overhead", 0, MAIN, 100_000, 5_000, "");
+                t.x("overhead", "CUPTI Overhead", 0, MAIN, 200_000, 7_000, "");
                 t.stats = Some(r#"{"events": 0, "dropped_channel": 4, "dropped_cupti": 3, "dropped_buffers": 0, "kernels_without_timestamps": 2, "memory_events_dropped": 0, "complete": true}"#.into());
             }
             t.write_gz(&traces.join(format!("run-rank{r}.trace.json.gz")));
@@ -715,8 +718,10 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
             );
             assert!(q.contains(r#"rank 0 <span data-key="ranks.0.dropped.dropped_channel + ranks.0.dropped.dropped_cupti + ranks.0.dropped.dropped_buffers" data-value="7">7</span>"#));
             assert!(q.contains(r#"<b data-key="dropped.kernels_without_timestamps" data-value="2">2</b> kernels came without timestamps from CUPTI: they are in no time figure below."#));
+            assert!(q.contains(r#"<code>run-rank0.trace.json.gz</code>: <b data-key="files.0.profiler_overhead_events" data-value="2">2</b> profiler overhead record(s), <b data-key="files.0.profiler_overhead_ns" data-value="12000">12.000 µs</b> in all"#), "{tag}: {q}");
+            assert_eq!(s["files"][0]["profiler_overhead_events"], 2);
             // Only what happened is listed.
-            assert_eq!(q.matches("<li>").count(), 2, "{tag}: {q}");
+            assert_eq!(q.matches("<li>").count(), 3, "{tag}: {q}");
             assert!(html.find("cp-quality") < html.find("cp-steps"));
         } else {
             assert!(!html.contains(r#"id="cp-quality""#), "{tag}");

@@ -9,6 +9,8 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
+
+use super::saturating::AddSat;
 use cuprof_core::reader::{Event, Id, ReadSummary, TraceMeta, TraceReader};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use rustc_hash::FxHashMap;
@@ -190,6 +192,9 @@ pub struct FileData {
     /// Complete events of categories that are neither CUDA activity nor host events analysis
     /// knows (another accelerator's device events), by category.
     pub ignored: std::collections::BTreeMap<String, u64>,
+    /// The profiler's own work recorded in the trace (`cat: overhead`, CUPTI's overhead
+    /// records as Kineto writes them: buffer flushes, instrumentation): count and total ns.
+    pub overhead: (u64, i64),
 }
 
 impl FileData {
@@ -596,6 +601,10 @@ impl Builder<'_> {
                     stack,
                     flops: e.args.flops.map_or(0, |f| f.max(0) as u64),
                 });
+            }
+            "overhead" => {
+                self.data.overhead.0 += 1;
+                self.data.overhead.1.add_sat(end - start);
             }
             other => {
                 if !is_known_host_category(other) {

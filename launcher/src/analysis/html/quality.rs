@@ -7,6 +7,7 @@
 use std::fmt::Write;
 
 use super::super::model::Summary;
+use super::super::render::dur;
 use super::svg::{data, esc};
 
 /// The base name of a trace path: the page is meant to be shared, and the directory a trace
@@ -112,6 +113,15 @@ pub fn section(s: &Summary) -> String {
                 data(&format!("files.{fi}.ignored_events"), f.ignored_events),
                 f.ignored_events,
                 cats.join(", ")
+            ));
+        }
+        if f.profiler_overhead_events > 0 {
+            items.push(format!(
+                "<code>{name}</code>: <b{}>{}</b> profiler overhead record(s), <b{}>{}</b> in all: the profiler's own work (CUPTI's buffer flushes, instrumentation) on the traced threads, inside the CPU times below; the GPU figures are not affected.",
+                data(&format!("files.{fi}.profiler_overhead_events"), f.profiler_overhead_events),
+                f.profiler_overhead_events,
+                data(&format!("files.{fi}.profiler_overhead_ns"), f.profiler_overhead_ns),
+                dur(f.profiler_overhead_ns as f64)
             ));
         }
     }

@@ -97,6 +97,8 @@ impl Analysis {
                 ignored_events: saturating::sum(f.ignored.values().copied()),
                 ignored_categories: f.ignored.clone(),
                 gpu_ops: f.ops.len() as u64,
+                profiler_overhead_events: f.overhead.0,
+                profiler_overhead_ns: f.overhead.1,
             })
             .collect();
 

@@ -35,6 +35,12 @@ pub struct FileSummary {
     /// GPU operations (kernels, memcpys, memsets) read from the file.
     #[serde(default)]
     pub gpu_ops: u64,
+    /// The profiler's own overhead records (`cat: overhead`: CUPTI's buffer flushes and
+    /// instrumentation, as torch.profiler writes them), and their total time.
+    #[serde(default)]
+    pub profiler_overhead_events: u64,
+    #[serde(default)]
+    pub profiler_overhead_ns: i64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
