@@ -132,6 +132,10 @@ fn older_kineto_categories_fill_the_same_tables_as_report_counts() {
         let copies = table(&out, "copies", name);
         let api = table(&out, "api_calls", name);
         assert_eq!((kernels.len(), copies.len(), api.len()), (79, 19, 361));
+        // An older torch.profiler trace: its launches' External ids are their own correlation
+        // ids, and the files table says so.
+        let files = Rows::read(&out.join("files/files.parquet"));
+        assert_eq!(files.text("operator_link"), ["launch_nesting"]);
         let kinds = copies.text("kind");
         assert_eq!(kinds.iter().filter(|k| *k == "memcpy").count(), 16);
         assert_eq!(kinds.iter().filter(|k| *k == "memset").count(), 3);

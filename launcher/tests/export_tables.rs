@@ -224,6 +224,8 @@ fn every_table_row_by_row() {
         [Some("0: NVIDIA H100 80GB HBM3".to_string())]
     );
     assert_eq!(f.ints("base_time_ns"), [Some(BASE)]);
+    // cuprof's launches carry their operator's External id.
+    assert_eq!(f.text("operator_link"), ["external_id"]);
     assert_eq!(f.ints("clock_realtime_ns"), [Some(BASE + 1_000_000_000)]);
     assert_eq!(f.ints("clock_monotonic_ns"), [Some(5_000_000_000)]);
     assert_eq!(f.int("events"), [48]);

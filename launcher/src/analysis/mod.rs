@@ -47,7 +47,7 @@ mod html;
 pub(crate) mod load;
 mod merge;
 mod model;
-mod operators;
+pub(crate) mod operators;
 mod render;
 mod run_summary;
 mod saturating;

@@ -194,10 +194,24 @@ impl AttributionRule {
                 own += (x == corr) as usize;
             }
         }
+        AttributionRule::from_launches(own, carried)
+    }
+
+    /// The rule from the launches that carry both ids (`carried`) and those of them whose
+    /// `External id` is their own correlation id (`own`).
+    pub fn from_launches(own: usize, carried: usize) -> AttributionRule {
         if carried > 0 && own * 2 > carried {
             AttributionRule::LaunchNesting
         } else {
             AttributionRule::ExternalId
+        }
+    }
+
+    /// Its name in `cuprof export`'s files table (`operator_link`).
+    pub fn column(self) -> &'static str {
+        match self {
+            AttributionRule::ExternalId => "external_id",
+            AttributionRule::LaunchNesting => "launch_nesting",
         }
     }
 }

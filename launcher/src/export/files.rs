@@ -16,6 +16,8 @@ pub struct FileRow {
     pub cycle: i64,
     pub meta: TraceMeta,
     pub read: ReadSummary,
+    /// How its GPU work names its operator (`AttributionRule::column`).
+    pub operator_link: &'static str,
 }
 
 /// `DIR/files/files.parquet`.
@@ -66,6 +68,7 @@ pub fn write(dir: &Path, rows: &[FileRow]) -> Result<()> {
             .int(st.and_then(|s| u(s.kernels_without_timestamps)))
             .int(st.and_then(|s| u(s.memory_events_dropped)))
             .boolean(st.and_then(|s| s.complete))
+            .text(Some(f.operator_link))
             .end()?;
     }
     t.finish()?;

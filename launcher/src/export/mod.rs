@@ -78,13 +78,14 @@ fn export(args: &ExportArgs) -> Result<()> {
         let mut reader = TraceReader::open(path)?;
         let partition = format!("rank={}/cycle={}", ranks[i], headers[i].cycle);
         let tables = rows::FileTables::create(&args.out, &partition, &names[i])?;
-        let (read, counts, skipped) = tables.fill(&mut reader)?;
+        let (read, counts, skipped, rule) = tables.fill(&mut reader)?;
         let row = FileRow {
             path: path.clone(),
             rank: ranks[i],
             cycle: headers[i].cycle,
             meta: reader.meta().clone(),
             read,
+            operator_link: rule.column(),
         };
         Ok((row, (counts, skipped)))
     })?;

@@ -19,6 +19,7 @@ use super::table::Table;
 use crate::analysis::load::{
     cuda_category, is_known_host_category, progress, step_number, TIME_LIMIT_NS,
 };
+use crate::analysis::operators::AttributionRule;
 
 /// What a file held that no table took, for the warnings `export` prints as `report` does.
 #[derive(Debug, Default)]
@@ -42,6 +43,9 @@ pub struct FileTables {
     steps: Table,
     memory: Table,
     skipped: Skipped,
+    /// Launches carrying both a correlation and an `External id`, and those of them whose two
+    /// ids are equal: which attribution rule the file's producer followed.
+    launches: (usize, usize),
 }
 
 /// Rows written per table, by table name.
@@ -69,12 +73,16 @@ impl FileTables {
             steps: open("steps", schema::STEPS)?,
             memory: open("memory", schema::MEMORY)?,
             skipped: Skipped::default(),
+            launches: (0, 0),
         })
     }
 
     /// Streams `reader`'s events into the tables, then finishes every file. A progress bar
     /// appears when the read takes more than a second, as in `report`.
-    pub fn fill(mut self, reader: &mut TraceReader<'_>) -> Result<(ReadSummary, Counts, Skipped)> {
+    pub fn fill(
+        mut self,
+        reader: &mut TraceReader<'_>,
+    ) -> Result<(ReadSummary, Counts, Skipped, AttributionRule)> {
         let mut failed = None;
         let path = reader.path().to_owned();
         let bar = progress(reader, &path);
@@ -102,7 +110,9 @@ impl FileTables {
             ("steps", self.steps.finish()?),
             ("memory", self.memory.finish()?),
         ];
-        Ok((read, counts, self.skipped))
+        let (carried, own) = self.launches;
+        let rule = AttributionRule::from_launches(own, carried);
+        Ok((read, counts, self.skipped, rule))
     }
 
     fn event(&mut self, e: &Event<'_>) -> Result<()> {
@@ -175,6 +185,12 @@ impl FileTables {
                     .end()
             }
             "cuda_runtime" | "cuda_driver" => {
+                if let (Some(c), Some(x)) = (e.args.correlation, e.args.external_id) {
+                    if c >= 0 {
+                        self.launches.0 += 1;
+                        self.launches.1 += (c == x) as usize;
+                    }
+                }
                 let kind = if cat == "cuda_runtime" {
                     "runtime"
                 } else {

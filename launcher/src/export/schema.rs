@@ -167,6 +167,7 @@ pub const FILES: &[Col] = &[
     col("kernels_without_timestamps", Int, Plain, true),
     col("memory_events_dropped", Int, Plain, true),
     col("complete", Bool, Plain, true),
+    col("operator_link", Text, Dict, false),
 ];
 
 /// Every table, by directory name.
