@@ -24,6 +24,7 @@ pub mod event;
 pub mod gpu_work;
 pub mod json;
 pub mod memory;
+pub mod native_record;
 pub mod on_demand;
 pub mod range_batch;
 pub mod reader;

@@ -56,7 +56,7 @@ pub struct Hooks {
 }
 
 pub static HOOKS: Hooks = Hooks {
-    version: 1,
+    version: 2,
     op_begin,
     op_end,
     label_begin,

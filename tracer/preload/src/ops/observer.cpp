@@ -4,16 +4,16 @@
 // process that has already loaded it.
 //
 // Each operator's start becomes one record handed to libcuprof.so through the hooks it passes
-// in (`op_begin`); its end, `op_end`. The record is the operator's fields as Kineto writes
-// them, separated by 0x1f and pre-formatted as JSON where they are arrays, so that the
-// program thread does the least work that keeps every field torch.profiler has:
+// in (`op_begin`); its end, `op_end`. The record holds every field torch.profiler has, in the
+// form cheapest to write on the program thread: the name, then numbers and tensor sizes as
+// raw integers, copied as torch holds them. libcuprof.so's writer thread turns it into Kineto's
+// JSON (`native_record.rs` in its core crate, which documents the layout; keep the two in
+// step), as Kineto itself formats its records away from the program thread. Only scalars and
+// scalar lists (Concrete Inputs) are printed here, as IValue prints them.
 //
-//   name 0x1f seq 0x1f fwd_thread 0x1f handle 0x1f dims 0x1f types 0x1f strides 0x1f concrete 0x1f flops
-//
-// (the four arrays empty without shapes, flops empty unless asked). record_function scopes
-// (USER_SCOPE) are labels, Kineto's user_annotation: they may end inside another operator than
-// the one they began in (`_record_function_enter_new` / `_record_function_exit`), so they are
-// closed by id, carried in their observer context.
+// record_function scopes (USER_SCOPE) are labels, Kineto's user_annotation: they may end
+// inside another operator than the one they began in (`_record_function_enter_new` /
+// `_record_function_exit`), so they are closed by id, carried in their observer context.
 //
 // Build flags that must match torch's own build: -std=c++20 (its headers use
 // std::strong_ordering), -DNDEBUG (RecordFunction's layout differs without it) and
@@ -53,7 +53,7 @@ struct CuprofHooks {
 
 namespace {
 
-constexpr uint32_t kHooksVersion = 1;
+constexpr uint32_t kHooksVersion = 2;
 // Kineto's limit on the scalar lists it keeps as concrete inputs.
 constexpr size_t kScalarListLimit = 30;
 
@@ -61,6 +61,16 @@ const CuprofHooks* g_hooks = nullptr;
 bool g_shapes = false;
 bool g_flops = false;
 constexpr char kSep = '\x1f';
+
+// What each input is, in the record (native_record.rs: `Tag`).
+enum Tag : char {
+  kTensor = 1,
+  kOpaqueTensor = 2,  // undefined, nested or symbolic: no sizes
+  kTensorList = 3,
+  kScalar = 4,
+  kScalarList = 5,
+  kOther = 6,
+};
 
 // A byte buffer whose appends inline to a bounds check and a copy (std::string's went through
 // libstdc++ calls on every byte: measured on the hot path). It only grows.
@@ -82,6 +92,11 @@ class Buf {
   }
   Buf& append(const char* p) { return append(p, std::strlen(p)); }
   Buf& append(const Buf& b) { return append(b.data_, b.len_); }
+  // A number as the record holds it: its bytes, native order.
+  template <typename T>
+  void put_raw(T v) {
+    append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
   void assign(char c) {
     len_ = 0;
     push_back(c);
@@ -103,7 +118,7 @@ class Buf {
 
 // Everything a thread's callbacks write into, in one thread-local.
 struct ThreadBufs {
-  Buf record, types, strides, concrete;
+  Buf record, text_buf;
   std::ostringstream text;
 };
 
@@ -121,15 +136,6 @@ void put_int(Buf& s, int64_t v) {
   char tmp[24];
   auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
   s.append(tmp, r.ptr - tmp);
-}
-
-void put_ints(Buf& s, c10::IntArrayRef a) {
-  s.push_back('[');
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (i) s.append(", ");
-    put_int(s, a[i]);
-  }
-  s.push_back(']');
 }
 
 // A JSON string: the text as IValue prints it, with Kineto's one change (double quotes become
@@ -233,91 +239,63 @@ void put_printed(ThreadBufs& b, Buf& s, const c10::IValue& v) {
   put_json_string(s, b.text.str());
 }
 
-// A tensor's sizes and strides (Kineto's: none for a layout that is not strided, empty for an
-// undefined, nested or symbolic tensor); whether it had them.
-bool put_tensor(Buf& dims, Buf& strides, const at::Tensor& t) {
+// A tensor: its dtype's name, whether it has strides (Kineto writes none for a layout that is
+// not strided), its sizes and strides; an undefined, nested or symbolic tensor has none.
+void put_tensor(Buf& r, const at::Tensor& t) {
   if (!plain_tensor(t)) {
-    dims.append("[]", 2);
-    strides.append("[]", 2);
-    return false;
+    r.push_back(kOpaqueTensor);
+    return;
   }
-  put_ints(dims, t.sizes());
-  if (t.layout() == at::kStrided) {
-    put_ints(strides, t.strides());
-  } else {
-    strides.append("[]", 2);
+  r.push_back(kTensor);
+  auto name = c10::scalarTypeToTypeMeta(t.scalar_type()).name();
+  auto name_len = static_cast<uint8_t>(std::min<size_t>(name.size(), 255));
+  r.push_back(static_cast<char>(name_len));
+  r.append(name.data(), name_len);
+  bool strided = t.layout() == at::kStrided;
+  r.push_back(strided ? 1 : 0);
+  auto sizes = t.sizes();
+  r.put_raw(static_cast<uint32_t>(sizes.size()));
+  r.append(reinterpret_cast<const char*>(sizes.data()), sizes.size() * sizeof(int64_t));
+  if (strided) {
+    auto strides = t.strides();
+    r.append(reinterpret_cast<const char*>(strides.data()), strides.size() * sizeof(int64_t));
   }
-  return true;
 }
 
-// Kineto's four input arrays, in one pass over the inputs: Input Dims into the record, the
-// other three beside it, then appended.
+// A scalar or scalar list, printed: its length, then its text.
+void put_printed_input(ThreadBufs& b, char tag, const c10::IValue& v) {
+  Buf& r = b.record;
+  r.push_back(tag);
+  Buf& text = b.text_buf;
+  text.clear();
+  put_printed(b, text, v);
+  r.put_raw(static_cast<uint32_t>(text.size()));
+  r.append(text);
+}
+
+// Kineto's four input arrays (Input Dims, Input type, Input Strides, Concrete Inputs), as
+// the inputs they are made from.
 void put_inputs(ThreadBufs& b, c10::ArrayRef<const c10::IValue> inputs) {
   Buf& r = b.record;
-  Buf& types = b.types;
-  Buf& strides = b.strides;
-  Buf& concrete = b.concrete;
-  types.assign('[');
-  strides.assign('[');
-  concrete.assign('[');
-  r.push_back('[');
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const c10::IValue& v = inputs[i];
-    if (i) {
-      r.append(", ");
-      types.append(", ");
-      strides.append(", ");
-      concrete.append(", ");
-    }
+  r.put_raw(static_cast<uint32_t>(inputs.size()));
+  for (const c10::IValue& v : inputs) {
     if (v.isTensor()) {
-      const at::Tensor& t = v.toTensor();
-      types.push_back('"');
-      if (put_tensor(r, strides, t)) {
-        auto name = c10::scalarTypeToTypeMeta(t.scalar_type()).name();
-        types.append(name.data(), name.size());
-      }
-      types.push_back('"');
-      concrete.append("\"\"");
+      put_tensor(r, v.toTensor());
     } else if (v.isScalar()) {
-      r.append("[]");
-      types.append("\"Scalar\"");
-      strides.append("[]");
-      put_printed(b, concrete, v);
+      put_printed_input(b, kScalar, v);
     } else if (v.isTensorList()) {
-      r.push_back('[');
-      strides.push_back('[');
-      bool first = true;
-      for (const at::Tensor& t : v.toTensorList()) {
-        if (!first) {
-          r.append(", ");
-          strides.append(", ");
-        }
-        first = false;
-        put_tensor(r, strides, t);
+      r.push_back(kTensorList);
+      auto list = v.toTensorList();
+      r.put_raw(static_cast<uint32_t>(list.size()));
+      for (const at::Tensor& t : list) {
+        put_tensor(r, t);
       }
-      r.push_back(']');
-      strides.push_back(']');
-      types.append("\"TensorList\"");
-      concrete.append("\"\"");
     } else if (scalar_list(v)) {
-      r.append("[]");
-      types.append("\"ScalarList\"");
-      strides.append("[]");
-      put_printed(b, concrete, v);
+      put_printed_input(b, kScalarList, v);
     } else {
-      r.append("[]");
-      types.append("\"\"");
-      strides.append("[]");
-      concrete.append("\"\"");
+      r.push_back(kOther);
     }
   }
-  r.push_back(']');
-  r.push_back(kSep);
-  r.append(types).push_back(']');
-  r.push_back(kSep);
-  r.append(strides).push_back(']');
-  r.push_back(kSep);
-  r.append(concrete).push_back(']');
 }
 
 struct Label : at::ObserverContext {
@@ -337,27 +315,26 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     r.clear();
     r.append(fn.name());
     r.push_back(kSep);
-    put_int(r, fn.seqNr());
-    r.push_back(kSep);
-    put_int(r, static_cast<int64_t>(fn.forwardThreadId()));
-    r.push_back(kSep);
-    put_int(r, static_cast<int64_t>(fn.handle()));
-    r.push_back(kSep);
-    // Kineto writes no input arrays for an operator without inputs.
-    if (g_shapes && !fn.inputs().empty()) {
-      put_inputs(b, fn.inputs());
-    } else {
-      r.append("\x1f\x1f\x1f", 3);
-    }
-    r.push_back(kSep);
+    r.put_raw(static_cast<int64_t>(fn.seqNr()));
+    r.put_raw(static_cast<uint64_t>(fn.forwardThreadId()));
+    r.put_raw(static_cast<uint64_t>(fn.handle()));
+    uint64_t flops = 0;
+    bool counted = false;
 #ifdef CUPROF_WITH_FLOPS
     if (g_flops) {
       auto args = torch::profiler::impl::saveExtraArgs(fn);
       if (!args.empty()) {
-        put_int(r, static_cast<int64_t>(torch::profiler::impl::computeFlops(fn.name(), args)));
+        flops = static_cast<uint64_t>(torch::profiler::impl::computeFlops(fn.name(), args));
+        counted = true;
       }
     }
 #endif
+    r.push_back(counted ? 1 : 0);
+    r.put_raw(flops);
+    // Kineto writes no input arrays for an operator without inputs.
+    bool shapes = g_shapes && !fn.inputs().empty();
+    r.push_back(shapes ? 1 : 0);
+    if (shapes) put_inputs(b, fn.inputs());
     g_hooks->op_begin(r.data(), r.size());
   } catch (...) {
     // Never into the program: the operator runs unrecorded.

@@ -50,8 +50,8 @@ def _native_load(torch):
             "%s does not load into this torch (%s): delete it and run again to rebuild"
             % (path, str(e).splitlines()[0] if str(e) else type(e).__name__)
         )
-    if abi != 1:
-        raise ObserverUnavailable("%s speaks version %d, not 1: delete it to rebuild" % (path, abi))
+    if abi != 2:
+        raise ObserverUnavailable("%s speaks version %d, not 2: delete it to rebuild" % (path, abi))
     lib.cuprof_observer_start.restype = ctypes.c_uint64
     lib.cuprof_observer_start.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
     lib.cuprof_observer_stop.argtypes = [ctypes.c_uint64]

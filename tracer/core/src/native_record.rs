@@ -1,0 +1,451 @@
+//! The native observer's operator records, as the program thread writes them, turned into the
+//! text record [`crate::torch_op::TorchOp::parse_native`] reads, on the writer thread.
+//!
+//! The observer (the preload's `ops/observer.cpp`) runs inside every PyTorch operator call, so
+//! it writes what costs least there: the name, then numbers and tensor sizes as raw integers,
+//! copied as torch holds them (native byte order: the record never leaves the process). Kineto
+//! does the same, and formats its JSON when the profiler stops. Printing each size as decimal
+//! JSON on the program thread was the observer's largest part (BENCHMARKS.md, "PyTorch
+//! operators"). The layout (keep `observer.cpp` in step):
+//!
+//! ```text
+//! name 0x1f  seq:i64 fwd_thread:u64 handle:u64  counted:u8 flops:u64  shapes:u8 [inputs]
+//! inputs:  count:u32, then per input a tag:u8 and its body
+//!   1 tensor        dtype_len:u8 dtype strided:u8 ndim:u32 sizes:i64[ndim] (strides:i64[ndim] if strided)
+//!   2 opaque tensor (undefined, nested or symbolic: no sizes)
+//!   3 tensor list   count:u32, then each element as a tensor (1) or an opaque tensor (2)
+//!   4 scalar        len:u32 text (already a JSON string, as IValue prints it)
+//!   5 scalar list   len:u32 text
+//!   6 anything else
+//! ```
+//!
+//! Every read is bounds-checked: a record that does not parse gives `None`, never a panic.
+
+use crate::torch_op::NATIVE_SEPARATOR;
+
+const TENSOR: u8 = 1;
+const OPAQUE_TENSOR: u8 = 2;
+const TENSOR_LIST: u8 = 3;
+const SCALAR: u8 = 4;
+const SCALAR_LIST: u8 = 5;
+const OTHER: u8 = 6;
+
+/// Bounds-checked reads from the front of a record.
+struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.rest.len() < n {
+            return None;
+        }
+        let (head, tail) = self.rest.split_at(n);
+        self.rest = tail;
+        Some(head)
+    }
+
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.bytes(1)?[0])
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_ne_bytes(self.bytes(4)?.try_into().ok()?))
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_ne_bytes(self.bytes(8)?.try_into().ok()?))
+    }
+
+    fn i64s(&mut self, n: u32) -> Option<impl Iterator<Item = i64> + 'a> {
+        let raw = self.bytes((n as usize).checked_mul(8)?)?;
+        Some(
+            raw.chunks_exact(8)
+                .map(|c| i64::from_ne_bytes(c.try_into().unwrap_or_default())),
+        )
+    }
+}
+
+/// Kineto's four input arrays, written as they are read.
+#[derive(Default)]
+struct Arrays {
+    dims: String,
+    types: String,
+    strides: String,
+    concrete: String,
+}
+
+impl Arrays {
+    fn open(&mut self) {
+        for a in self.all() {
+            a.push('[');
+        }
+    }
+
+    fn close(&mut self) {
+        for a in self.all() {
+            a.push(']');
+        }
+    }
+
+    fn comma(&mut self) {
+        for a in self.all() {
+            a.push_str(", ");
+        }
+    }
+
+    fn all(&mut self) -> [&mut String; 4] {
+        [
+            &mut self.dims,
+            &mut self.types,
+            &mut self.strides,
+            &mut self.concrete,
+        ]
+    }
+}
+
+fn put_ints(out: &mut String, values: impl Iterator<Item = i64>) {
+    out.push('[');
+    let mut buf = itoa::Buffer::new();
+    for (i, v) in values.enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(buf.format(v));
+    }
+    out.push(']');
+}
+
+/// A tensor's sizes and strides (`[]` and `[]` for an opaque one); its dtype's name, when it
+/// has one.
+fn tensor<'a>(
+    r: &mut Reader<'a>,
+    tag: u8,
+    dims: &mut String,
+    strides: &mut String,
+) -> Option<&'a [u8]> {
+    match tag {
+        TENSOR => {
+            let name_len = r.u8()?;
+            let dtype = r.bytes(name_len as usize)?;
+            let strided = r.u8()? != 0;
+            let ndim = r.u32()?;
+            put_ints(dims, r.i64s(ndim)?);
+            if strided {
+                put_ints(strides, r.i64s(ndim)?);
+            } else {
+                strides.push_str("[]");
+            }
+            Some(dtype)
+        }
+        OPAQUE_TENSOR => {
+            dims.push_str("[]");
+            strides.push_str("[]");
+            Some(b"")
+        }
+        _ => None,
+    }
+}
+
+fn input(r: &mut Reader<'_>, a: &mut Arrays) -> Option<()> {
+    let tag = r.u8()?;
+    match tag {
+        TENSOR | OPAQUE_TENSOR => {
+            let dtype = tensor(r, tag, &mut a.dims, &mut a.strides)?;
+            a.types.push('"');
+            a.types.push_str(std::str::from_utf8(dtype).ok()?);
+            a.types.push('"');
+            a.concrete.push_str("\"\"");
+        }
+        TENSOR_LIST => {
+            let n = r.u32()?;
+            a.dims.push('[');
+            a.strides.push('[');
+            for i in 0..n {
+                if i > 0 {
+                    a.dims.push_str(", ");
+                    a.strides.push_str(", ");
+                }
+                let tag = r.u8()?;
+                tensor(r, tag, &mut a.dims, &mut a.strides)?;
+            }
+            a.dims.push(']');
+            a.strides.push(']');
+            a.types.push_str("\"TensorList\"");
+            a.concrete.push_str("\"\"");
+        }
+        SCALAR | SCALAR_LIST => {
+            let len = r.u32()?;
+            let text = std::str::from_utf8(r.bytes(len as usize)?).ok()?;
+            a.dims.push_str("[]");
+            a.types.push_str(if tag == SCALAR {
+                "\"Scalar\""
+            } else {
+                "\"ScalarList\""
+            });
+            a.strides.push_str("[]");
+            a.concrete.push_str(text);
+        }
+        OTHER => {
+            a.dims.push_str("[]");
+            a.types.push_str("\"\"");
+            a.strides.push_str("[]");
+            a.concrete.push_str("\"\"");
+        }
+        _ => return None,
+    }
+    Some(())
+}
+
+/// The text record (`name 0x1f seq 0x1f fwd_thread 0x1f handle 0x1f dims 0x1f types 0x1f
+/// strides 0x1f concrete 0x1f flops`) of a binary one; `None` when it does not parse.
+pub fn to_text(record: &[u8]) -> Option<String> {
+    let at = memchr::memchr(NATIVE_SEPARATOR, record)?;
+    let name = String::from_utf8_lossy(&record[..at]);
+    let mut r = Reader {
+        rest: &record[at + 1..],
+    };
+    let seq = r.u64()? as i64;
+    let fwd_thread = r.u64()?;
+    let handle = r.u64()?;
+    let counted = r.u8()? != 0;
+    let flops = r.u64()?;
+    let shapes = r.u8()? != 0;
+    let mut a = Arrays::default();
+    if shapes {
+        let n = r.u32()?;
+        a.open();
+        for i in 0..n {
+            if i > 0 {
+                a.comma();
+            }
+            input(&mut r, &mut a)?;
+        }
+        a.close();
+    }
+    if !r.rest.is_empty() {
+        return None;
+    }
+    let sep = NATIVE_SEPARATOR as char;
+    let mut out = String::with_capacity(
+        name.len() + 64 + a.dims.len() + a.types.len() + a.strides.len() + a.concrete.len(),
+    );
+    let mut buf = itoa::Buffer::new();
+    out.push_str(&name);
+    for field in [
+        buf.format(seq),
+        itoa::Buffer::new().format(fwd_thread),
+        itoa::Buffer::new().format(handle),
+    ] {
+        out.push(sep);
+        out.push_str(field);
+    }
+    for array in [&a.dims, &a.types, &a.strides, &a.concrete] {
+        out.push(sep);
+        out.push_str(array);
+    }
+    out.push(sep);
+    if counted {
+        out.push_str(buf.format(flops));
+    }
+    Some(out)
+}
+
+/// A binary record as `observer.cpp` writes it, for tests of what reads it.
+#[cfg(test)]
+pub(crate) mod encode {
+    /// One input of an operator.
+    pub enum Input<'a> {
+        /// dtype, sizes, strides (`None`: not a strided layout).
+        Tensor(&'a str, &'a [i64], Option<&'a [i64]>),
+        Opaque,
+        /// Each element: `Some((sizes, strides))`, or `None` for an opaque one.
+        TensorList(&'a [Option<(&'a [i64], &'a [i64])>]),
+        Scalar(&'a str),
+        ScalarList(&'a str),
+        Other,
+    }
+
+    fn tensor(out: &mut Vec<u8>, dtype: &str, sizes: &[i64], strides: Option<&[i64]>) {
+        out.push(super::TENSOR);
+        out.push(dtype.len() as u8);
+        out.extend_from_slice(dtype.as_bytes());
+        out.push(strides.is_some() as u8);
+        out.extend_from_slice(&(sizes.len() as u32).to_ne_bytes());
+        for v in sizes.iter().chain(strides.unwrap_or_default()) {
+            out.extend_from_slice(&v.to_ne_bytes());
+        }
+    }
+
+    fn text(out: &mut Vec<u8>, tag: u8, text: &str) {
+        out.push(tag);
+        out.extend_from_slice(&(text.len() as u32).to_ne_bytes());
+        out.extend_from_slice(text.as_bytes());
+    }
+
+    /// The record of an operator; `inputs` `None` when shapes are not recorded.
+    pub fn record(
+        name: &str,
+        seq: i64,
+        fwd_thread: u64,
+        handle: u64,
+        flops: Option<u64>,
+        inputs: Option<&[Input<'_>]>,
+    ) -> Vec<u8> {
+        let mut out = name.as_bytes().to_vec();
+        out.push(crate::torch_op::NATIVE_SEPARATOR);
+        for v in [seq as u64, fwd_thread, handle] {
+            out.extend_from_slice(&v.to_ne_bytes());
+        }
+        out.push(flops.is_some() as u8);
+        out.extend_from_slice(&flops.unwrap_or(0).to_ne_bytes());
+        out.push(inputs.is_some() as u8);
+        let Some(inputs) = inputs else { return out };
+        out.extend_from_slice(&(inputs.len() as u32).to_ne_bytes());
+        for i in inputs {
+            match i {
+                Input::Tensor(dtype, sizes, strides) => tensor(&mut out, dtype, sizes, *strides),
+                Input::Opaque => out.push(super::OPAQUE_TENSOR),
+                Input::TensorList(list) => {
+                    out.push(super::TENSOR_LIST);
+                    out.extend_from_slice(&(list.len() as u32).to_ne_bytes());
+                    for t in list.iter() {
+                        match t {
+                            Some((sizes, strides)) => {
+                                tensor(&mut out, "float", sizes, Some(strides))
+                            }
+                            None => out.push(super::OPAQUE_TENSOR),
+                        }
+                    }
+                }
+                Input::Scalar(t) => text(&mut out, super::SCALAR, t),
+                Input::ScalarList(t) => text(&mut out, super::SCALAR_LIST, t),
+                Input::Other => out.push(super::OTHER),
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::encode::{record, Input};
+    use super::*;
+    use crate::torch_op::TorchOp;
+
+    #[test]
+    fn an_operator_without_shapes_has_empty_arrays() {
+        let r = record("aten::empty", -1, 0, 7, None, None);
+        assert_eq!(
+            to_text(&r).unwrap(),
+            "aten::empty\x1f-1\x1f0\x1f7\x1f\x1f\x1f\x1f\x1f"
+        );
+        let r = record("MmBackward0", 4, 12, 9, Some(1024), None);
+        assert_eq!(
+            to_text(&r).unwrap(),
+            "MmBackward0\x1f4\x1f12\x1f9\x1f\x1f\x1f\x1f\x1f1024"
+        );
+    }
+
+    #[test]
+    fn every_kind_of_input_is_written_as_kineto_writes_it() {
+        let inputs = [
+            Input::Tensor("float", &[2, 3], Some(&[3, 1])),
+            Input::Tensor("c10::BFloat16", &[4], None),
+            Input::Opaque,
+            Input::TensorList(&[Some((&[2, 3], &[3, 1])), Some((&[4, 3], &[3, 1])), None]),
+            Input::Scalar("\"1.5\""),
+            Input::ScalarList("\"[1, 2]\""),
+            Input::Other,
+            Input::Tensor("long int", &[], Some(&[])),
+        ];
+        let r = record("aten::cat", 3, 0, 11, None, Some(&inputs));
+        let text = to_text(&r).unwrap();
+        let op = TorchOp::parse_native(&text).unwrap();
+        assert_eq!(op.name, "aten::cat");
+        assert_eq!((op.seq, op.fwd_thread, op.op_id), (Some(3), Some(0), 11));
+        assert_eq!(
+            op.sizes,
+            Some("[[2, 3], [4], [], [[2, 3], [4, 3], []], [], [], [], []]")
+        );
+        assert_eq!(
+            op.types,
+            Some(
+                "[\"float\", \"c10::BFloat16\", \"\", \"TensorList\", \"Scalar\", \"ScalarList\", \"\", \"long int\"]"
+            )
+        );
+        assert_eq!(
+            op.strides,
+            Some("[[3, 1], [], [], [[3, 1], [3, 1], []], [], [], [], []]")
+        );
+        assert_eq!(
+            op.concrete,
+            Some("[\"\", \"\", \"\", \"\", \"1.5\", \"[1, 2]\", \"\", \"\"]")
+        );
+    }
+
+    #[test]
+    fn no_inputs_with_shapes_on_is_an_empty_array_each() {
+        let r = record("aten::rand", -1, 0, 1, None, Some(&[]));
+        assert_eq!(
+            to_text(&r).unwrap(),
+            "aten::rand\x1f-1\x1f0\x1f1\x1f[]\x1f[]\x1f[]\x1f[]\x1f"
+        );
+    }
+
+    #[test]
+    fn negative_and_large_numbers_keep_their_value() {
+        let inputs = [Input::Tensor(
+            "float",
+            &[i64::MAX, 0],
+            Some(&[-1, i64::MIN]),
+        )];
+        let r = record(
+            "aten::as_strided",
+            i64::MAX,
+            5,
+            u64::MAX,
+            Some(u64::MAX),
+            Some(&inputs),
+        );
+        let text = to_text(&r).unwrap();
+        let op = TorchOp::parse_native(&text).unwrap();
+        assert_eq!(op.sizes, Some("[[9223372036854775807, 0]]"));
+        assert_eq!(op.strides, Some("[[-1, -9223372036854775808]]"));
+        assert_eq!(op.seq, Some(i64::MAX));
+        assert_eq!(op.op_id, u64::MAX);
+        assert_eq!(op.flops, Some(u64::MAX));
+    }
+
+    #[test]
+    fn a_damaged_record_gives_none_at_every_length() {
+        let inputs = [
+            Input::Tensor("float", &[2, 3], Some(&[3, 1])),
+            Input::TensorList(&[Some((&[2], &[1])), None]),
+            Input::Scalar("\"2\""),
+        ];
+        let r = record("aten::add", 1, 0, 2, None, Some(&inputs));
+        assert!(to_text(&r).is_some());
+        for len in 0..r.len() {
+            assert_eq!(to_text(&r[..len]), None, "cut at {len}");
+        }
+        let mut longer = r.clone();
+        longer.push(0);
+        assert_eq!(to_text(&longer), None);
+        let mut bad_tag = record("aten::add", 1, 0, 2, None, Some(&[Input::Other]));
+        *bad_tag.last_mut().unwrap() = 9;
+        assert_eq!(to_text(&bad_tag), None);
+        let huge = record(
+            "aten::add",
+            1,
+            0,
+            2,
+            None,
+            Some(&[Input::Tensor("float", &[1], Some(&[1]))]),
+        );
+        let mut huge = huge;
+        let ndim_at = huge.len() - 16 - 4;
+        huge[ndim_at..ndim_at + 4].copy_from_slice(&u32::MAX.to_ne_bytes());
+        assert_eq!(to_text(&huge), None);
+    }
+}
