@@ -26,9 +26,10 @@
 
 mod event;
 mod input;
+mod lean_fast;
 mod scan;
 
-pub use event::{event_members, Args, Event, Id, RawMembers};
+pub use event::{event_members, Args, Event, Id, MemberSpans, RawMembers};
 pub use input::{file_kind, open_regular, InputError};
 pub use scan::{for_each_member, micros_to_ns};
 
@@ -646,7 +647,11 @@ impl<'a> TraceReader<'a> {
                             let bytes = &self.buf[self.pos..self.end];
                             let parsed = match self.detail {
                                 Detail::Full => Event::parse_prefix(bytes, offset),
-                                Detail::Lean => Event::parse_prefix_lean(bytes, offset),
+                                // Plain events by hand, the others by serde_json.
+                                Detail::Lean => match lean_fast::parse_prefix(bytes, offset) {
+                                    Some(parsed) => Ok(Some(parsed)),
+                                    None => Event::parse_prefix_lean(bytes, offset),
+                                },
                             };
                             let outcome = match parsed {
                                 Ok(Some((ev, n))) => Some((n, f(&ev))),
