@@ -30,9 +30,11 @@
 //! into a segment (a temporary file beside `-o`); the segments are spliced in rank order into
 //! one gzip member. Each segment's blocks are deflated on every free worker too
 //! ([`crate::gzip_out`]), so one large rank uses all cores as well: compression on one thread
-//! is what held merge to a third of report's speed. The worker reading a rank does only what
-//! `report` does plus a copy: each event's bytes go out as they are but for the few values
-//! rewritten, found by a scan that stops after the last of them, with no allocation per event.
+//! is what held merge to a third of report's speed. The worker reading a rank does less than
+//! `report` does, plus a copy: the reader decodes a plain event by hand and says where its
+//! `pid`, `ts`, `id` and `args` stand (`Event::spans`; other events: serde_json, then a scan
+//! that stops after the last member rewritten), and each event's bytes go out as they are but
+//! for those values, with no allocation per event.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufWriter, Write};

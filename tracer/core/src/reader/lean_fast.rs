@@ -68,50 +68,42 @@ fn text(s: &[u8]) -> &str {
     std::str::from_utf8(s).unwrap_or_default()
 }
 
-/// The event's members that serde_json's lean decode names (`LeanFields` in `event.rs`), each
-/// a bit: one seen twice is an error there, so here it hands the event over.
-fn event_key(key: &[u8]) -> u32 {
-    match key {
-        b"ph" => 1,
-        b"name" => 1 << 1,
-        b"pid" => 1 << 2,
-        b"ts" => 1 << 3,
-        b"id" => 1 << 4,
-        b"args" => 1 << 5,
-        b"cat" => 1 << 6,
-        b"tid" => 1 << 7,
-        b"dur" => 1 << 8,
-        _ => 0,
-    }
-}
+/// The event's members that serde_json's lean decode names (`LeanFields` in `event.rs`): one
+/// seen twice is an error there, so here it hands the event over.
+const EVENT_KEYS: [&[u8]; 9] = [
+    b"ph", b"name", b"pid", b"ts", b"id", b"args", b"cat", b"tid", b"dur",
+];
 
 /// The same for the members of `args` (`LeanArgs` in `event.rs`).
-fn args_key(key: &[u8]) -> u32 {
-    match key {
-        b"name" => 1,
-        b"sort_index" => 1 << 1,
-        b"correlation" => 1 << 2,
-        b"stream" => 1 << 3,
-        b"device" => 1 << 4,
-        b"bytes" => 1 << 5,
-        b"work" => 1 << 6,
-        b"payload" => 1 << 7,
-        b"External id" => 1 << 8,
-        b"Input Dims" => 1 << 9,
-        b"flops" => 1 << 10,
-        b"Call stack" => 1 << 11,
-        b"Sequence number" => 1 << 12,
-        b"Fwd thread id" => 1 << 13,
-        b"grid" => 1 << 14,
-        b"block" => 1 << 15,
-        b"registers per thread" => 1 << 16,
-        b"shared memory" => 1 << 17,
-        b"graph id" => 1 << 18,
-        b"memory bandwidth (GB/s)" => 1 << 19,
-        b"cbid" => 1 << 20,
-        b"domain" => 1 << 21,
-        _ => 0,
-    }
+const ARGS_KEYS: [&[u8]; 22] = [
+    b"name",
+    b"sort_index",
+    b"correlation",
+    b"stream",
+    b"device",
+    b"bytes",
+    b"work",
+    b"payload",
+    b"External id",
+    b"Input Dims",
+    b"flops",
+    b"Call stack",
+    b"Sequence number",
+    b"Fwd thread id",
+    b"grid",
+    b"block",
+    b"registers per thread",
+    b"shared memory",
+    b"graph id",
+    b"memory bandwidth (GB/s)",
+    b"cbid",
+    b"domain",
+];
+
+/// `key`'s bit among `keys` (its index), 0 for a key not among them.
+#[inline]
+fn key_bit(keys: &[&[u8]], key: &[u8]) -> u32 {
+    keys.iter().position(|k| *k == key).map_or(0, |i| 1 << i)
 }
 
 /// A cursor over plain JSON. Each method returns `None` as soon as the text leaves the plain
@@ -247,24 +239,7 @@ impl<'a> Plain<'a> {
             }
             b'[' => {
                 self.i += 1;
-                self.ws();
-                if self.peek()? == b']' {
-                    self.i += 1;
-                    return Some(());
-                }
-                loop {
-                    self.ws();
-                    self.value(depth + 1)?;
-                    self.ws();
-                    match self.peek()? {
-                        b',' => self.i += 1,
-                        b']' => {
-                            self.i += 1;
-                            return Some(());
-                        }
-                        _ => return None,
-                    }
-                }
+                self.elements(b']', |p| p.value(depth + 1))
             }
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
@@ -273,25 +248,22 @@ impl<'a> Plain<'a> {
         }
     }
 
-    /// The members of an object whose `{` was consumed, through its `}`: `member` gets each
-    /// key with the cursor at its value and consumes the value.
+    /// The elements of an array or object whose opening bracket was consumed, through its
+    /// `close`: `each` consumes one element.
     #[inline]
-    fn members(&mut self, mut member: impl FnMut(&mut Self, &'a [u8]) -> Option<()>) -> Option<()> {
+    fn elements(&mut self, close: u8, mut each: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
         self.ws();
-        if self.peek()? == b'}' {
+        if self.peek()? == close {
             self.i += 1;
             return Some(());
         }
         loop {
             self.ws();
-            let key = self.string()?;
-            self.expect(b':')?;
-            self.ws();
-            member(self, key)?;
+            each(self)?;
             self.ws();
             match self.peek()? {
                 b',' => self.i += 1,
-                b'}' => {
+                c if c == close => {
                     self.i += 1;
                     return Some(());
                 }
@@ -300,19 +272,44 @@ impl<'a> Plain<'a> {
         }
     }
 
-    fn event(&mut self) -> Option<LeanFields<'a>> {
+    /// The members of an object whose `{` was consumed, through its `}`: `member` gets each
+    /// key with the cursor at its value and consumes the value.
+    #[inline]
+    fn members(&mut self, mut member: impl FnMut(&mut Self, &'a [u8]) -> Option<()>) -> Option<()> {
+        self.elements(b'}', |p| {
+            let key = p.string()?;
+            p.expect(b':')?;
+            p.ws();
+            member(p, key)
+        })
+    }
+
+    /// An object (at its `{`) whose members among `keys` may each appear once (serde's
+    /// derive refuses one seen twice: such an object goes to serde_json); `member` as in
+    /// [`Self::members`].
+    fn object_once(
+        &mut self,
+        keys: &[&[u8]],
+        mut member: impl FnMut(&mut Self, &'a [u8]) -> Option<()>,
+    ) -> Option<()> {
         if self.peek()? != b'{' {
             return None;
         }
         self.i += 1;
-        let mut f = LeanFields::default();
         let mut seen = 0u32;
         self.members(|p, key| {
-            let bit = event_key(key);
+            let bit = key_bit(keys, key);
             if seen & bit != 0 {
                 return None;
             }
             seen |= bit;
+            member(p, key)
+        })
+    }
+
+    fn event(&mut self) -> Option<LeanFields<'a>> {
+        let mut f = LeanFields::default();
+        self.object_once(&EVENT_KEYS, |p, key| {
             let start = p.i;
             match key {
                 b"ph" => f.ph = Some(p.string()?),
@@ -342,17 +339,7 @@ impl<'a> Plain<'a> {
 
     /// `args`: an object (serde's struct decode takes other shapes too: they go to it).
     fn args(&mut self, f: &mut LeanFields<'a>) -> Option<()> {
-        if self.peek()? != b'{' {
-            return None;
-        }
-        self.i += 1;
-        let mut seen = 0u32;
-        self.members(|p, key| {
-            let bit = args_key(key);
-            if seen & bit != 0 {
-                return None;
-            }
-            seen |= bit;
+        self.object_once(&ARGS_KEYS, |p, key| {
             match key {
                 b"name" => f.args_name = Some(p.string()?),
                 b"sort_index" => f.sort_index = Some(p.int()?),
