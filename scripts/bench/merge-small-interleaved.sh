@@ -12,13 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ $# -ge 1 ] || { echo "usage: $0 CUPROF [CUPROF...]" >&2; exit 2; }
 rounds="${CUPROF_BENCH_ROUNDS:-5}"
-kernels="${CUPROF_BENCH_KERNELS:-400000}"
-dir="${CUPROF_BENCH_DIR:-/tmp/cuprof-bench-small}"
-mkdir -p "$dir/out"
-plain="$dir/small-$kernels-plain.trace.json.gz"
-host="$dir/small-$kernels-host.trace.json.gz"
-[ -f "$plain" ] || python3 scripts/bench/gen_small.py "$plain" "$kernels"
-[ -f "$host" ] || python3 scripts/bench/gen_small.py "$host" "$kernels" bench
+# shellcheck source=scripts/bench/small_traces.sh
+source scripts/bench/small_traces.sh
 log=$(mktemp)
 trap 'rm -f "$log" "$log.t"' EXIT
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -49,6 +44,8 @@ for line in open(log):
     _, i, what, trace, wall, user, sys_ = line.split()
     runs[(trace, int(i), what)].append((float(wall), float(user) + float(sys_)))
 med = lambda xs, k: statistics.median(x[k] for x in xs)
+# Runs too short for /usr/bin/time's resolution give 0 s: no ratio then.
+ratio = lambda a, b: a / b if b else float("nan")
 for path in traces:
     trace = path.rsplit("/", 1)[-1]
     with gzip.open(path) as f:
@@ -56,7 +53,7 @@ for path in traces:
     reports = [x for i in range(1, len(bins) + 1) for x in runs[(trace, i, "report")]]
     rw, rc = med(reports, 0), med(reports, 1)
     print(f"{trace}: {mb:.0f} MB of JSON, {len(reports) // len(bins)} rounds")
-    print(f"  report, one core (all builds): wall {rw:.2f} s ({mb / rw:.1f} MB/s), CPU {rc:.2f} s")
+    print(f"  report, one core (all builds): wall {rw:.2f} s ({ratio(mb, rw):.1f} MB/s), CPU {rc:.2f} s")
     for i, b in enumerate(bins, 1):
         own = runs[(trace, i, "report")]
         print(f"  [{i}] {b}: its report wall {med(own, 0):.2f} s, CPU {med(own, 1):.2f} s")
@@ -64,6 +61,6 @@ for path in traces:
             xs = runs[(trace, i, what)]
             w, c = med(xs, 0), med(xs, 1)
             walls = " ".join(f"{x[0]:.2f}" for x in xs)
-            print(f"      {name}: wall {w:.2f} s ({mb / w:.1f} MB/s, {rw / w:.2f}x report), "
-                  f"CPU {c:.2f} s ({rc / c:.2f}x report's); walls {walls}")
+            print(f"      {name}: wall {w:.2f} s ({ratio(mb, w):.1f} MB/s, {ratio(rw, w):.2f}x "
+                  f"report), CPU {c:.2f} s ({ratio(rc, c):.2f}x report's); walls {walls}")
 PY
