@@ -451,6 +451,8 @@ mod tests {
             r#"{"ph": "M", "name": "process_name", "pid": 3, "tid": 0, "args": {"name": "python3"}}"#,
             r#"{"ph": "M", "name": "process_sort_index", "pid": -3, "args": {"sort_index": -4}}"#,
             r#"{"ph":"i","s":"g","name":"x","pid":"","tid":"","ts":-0.5,"args":{"a":[[],{}],"b":{"c":null,"d":true,"e":false},"f":0.0}}"#,
+            // Numbers past 64 bits are only skipped, as serde_json skips them.
+            r#"{"ph": "X", "args": {"big": 123456789012345678901234567890, "neg": -98765432109876543210987.5}}"#,
             "{ }",
             "{\n\t\"ph\" :\r\"X\" }",
         ];
