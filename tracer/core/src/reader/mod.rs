@@ -3,6 +3,8 @@
 //! The file is never held whole, nor turned into a DOM: the decompressed bytes flow through a
 //! buffer of a few MiB; a byte scanner finds where each element of `traceEvents` ends, and that
 //! slice alone is parsed by serde_json into an [`Event`] whose strings borrow from the buffer.
+//! In [`Detail::Lean`] mode a plain event (ASCII, no escapes, no exponents) is decoded by a
+//! hand-written pass instead (`lean_fast`), which hands every other event to serde_json.
 //! The other top-level members (the header before `traceEvents`, `cuprofStats` and `traceName`
 //! after it) are small: they are kept as raw JSON in [`TraceMeta`] and the known ones decoded.
 //!
