@@ -498,6 +498,30 @@ mod tests {
         ));
     }
 
+    /// Every event of real torch.profiler traces (HolisticTraceAnalysis's test data, three
+    /// Kineto generations): the fast path agrees with serde_json on each.
+    #[test]
+    fn real_kineto_traces_agree() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/hta");
+        // Every one of their events is plain: all take the fast path.
+        for (name, events) in [
+            ("alexnet-old-kineto.trace.json.gz", 1408),
+            ("simple-add-old-kineto.trace.json.gz", 1348),
+            ("sampled-rank0.trace.json.gz", 4855),
+        ] {
+            let mut r = super::super::TraceReader::open(&dir.join(name)).unwrap();
+            r.set_detail(super::super::Detail::Lean);
+            let (mut taken, mut total) = (0u64, 0u64);
+            r.read_events(|e| {
+                total += 1;
+                taken += u64::from(agrees(e.raw));
+                ControlFlow::Continue(())
+            })
+            .unwrap();
+            assert_eq!((taken, total), (events, events), "{name}");
+        }
+    }
+
     /// Random edits of plain events (bytes replaced, inserted, deleted, the event cut short,
     /// members repeated): whenever the fast path answers, serde_json answers the same.
     #[test]
