@@ -9,18 +9,13 @@
 # Traces are generated into ${CUPROF_BENCH_DIR:-/tmp/cuprof-bench-small} and reused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-kernels="${CUPROF_BENCH_KERNELS:-400000}"
 jobs="${CUPROF_BENCH_JOBS:-$(nproc)}"
-dir="${CUPROF_BENCH_DIR:-/tmp/cuprof-bench-small}"
 if [ -z "${CUPROF_BENCH_BIN:-}" ]; then
     cargo build --release -p cuprof-launcher --bin cuprof >&2
 fi
 bin="${CUPROF_BENCH_BIN:-${CARGO_TARGET_DIR:-target}/release/cuprof}"
-mkdir -p "$dir/out"
-plain="$dir/small-$kernels-plain.trace.json.gz"
-host="$dir/small-$kernels-host.trace.json.gz"
-[ -f "$plain" ] || python3 scripts/bench/gen_small.py "$plain" "$kernels"
-[ -f "$host" ] || python3 scripts/bench/gen_small.py "$host" "$kernels" bench
+# shellcheck source=scripts/bench/small_traces.sh
+source scripts/bench/small_traces.sh
 # shellcheck source=scripts/bench/best.sh
 source scripts/bench/best.sh
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"

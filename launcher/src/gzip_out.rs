@@ -158,8 +158,11 @@ impl<W: Write> Write for ParGzWriter<W> {
     }
 }
 
-/// The block's result. On a worker of the pool, waiting must not block the worker: with one
-/// worker the block may be queued behind this very task, so it runs queued work meanwhile.
+/// The block's result. On a worker of the pool, waiting must not block the worker while the
+/// block may still be queued (with one worker, behind this very task), so it runs queued work
+/// meanwhile. Once the pool has no queued work left, the block is being deflated by another
+/// worker: then it blocks. Spinning there took CPU from that very worker when other programs
+/// held the cores (`merge -j 2` slower than `-j 1` on a busy 2-core machine).
 fn wait(rx: &Pending) -> io::Result<(Vec<u8>, crc32fast::Hasher)> {
     let stopped = || io::Error::other("a compression worker stopped");
     if rayon::current_thread_index().is_none() {
@@ -171,7 +174,7 @@ fn wait(rx: &Pending) -> io::Result<(Vec<u8>, crc32fast::Hasher)> {
             Err(mpsc::TryRecvError::Disconnected) => return Err(stopped()),
             Err(mpsc::TryRecvError::Empty) => {
                 if rayon::yield_now() != Some(rayon::Yield::Executed) {
-                    std::thread::yield_now();
+                    return rx.recv().map_err(|_| stopped())?;
                 }
             }
         }

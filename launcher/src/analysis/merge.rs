@@ -30,17 +30,19 @@
 //! into a segment (a temporary file beside `-o`); the segments are spliced in rank order into
 //! one gzip member. Each segment's blocks are deflated on every free worker too
 //! ([`crate::gzip_out`]), so one large rank uses all cores as well: compression on one thread
-//! is what held merge to a third of report's speed. The worker reading a rank does only what
-//! `report` does plus a copy: each event's bytes go out as they are but for the few values
-//! rewritten, found by a scan that stops after the last of them, with no allocation per event.
+//! is what held merge to a third of report's speed. The worker reading a rank does less than
+//! `report` does, plus a copy: the reader decodes a plain event by hand and says where its
+//! `pid`, `ts`, `id` and `args` stand (`Event::spans`; other events: serde_json, then a scan
+//! that stops after the last member rewritten), and each event's bytes go out as they are but
+//! for those values, with no allocation per event.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufWriter, Write};
-use std::ops::ControlFlow;
+use std::ops::{ControlFlow, Range};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use cuprof_core::reader::{for_each_member, Detail, Id, TraceMeta, TraceReader};
+use cuprof_core::reader::{for_each_member, Detail, Event, Id, TraceMeta, TraceReader};
 use flate2::Compression;
 use serde::Serialize;
 
@@ -482,6 +484,175 @@ struct RankWritten {
     not_utf8: u64,
 }
 
+/// A member whose value merge rewrites.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rewritten {
+    Pid,
+    Ts,
+    Id,
+    /// A process name's or sort index's `args`.
+    Args,
+}
+
+impl Rewritten {
+    /// The member a key (quotes included) names.
+    fn of_key(key: &[u8]) -> Option<Self> {
+        match key {
+            b"\"pid\"" => Some(Rewritten::Pid),
+            b"\"ts\"" => Some(Rewritten::Ts),
+            b"\"id\"" => Some(Rewritten::Id),
+            b"\"args\"" => Some(Rewritten::Args),
+            _ => None,
+        }
+    }
+}
+
+/// One rank's rewrite of its events, and the processes it has seen.
+struct RankRewrite {
+    rank: i64,
+    shift: i64,
+    /// Processes with a `process_name` / `process_sort_index` of their own, and all seen.
+    named: BTreeSet<i64>,
+    sorted: BTreeSet<i64>,
+    seen: BTreeSet<i64>,
+    ints: itoa::Buffer,
+}
+
+impl RankRewrite {
+    /// How many of `e`'s members get a new value (each appears once: the lean parse refuses a
+    /// key it decodes twice).
+    fn count(e: &Event<'_>) -> usize {
+        usize::from(matches!(e.pid, Some(Id::Int(_))))
+            + usize::from(e.ts.is_some() && e.ph != "M")
+            + usize::from(e.id.is_some())
+            + usize::from(matches!(
+                metadata_name(e),
+                "process_name" | "process_sort_index"
+            ))
+    }
+
+    /// Appends the new value of `e`'s `member` to `value`; nothing when it stays as it is.
+    fn value(&mut self, e: &Event<'_>, member: Rewritten, value: &mut Vec<u8>) {
+        let rank = self.rank;
+        let meta_name = metadata_name(e);
+        match member {
+            Rewritten::Pid => {
+                if let Some(Id::Int(p)) = &e.pid {
+                    self.seen.insert(*p);
+                    match meta_name {
+                        "process_name" => self.named.insert(*p),
+                        "process_sort_index" => self.sorted.insert(*p),
+                        _ => false,
+                    };
+                    value.extend_from_slice(
+                        self.ints.format(offset(rank, PID_STRIDE, *p)).as_bytes(),
+                    );
+                }
+            }
+            Rewritten::Ts => {
+                if let (Some(ts), false) = (e.ts, e.ph == "M") {
+                    write_us(value, &mut self.ints, ts.saturating_add(self.shift));
+                }
+            }
+            Rewritten::Id => match &e.id {
+                Some(Id::Int(id)) => value
+                    .extend_from_slice(self.ints.format(offset(rank, ID_STRIDE, *id)).as_bytes()),
+                Some(Id::Str(s)) => {
+                    value.extend_from_slice(json_str(&format!("r{rank}:{s}")).as_bytes())
+                }
+                None => {}
+            },
+            Rewritten::Args => match meta_name {
+                "process_name" => {
+                    let n = e.args.name.as_deref().unwrap_or("");
+                    let named = json_str(&format!("rank {rank} {n}"));
+                    value.extend_from_slice(format!("{{\"name\": {named}}}").as_bytes());
+                }
+                "process_sort_index" => {
+                    let s = e.args.sort_index.unwrap_or(0);
+                    let index = offset(rank, PID_STRIDE, s);
+                    value.extend_from_slice(format!("{{\"sort_index\": {index}}}").as_bytes());
+                }
+                _ => {}
+            },
+        }
+    }
+
+    /// Writes `e` with its rewritten members to `out`; false when its text is not an object
+    /// (a corrupt file).
+    fn write(
+        &mut self,
+        e: &Event<'_>,
+        value: &mut Vec<u8>,
+        out: &mut dyn Write,
+    ) -> std::io::Result<bool> {
+        let mut copied = 0;
+        let mut written = Ok(());
+        let mut put = |this: &mut Self, member: Rewritten, span: Range<usize>| {
+            value.clear();
+            this.value(e, member, value);
+            if !value.is_empty() && written.is_ok() {
+                written = out
+                    .write_all(&e.raw[copied..span.start])
+                    .and_then(|_| out.write_all(value));
+                copied = span.end;
+                true
+            } else {
+                false
+            }
+        };
+        let well_formed = match &e.spans {
+            // The reader found where the members stand: no second scan of the event.
+            Some(spans) => {
+                let mut at = [
+                    (spans.pid.clone(), Rewritten::Pid),
+                    (spans.ts.clone(), Rewritten::Ts),
+                    (spans.id.clone(), Rewritten::Id),
+                    (spans.args.clone(), Rewritten::Args),
+                ];
+                at.sort_unstable_by_key(|(span, _)| span.as_ref().map_or(0, |s| s.start));
+                for (span, member) in at {
+                    if let Some(span) = span {
+                        put(self, member, span);
+                    }
+                }
+                true
+            }
+            None => {
+                // Once the members to rewrite are done, the rest (`args`, the longest member)
+                // is copied without a scan.
+                let mut to_rewrite = Self::count(e);
+                for_each_member(e.raw, |key, span| {
+                    if let Some(member) = Rewritten::of_key(&e.raw[key]) {
+                        if put(self, member, span) {
+                            to_rewrite = to_rewrite.saturating_sub(1);
+                        }
+                    }
+                    if to_rewrite == 0 {
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
+                })
+            }
+        };
+        written?;
+        if well_formed {
+            out.write_all(&e.raw[copied..])?;
+        }
+        Ok(well_formed)
+    }
+}
+
+/// A metadata event's name (`process_name`), or "" for other events.
+fn metadata_name<'e>(e: &'e Event<'_>) -> &'e str {
+    if e.ph == "M" {
+        e.name.as_ref()
+    } else {
+        ""
+    }
+}
+
 /// Writes rank `rank`'s events from `path`, moved by `shift` ns, to `w` (`,\n` between them,
 /// none before the first).
 fn write_rank(
@@ -497,13 +668,17 @@ fn write_rank(
     reader.set_detail(Detail::Lean);
     let bar = super::load::progress(&mut reader, path);
     let mut failure: Option<anyhow::Error> = None;
-    let mut named: BTreeSet<i64> = BTreeSet::new();
-    let mut sorted: BTreeSet<i64> = BTreeSet::new();
-    let mut seen: BTreeSet<i64> = BTreeSet::new();
+    let mut rewrite = RankRewrite {
+        rank,
+        shift,
+        named: BTreeSet::new(),
+        sorted: BTreeSet::new(),
+        seen: BTreeSet::new(),
+        ints: itoa::Buffer::new(),
+    };
     // Replacement values are formatted here, and the event's other bytes go to `w` as they
     // are: no allocation per event (one each was a tenth of merge's time).
     let mut value: Vec<u8> = Vec::with_capacity(64);
-    let mut ints = itoa::Buffer::new();
     // An event with bytes that are not UTF-8 (in a member the reader skips, which it does not
     // check) is rewritten here first, then copied with each bad sequence as U+FFFD: the merged
     // file stays UTF-8, as JSON must be. JSON's own syntax is ASCII, so every bad byte lies in a
@@ -512,95 +687,42 @@ fn write_rank(
     let mut replaced = 0u64;
     let summary = reader.read_events(|e| {
         // ASCII first: it is nearly every event, and checked faster than UTF-8 (the full check
-        // was 2% of `merge -j 1`'s samples on the small-events bench).
-        let utf8 = e.raw.is_ascii() || std::str::from_utf8(e.raw).is_ok();
-        scratch.clear();
-        let out: &mut dyn Write = if utf8 { &mut *w } else { &mut scratch };
-        // The event's text is copied as it is, but for the values of `pid`, `ts`, `id` and a
-        // process name's or sort index's `args`: the reader has parsed it already.
-        let meta_name = if e.ph == "M" { e.name.as_ref() } else { "" };
-        // The members to rewrite are known from the parse (the lean parse refuses a key it
-        // decodes twice):
-        // once they are done, the rest (`args`, the longest member) is copied without a scan.
-        let mut to_rewrite = usize::from(matches!(e.pid, Some(Id::Int(_))))
-            + usize::from(e.ts.is_some() && e.ph != "M")
-            + usize::from(e.id.is_some())
-            + usize::from(matches!(meta_name, "process_name" | "process_sort_index"));
-        let mut copied = 0;
-        let mut written: std::io::Result<()> = out.write_all(if first { b"" } else { b",\n" });
-        let well_formed = for_each_member(e.raw, |key, span| {
-            value.clear();
-            match &e.raw[key] {
-                b"\"pid\"" => {
-                    if let Some(Id::Int(p)) = &e.pid {
-                        seen.insert(*p);
-                        match meta_name {
-                            "process_name" => named.insert(*p),
-                            "process_sort_index" => sorted.insert(*p),
-                            _ => false,
-                        };
-                        value.extend_from_slice(
-                            ints.format(offset(rank, PID_STRIDE, *p)).as_bytes(),
-                        );
-                    }
-                }
-                b"\"ts\"" => {
-                    if let (Some(ts), false) = (e.ts, e.ph == "M") {
-                        write_us(&mut value, &mut ints, ts.saturating_add(shift));
-                    }
-                }
-                b"\"id\"" => match &e.id {
-                    Some(Id::Int(id)) => value
-                        .extend_from_slice(ints.format(offset(rank, ID_STRIDE, *id)).as_bytes()),
-                    Some(Id::Str(s)) => {
-                        value.extend_from_slice(json_str(&format!("r{rank}:{s}")).as_bytes())
-                    }
-                    None => {}
-                },
-                b"\"args\"" if meta_name == "process_name" => {
-                    let n = e.args.name.as_deref().unwrap_or("");
-                    let named = json_str(&format!("rank {rank} {n}"));
-                    value.extend_from_slice(format!("{{\"name\": {named}}}").as_bytes());
-                }
-                b"\"args\"" if meta_name == "process_sort_index" => {
-                    let s = e.args.sort_index.unwrap_or(0);
-                    let index = offset(rank, PID_STRIDE, s);
-                    value.extend_from_slice(format!("{{\"sort_index\": {index}}}").as_bytes());
-                }
-                _ => {}
+        // was 2% of `merge -j 1`'s samples on the small-events bench). An event the reader
+        // found spans in is printable ASCII already.
+        let utf8 = e.spans.is_some() || e.raw.is_ascii() || std::str::from_utf8(e.raw).is_ok();
+        let written = (|| {
+            if !first {
+                w.write_all(b",\n")?;
             }
-            if !value.is_empty() && written.is_ok() {
-                written = out
-                    .write_all(&e.raw[copied..span.start])
-                    .and_then(|_| out.write_all(&value));
-                copied = span.end;
-                to_rewrite = to_rewrite.saturating_sub(1);
+            if utf8 {
+                return rewrite.write(e, &mut value, &mut *w);
             }
-            if to_rewrite == 0 {
-                ControlFlow::Break(())
-            } else {
+            scratch.clear();
+            let well_formed = rewrite.write(e, &mut value, &mut scratch)?;
+            if well_formed {
+                replaced += 1;
+                w.write_all(String::from_utf8_lossy(&scratch).as_bytes())?;
+            }
+            Ok(well_formed)
+        })();
+        match written {
+            Ok(true) => {
+                first = false;
                 ControlFlow::Continue(())
             }
-        });
-        if !well_formed {
-            failure = Some(anyhow::anyhow!(
-                "{}: event at byte {} is not a JSON object; the file is corrupt",
-                path.display(),
-                e.offset
-            ));
-            return ControlFlow::Break(());
+            Ok(false) => {
+                failure = Some(anyhow::anyhow!(
+                    "{}: event at byte {} is not a JSON object; the file is corrupt",
+                    path.display(),
+                    e.offset
+                ));
+                ControlFlow::Break(())
+            }
+            Err(err) => {
+                failure = Some(wr(err));
+                ControlFlow::Break(())
+            }
         }
-        first = false;
-        let mut written = written.and_then(|_| out.write_all(&e.raw[copied..]));
-        if !utf8 && written.is_ok() {
-            replaced += 1;
-            written = w.write_all(String::from_utf8_lossy(&scratch).as_bytes());
-        }
-        if let Err(err) = written {
-            failure = Some(wr(err));
-            return ControlFlow::Break(());
-        }
-        ControlFlow::Continue(())
     })?;
     if let Some(pb) = bar.borrow_mut().take() {
         pb.finish_and_clear();
@@ -610,15 +732,15 @@ fn write_rank(
     }
     // Processes seen without metadata still get a rank-prefixed name and a sort index.
     let mut extra = String::new();
-    for &p in &seen {
+    for &p in &rewrite.seen {
         let pid = offset(rank, PID_STRIDE, p);
-        if !named.contains(&p) {
+        if !rewrite.named.contains(&p) {
             extra.push_str(&format!(
                 ",\n{{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": {pid}, \"tid\": 0, \"ts\": 0.000, \"args\": {{\"name\": {}}}}}",
                 json_str(&format!("rank {rank} pid {p}"))
             ));
         }
-        if !sorted.contains(&p) {
+        if !rewrite.sorted.contains(&p) {
             extra.push_str(&format!(
                 ",\n{{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": {pid}, \"tid\": 0, \"ts\": 0.000, \"args\": {{\"sort_index\": {pid}}}}}"
             ));

@@ -14,7 +14,7 @@
 //! Drops are counted in `dropped_channel` (reported at the end and in `cuprofStats`).
 
 use crate::symbols::RawStack;
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, SendTimeoutError, Sender};
 use cuprof_core::event::{Event, Range};
 use cuprof_core::range_batch::RangeBatch;
 use cuprof_core::session::{Counters, Input};
@@ -167,11 +167,20 @@ impl Outbox {
     }
 
     /// Asks the writer to finish its files and waits for it, each up to `wait`. False when
-    /// the writer took the request but did not finish in time.
+    /// it did not finish in time, or its queue stayed full for all of `wait`.
     pub fn finish_writer(&self, wait: Duration) -> bool {
         let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
-        let sent = self.tx.send_timeout(Msg::Shutdown(reply_tx), wait).is_ok();
-        !sent || reply_rx.recv_timeout(wait).is_ok()
+        match self.tx.send_timeout(Msg::Shutdown(reply_tx), wait) {
+            Ok(()) => reply_rx.recv_timeout(wait).is_ok(),
+            // The writer is gone (it said why when it stopped): nothing to wait for.
+            Err(SendTimeoutError::Disconnected(_)) => true,
+            Err(SendTimeoutError::Timeout(_)) => false,
+        }
+    }
+
+    /// Events sent that the writer has not taken yet.
+    pub fn events_waiting(&self) -> usize {
+        self.shared.in_flight.load(Relaxed)
     }
 
     /// Asks the writer to make what it wrote survive a crash and waits for it, each up to
@@ -210,5 +219,35 @@ impl Inbox {
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finish_writer_says_whether_the_writer_finished() {
+        let patient = Duration::from_secs(30);
+        let short = Duration::from_millis(20);
+        // A writer that answers.
+        let (out, inbox) = bounded(4, Arc::default());
+        let writer = std::thread::spawn(move || {
+            if let Ok(Msg::Shutdown(reply)) = inbox.recv_timeout(patient) {
+                let _ = reply.send(());
+            }
+        });
+        assert!(out.finish_writer(patient));
+        writer.join().unwrap();
+        // One that has the request queued but does not answer in time.
+        let (out, _inbox) = bounded(4, Arc::default());
+        assert!(!out.finish_writer(short));
+        // One whose queue stays full.
+        let (out, inbox) = bounded(1, Arc::default());
+        out.send_capture_ended(1);
+        assert!(!out.finish_writer(short));
+        // One that is gone: nothing to wait for.
+        drop(inbox);
+        assert!(out.finish_writer(short));
     }
 }

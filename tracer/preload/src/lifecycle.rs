@@ -56,8 +56,6 @@ const PHASES: [Phase; 8] = [
 
 static PHASE: AtomicU8 = AtomicU8::new(Phase::Inert as u8);
 
-/// How long the exit path waits for the writer to finish the trace.
-const SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
 /// How long a signal that the program survives waits for the trace to be made durable.
 const SYNC_FLUSH_WAIT: Duration = Duration::from_secs(1);
 
@@ -144,12 +142,26 @@ fn finish_tracing() {
         t.set_kinds(false);
         t.channel.start_draining();
         t.flush_cupti(true);
-        if !t.channel.finish_writer(SHUTDOWN_WAIT) {
-            say("the trace writer did not finish within 10 s; the trace may be incomplete (cuprof repair can close it)");
+        if !t.channel.finish_writer(t.shutdown_wait) {
+            crate::process::warn(&unfinished(t.channel.events_waiting(), t.shutdown_wait));
         }
     }
     tracer::take_back();
     transition(Phase::ShuttingDown, Phase::Stopped);
+}
+
+/// The line a shutdown prints when it stopped waiting for the writer after `wait`, with
+/// `events_waiting` events still queued for it.
+fn unfinished(events_waiting: usize, wait: Duration) -> String {
+    let secs = wait.as_secs_f64();
+    let lost = match events_waiting {
+        0 => "the trace may be incomplete".to_string(),
+        n => format!("{n} events still queued were not written"),
+    };
+    format!(
+        "the trace writer did not finish within {secs} s: {lost} (`cuprof repair` closes the \
+         file); set CUPROF_SHUTDOWN_WAIT above {secs} (seconds) to wait longer"
+    )
 }
 
 /// Another CUPTI client is starting (torch.profiler, a second tracer): CUPTI has one
@@ -262,5 +274,26 @@ pub unsafe extern "C" fn _exit(status: libc::c_int) -> ! {
             libc::syscall(libc::SYS_exit_group, status);
             std::hint::unreachable_unchecked()
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unfinished_shutdown_says_what_was_lost_and_what_to_raise() {
+        assert_eq!(
+            unfinished(512, Duration::from_secs(10)),
+            "the trace writer did not finish within 10 s: 512 events still queued were not \
+             written (`cuprof repair` closes the file); set CUPROF_SHUTDOWN_WAIT above 10 \
+             (seconds) to wait longer"
+        );
+        assert_eq!(
+            unfinished(0, Duration::from_millis(2500)),
+            "the trace writer did not finish within 2.5 s: the trace may be incomplete \
+             (`cuprof repair` closes the file); set CUPROF_SHUTDOWN_WAIT above 2.5 (seconds) \
+             to wait longer"
+        );
     }
 }

@@ -61,6 +61,12 @@ pub fn say(msg: &str) {
     if QUIET.load(Relaxed) {
         return;
     }
+    warn(msg);
+}
+
+/// One line on stderr, prefixed `cuprof:`, even with CUPROF_QUIET (which silences
+/// informational lines, not warnings).
+pub fn warn(msg: &str) {
     let line = format!("cuprof: {msg}\n");
     // SAFETY: write(2) on fd 2 with a valid buffer; errors are ignored on purpose (stderr may
     // be closed by the host).

@@ -121,6 +121,7 @@ pub fn connect(cfg: &Config) -> Result<(Tracer, Inbox), StartError> {
         dump_dir: cfg.dump_buffers.clone(),
         pid: std::process::id(),
         report_file: cfg.report_file.clone(),
+        shutdown_wait: cfg.shutdown_wait,
         kinds_on: Default::default(),
         cupti,
     };

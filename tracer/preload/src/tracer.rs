@@ -36,6 +36,8 @@ pub struct Tracer {
     pub dump_dir: Option<PathBuf>,
     pub pid: u32,
     pub report_file: Option<PathBuf>,
+    /// `CUPROF_SHUTDOWN_WAIT`: how long the exit path waits for the writer.
+    pub shutdown_wait: std::time::Duration,
     /// The activity kinds are on now (see [`Tracer::set_kinds`]).
     pub kinds_on: AtomicBool,
 }

@@ -123,6 +123,7 @@ impl Settings {
         put(vars::BUFFERS, number(self.buffers.map(|n| n as u64)));
         put(vars::FLUSH_MS, number(self.flush_ms));
         put(vars::GZIP_LEVEL, number(self.gzip_level.map(u64::from)));
+        put(vars::SHUTDOWN_WAIT, self.shutdown_wait.map(seconds_text));
         // Paths may be any bytes: not through `put`'s `String`.
         for (var, p) in [
             (vars::DIR, path(&self.dir)),
@@ -459,6 +460,19 @@ impl Parser<'_> {
             .map(|n| n as usize);
         s.flush_ms = self.integer(vars::FLUSH_MS, 1, u64::MAX, "1000");
         s.gzip_level = self.integer(vars::GZIP_LEVEL, 0, 9, "1").map(|n| n as u32);
+        let wait_fallback = format!(
+            "using the default ({})",
+            seconds_text(DEFAULT_SHUTDOWN_WAIT)
+        );
+        if let Some(v) = self.text(vars::SHUTDOWN_WAIT, &wait_fallback) {
+            match parse_seconds(&v) {
+                Some(d) if !d.is_zero() => s.shutdown_wait = Some(d),
+                _ => {
+                    let accepted = "expected a positive number of seconds, like 30 or 2.5";
+                    self.warn(vars::SHUTDOWN_WAIT, &v, accepted, &wait_fallback);
+                }
+            }
+        }
         Some(Parsed {
             settings: s,
             rank,

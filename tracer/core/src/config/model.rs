@@ -23,6 +23,8 @@ pub const DEFAULT_BUFFERS: usize = 32;
 pub const MAX_BUFFERS: usize = 1024;
 pub const DEFAULT_FLUSH_MS: u64 = 1000;
 pub const DEFAULT_GZIP_LEVEL: u32 = 1;
+/// How long the exit path waits for the writer to finish the trace, by default.
+pub const DEFAULT_SHUTDOWN_WAIT: Duration = Duration::from_secs(10);
 /// Schedule defaults when some but not all schedule variables are given.
 pub const DEFAULT_WAIT: u64 = 0;
 pub const DEFAULT_WARMUP: u64 = 0;
@@ -172,6 +174,9 @@ pub struct Config {
     /// Interval between sync-flushes of the trace file being written.
     pub flush_interval: Duration,
     pub gzip_level: u32,
+    /// `CUPROF_SHUTDOWN_WAIT`: how long the exit path waits for the writer to finish the
+    /// trace (a heavily loaded machine may need more than the default).
+    pub shutdown_wait: Duration,
     /// `CUPROF_REPORT_FILE` (set by the launcher): append one [`super::report::ReportLine`] per file
     /// written.
     pub report_file: Option<PathBuf>,
@@ -205,6 +210,7 @@ impl Default for Config {
             buffers: DEFAULT_BUFFERS,
             flush_interval: Duration::from_millis(DEFAULT_FLUSH_MS),
             gzip_level: DEFAULT_GZIP_LEVEL,
+            shutdown_wait: DEFAULT_SHUTDOWN_WAIT,
             report_file: None,
             quiet: false,
         }

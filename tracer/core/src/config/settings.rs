@@ -39,6 +39,8 @@ pub struct Settings {
     pub buffers: Option<usize>,
     pub flush_ms: Option<u64>,
     pub gzip_level: Option<u32>,
+    /// Positive.
+    pub shutdown_wait: Option<Duration>,
     pub report_file: Option<PathBuf>,
 }
 
@@ -96,6 +98,7 @@ impl Settings {
                 .flush_ms
                 .map_or(defaults.flush_interval, Duration::from_millis),
             gzip_level: self.gzip_level.unwrap_or(defaults.gzip_level),
+            shutdown_wait: self.shutdown_wait.unwrap_or(defaults.shutdown_wait),
             report_file: self.report_file.clone(),
             quiet: self.quiet.unwrap_or(defaults.quiet),
         };

@@ -34,6 +34,7 @@ pub const GZIP_LEVEL: &str = "CUPROF_GZIP_LEVEL";
 pub const REPORT_FILE: &str = "CUPROF_REPORT_FILE";
 pub const QUIET: &str = "CUPROF_QUIET";
 pub const ON_DEMAND: &str = "CUPROF_ON_DEMAND";
+pub const SHUTDOWN_WAIT: &str = "CUPROF_SHUTDOWN_WAIT";
 
 /// Rank, in order of preference (torchrun, Slurm, Open MPI, MPICH/PMI).
 pub const RANK_VARS: [&str; 4] = ["RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"];

@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::ops::Range;
 
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -108,6 +109,20 @@ pub struct Event<'a> {
     pub dur: Option<i64>,
     pub id: Option<Id<'a>>,
     pub args: Args<'a>,
+    /// Where `pid`, `ts`, `id` and `args` stand in [`Self::raw`], when the reader found them
+    /// on its way (the lean decode of a plain event): a tool that rewrites them (`cuprof
+    /// merge`) need not scan the event again. `None` otherwise: [`super::for_each_member`]
+    /// finds them.
+    pub spans: Option<MemberSpans>,
+}
+
+/// Byte ranges of some members' values in an event's text (see [`Event::spans`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemberSpans {
+    pub pid: Option<Range<usize>>,
+    pub ts: Option<Range<usize>>,
+    pub id: Option<Range<usize>>,
+    pub args: Option<Range<usize>>,
 }
 
 impl<'a> Event<'a> {
@@ -167,6 +182,7 @@ impl<'a> Event<'a> {
             dur: f.dur.and_then(|m| m.0),
             id: f.id.and_then(|i| i.0),
             args: f.args.map(|a| a.into_args()).unwrap_or_default(),
+            spans: None,
         }
     }
 

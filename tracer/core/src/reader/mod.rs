@@ -3,6 +3,8 @@
 //! The file is never held whole, nor turned into a DOM: the decompressed bytes flow through a
 //! buffer of a few MiB; a byte scanner finds where each element of `traceEvents` ends, and that
 //! slice alone is parsed by serde_json into an [`Event`] whose strings borrow from the buffer.
+//! In [`Detail::Lean`] mode a plain event (ASCII, no escapes, no exponents) is decoded by a
+//! hand-written pass instead (`lean_fast`), which hands every other event to serde_json.
 //! The other top-level members (the header before `traceEvents`, `cuprofStats` and `traceName`
 //! after it) are small: they are kept as raw JSON in [`TraceMeta`] and the known ones decoded.
 //!
@@ -26,9 +28,10 @@
 
 mod event;
 mod input;
+mod lean_fast;
 mod scan;
 
-pub use event::{event_members, Args, Event, Id, RawMembers};
+pub use event::{event_members, Args, Event, Id, MemberSpans, RawMembers};
 pub use input::{file_kind, open_regular, InputError};
 pub use scan::{for_each_member, micros_to_ns};
 
@@ -646,7 +649,11 @@ impl<'a> TraceReader<'a> {
                             let bytes = &self.buf[self.pos..self.end];
                             let parsed = match self.detail {
                                 Detail::Full => Event::parse_prefix(bytes, offset),
-                                Detail::Lean => Event::parse_prefix_lean(bytes, offset),
+                                // Plain events by hand, the others by serde_json.
+                                Detail::Lean => match lean_fast::parse_prefix(bytes, offset) {
+                                    Some(parsed) => Ok(Some(parsed)),
+                                    None => Event::parse_prefix_lean(bytes, offset),
+                                },
                             };
                             let outcome = match parsed {
                                 Ok(Some((ev, n))) => Some((n, f(&ev))),

@@ -100,6 +100,7 @@ fn defaults_when_enabled() {
     assert_eq!(c.buffers, 32);
     assert_eq!(c.flush_interval, Duration::from_secs(1));
     assert_eq!(c.gzip_level, 1);
+    assert_eq!(c.shutdown_wait, Duration::from_secs(10));
     assert_eq!(
         (&c.cupti_path, &c.dump_buffers, &c.report_file),
         (&None, &None, &None)
@@ -135,6 +136,7 @@ fn every_variable_valid() {
         ("CUPROF_BUFFERS", "16"),
         ("CUPROF_FLUSH_MS", "250"),
         ("CUPROF_GZIP_LEVEL", "6"),
+        ("CUPROF_SHUTDOWN_WAIT", "60"),
         ("CUPROF_REPORT_FILE", "/tmp/report"),
         ("RANK", "3"),
         ("WORLD_SIZE", "4"),
@@ -180,6 +182,7 @@ fn every_variable_valid() {
     assert_eq!(c.buffers, 16);
     assert_eq!(c.flush_interval, Duration::from_millis(250));
     assert_eq!(c.gzip_level, 6);
+    assert_eq!(c.shutdown_wait, Duration::from_secs(60));
     assert_eq!(c.report_file, Some(PathBuf::from("/tmp/report")));
     assert_eq!(c.trace_file_name(2), "run1-rank3-cycle2.trace.json.gz");
 }
@@ -328,6 +331,15 @@ fn invalid_values_warn_and_fall_back() {
             &["from 0 to 9", "default (1)"],
             |c| c.gzip_level == 1,
         ),
+        (
+            "CUPROF_SHUTDOWN_WAIT",
+            "0",
+            &["positive number of seconds", "default (10)"],
+            |c| c.shutdown_wait == Duration::from_secs(10),
+        ),
+        ("CUPROF_SHUTDOWN_WAIT", "later", &["seconds"], |c| {
+            c.shutdown_wait == Duration::from_secs(10)
+        }),
         ("RANK", "zero", &["RANK", "ignoring it"], |c| {
             c.rank.rank == 0
         }),
@@ -651,6 +663,7 @@ fn settings_round_trip_through_the_environment() {
         buffers: Some(16),
         flush_ms: Some(250),
         gzip_level: Some(0),
+        shutdown_wait: Some(Duration::from_millis(30_500)),
         report_file: Some("/tmp/report".into()),
     });
     round_trip(&Settings {
