@@ -53,11 +53,21 @@ step = real_models_lib.MODELS[model_name]()
 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as p:
     step()
 ops = len(p.events())
+
+
+def observer_start():
+    handle = observer.cuprof_observer_start(floor.noop_hooks(), 1)
+    if not handle:
+        raise SystemExit("observer_parts: observer.cpp refused floor_callback.cpp's hooks "
+                         "(their versions differ: keep the two in step)")
+    return handle
+
+
 parts = {
     "no callback": (lambda: 0, lambda h: None),
     "torch floor (empty callback, inputs)": (floor.floor_start, floor.floor_stop),
     "cuprof observer, no-op hooks": (
-        lambda: observer.cuprof_observer_start(floor.noop_hooks(), 1),
+        observer_start,
         observer.cuprof_observer_stop,
     ),
 }

@@ -63,29 +63,17 @@ impl RangeBatch {
         });
     }
 
-    /// Takes the batch's ranges, leaving in their place `spare` (a batch the writer emptied and
-    /// gave back, [`RangeBatch::drain`]) or, without one, an empty batch with room for as many.
-    /// A busy thread then writes into memory already mapped and warm, instead of growing a new
-    /// batch by doubling from nothing (a dozen reallocations and page faults per batch on the
-    /// program thread, then a free on the writer's: measured, BENCHMARKS.md).
-    pub fn take(&mut self, spare: Option<RangeBatch>) -> RangeBatch {
-        let room = match spare {
-            Some(mut spare) => {
-                spare.clear();
-                spare
-            }
-            None => RangeBatch {
-                names: Vec::with_capacity(self.names.capacity().min(2 * MAX_NAME_BYTES)),
-                ranges: Vec::with_capacity(self.ranges.capacity().min(MAX_RANGES)),
-            },
+    /// Takes the batch's ranges, leaving an empty batch with room for as many: a busy thread
+    /// then allocates each batch once, at its size, instead of growing it by doubling from
+    /// nothing (a dozen reallocations and copies per batch on the program thread). (Giving
+    /// drained batches back to the program threads instead was measured slower: their memory
+    /// comes back from the writer's core.)
+    pub fn take(&mut self) -> RangeBatch {
+        let room = RangeBatch {
+            names: Vec::with_capacity(self.names.capacity().min(2 * MAX_NAME_BYTES)),
+            ranges: Vec::with_capacity(self.ranges.capacity().min(MAX_RANGES)),
         };
         std::mem::replace(self, room)
-    }
-
-    /// Empties the batch, keeping its room.
-    fn clear(&mut self) {
-        self.names.clear();
-        self.ranges.clear();
     }
 
     pub fn is_full(&self) -> bool {
@@ -100,11 +88,11 @@ impl RangeBatch {
         self.ranges.is_empty()
     }
 
-    /// The batch's ranges as the session takes them, leaving the batch with its room (to be
-    /// given back to the program threads, [`RangeBatch::take`]).
-    pub fn drain(&mut self) -> impl Iterator<Item = Range> + '_ {
-        let names = &self.names;
-        self.ranges.drain(..).map(move |r| {
+    /// The batch's ranges as the session takes them: native records made the text
+    /// [`crate::torch_op::TorchOp::parse_native`] reads.
+    pub fn into_ranges(self) -> impl Iterator<Item = Range> {
+        let RangeBatch { names, ranges } = self;
+        ranges.into_iter().map(move |r| {
             let (at, len) = (r.name.0 as usize, r.name.1 as usize);
             let bytes = &names[at..at + len];
             // A native record that does not parse stays as it is: the session leaves it out.
@@ -160,7 +148,7 @@ mod tests {
         let mut b = RangeBatch::default();
         b.push(finished(b"aten::add, op_id = 1", 1));
         b.push(finished(b"bad \xff, op_id = 2", 2));
-        let ranges: Vec<Range> = b.drain().collect();
+        let ranges: Vec<Range> = b.into_ranges().collect();
         assert_eq!(ranges.len(), 2);
         assert_eq!(&*ranges[0].name, "aten::add, op_id = 1");
         assert_eq!(&*ranges[1].name, "bad \u{fffd}, op_id = 2");
@@ -177,7 +165,7 @@ mod tests {
         let mut b = RangeBatch::default();
         let record = crate::native_record::encode::record("aten::add", -1, 0, 0, None, None);
         b.push(finished(&record, 3));
-        let ranges: Vec<Range> = b.drain().collect();
+        let ranges: Vec<Range> = b.into_ranges().collect();
         assert_eq!(ranges[0].kind, RangeKind::NativeOp);
         assert_eq!(
             &*ranges[0].name,
@@ -192,31 +180,13 @@ mod tests {
             b.push(finished(b"aten::add, op_id = 1", id));
         }
         let names = b.names.capacity();
-        let taken = b.take(None);
+        let taken = b.take();
         assert_eq!(taken.len(), MAX_RANGES);
         assert_eq!(taken.names.len(), MAX_RANGES * 20);
         assert!(b.is_empty());
         assert_eq!(b.names.len(), 0);
         assert_eq!(b.ranges.capacity(), MAX_RANGES);
         assert_eq!(b.names.capacity(), names);
-    }
-
-    #[test]
-    fn a_drained_batch_given_back_is_reused_empty_with_its_room() {
-        let mut b = RangeBatch::default();
-        b.push(finished(b"aten::add, op_id = 1", 1));
-        b.push(finished(b"aten::mul, op_id = 2", 2));
-        let mut taken = b.take(None);
-        let names: Vec<String> = taken.drain().map(|r| r.name.to_string()).collect();
-        assert_eq!(names, ["aten::add, op_id = 1", "aten::mul, op_id = 2"]);
-        assert!(taken.is_empty());
-        let room = (taken.names.capacity(), taken.ranges.capacity());
-        b.push(finished(b"aten::sub, op_id = 3", 3));
-        let again = b.take(Some(taken));
-        assert_eq!(again.len(), 1);
-        assert!(b.is_empty());
-        assert_eq!(b.names.len(), 0);
-        assert_eq!((b.names.capacity(), b.ranges.capacity()), room);
     }
 
     #[test]

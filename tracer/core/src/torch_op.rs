@@ -19,8 +19,9 @@
 //! become `user_annotation`s as in Kineto: every observer range is an operator (`cpu_op`).
 //!
 //! cuprof's native observer (the preload's `ops/observer.cpp`, PyTorch's RecordFunction
-//! callbacks) hands over a record instead, its fields separated by 0x1f, the arrays already
-//! JSON as Kineto writes them:
+//! callbacks) hands over a binary record instead, which the writer thread turns into text
+//! ([`crate::native_record`]), its fields separated by 0x1f, the arrays JSON as Kineto writes
+//! them:
 //!
 //! ```text
 //! name 0x1f seq 0x1f fwd_thread 0x1f handle 0x1f dims 0x1f types 0x1f strides 0x1f concrete 0x1f flops

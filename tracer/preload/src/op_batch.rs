@@ -24,10 +24,6 @@ use std::sync::{Arc, Mutex, Weak};
 static BATCHES: Mutex<Vec<Weak<Mutex<RangeBatch>>>> = Mutex::new(Vec::new());
 /// Held while batches are taken and sent, so that flushes never interleave.
 static FLUSHING: Mutex<()> = Mutex::new(());
-/// Batches the writer has emptied, for the program threads to fill again (`RangeBatch::take`).
-static SPARE: Mutex<Vec<RangeBatch>> = Mutex::new(Vec::new());
-/// Spare batches kept (each up to ~100 KB); the writer frees the rest.
-const MAX_SPARE: usize = 16;
 
 /// This thread's batch; flushed when the thread exits.
 struct Mine(Arc<Mutex<RangeBatch>>);
@@ -98,20 +94,7 @@ fn take_live() -> Vec<RangeBatch> {
     live.iter()
         .filter_map(|b| {
             let mut b = b.lock().unwrap_or_else(|e| e.into_inner());
-            (!b.is_empty()).then(|| b.take(spare()))
+            (!b.is_empty()).then(|| b.take())
         })
         .collect()
-}
-
-fn spare() -> Option<RangeBatch> {
-    SPARE.lock().ok()?.pop()
-}
-
-/// A batch the writer has drained, for a program thread to fill again.
-pub fn give_back(batch: RangeBatch) {
-    if let Ok(mut spare) = SPARE.lock() {
-        if spare.len() < MAX_SPARE {
-            spare.push(batch);
-        }
-    }
 }

@@ -123,9 +123,8 @@ fn take_data(session: &mut Session, symbols: &mut Resolver, m: Msg) -> Option<Ms
     None
 }
 
-fn take_ops(session: &mut Session, mut batch: cuprof_core::range_batch::RangeBatch) {
-    for r in batch.drain() {
+fn take_ops(session: &mut Session, batch: cuprof_core::range_batch::RangeBatch) {
+    for r in batch.into_ranges() {
         session.handle(cuprof_core::session::Input::Range(r));
     }
-    crate::op_batch::give_back(batch);
 }
