@@ -23,6 +23,7 @@ pub mod decode;
 pub mod event;
 pub mod gpu_work;
 pub mod json;
+pub mod live;
 pub mod memory;
 pub mod on_demand;
 pub mod range_batch;

@@ -104,6 +104,9 @@ fn start_tracer(cfg: &Config) -> Result<(), StartError> {
     // Lives as long as the process: CUPTI and NVTX call into it until the end.
     let t: &'static Tracer = Box::leak(Box::new(tracer));
     let session = crate::output::session(cfg, t);
+    if cfg.capture == Capture::OnDemand {
+        crate::live::enable(cfg.activities.mem);
+    }
     crate::writer::spawn(t, session, inbox)?;
     set(Phase::Running);
     tracer::lend(t);

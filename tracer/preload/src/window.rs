@@ -154,6 +154,9 @@ fn apply_after_call(t: &Tracer, tr: Transition, ts: u64, call: Option<u32>) {
         let on_demand = matches!(s.driver, Driver::OnDemand { .. });
         (out.0, out.1, out.2, s.cycle, on_demand)
     };
+    if tr.ended_step.is_some() {
+        crate::live::step(ts.saturating_sub(step_start));
+    }
     if let Some(n) = tr.recorded_step {
         t.channel.send_window(Input::Step {
             number: n,
@@ -397,8 +400,8 @@ pub fn demand_steps(start: u64, count: u64, asked: impl FnOnce(u32)) -> Result<(
     Ok(r)
 }
 
-/// `cuprof capture --duration`: record from now for `d`. `asked(cycle)` runs before the
-/// recording begins.
+/// `cuprof capture --duration`: record from now for `d` (zero: until [`demand_stop`]).
+/// `asked(cycle)` runs before the recording begins.
 pub fn demand_duration(
     t: &Tracer,
     d: std::time::Duration,
@@ -406,7 +409,7 @@ pub fn demand_duration(
 ) -> Result<u32, String> {
     let (cycle, tr) = with_driver(|drv| match drv {
         Driver::OnDemand { window, until } => Some(window.request_timed().inspect(|_| {
-            *until = Some(Instant::now() + d);
+            *until = (!d.is_zero()).then(|| Instant::now() + d);
         })),
         _ => None,
     })
@@ -414,6 +417,25 @@ pub fn demand_duration(
     .ok_or(NOT_ON_DEMAND)?
     .map_err(|e| e.to_string())?;
     asked(cycle);
+    apply(t, tr, now_ns());
+    Ok(cycle)
+}
+
+/// `cuprof capture --duration 0` is stopped: the timed capture running ends now. Returns its
+/// cycle.
+pub fn demand_stop(t: &Tracer) -> Result<u32, String> {
+    let tr = with_driver(|drv| match drv {
+        Driver::OnDemand { window, until } => {
+            *until = None;
+            Some(window.stop())
+        }
+        _ => None,
+    })
+    .ok_or(NOT_ON_DEMAND)?
+    .ok_or(NOT_ON_DEMAND)?;
+    let Some(cycle) = tr.save.as_ref().map(|c| c.number) else {
+        return Err("no capture by duration runs in this process: nothing to stop".into());
+    };
     apply(t, tr, now_ns());
     Ok(cycle)
 }
