@@ -12,6 +12,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -22,12 +24,15 @@ use cuprof_core::control::{self as proto, Reply, Request, Status};
 const ANSWER_WAIT: Duration = Duration::from_secs(5);
 /// How often a capture asks whether the processes have written their files.
 const POLL: Duration = Duration::from_millis(100);
+/// How often a capture until interrupted looks at its interrupt flag.
+const INTERRUPT_NAP: Duration = Duration::from_millis(20);
 
 const CAPTURE_EXAMPLES: &str = "\
 Examples:
   cuprof run --on-demand --name train -- torchrun --nproc_per_node=8 train.py
   cuprof capture --name train --steps 5        the same 5 steps in every rank
   cuprof capture --pid 4242 --duration 10      10 s of process 4242
+  cuprof capture --all --duration 0            until Ctrl-C (cuprof top shows it live)
   srun --overlap --nodes=4 --ntasks-per-node=1 cuprof capture --name train --steps 5
                                                every node of a Slurm job";
 
@@ -51,8 +56,8 @@ pub struct CaptureArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), required_unless_present = "duration", conflicts_with = "duration")]
     steps: Option<u64>,
 
-    /// Record for this long, from now
-    #[arg(long, value_name = "SECONDS", value_parser = positive_seconds)]
+    /// Record for this long, from now; 0: until this command is interrupted (Ctrl-C, SIGTERM)
+    #[arg(long, value_name = "SECONDS", value_parser = seconds)]
     duration: Option<Duration>,
 
     /// Where the traces go [default: each process's own directory]
@@ -67,15 +72,13 @@ pub struct CaptureArgs {
 #[derive(Args, Debug)]
 pub struct PsArgs {}
 
-fn positive_seconds(s: &str) -> Result<Duration, String> {
-    match cuprof_core::config::parse_seconds(s.trim()) {
-        Some(d) if !d.is_zero() => Ok(d),
-        _ => Err("a positive number of seconds, like 10 or 2.5".into()),
-    }
+fn seconds(s: &str) -> Result<Duration, String> {
+    cuprof_core::config::parse_seconds(s.trim())
+        .ok_or_else(|| "a number of seconds, like 10 or 2.5 (0: until interrupted)".into())
 }
 
 /// This user's socket directory, checked private; `None` when it does not exist.
-fn socket_dir() -> Result<Option<PathBuf>> {
+pub(crate) fn socket_dir() -> Result<Option<PathBuf>> {
     // SAFETY: geteuid has no preconditions.
     let uid = unsafe { libc::geteuid() };
     let dir = proto::socket_dir(
@@ -94,7 +97,7 @@ fn socket_dir() -> Result<Option<PathBuf>> {
 }
 
 /// One request to process `pid`, one reply.
-fn ask(dir: &Path, pid: u32, req: &Request) -> Result<Reply> {
+pub(crate) fn ask(dir: &Path, pid: u32, req: &Request) -> Result<Reply> {
     let path = proto::socket_path(dir, pid);
     let meta = std::fs::symlink_metadata(&path).with_context(|| {
         format!("process {pid} has no control socket ({}): it was not started with --on-demand, has ended, or belongs to another user", path.display())
@@ -128,7 +131,7 @@ fn status(dir: &Path, pid: u32) -> Result<Status> {
     }
 }
 
-fn no_process(what: &str) -> anyhow::Error {
+pub(crate) fn no_process(what: &str) -> anyhow::Error {
     anyhow::anyhow!("no process {what}runs with --on-demand for this user on this host (start one with cuprof run --on-demand; cuprof ps lists them)")
 }
 
@@ -242,8 +245,41 @@ pub fn capture(a: CaptureArgs) -> Result<()> {
     for r in &refused {
         eprintln!("cuprof: {r}");
     }
+    if a.duration.is_some_and(|d| d.is_zero()) {
+        record_until_interrupted(&dir, &started)?;
+    }
     wait_for_files(&dir, &mut started);
     crate::run::end_of_run::print(&report, !a.no_report);
+    Ok(())
+}
+
+/// `--duration 0`: the processes record until this command gets SIGINT or SIGTERM (or until
+/// every one of them has exited), then each is told to stop.
+fn record_until_interrupted(dir: &Path, started: &[(u32, u32)]) -> Result<()> {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, interrupted.clone())?;
+    }
+    eprintln!("cuprof: recording until interrupted (Ctrl-C); cuprof top shows it live");
+    let mut polled = std::time::Instant::now();
+    while !interrupted.load(Relaxed) {
+        std::thread::sleep(INTERRUPT_NAP);
+        if polled.elapsed() >= POLL {
+            polled = std::time::Instant::now();
+            if started.iter().all(|&(pid, _)| !proto::alive(pid)) {
+                return Ok(());
+            }
+        }
+    }
+    for &(pid, cycle) in started {
+        match ask(dir, pid, &Request::Stop) {
+            Ok(Reply::Stopped { .. }) => {}
+            // Ended meanwhile (exited: its file is closed on the way out).
+            Ok(Reply::Error(e)) => eprintln!("cuprof: process {pid}, capture {cycle}: {e}"),
+            Ok(other) => eprintln!("cuprof: process {pid} answered {other:?} to stop"),
+            Err(e) => eprintln!("cuprof: {}", crate::console::one_line(&e)),
+        }
+    }
     Ok(())
 }
 
