@@ -209,44 +209,16 @@ fn the_socket_directory_and_sockets_are_private() {
     std::fs::remove_file(&planted).unwrap();
 
     // Another user cannot even reach the directory, and the process records nothing.
-    let nobody = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(cuprof_bin())
-        .args(["capture", "--all", "--steps", "1"])
-        .env("XDG_RUNTIME_DIR", job.runtime_dir())
-        .output()
-        .unwrap();
-    assert!(!nobody.status.success());
-    let err = String::from_utf8_lossy(&nobody.stderr).into_owned();
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("Permission denied"), "{err}");
+    job.refused_to_nobody(&["capture", "--all", "--steps", "1"]);
     let (ps, _) = job.ok(&["ps"]);
     assert_eq!(ps_rows(&ps).values().next().unwrap().2, "ready");
 
     // Were the socket reachable (its mode opened, and the directory bypassed through an O_PATH
     // descriptor opened as root), the peer check still refuses another uid.
     std::fs::set_permissions(&live, PermissionsExt::from_mode(0o666)).unwrap();
-    let other = Command::new("/usr/bin/python3")
-        .arg("-c")
-        .arg(concat!(
-            "import os, socket, sys\n",
-            "fd = os.open(sys.argv[1], os.O_PATH)\n",
-            "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n",
-            "s = socket.socket(socket.AF_UNIX)\n",
-            "s.connect(f'/proc/self/fd/{fd}')\n",
-            // The refusal may come (and the connection close) before the request is sent.
-            "try: s.sendall(b'cuprof\\t2\\tsteps\\t0\\t1\\t\\t/tmp/x\\n')\n",
-            "except BrokenPipeError: pass\n",
-            "print(s.recv(9000).decode(), end='')\n",
-        ))
-        .arg(&live)
-        .output()
-        .unwrap();
     assert_eq!(
-        String::from_utf8_lossy(&other.stdout),
+        as_nobody_through(&live, "cuprof\t2\tsteps\t0\t1\t\t/tmp/x\n"),
         "cuprof\t2\terror\tpermission denied: not the owner of this process\n",
-        "{}",
-        String::from_utf8_lossy(&other.stderr)
     );
     let (ps, _) = job.ok(&["ps"]);
     assert_eq!(ps_rows(&ps).values().next().unwrap().2, "ready");

@@ -115,15 +115,11 @@ fn rows(dir: &Path, a: &TopArgs) -> Vec<Row> {
                 .then_some(Row::Live(l)),
             // A process with an error belongs to no name that can be told.
             _ if a.name.is_some() => None,
-            Ok(Reply::Error(e)) => Some(Row::Failed { pid, error: e }),
-            Ok(other) => Some(Row::Failed {
-                pid,
-                error: format!("answered {other:?} to a live request"),
-            }),
-            Err(e) => Some(Row::Failed {
-                pid,
-                error: crate::console::one_line(&e),
-            }),
+            Ok(Reply::Error(e)) => Some(Row::Failed(format!("process {pid}: {e}"))),
+            Ok(other) => Some(Row::Failed(format!(
+                "process {pid} answered {other:?} to a live request"
+            ))),
+            Err(e) => Some(Row::Failed(crate::console::one_line(&e))),
         })
         .collect()
 }

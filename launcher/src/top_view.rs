@@ -6,10 +6,10 @@ use crate::console::printable_line;
 use cuprof_core::control::Live;
 use cuprof_core::live::{Top, WINDOW_NS};
 
-/// One process of a refresh: its figures, or why it gave none.
+/// One process of a refresh: its figures, or why it gave none (one line naming it).
 pub enum Row {
     Live(Box<Live>),
-    Failed { pid: u32, error: String },
+    Failed(String),
 }
 
 /// The lines of one refresh.
@@ -18,9 +18,7 @@ pub fn render(rows: &[Row]) -> Vec<String> {
     for row in rows {
         match row {
             Row::Live(l) => process(l, &mut out),
-            Row::Failed { pid, error } => {
-                out.push(format!("{pid}: {}", printable_line(error)));
-            }
+            Row::Failed(error) => out.push(printable_line(error).into_owned()),
         }
     }
     out
@@ -123,10 +121,7 @@ mod tests {
                 status: status("recording"),
                 snapshot,
             })),
-            Row::Failed {
-                pid: 9,
-                error: "the other side speaks control protocol 1".into(),
-            },
+            Row::Failed("process 9: the other side speaks control protocol 1".into()),
         ];
         assert_eq!(
             render(&rows),
@@ -138,7 +133,7 @@ mod tests {
                 "  kernels, since the capture began: none",
                 "  operators, last second: none",
                 "  operators, since the capture began: none",
-                "9: the other side speaks control protocol 1",
+                "process 9: the other side speaks control protocol 1",
             ]
         );
     }

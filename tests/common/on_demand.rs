@@ -144,6 +144,22 @@ impl Job {
         assert_eq!(wrote_lines(&err), 1, "{err}");
     }
 
+    /// `cuprof ARGS` run as `nobody` fails with one line: another user cannot even reach the
+    /// socket directory.
+    pub fn refused_to_nobody(&self, args: &[&str]) {
+        let nobody = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(cuprof_bin())
+            .args(args)
+            .env("XDG_RUNTIME_DIR", self.runtime_dir())
+            .output()
+            .unwrap();
+        assert!(!nobody.status.success());
+        let err = String::from_utf8_lossy(&nobody.stderr).into_owned();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("Permission denied"), "{err}");
+    }
+
     /// Stops the processes and returns each one's printed result, checked unharmed, and its
     /// stderr.
     pub fn finish(&mut self) -> Vec<(Value, String)> {
@@ -189,4 +205,33 @@ pub fn wrote_lines(stderr: &str) -> usize {
         .lines()
         .filter(|l| l.starts_with("cuprof: wrote "))
         .count()
+}
+
+/// Sends `request` to the socket at `socket` as uid 65534 (`nobody`), as if the socket were
+/// reachable: opened as root through an O_PATH descriptor, then connected after the uid
+/// change. Returns the reply.
+pub fn as_nobody_through(socket: &Path, request: &str) -> String {
+    let other = Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(concat!(
+            "import os, socket, sys\n",
+            "fd = os.open(sys.argv[1], os.O_PATH)\n",
+            "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n",
+            "s = socket.socket(socket.AF_UNIX)\n",
+            "s.connect(f'/proc/self/fd/{fd}')\n",
+            // The refusal may come (and the connection close) before the request is sent.
+            "try: s.sendall(sys.argv[2].encode())\n",
+            "except BrokenPipeError: pass\n",
+            "print(s.recv(9000).decode(), end='')\n",
+        ))
+        .arg(socket)
+        .arg(request)
+        .output()
+        .unwrap();
+    assert!(
+        other.status.success(),
+        "{}",
+        String::from_utf8_lossy(&other.stderr)
+    );
+    String::from_utf8_lossy(&other.stdout).into_owned()
 }
