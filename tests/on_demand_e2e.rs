@@ -217,7 +217,7 @@ fn the_socket_directory_and_sockets_are_private() {
     // descriptor opened as root), the peer check still refuses another uid.
     std::fs::set_permissions(&live, PermissionsExt::from_mode(0o666)).unwrap();
     assert_eq!(
-        as_nobody_through(&live, "cuprof\t2\tsteps\t0\t1\t\t/tmp/x\n"),
+        as_nobody_through(&live, "cuprof\t2\tsteps\t0\t1\t\t/tmp/x\t\n"),
         "cuprof\t2\terror\tpermission denied: not the owner of this process\n",
     );
     let (ps, _) = job.ok(&["ps"]);
@@ -307,10 +307,10 @@ fn garbage_truncated_and_oversized_messages_do_not_touch_the_program() {
     let mut job = Job::start("garbage", "g", 1, 0, 20);
     job.wait_ready();
     let socket = job.socket_dir().join(format!("{}.sock", job.pids()[0]));
-    let cases: [(&[u8], &str); 9] = [
+    let cases: [(&[u8], &str); 10] = [
         (b"GET / HTTP/1.1\r\n\r\n", "cuprof\t2\terror\tthe message is not a cuprof control message\n"),
         (b"cuprof\t2\tste", "cuprof\t2\terror\tmalformed control message: unknown request\n"),
-        (b"cuprof\t2\tsteps\t-1\t3\t\t/x\n", "cuprof\t2\terror\tmalformed control message: step number\n"),
+        (b"cuprof\t2\tsteps\t-1\t3\t\t/x\t\n", "cuprof\t2\terror\tmalformed control message: step number\n"),
         (b"\xff\xfe\x00\n", "cuprof\t2\terror\tthe request is not UTF-8\n"),
         (b"cuprof\t7\tstatus\n", "cuprof\t2\terror\tthe other side speaks control protocol 7, this cuprof speaks 2: use cuprof and libcuprof.so of the same release\n"),
         (b"", "cuprof\t2\terror\tthe message is not a cuprof control message\n"),
@@ -318,6 +318,7 @@ fn garbage_truncated_and_oversized_messages_do_not_touch_the_program() {
         (b"cuprof\t1\tstatus\n", "cuprof\t2\terror\tthe other side speaks control protocol 1, this cuprof speaks 2: use cuprof and libcuprof.so of the same release\n"),
         (b"cuprof\t2\tlive\tmore\n", "cuprof\t2\terror\tmalformed control message: unknown request\n"),
         (b"cuprof\t2\tstop\n", "cuprof\t2\terror\tno capture by duration runs in this process: nothing to stop\n"),
+        (b"cuprof\t2\tduration\t5\t\t/x\tmem=1\n", "cuprof\t2\terror\tmalformed control message: unknown capture option\n"),
     ];
     for (bytes, want) in cases {
         assert_eq!(raw(&socket, bytes), want, "{bytes:?}");

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use cuprof_core::capture_options::CaptureOptions;
 use cuprof_core::control::{self as proto, Reply, Request, Status};
 
 /// How long a process may take to answer one request.
@@ -67,6 +68,60 @@ pub struct CaptureArgs {
     /// Do not analyse the traces (by default: the short summary `cuprof run` prints)
     #[arg(long)]
     no_report: bool,
+
+    #[command(flatten)]
+    options: CaptureOptionArgs,
+}
+
+/// What this capture records, when not what each process started with (as `cuprof run`
+/// spells it; an option not given keeps the process's own).
+#[derive(Args, Debug)]
+struct CaptureOptionArgs {
+    /// What to trace in this capture: CPU (runtime/driver API, NVTX, PyTorch operators), GPU
+    /// (kernels, copies, memsets, syncs) [default: what the process traces]. MEM is chosen
+    /// when the process starts (cuprof run --activities ...,MEM)
+    #[arg(long, num_args = 1.., value_delimiter = ',', value_enum, ignore_case = true)]
+    activities: Vec<crate::run::Activity>,
+
+    /// The Python call stacks of PyTorch operators, in this capture
+    #[arg(long)]
+    with_stack: bool,
+
+    /// PyTorch operators with their input shapes, in this capture (for a process started with
+    /// --no-record-shapes)
+    #[arg(long, conflicts_with = "no_record_shapes")]
+    record_shapes: bool,
+
+    /// PyTorch operators without their input shapes, in this capture
+    #[arg(long)]
+    no_record_shapes: bool,
+
+    /// No PyTorch operators in this capture
+    #[arg(long)]
+    no_torch_ops: bool,
+
+    /// A `flops` arg on the PyTorch operators torch counts, in this capture
+    #[arg(long)]
+    with_flops: bool,
+}
+
+impl CaptureOptionArgs {
+    fn options(&self) -> Result<CaptureOptions> {
+        let activities =
+            (!self.activities.is_empty()).then(|| crate::run::activities_of(&self.activities));
+        if activities.is_some_and(|a| a.mem) {
+            bail!("--activities MEM cannot be chosen per capture: device memory records run for the whole program (start it with cuprof run --activities CPU,GPU,MEM)");
+        }
+        let flag = |on: bool, value: bool| on.then_some(value);
+        Ok(CaptureOptions {
+            cpu: activities.map(|a| a.cpu),
+            gpu: activities.map(|a| a.gpu),
+            with_stack: flag(self.with_stack, true),
+            record_shapes: flag(self.record_shapes, true).or(flag(self.no_record_shapes, false)),
+            with_flops: flag(self.with_flops, true),
+            torch_ops: flag(self.no_torch_ops, false),
+        })
+    }
 }
 
 #[derive(Args, Debug)]
@@ -189,6 +244,7 @@ pub fn capture(a: CaptureArgs) -> Result<()> {
     let Some(dir) = socket_dir()? else {
         return Err(no_process(""));
     };
+    let options = a.options.options()?;
     let targets = targets(&dir, &a)?;
     let trace_dir = a
         .dir
@@ -210,11 +266,13 @@ pub fn capture(a: CaptureArgs) -> Result<()> {
                 count,
                 dir: trace_dir.clone(),
                 report: report.clone(),
+                options,
             },
             (None, d) => Request::Duration {
                 ms: d.map_or(0, |d| d.as_millis() as u64),
                 dir: trace_dir.clone(),
                 report: report.clone(),
+                options,
             },
         };
         match ask(&dir, s.pid, &req) {

@@ -101,10 +101,11 @@ fn header(processes: usize, terminal: bool) -> String {
 
 /// Each process's figures, by pid.
 fn rows(dir: &Path, a: &TopArgs) -> Vec<Row> {
+    // Processes asked for by pid are shown while they exist (then the view ends with them).
     let pids = if a.pid.is_empty() {
         proto::socket_pids(dir)
     } else {
-        a.pid.clone()
+        a.pid.iter().copied().filter(|&p| proto::alive(p)).collect()
     };
     pids.into_iter()
         .filter_map(|pid| match ask(dir, pid, &Request::Live) {

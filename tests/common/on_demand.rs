@@ -129,8 +129,13 @@ impl Job {
 
     /// `cuprof capture --pid PID --steps N --dir CAPS`, which must write one file.
     pub fn capture_steps(&self, pid: &str, n: &str, caps: &Path) {
+        self.capture_steps_with(pid, n, caps, &[]);
+    }
+
+    /// [`Job::capture_steps`] with the capture options `options`.
+    pub fn capture_steps_with(&self, pid: &str, n: &str, caps: &Path, options: &[&str]) {
         let dir = caps.to_str().unwrap();
-        let args = [
+        let mut args = vec![
             "capture",
             "--pid",
             pid,
@@ -140,6 +145,7 @@ impl Job {
             dir,
             "--no-report",
         ];
+        args.extend_from_slice(options);
         let (_, err) = self.ok(&args);
         assert_eq!(wrote_lines(&err), 1, "{err}");
     }
@@ -181,6 +187,16 @@ impl Job {
             );
         }
         results
+    }
+}
+
+impl Drop for Job {
+    /// A test that failed midway leaves no process behind.
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }
 

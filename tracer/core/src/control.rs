@@ -7,8 +7,8 @@
 //!
 //! ```text
 //! cuprof 2 status                       -> cuprof 2 status PID RANK NAME STATE STEP FILES CAPTURES_DONE
-//! cuprof 2 steps START COUNT DIR REPORT -> cuprof 2 started CYCLE FIRST_STEP
-//! cuprof 2 duration MS DIR REPORT       -> cuprof 2 started CYCLE -
+//! cuprof 2 steps START COUNT DIR REPORT OPTIONS -> cuprof 2 started CYCLE FIRST_STEP
+//! cuprof 2 duration MS DIR REPORT OPTIONS       -> cuprof 2 started CYCLE -
 //! cuprof 2 stop                         -> cuprof 2 stopped CYCLE
 //! cuprof 2 live                         -> cuprof 2 live STATUS... SNAPSHOT...
 //! anything refused                      -> cuprof 2 error MESSAGE
@@ -16,7 +16,9 @@
 //!
 //! `DIR` (empty: the process's own directory) receives the capture's trace; the process appends
 //! one [`crate::config::report::ReportLine`] per file it writes to the file `REPORT`, which
-//! the requester created. A duration of 0 ms records until `stop`.
+//! the requester created. A duration of 0 ms records until `stop`. `OPTIONS` is what the
+//! capture records if not what the process started with ([`CaptureOptions`]; empty: as
+//! started).
 //!
 //! `live` (for `cuprof top`) answers the status fields, then the process's
 //! [`crate::live::Snapshot`]: `SINCE GPU_TO BUSY_NS OPS_TO STEP_LAST STEP_P50 MEMORY` (`-` for
@@ -26,6 +28,7 @@
 //!
 //! Version 2 added `stop` and `live`.
 
+use crate::capture_options::CaptureOptions;
 use crate::live::{Snapshot, Top};
 use std::ffi::OsString;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
@@ -48,11 +51,13 @@ pub enum Request {
         count: u64,
         dir: Option<PathBuf>,
         report: PathBuf,
+        options: CaptureOptions,
     },
     Duration {
         ms: u64,
         dir: Option<PathBuf>,
         report: PathBuf,
+        options: CaptureOptions,
     },
     /// Ends a capture of duration 0 (until stopped).
     Stop,
@@ -181,18 +186,26 @@ impl Request {
                 count,
                 dir,
                 report: r,
+                options,
             } => line(&[
                 "steps".into(),
                 start.to_string(),
                 count.to_string(),
                 path_field(dir)?,
                 report(r)?,
+                options.to_field(),
             ]),
-            Request::Duration { ms, dir, report: r } => line(&[
+            Request::Duration {
+                ms,
+                dir,
+                report: r,
+                options,
+            } => line(&[
                 "duration".into(),
                 ms.to_string(),
                 path_field(dir)?,
                 report(r)?,
+                options.to_field(),
             ]),
             Request::Stop => line(&["stop".into()]),
             Request::Live => line(&["live".into()]),
@@ -203,16 +216,18 @@ impl Request {
         let f = body(text)?;
         match f.first().copied() {
             Some("status") if f.len() == 1 => Ok(Request::Status),
-            Some("steps") if f.len() == 5 => Ok(Request::Steps {
+            Some("steps") if f.len() == 6 => Ok(Request::Steps {
                 start: number(f.get(1), "step number")?,
                 count: number(f.get(2), "step count")?,
                 dir: dir_of(f.get(3))?,
                 report: report_of(f.get(4))?,
+                options: CaptureOptions::parse(f[5]).map_err(ProtocolError::Malformed)?,
             }),
-            Some("duration") if f.len() == 4 => Ok(Request::Duration {
+            Some("duration") if f.len() == 5 => Ok(Request::Duration {
                 ms: number(f.get(1), "duration")?,
                 dir: dir_of(f.get(2))?,
                 report: report_of(f.get(3))?,
+                options: CaptureOptions::parse(f[4]).map_err(ProtocolError::Malformed)?,
             }),
             Some("stop") if f.len() == 1 => Ok(Request::Stop),
             Some("live") if f.len() == 1 => Ok(Request::Live),
@@ -471,11 +486,18 @@ mod tests {
                 count: 3,
                 dir: Some("/tmp/a b".into()),
                 report: "/tmp/r".into(),
+                options: CaptureOptions::default(),
             },
             Request::Duration {
                 ms: 1500,
                 dir: None,
                 report: "/tmp/r".into(),
+                options: CaptureOptions {
+                    gpu: Some(true),
+                    cpu: Some(false),
+                    with_stack: Some(true),
+                    ..CaptureOptions::default()
+                },
             },
             Request::Stop,
             Request::Live,
@@ -672,7 +694,7 @@ mod tests {
             Err(ProtocolError::Version("1".into()))
         );
         assert_eq!(
-            Request::parse("cuprof\t2\tsteps\tx\t3\t\t/r\n"),
+            Request::parse("cuprof\t2\tsteps\tx\t3\t\t/r\t\n"),
             Err(ProtocolError::Malformed("step number"))
         );
         assert_eq!(
@@ -680,17 +702,22 @@ mod tests {
             Err(ProtocolError::Malformed("unknown request"))
         );
         assert_eq!(
-            Request::parse("cuprof\t2\tduration\t5\t\t\n"),
+            Request::parse("cuprof\t2\tduration\t5\t\t\t\n"),
             Err(ProtocolError::Malformed("no report file"))
         );
         assert_eq!(
             Request::parse(&"x".repeat(MAX_LINE + 1)),
             Err(ProtocolError::TooLong)
         );
+        assert_eq!(
+            Request::parse("cuprof\t2\tduration\t5\t\t/r\tmem=1\n"),
+            Err(ProtocolError::Malformed("unknown capture option"))
+        );
         let bad = Request::Duration {
             ms: 1,
             dir: Some("/a\tb".into()),
             report: "/r".into(),
+            options: CaptureOptions::default(),
         };
         assert_eq!(bad.to_line(), Err(ProtocolError::BadPath));
     }

@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 pub mod byte_size;
+pub mod capture_options;
 pub mod config;
 pub mod control;
 pub mod decode;

@@ -205,16 +205,24 @@ fn handle(t: &'static Tracer, who: &Identity, req: Request) -> Reply {
             count,
             dir,
             report,
-        } => match crate::window::demand_steps(start, count, |cycle| ask(cycle, dir, report)) {
+            options,
+        } => match crate::window::demand_steps(start, count, options, |cycle| {
+            ask(cycle, dir, report)
+        }) {
             Ok((cycle, first)) => Reply::Started {
                 cycle,
                 first_step: Some(first),
             },
             Err(e) => Reply::Error(e),
         },
-        Request::Duration { ms, dir, report } => {
+        Request::Duration {
+            ms,
+            dir,
+            report,
+            options,
+        } => {
             let d = Duration::from_millis(ms);
-            match crate::window::demand_duration(t, d, |cycle| ask(cycle, dir, report)) {
+            match crate::window::demand_duration(t, d, options, |cycle| ask(cycle, dir, report)) {
                 Ok(cycle) => Reply::Started {
                     cycle,
                     first_step: None,

@@ -48,6 +48,9 @@ mod channel;
 // 4. The profiling window: what is recorded, and when cycles begin and end.
 mod window;
 
+// What the window collects while recording (the process's options, or a capture's).
+mod collect;
+
 // 5. The writer thread: drains the channel into the session, and feeds the live figures.
 mod live;
 mod writer;

@@ -144,7 +144,7 @@ fn finish_tracing() {
     if let Some(t) = tracer::running() {
         window::at_exit(t);
         crate::op_batch::flush(t);
-        t.set_kinds(false);
+        t.set_kinds(&[]);
         t.channel.start_draining();
         t.flush_cupti(true);
         if !t.channel.finish_writer(SHUTDOWN_WAIT) {

@@ -9,6 +9,7 @@
 use crate::cupti::Correlated;
 use crate::process::{now_ns, pid, tid};
 use crate::tracer::Tracer;
+use cuprof_core::capture_options::CaptureOptions;
 use cuprof_core::event::Range;
 use cuprof_core::on_demand::{DemandState, OnDemandWindow};
 use cuprof_core::session::Input;
@@ -109,7 +110,7 @@ pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
         });
     }
     if whole_run {
-        set_collecting(t, true);
+        set_collecting(t, true, false);
         t.channel
             .send_window(Input::BeginRecording { ts: now, cycle: 1 });
     } else if let Some(first) = first {
@@ -117,12 +118,14 @@ pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
     }
 }
 
-fn set_collecting(t: &Tracer, on: bool) {
-    COLLECTING.store(on, Relaxed);
-    t.set_kinds(on);
-    if let Some(options) = t.torch_ops {
-        crate::python::operators(options.level(on));
+/// Collection on or off; `capture_over`: an on-demand capture's recording ended.
+fn set_collecting(t: &Tracer, on: bool, capture_over: bool) {
+    if on {
+        crate::collect::start(t);
+    } else {
+        crate::collect::stop(t, capture_over);
     }
+    COLLECTING.store(on, Relaxed);
 }
 
 /// Acts on one transition of the window at time `ts`.
@@ -182,8 +185,8 @@ fn apply_after_call(t: &Tracer, tr: Transition, ts: u64, call: Option<u32>) {
             .send_window(Input::BeginRecording { ts, cycle: number });
     }
     match tr.collection {
-        Collection::Enable => set_collecting(t, true),
-        Collection::Disable => set_collecting(t, false),
+        Collection::Enable => set_collecting(t, true, false),
+        Collection::Disable => set_collecting(t, false, on_demand),
         Collection::Keep => {}
     }
 }
@@ -386,11 +389,22 @@ pub fn at_exit(t: &Tracer) {
 const NOT_ON_DEMAND: &str =
     "this process was not started with --on-demand (CUPROF_ON_DEMAND=1), or its tracing has ended";
 
-/// `cuprof capture --steps`: record `count` steps from step `start` (or the next boundary).
-/// `asked(cycle)` runs before anything is recorded. Returns the cycle and its first step.
-pub fn demand_steps(start: u64, count: u64, asked: impl FnOnce(u32)) -> Result<(u32, u64), String> {
+/// `cuprof capture --steps`: record `count` steps from step `start` (or the next boundary),
+/// collecting with `options`. `asked(cycle)` runs before anything is recorded. Returns the
+/// cycle and its first step.
+pub fn demand_steps(
+    start: u64,
+    count: u64,
+    options: CaptureOptions,
+    asked: impl FnOnce(u32),
+) -> Result<(u32, u64), String> {
+    // Under the window's lock: the first recorded step cannot begin before the options are in.
     let r = with_driver(|d| match d {
-        Driver::OnDemand { window, .. } => Some(window.request_steps(start, count)),
+        Driver::OnDemand { window, .. } => Some(
+            window
+                .request_steps(start, count)
+                .inspect(|_| crate::collect::ask(options)),
+        ),
         _ => None,
     })
     .flatten()
@@ -400,16 +414,18 @@ pub fn demand_steps(start: u64, count: u64, asked: impl FnOnce(u32)) -> Result<(
     Ok(r)
 }
 
-/// `cuprof capture --duration`: record from now for `d` (zero: until [`demand_stop`]).
-/// `asked(cycle)` runs before the recording begins.
+/// `cuprof capture --duration`: record from now for `d` (zero: until [`demand_stop`]),
+/// collecting with `options`. `asked(cycle)` runs before the recording begins.
 pub fn demand_duration(
     t: &Tracer,
     d: std::time::Duration,
+    options: CaptureOptions,
     asked: impl FnOnce(u32),
 ) -> Result<u32, String> {
     let (cycle, tr) = with_driver(|drv| match drv {
         Driver::OnDemand { window, until } => Some(window.request_timed().inspect(|_| {
             *until = (!d.is_zero()).then(|| Instant::now() + d);
+            crate::collect::ask(options);
         })),
         _ => None,
     })
@@ -473,7 +489,7 @@ pub fn expects_steps() -> bool {
 /// Pushes an NVTX range's (or operator's) id as CUPTI's external correlation id while
 /// collecting.
 pub fn push_correlation(t: &Tracer, what: Correlated, id: u64) -> bool {
-    COLLECTING.load(Relaxed) && t.cpu_activity && t.cupti.push_correlation(what, id)
+    COLLECTING.load(Relaxed) && crate::collect::cpu() && t.cupti.push_correlation(what, id)
 }
 
 pub fn pop_correlation(t: &Tracer, what: Correlated) {
@@ -481,19 +497,19 @@ pub fn pop_correlation(t: &Tracer, what: Correlated) {
 }
 
 /// Python call stacks are wanted for operators (`--with-stack`), and the window collects.
-pub fn wants_stacks(t: &Tracer) -> bool {
-    COLLECTING.load(Relaxed) && t.with_stack
+pub fn wants_stacks() -> bool {
+    COLLECTING.load(Relaxed) && crate::collect::stacks()
 }
 
 /// The window collects ranges (CPU activity on): operators' ranges are kept.
-pub fn records_ranges(t: &Tracer) -> bool {
-    COLLECTING.load(Relaxed) && t.cpu_activity
+pub fn records_ranges() -> bool {
+    COLLECTING.load(Relaxed) && crate::collect::cpu()
 }
 
 /// Sends a finished NVTX range to the writer while collecting (ranges outside the window are
 /// worth nothing and cost a channel slot).
 pub fn send_range(t: &Tracer, r: Range) {
-    if COLLECTING.load(Relaxed) && t.cpu_activity {
+    if COLLECTING.load(Relaxed) && crate::collect::cpu() {
         t.channel.send_range(r);
     }
 }
