@@ -78,17 +78,32 @@ fn mm_ops(t: &Value) -> (usize, usize, usize) {
 #[test]
 fn shapes_stacks_and_operators_are_chosen_per_capture() {
     require_python("torch");
-    let mut job = Job::start_with("torchopts", "to", 1, 0, 20, &[("ON_DEMAND_TORCH", "1")]);
+    // Two processes: one started as by default (shapes, no stacks), one without shapes.
+    let mut job = Job::empty("torchopts");
+    let stop = job.stop_file();
+    let args = [stop.to_str().unwrap(), "0", "20"];
+    let torch = ("ON_DEMAND_TORCH", "1");
+    job.spawn("on_demand.py", &args, "dflt", (0, 1), &[torch]);
+    job.spawn(
+        "on_demand.py",
+        &args,
+        "noshapes",
+        (0, 1),
+        &[torch, ("CUPROF_RECORD_SHAPES", "0")],
+    );
     job.wait_ready();
-    let pid = job.pids()[0].to_string();
+    let [dflt, noshapes] = [0, 1].map(|i| job.pids()[i].to_string());
     let caps = job.dir.path().join("caps");
     // One torch.mm a step; two steps a capture.
-    job.capture_steps_with(&pid, "2", &caps, &["--no-torch-ops"]);
-    assert_eq!(mm_ops(&trace(&caps, "to", 1)), (0, 0, 0));
-    job.capture_steps_with(&pid, "2", &caps, &["--with-stack", "--no-record-shapes"]);
-    assert_eq!(mm_ops(&trace(&caps, "to", 2)), (2, 0, 2));
-    // As the process started: shapes, no stacks.
-    job.capture_steps(&pid, "2", &caps);
-    assert_eq!(mm_ops(&trace(&caps, "to", 3)), (2, 2, 0));
+    job.capture_steps_with(&dflt, "2", &caps, &["--no-torch-ops"]);
+    assert_eq!(mm_ops(&trace(&caps, "dflt", 1)), (0, 0, 0));
+    job.capture_steps_with(&dflt, "2", &caps, &["--with-stack", "--no-record-shapes"]);
+    assert_eq!(mm_ops(&trace(&caps, "dflt", 2)), (2, 0, 2));
+    job.capture_steps(&dflt, "2", &caps);
+    assert_eq!(mm_ops(&trace(&caps, "dflt", 3)), (2, 2, 0));
+    job.capture_steps_with(&noshapes, "2", &caps, &["--record-shapes"]);
+    assert_eq!(mm_ops(&trace(&caps, "noshapes", 1)), (2, 2, 0));
+    job.capture_steps(&noshapes, "2", &caps);
+    assert_eq!(mm_ops(&trace(&caps, "noshapes", 2)), (2, 0, 0));
     job.finish();
 }
