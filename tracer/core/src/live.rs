@@ -39,13 +39,35 @@ struct Tally {
     ns: u64,
 }
 
+/// Hashes an address with one folded multiply (the default SipHash costs more than the rest
+/// of a kernel's tally); the fold keeps the high bits, where aligned addresses differ.
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl std::hash::Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_usize(self.0 as usize ^ usize::from(b));
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        let p = u128::from(n as u64) * 0x9E37_79B9_7F4A_7C15;
+        self.0 = (p as u64) ^ ((p >> 64) as u64);
+    }
+}
+
 /// Tallies by name. Kernel names are shared `Arc`s, so they are found by address first (no
 /// hashing of long C++ names per kernel); the `Arc`s are kept so that an address is never
 /// reused by another name.
 #[derive(Default)]
 struct Table {
     by_name: HashMap<Box<str>, u32>,
-    by_address: HashMap<usize, u32>,
+    by_address: HashMap<usize, u32, std::hash::BuildHasherDefault<AddressHasher>>,
     pinned: Vec<Name>,
     rows: Vec<(Box<str>, Tally)>,
 }
