@@ -12,6 +12,8 @@
 //!
 //! Plain timing on the thread's CPU clock, fastest of 7 passes.
 
+mod common;
+use common::thread_cpu_ns;
 use cuprof_core::event::{ApiCall, ApiDomain, Event, Kernel, Memcpy, Name};
 use cuprof_core::live::LiveStats;
 use std::sync::Arc;
@@ -22,40 +24,10 @@ const BATCH: u64 = 4_000;
 /// 100,000 kernels a second.
 const PERIOD_NS: u64 = 10_000;
 
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 fn kernel(name: &Name, start: u64, correlation: u32) -> Event {
-    Event::Kernel(Kernel {
-        name: name.clone(),
-        start,
-        end: start + 6_000,
-        queued: 0,
-        submitted: 0,
-        device: 0,
-        context: 1,
-        stream: 7,
-        correlation,
-        registers_per_thread: 32,
-        static_shared_memory: 0,
-        dynamic_shared_memory: 0,
-        grid: [132, 1, 1],
-        block: [256, 1, 1],
-        cluster: [0, 0, 0],
-        graph_id: 0,
-        graph_node_id: 0,
-        launch_type: 0,
-        channel_id: 0,
-        channel_type: 0,
-        is_device_launched: None,
-    })
+    let mut k = Kernel::sample("", correlation, start, start + 6_000);
+    k.name = name.clone();
+    Event::Kernel(k)
 }
 
 fn batches() -> Vec<Vec<Event>> {

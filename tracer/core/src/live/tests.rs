@@ -32,20 +32,7 @@ fn copy(start: u64, end: u64) -> Event {
 }
 
 fn memory(op: MemoryOp, kind: u32, bytes: u64) -> Event {
-    Event::Memory(Memory {
-        op,
-        memory_kind: kind,
-        correlation: 3,
-        address: 0x1000,
-        bytes,
-        timestamp: 1,
-        pid: 1,
-        device: 0,
-        context: 1,
-        stream: 0,
-        is_async: false,
-        pool_address: 0,
-    })
+    Event::Memory(Memory::sample(op, kind, 0x1000, bytes, 1))
 }
 
 fn op(record: &str, start: u64, end: u64) -> Range {
