@@ -390,3 +390,60 @@ fn top_names_a_process_of_another_release_in_one_line() {
         format!("cuprof top: 1 process, refreshed every second\nprocess {pid}'s answer: the other side speaks control protocol 1, this cuprof speaks 2: use cuprof and libcuprof.so of the same release\n\n")
     );
 }
+
+/// The names of a list of a `cuprof top` screen (`  TITLE:` then its rows), with their counts.
+fn listed(screen: &str, title: &str) -> BTreeMap<String, u64> {
+    screen
+        .lines()
+        .skip_while(|l| *l != format!("  {title}:"))
+        .skip(1)
+        .map_while(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let [count, _, _, name] = f[..] else {
+                return None;
+            };
+            Some((name.to_owned(), count.parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn top_shows_the_operators_of_a_torch_process() {
+    require_python("torch");
+    let mut job = Job::start_with("toptorch", "tt", 1, 0, 20, &[("ON_DEMAND_TORCH", "1")]);
+    job.wait_ready();
+    let pid = job.pids()[0];
+    // The recorder never imports torch: it records operators once the program has imported it,
+    // which on_demand.py does after CUDA's initialisation, before its first step.
+    for _ in 0..600 {
+        let (ps, _) = job.ok(&["ps"]);
+        if ps.lines().nth(1).and_then(|l| l.split('\t').nth(4)) != Some("0") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let caps = job.dir.path().join("caps");
+    let capture = capture_until_interrupted(&job, pid, &caps);
+    wait_state(&job, "recording");
+    // One torch.mm a step, which calls aten::resolve_conj three times.
+    let names = ["aten::mm", "aten::resolve_conj"];
+    let mut screen = String::new();
+    for _ in 0..100 {
+        screen = job.ok(&["top", "-n", "1"]).0;
+        let total = listed(&screen, "operators, since the capture began");
+        if names.iter().all(|n| total.get(*n).is_some_and(|&c| c > 0)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for title in [
+        "operators, last second",
+        "operators, since the capture began",
+    ] {
+        let ops = listed(&screen, title);
+        assert_eq!(ops.keys().collect::<Vec<_>>(), names, "{title}:\n{screen}");
+    }
+    let err = interrupt(capture);
+    assert_eq!(wrote_lines(&err), 1, "{err}");
+    job.finish();
+}
