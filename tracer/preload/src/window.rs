@@ -118,14 +118,16 @@ pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
     }
 }
 
-/// Collection on or off; `capture_over`: an on-demand capture's recording ended.
+/// Collection on or off; `capture_over`: an on-demand capture's recording ended. The flag the
+/// NVTX path reads is raised after what it reads with it is set, and lowered first.
 fn set_collecting(t: &Tracer, on: bool, capture_over: bool) {
     if on {
         crate::collect::start(t);
+        COLLECTING.store(true, Relaxed);
     } else {
+        COLLECTING.store(false, Relaxed);
         crate::collect::stop(t, capture_over);
     }
-    COLLECTING.store(on, Relaxed);
 }
 
 /// Acts on one transition of the window at time `ts`.
