@@ -316,6 +316,8 @@ pub fn capture(a: CaptureArgs) -> Result<()> {
 fn record_until_interrupted(dir: &Path, started: &[(u32, u32)]) -> Result<()> {
     let interrupted = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second signal, while the files are awaited, ends this command as signals do.
+        signal_hook::flag::register_conditional_shutdown(sig, 130, interrupted.clone())?;
         signal_hook::flag::register(sig, interrupted.clone())?;
     }
     eprintln!("cuprof: recording until interrupted (Ctrl-C); cuprof top shows it live");
