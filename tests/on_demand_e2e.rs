@@ -6,6 +6,7 @@
 //! `cuprof ps` sees.
 
 mod common;
+use common::on_demand::*;
 use common::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -13,169 +14,7 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-
-/// Processes of one job, started on-demand, each running `on_demand.py`.
-struct Job {
-    dir: TempDir,
-    children: Vec<Child>,
-}
-
-impl Job {
-    /// `n` ranks named `name`, each running `on_demand.py STOP LIMIT STEP_MS`.
-    fn start(tag: &str, name: &str, n: u32, limit: u32, step_ms: u32) -> Job {
-        Job::start_with(tag, name, n, limit, step_ms, &[])
-    }
-
-    /// [`Job::start`] with `env` added to each process's environment.
-    fn start_with(
-        tag: &str,
-        name: &str,
-        n: u32,
-        limit: u32,
-        step_ms: u32,
-        env: &[(&str, &str)],
-    ) -> Job {
-        let dir = TempDir::new(tag);
-        std::fs::create_dir(dir.path().join("rt")).unwrap();
-        std::fs::set_permissions(dir.path().join("rt"), PermissionsExt::from_mode(0o700)).unwrap();
-        let job = Job {
-            dir,
-            children: Vec::new(),
-        };
-        job.spawn(name, n, limit, step_ms, env)
-    }
-
-    fn spawn(mut self, name: &str, n: u32, limit: u32, step_ms: u32, env: &[(&str, &str)]) -> Job {
-        for rank in 0..n {
-            let stop = self.stop_file();
-            let args = [
-                stop.to_str().unwrap(),
-                &limit.to_string(),
-                &step_ms.to_string(),
-            ];
-            let mut run = Run::python("on_demand.py", &args, &self.dir.path().join("out"))
-                .env("CUPROF_ON_DEMAND", "1")
-                .env("CUPROF_NAME", name)
-                .env("XDG_RUNTIME_DIR", self.runtime_dir())
-                .env("RANK", rank.to_string())
-                .env("WORLD_SIZE", n.to_string());
-            for (k, v) in env {
-                run = run.env(k, v);
-            }
-            run.cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-            self.children.push(run.cmd.spawn().expect("python3 runs"));
-        }
-        self
-    }
-
-    fn runtime_dir(&self) -> PathBuf {
-        self.dir.path().join("rt")
-    }
-
-    fn socket_dir(&self) -> PathBuf {
-        self.runtime_dir().join("cuprof")
-    }
-
-    fn stop_file(&self) -> PathBuf {
-        self.dir.path().join("stop")
-    }
-
-    fn pids(&self) -> Vec<u32> {
-        self.children.iter().map(Child::id).collect()
-    }
-
-    /// Waits (bounded) until every process has its control socket.
-    fn wait_ready(&self) {
-        for _ in 0..600 {
-            if self
-                .pids()
-                .iter()
-                .all(|p| self.socket_dir().join(format!("{p}.sock")).exists())
-            {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        panic!("the processes never opened their control sockets");
-    }
-
-    /// `cuprof ARGS` with this job's runtime directory.
-    fn cuprof(&self, args: &[&str]) -> Output {
-        let out = Command::new(cuprof_bin())
-            .args(args)
-            .env("XDG_RUNTIME_DIR", self.runtime_dir())
-            .output()
-            .unwrap();
-        if std::env::var_os("CUPROF_TEST_VERBOSE").is_some() {
-            eprintln!("cuprof {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        out
-    }
-
-    fn ok(&self, args: &[&str]) -> (String, String) {
-        let out = self.cuprof(args);
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "cuprof {args:?}: {stderr}");
-        (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
-    }
-
-    /// `cuprof capture --pid PID --steps N --dir CAPS`, which must write one file.
-    fn capture_steps(&self, pid: &str, n: &str, caps: &Path) {
-        let dir = caps.to_str().unwrap();
-        let args = [
-            "capture",
-            "--pid",
-            pid,
-            "--steps",
-            n,
-            "--dir",
-            dir,
-            "--no-report",
-        ];
-        let (_, err) = self.ok(&args);
-        assert_eq!(wrote_lines(&err), 1, "{err}");
-    }
-
-    /// Stops the processes and returns each one's printed result, checked unharmed, and its
-    /// stderr.
-    fn finish(&mut self) -> Vec<(Value, String)> {
-        std::fs::write(self.stop_file(), "").unwrap();
-        let mut results = Vec::new();
-        for c in std::mem::take(&mut self.children) {
-            let out = c.wait_with_output().unwrap();
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(out.status.success(), "{stderr}");
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            let v: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
-            results.push((v, stderr.into_owned()));
-        }
-        for (v, _) in &results {
-            let n = v["steps"].as_u64().unwrap();
-            assert_eq!(
-                v["sum"].as_u64().unwrap(),
-                (0..n).map(|i| i * i).sum::<u64>()
-            );
-        }
-        results
-    }
-}
-
-/// `cuprof ps`'s rows: pid -> (rank, name, state, files).
-fn ps_rows(stdout: &str) -> BTreeMap<u32, (String, String, String, String)> {
-    let mut lines = stdout.lines();
-    assert_eq!(lines.next(), Some("PID\tRANK\tNAME\tSTATE\tSTEPS\tFILES"));
-    lines
-        .map(|l| {
-            let f: Vec<&str> = l.split('\t').collect();
-            assert_eq!(f.len(), 6, "{l}");
-            (
-                f[0].parse().unwrap(),
-                (f[1].into(), f[2].into(), f[3].into(), f[5].into()),
-            )
-        })
-        .collect()
-}
+use std::process::{Command, Stdio};
 
 fn steps_of(trace: &Value) -> Vec<u64> {
     let mut s: Vec<u64> = events(trace, "user_annotation")
@@ -194,13 +33,6 @@ fn steps_of(trace: &Value) -> Vec<u64> {
 
 fn kernels(trace: &Value) -> BTreeMap<String, usize> {
     count_by_name(&events(trace, "kernel"))
-}
-
-fn wrote_lines(stderr: &str) -> usize {
-    stderr
-        .lines()
-        .filter(|l| l.starts_with("cuprof: wrote "))
-        .count()
 }
 
 fn rank_file(dir: &Path, name: &str, rank: u32, cycle: u32) -> PathBuf {
@@ -377,44 +209,16 @@ fn the_socket_directory_and_sockets_are_private() {
     std::fs::remove_file(&planted).unwrap();
 
     // Another user cannot even reach the directory, and the process records nothing.
-    let nobody = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(cuprof_bin())
-        .args(["capture", "--all", "--steps", "1"])
-        .env("XDG_RUNTIME_DIR", job.runtime_dir())
-        .output()
-        .unwrap();
-    assert!(!nobody.status.success());
-    let err = String::from_utf8_lossy(&nobody.stderr).into_owned();
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("Permission denied"), "{err}");
+    job.refused_to_nobody(&["capture", "--all", "--steps", "1"]);
     let (ps, _) = job.ok(&["ps"]);
     assert_eq!(ps_rows(&ps).values().next().unwrap().2, "ready");
 
     // Were the socket reachable (its mode opened, and the directory bypassed through an O_PATH
     // descriptor opened as root), the peer check still refuses another uid.
     std::fs::set_permissions(&live, PermissionsExt::from_mode(0o666)).unwrap();
-    let other = Command::new("/usr/bin/python3")
-        .arg("-c")
-        .arg(concat!(
-            "import os, socket, sys\n",
-            "fd = os.open(sys.argv[1], os.O_PATH)\n",
-            "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n",
-            "s = socket.socket(socket.AF_UNIX)\n",
-            "s.connect(f'/proc/self/fd/{fd}')\n",
-            // The refusal may come (and the connection close) before the request is sent.
-            "try: s.sendall(b'cuprof\\t1\\tsteps\\t0\\t1\\t\\t/tmp/x\\n')\n",
-            "except BrokenPipeError: pass\n",
-            "print(s.recv(9000).decode(), end='')\n",
-        ))
-        .arg(&live)
-        .output()
-        .unwrap();
     assert_eq!(
-        String::from_utf8_lossy(&other.stdout),
-        "cuprof\t1\terror\tpermission denied: not the owner of this process\n",
-        "{}",
-        String::from_utf8_lossy(&other.stderr)
+        as_nobody_through(&live, "cuprof\t2\tsteps\t0\t1\t\t/tmp/x\t\n"),
+        "cuprof\t2\terror\tpermission denied: not the owner of this process\n",
     );
     let (ps, _) = job.ok(&["ps"]);
     assert_eq!(ps_rows(&ps).values().next().unwrap().2, "ready");
@@ -503,13 +307,18 @@ fn garbage_truncated_and_oversized_messages_do_not_touch_the_program() {
     let mut job = Job::start("garbage", "g", 1, 0, 20);
     job.wait_ready();
     let socket = job.socket_dir().join(format!("{}.sock", job.pids()[0]));
-    let cases: [(&[u8], &str); 6] = [
-        (b"GET / HTTP/1.1\r\n\r\n", "cuprof\t1\terror\tthe message is not a cuprof control message\n"),
-        (b"cuprof\t1\tste", "cuprof\t1\terror\tmalformed control message: unknown request\n"),
-        (b"cuprof\t1\tsteps\t-1\t3\t\t/x\n", "cuprof\t1\terror\tmalformed control message: step number\n"),
-        (b"\xff\xfe\x00\n", "cuprof\t1\terror\tthe request is not UTF-8\n"),
-        (b"cuprof\t7\tstatus\n", "cuprof\t1\terror\tthe other side speaks control protocol 7, this cuprof speaks 1: use cuprof and libcuprof.so of the same release\n"),
-        (b"", "cuprof\t1\terror\tthe message is not a cuprof control message\n"),
+    let cases: [(&[u8], &str); 10] = [
+        (b"GET / HTTP/1.1\r\n\r\n", "cuprof\t2\terror\tthe message is not a cuprof control message\n"),
+        (b"cuprof\t2\tste", "cuprof\t2\terror\tmalformed control message: unknown request\n"),
+        (b"cuprof\t2\tsteps\t-1\t3\t\t/x\t\n", "cuprof\t2\terror\tmalformed control message: step number\n"),
+        (b"\xff\xfe\x00\n", "cuprof\t2\terror\tthe request is not UTF-8\n"),
+        (b"cuprof\t7\tstatus\n", "cuprof\t2\terror\tthe other side speaks control protocol 7, this cuprof speaks 2: use cuprof and libcuprof.so of the same release\n"),
+        (b"", "cuprof\t2\terror\tthe message is not a cuprof control message\n"),
+        // The release before `live` and `stop` (protocol 1).
+        (b"cuprof\t1\tstatus\n", "cuprof\t2\terror\tthe other side speaks control protocol 1, this cuprof speaks 2: use cuprof and libcuprof.so of the same release\n"),
+        (b"cuprof\t2\tlive\tmore\n", "cuprof\t2\terror\tmalformed control message: unknown request\n"),
+        (b"cuprof\t2\tstop\n", "cuprof\t2\terror\tno capture by duration runs in this process: nothing to stop\n"),
+        (b"cuprof\t2\tduration\t5\t\t/x\tmem=1\n", "cuprof\t2\terror\tmalformed control message: unknown capture option\n"),
     ];
     for (bytes, want) in cases {
         assert_eq!(raw(&socket, bytes), want, "{bytes:?}");
@@ -527,7 +336,7 @@ fn garbage_truncated_and_oversized_messages_do_not_touch_the_program() {
     let long = vec![b'x'; 100_000];
     assert_eq!(
         raw(&socket, &long),
-        "cuprof\t1\terror\tthe message is longer than 8192 bytes\n"
+        "cuprof\t2\terror\tthe message is longer than 8192 bytes\n"
     );
     // Still served, still ready, nothing recorded.
     let (ps, _) = job.ok(&["ps"]);

@@ -12,22 +12,28 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use cuprof_core::capture_options::CaptureOptions;
 use cuprof_core::control::{self as proto, Reply, Request, Status};
 
 /// How long a process may take to answer one request.
 const ANSWER_WAIT: Duration = Duration::from_secs(5);
 /// How often a capture asks whether the processes have written their files.
 const POLL: Duration = Duration::from_millis(100);
+/// How often a capture until interrupted looks at its interrupt flag.
+const INTERRUPT_NAP: Duration = Duration::from_millis(20);
 
 const CAPTURE_EXAMPLES: &str = "\
 Examples:
   cuprof run --on-demand --name train -- torchrun --nproc_per_node=8 train.py
   cuprof capture --name train --steps 5        the same 5 steps in every rank
   cuprof capture --pid 4242 --duration 10      10 s of process 4242
+  cuprof capture --all --duration 0            until Ctrl-C (cuprof top shows it live)
   srun --overlap --nodes=4 --ntasks-per-node=1 cuprof capture --name train --steps 5
                                                every node of a Slurm job";
 
@@ -51,8 +57,8 @@ pub struct CaptureArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), required_unless_present = "duration", conflicts_with = "duration")]
     steps: Option<u64>,
 
-    /// Record for this long, from now
-    #[arg(long, value_name = "SECONDS", value_parser = positive_seconds)]
+    /// Record for this long, from now; 0: until this command is interrupted (Ctrl-C, SIGTERM)
+    #[arg(long, value_name = "SECONDS", value_parser = seconds)]
     duration: Option<Duration>,
 
     /// Where the traces go [default: each process's own directory]
@@ -62,20 +68,72 @@ pub struct CaptureArgs {
     /// Do not analyse the traces (by default: the short summary `cuprof run` prints)
     #[arg(long)]
     no_report: bool,
+
+    #[command(flatten)]
+    options: CaptureOptionArgs,
+}
+
+/// What this capture records, when not what each process started with (as `cuprof run`
+/// spells it; an option not given keeps the process's own).
+#[derive(Args, Debug)]
+struct CaptureOptionArgs {
+    /// What to trace in this capture: CPU (runtime/driver API, NVTX, PyTorch operators), GPU
+    /// (kernels, copies, memsets, syncs) [default: what the process traces]. MEM is chosen
+    /// when the process starts (cuprof run --activities ...,MEM)
+    #[arg(long, num_args = 1.., value_delimiter = ',', value_enum, ignore_case = true)]
+    activities: Vec<crate::run::Activity>,
+
+    /// The Python call stacks of PyTorch operators, in this capture
+    #[arg(long)]
+    with_stack: bool,
+
+    /// PyTorch operators with their input shapes, in this capture (for a process started with
+    /// --no-record-shapes)
+    #[arg(long, conflicts_with = "no_record_shapes")]
+    record_shapes: bool,
+
+    /// PyTorch operators without their input shapes, in this capture
+    #[arg(long)]
+    no_record_shapes: bool,
+
+    /// No PyTorch operators in this capture
+    #[arg(long)]
+    no_torch_ops: bool,
+
+    /// A `flops` arg on the PyTorch operators torch counts, in this capture
+    #[arg(long)]
+    with_flops: bool,
+}
+
+impl CaptureOptionArgs {
+    fn options(&self) -> Result<CaptureOptions> {
+        let activities =
+            (!self.activities.is_empty()).then(|| crate::run::activities_of(&self.activities));
+        if activities.is_some_and(|a| a.mem) {
+            bail!("--activities MEM cannot be chosen per capture: device memory records run for the whole program (start it with cuprof run --activities CPU,GPU,MEM)");
+        }
+        let flag = |on: bool, value: bool| on.then_some(value);
+        Ok(CaptureOptions {
+            cpu: activities.map(|a| a.cpu),
+            gpu: activities.map(|a| a.gpu),
+            with_stack: flag(self.with_stack, true),
+            record_shapes: flag(self.record_shapes, true).or(flag(self.no_record_shapes, false)),
+            with_flops: flag(self.with_flops, true),
+            torch_ops: flag(self.no_torch_ops, false),
+        })
+    }
 }
 
 #[derive(Args, Debug)]
 pub struct PsArgs {}
 
-fn positive_seconds(s: &str) -> Result<Duration, String> {
-    match cuprof_core::config::parse_seconds(s.trim()) {
-        Some(d) if !d.is_zero() => Ok(d),
-        _ => Err("a positive number of seconds, like 10 or 2.5".into()),
-    }
+fn seconds(s: &str) -> Result<Duration, String> {
+    cuprof_core::config::parse_seconds(s.trim())
+        .ok_or_else(|| "a number of seconds, like 10 or 2.5 (0: until interrupted)".into())
 }
 
 /// This user's socket directory, checked private; `None` when it does not exist.
-fn socket_dir() -> Result<Option<PathBuf>> {
+pub(crate) fn socket_dir() -> Result<Option<PathBuf>> {
     // SAFETY: geteuid has no preconditions.
     let uid = unsafe { libc::geteuid() };
     let dir = proto::socket_dir(
@@ -94,7 +152,7 @@ fn socket_dir() -> Result<Option<PathBuf>> {
 }
 
 /// One request to process `pid`, one reply.
-fn ask(dir: &Path, pid: u32, req: &Request) -> Result<Reply> {
+pub(crate) fn ask(dir: &Path, pid: u32, req: &Request) -> Result<Reply> {
     let path = proto::socket_path(dir, pid);
     let meta = std::fs::symlink_metadata(&path).with_context(|| {
         format!("process {pid} has no control socket ({}): it was not started with --on-demand, has ended, or belongs to another user", path.display())
@@ -128,7 +186,7 @@ fn status(dir: &Path, pid: u32) -> Result<Status> {
     }
 }
 
-fn no_process(what: &str) -> anyhow::Error {
+pub(crate) fn no_process(what: &str) -> anyhow::Error {
     anyhow::anyhow!("no process {what}runs with --on-demand for this user on this host (start one with cuprof run --on-demand; cuprof ps lists them)")
 }
 
@@ -186,6 +244,7 @@ pub fn capture(a: CaptureArgs) -> Result<()> {
     let Some(dir) = socket_dir()? else {
         return Err(no_process(""));
     };
+    let options = a.options.options()?;
     let targets = targets(&dir, &a)?;
     let trace_dir = a
         .dir
@@ -207,11 +266,13 @@ pub fn capture(a: CaptureArgs) -> Result<()> {
                 count,
                 dir: trace_dir.clone(),
                 report: report.clone(),
+                options,
             },
             (None, d) => Request::Duration {
                 ms: d.map_or(0, |d| d.as_millis() as u64),
                 dir: trace_dir.clone(),
                 report: report.clone(),
+                options,
             },
         };
         match ask(&dir, s.pid, &req) {
@@ -242,8 +303,43 @@ pub fn capture(a: CaptureArgs) -> Result<()> {
     for r in &refused {
         eprintln!("cuprof: {r}");
     }
+    if a.duration.is_some_and(|d| d.is_zero()) {
+        record_until_interrupted(&dir, &started)?;
+    }
     wait_for_files(&dir, &mut started);
     crate::run::end_of_run::print(&report, !a.no_report);
+    Ok(())
+}
+
+/// `--duration 0`: the processes record until this command gets SIGINT or SIGTERM (or until
+/// every one of them has exited), then each is told to stop.
+fn record_until_interrupted(dir: &Path, started: &[(u32, u32)]) -> Result<()> {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second signal, while the files are awaited, ends this command as signals do.
+        signal_hook::flag::register_conditional_shutdown(sig, 130, interrupted.clone())?;
+        signal_hook::flag::register(sig, interrupted.clone())?;
+    }
+    eprintln!("cuprof: recording until interrupted (Ctrl-C); cuprof top shows it live");
+    let mut polled = std::time::Instant::now();
+    while !interrupted.load(Relaxed) {
+        std::thread::sleep(INTERRUPT_NAP);
+        if polled.elapsed() >= POLL {
+            polled = std::time::Instant::now();
+            if started.iter().all(|&(pid, _)| !proto::alive(pid)) {
+                return Ok(());
+            }
+        }
+    }
+    for &(pid, cycle) in started {
+        match ask(dir, pid, &Request::Stop) {
+            Ok(Reply::Stopped { .. }) => {}
+            // Ended meanwhile (exited: its file is closed on the way out).
+            Ok(Reply::Error(e)) => eprintln!("cuprof: process {pid}, capture {cycle}: {e}"),
+            Ok(other) => eprintln!("cuprof: process {pid} answered {other:?} to stop"),
+            Err(e) => eprintln!("cuprof: {}", crate::console::one_line(&e)),
+        }
+    }
     Ok(())
 }
 

@@ -19,6 +19,9 @@ mod observer_cmd;
 mod output;
 mod repair_cmd;
 mod run;
+mod terminal;
+mod top_cmd;
+mod top_view;
 
 use std::process::ExitCode;
 
@@ -63,6 +66,9 @@ enum Command {
     Capture(control_cmd::CaptureArgs),
     /// List the processes of this user on this host started with --on-demand
     Ps(control_cmd::PsArgs),
+    /// Watch the on-demand processes live while they record: GPU busy share, top kernels and
+    /// operators, step time, device memory (q quits)
+    Top(top_cmd::TopArgs),
 }
 
 fn dispatch(command: Command) -> anyhow::Result<()> {
@@ -78,6 +84,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Observer(a) => observer_cmd::run(a),
         Command::Capture(a) => control_cmd::capture(a),
         Command::Ps(a) => control_cmd::ps(a),
+        Command::Top(a) => top_cmd::top(a),
     }
 }
 

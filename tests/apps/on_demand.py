@@ -5,7 +5,8 @@ it lasts about argv[3] ms (default 20). Runs until the file argv[1] exists, or f
 steps when given (0: no limit). Prints {"steps": N, "sum": S} with S the sum of i*i over the steps: a result
 that nothing cuprof does may change. With ON_DEMAND_SECOND_CLIENT_AT=N, a second CUPTI client
 (torch.profiler's way) subscribes at step N: cuprof steps aside. With ON_DEMAND_TORCH=1, each
-step also runs one `torch.mm` on the CPU (an `aten::mm` operator)."""
+step also runs one `torch.mm` on the CPU (an `aten::mm` operator). ON_DEMAND_KERNEL_SCALE=K
+makes both kernels K times longer (K=100: 4 ms and 1 ms)."""
 import ctypes
 import json
 import os
@@ -28,11 +29,12 @@ if os.environ.get("ON_DEMAND_TORCH") == "1":
 else:
     operator = lambda: None  # noqa: E731
 second_at = int(os.environ.get("ON_DEMAND_SECOND_CLIENT_AT", "-1"))
+scale = int(os.environ.get("ON_DEMAND_KERNEL_SCALE", "1"))
 i = 0
 total = 0
 while not os.path.exists(stop_file) and (limit == 0 or i < limit):
-    d.double_launch_kernel(b"_Z4gemmv", 0, 7, 132, 1, 1, 256, 1, 1, 40_000)
-    d.double_launch_kernel(b"_Z7softmaxv", 0, 7, 64, 1, 1, 128, 1, 1, 10_000)
+    d.double_launch_kernel(b"_Z4gemmv", 0, 7, 132, 1, 1, 256, 1, 1, 40_000 * scale)
+    d.double_launch_kernel(b"_Z7softmaxv", 0, 7, 64, 1, 1, 128, 1, 1, 10_000 * scale)
     operator()
     if i == second_at:
         assert d.double_second_client_subscribe() == 0

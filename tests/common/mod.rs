@@ -209,6 +209,7 @@ pub fn num_text(v: &Value) -> String {
 }
 
 pub mod dump;
+pub mod on_demand;
 pub mod rules;
 
 /// One trace event with its `ts` and `dur` exactly as written (f64 parsing would lose

@@ -48,7 +48,7 @@ pub(crate) mod load;
 mod merge;
 mod model;
 pub(crate) mod operators;
-mod render;
+pub(crate) mod render;
 mod run_summary;
 mod saturating;
 mod series;

@@ -23,6 +23,7 @@ mod library;
 mod options;
 
 pub use options::RunArgs;
+pub(crate) use options::{activities_of, Activity};
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

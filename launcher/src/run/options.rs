@@ -157,8 +157,25 @@ pub(super) struct Options {
     cupti: Option<PathBuf>,
 }
 
+/// The activity groups of a list of `--activities` values.
+pub(crate) fn activities_of(list: &[Activity]) -> Activities {
+    let mut a = Activities {
+        cpu: false,
+        gpu: false,
+        mem: false,
+    };
+    for activity in list {
+        match activity {
+            Activity::Cpu => a.cpu = true,
+            Activity::Gpu => a.gpu = true,
+            Activity::Mem => a.mem = true,
+        }
+    }
+    a
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
-enum Activity {
+pub(crate) enum Activity {
     #[value(name = "CPU")]
     Cpu,
     #[value(name = "GPU")]
@@ -212,21 +229,7 @@ impl Options {
         let absolute = |p: &Path, option: &str| {
             std::path::absolute(p).with_context(|| format!("{option} {}", p.display()))
         };
-        let activities = (!self.activities.is_empty()).then(|| {
-            let mut a = Activities {
-                cpu: false,
-                gpu: false,
-                mem: false,
-            };
-            for activity in &self.activities {
-                match activity {
-                    Activity::Cpu => a.cpu = true,
-                    Activity::Gpu => a.gpu = true,
-                    Activity::Mem => a.mem = true,
-                }
-            }
-            a
-        });
+        let activities = (!self.activities.is_empty()).then(|| activities_of(&self.activities));
         // Flags ask for what is not the default; without them, the library's default holds.
         let flag = |on: bool, value: bool| on.then_some(value);
         Ok(Settings {

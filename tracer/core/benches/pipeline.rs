@@ -23,6 +23,8 @@
 //! Before the timed groups it prints (and writes to `target/criterion/cuprof-summary.json`)
 //! the on-disk size per kernel event per gzip level and the in-memory sizes of the event model.
 
+mod common;
+use common::thread_cpu_ns;
 use criterion::{black_box, BatchSize, BenchmarkId, Criterion, Throughput};
 use cuprof_core::decode::{off, Decoder, LayoutFamily, Resolve};
 use cuprof_core::event::{ApiDomain, Event, Name};
@@ -546,17 +548,6 @@ fn records(bufs: &[Buffer]) -> u64 {
 }
 
 // ------------------------------------------------------------------ figures on the thread's CPU clock
-
-/// CPU time of the calling thread: what the stage costs, whatever else the machine runs.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes one timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 /// Runs `f` `reps` times; medians of (wall ns, this thread's CPU ns). `f` returns what it wants
 /// dropped after the clock stops.

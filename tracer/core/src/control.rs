@@ -6,25 +6,42 @@
 //! protocol [`VERSION`], so that a `cuprof` of another release gets one clear line:
 //!
 //! ```text
-//! cuprof 1 status                               -> cuprof 1 status PID RANK NAME STATE STEP FILES CAPTURES_DONE
-//! cuprof 1 steps START COUNT DIR REPORT         -> cuprof 1 started CYCLE FIRST_STEP
-//! cuprof 1 duration MS DIR REPORT               -> cuprof 1 started CYCLE -
-//! anything refused                              -> cuprof 1 error MESSAGE
+//! cuprof 2 status                       -> cuprof 2 status PID RANK NAME STATE STEP FILES CAPTURES_DONE
+//! cuprof 2 steps START COUNT DIR REPORT OPTIONS -> cuprof 2 started CYCLE FIRST_STEP
+//! cuprof 2 duration MS DIR REPORT OPTIONS       -> cuprof 2 started CYCLE -
+//! cuprof 2 stop                         -> cuprof 2 stopped CYCLE
+//! cuprof 2 live                         -> cuprof 2 live STATUS... SNAPSHOT...
+//! anything refused                      -> cuprof 2 error MESSAGE
 //! ```
 //!
 //! `DIR` (empty: the process's own directory) receives the capture's trace; the process appends
 //! one [`crate::config::report::ReportLine`] per file it writes to the file `REPORT`, which
-//! the requester created.
+//! the requester created. A duration of 0 ms records until `stop`. `OPTIONS` is what the
+//! capture records if not what the process started with ([`CaptureOptions`]; empty: as
+//! started).
+//!
+//! `live` (for `cuprof top`) answers the status fields, then the process's
+//! [`crate::live::Snapshot`]: `SINCE GPU_TO BUSY_NS OPS_TO STEP_LAST STEP_P50 MEMORY` (`-` for
+//! none), then four lists (kernels in the last window, kernels since the recording began,
+//! operators likewise), each its length then `NAME COUNT NS` per entry. Names are cut to
+//! [`MAX_NAME`] bytes, so that the longest reply fits in [`MAX_LINE`].
+//!
+//! Version 2 added `stop` and `live`.
 
+use crate::capture_options::CaptureOptions;
+use crate::live::{Snapshot, Top};
 use std::ffi::OsString;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// The longest line either side accepts, newline included (two paths fit with room).
 pub const MAX_LINE: usize = 8192;
 const MAGIC: &str = "cuprof";
+/// The longest name in a `live` reply (the process's and each kernel's or operator's), bytes:
+/// 21 names of this length and every number at its longest fit in [`MAX_LINE`].
+pub const MAX_NAME: usize = 256;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
@@ -34,12 +51,18 @@ pub enum Request {
         count: u64,
         dir: Option<PathBuf>,
         report: PathBuf,
+        options: CaptureOptions,
     },
     Duration {
         ms: u64,
         dir: Option<PathBuf>,
         report: PathBuf,
+        options: CaptureOptions,
     },
+    /// Ends a capture of duration 0 (until stopped).
+    Stop,
+    /// The process's live figures (`cuprof top`).
+    Live,
 }
 
 /// A process's answer to [`Request::Status`].
@@ -65,7 +88,19 @@ pub enum Reply {
         cycle: u32,
         first_step: Option<u64>,
     },
+    /// A capture until stopped was stopped: its cycle is being written.
+    Stopped {
+        cycle: u32,
+    },
+    Live(Box<Live>),
     Error(String),
+}
+
+/// A process's answer to [`Request::Live`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Live {
+    pub status: Status,
+    pub snapshot: Snapshot,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -151,19 +186,29 @@ impl Request {
                 count,
                 dir,
                 report: r,
+                options,
             } => line(&[
                 "steps".into(),
                 start.to_string(),
                 count.to_string(),
                 path_field(dir)?,
                 report(r)?,
+                options.to_field(),
             ]),
-            Request::Duration { ms, dir, report: r } => line(&[
+            Request::Duration {
+                ms,
+                dir,
+                report: r,
+                options,
+            } => line(&[
                 "duration".into(),
                 ms.to_string(),
                 path_field(dir)?,
                 report(r)?,
+                options.to_field(),
             ]),
+            Request::Stop => line(&["stop".into()]),
+            Request::Live => line(&["live".into()]),
         }
     }
 
@@ -171,17 +216,21 @@ impl Request {
         let f = body(text)?;
         match f.first().copied() {
             Some("status") if f.len() == 1 => Ok(Request::Status),
-            Some("steps") if f.len() == 5 => Ok(Request::Steps {
+            Some("steps") if f.len() == 6 => Ok(Request::Steps {
                 start: number(f.get(1), "step number")?,
                 count: number(f.get(2), "step count")?,
                 dir: dir_of(f.get(3))?,
                 report: report_of(f.get(4))?,
+                options: CaptureOptions::parse(f[5]).map_err(ProtocolError::Malformed)?,
             }),
-            Some("duration") if f.len() == 4 => Ok(Request::Duration {
+            Some("duration") if f.len() == 5 => Ok(Request::Duration {
                 ms: number(f.get(1), "duration")?,
                 dir: dir_of(f.get(2))?,
                 report: report_of(f.get(3))?,
+                options: CaptureOptions::parse(f[4]).map_err(ProtocolError::Malformed)?,
             }),
+            Some("stop") if f.len() == 1 => Ok(Request::Stop),
+            Some("live") if f.len() == 1 => Ok(Request::Live),
             _ => Err(ProtocolError::Malformed("unknown request")),
         }
     }
@@ -190,16 +239,18 @@ impl Request {
 impl Reply {
     pub fn to_line(&self) -> String {
         let fields = match self {
-            Reply::Status(s) => vec![
-                "status".into(),
-                s.pid.to_string(),
-                s.rank.to_string(),
-                field(&s.name),
-                field(&s.state),
-                s.step.to_string(),
-                s.files.to_string(),
-                s.captures_done.to_string(),
-            ],
+            Reply::Status(s) => {
+                let mut f = vec!["status".into()];
+                status_fields(s, &mut f);
+                f
+            }
+            Reply::Stopped { cycle } => vec!["stopped".into(), cycle.to_string()],
+            Reply::Live(l) => {
+                let mut f = vec!["live".into()];
+                status_fields(&l.status, &mut f);
+                snapshot_fields(&l.snapshot, &mut f);
+                f
+            }
             Reply::Started { cycle, first_step } => vec![
                 "started".into(),
                 cycle.to_string(),
@@ -214,15 +265,15 @@ impl Reply {
     pub fn parse(text: &str) -> Result<Reply, ProtocolError> {
         let f = body(text)?;
         match f.first().copied() {
-            Some("status") if f.len() == 8 => Ok(Reply::Status(Status {
-                pid: number(f.get(1), "pid")?,
-                rank: number(f.get(2), "rank")?,
-                name: f[3].to_owned(),
-                state: f[4].to_owned(),
-                step: number(f.get(5), "step")?,
-                files: number(f.get(6), "files")?,
-                captures_done: number(f.get(7), "captures")?,
-            })),
+            Some("status") if f.len() == 8 => Ok(Reply::Status(parse_status(&f[1..])?)),
+            Some("stopped") if f.len() == 2 => Ok(Reply::Stopped {
+                cycle: number(f.get(1), "cycle")?,
+            }),
+            Some("live") if f.len() >= 8 => {
+                let status = parse_status(&f[1..8])?;
+                let snapshot = parse_snapshot(&f[8..])?;
+                Ok(Reply::Live(Box::new(Live { status, snapshot })))
+            }
             Some("started") if f.len() == 3 => Ok(Reply::Started {
                 cycle: number(f.get(1), "cycle")?,
                 first_step: match f[2] {
@@ -234,6 +285,109 @@ impl Reply {
             _ => Err(ProtocolError::Malformed("unknown reply")),
         }
     }
+}
+
+fn status_fields(s: &Status, f: &mut Vec<String>) {
+    f.extend([
+        s.pid.to_string(),
+        s.rank.to_string(),
+        field(cut(&s.name)),
+        field(&s.state),
+        s.step.to_string(),
+        s.files.to_string(),
+        s.captures_done.to_string(),
+    ]);
+}
+
+fn parse_status(f: &[&str]) -> Result<Status, ProtocolError> {
+    Ok(Status {
+        pid: number(f.first(), "pid")?,
+        rank: number(f.get(1), "rank")?,
+        name: f[2].to_owned(),
+        state: f[3].to_owned(),
+        step: number(f.get(4), "step")?,
+        files: number(f.get(5), "files")?,
+        captures_done: number(f.get(6), "captures")?,
+    })
+}
+
+/// `name` cut to at most [`MAX_NAME`] bytes, on a character boundary.
+fn cut(name: &str) -> &str {
+    if name.len() <= MAX_NAME {
+        return name;
+    }
+    let mut end = MAX_NAME;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    &name[..end]
+}
+
+fn optional(n: Option<u64>) -> String {
+    n.map_or("-".into(), |n| n.to_string())
+}
+
+fn snapshot_fields(s: &Snapshot, f: &mut Vec<String>) {
+    f.extend([
+        optional(s.since),
+        s.gpu_to.to_string(),
+        s.busy_ns.to_string(),
+        s.ops_to.to_string(),
+        optional(s.step_last_ns),
+        optional(s.step_p50_ns),
+        optional(s.memory_bytes),
+    ]);
+    for list in [&s.kernels_last, &s.kernels_total, &s.ops_last, &s.ops_total] {
+        let list = &list[..list.len().min(crate::live::TOP)];
+        f.push(list.len().to_string());
+        for t in list {
+            f.extend([field(cut(&t.name)), t.count.to_string(), t.ns.to_string()]);
+        }
+    }
+}
+
+fn parse_optional(s: Option<&&str>, what: &'static str) -> Result<Option<u64>, ProtocolError> {
+    match s {
+        Some(&"-") => Ok(None),
+        other => number(other, what).map(Some),
+    }
+}
+
+fn parse_snapshot(f: &[&str]) -> Result<Snapshot, ProtocolError> {
+    let mut s = Snapshot {
+        since: parse_optional(f.first(), "recording start")?,
+        gpu_to: number(f.get(1), "GPU window")?,
+        busy_ns: number(f.get(2), "busy time")?,
+        ops_to: number(f.get(3), "operator window")?,
+        step_last_ns: parse_optional(f.get(4), "last step")?,
+        step_p50_ns: parse_optional(f.get(5), "median step")?,
+        memory_bytes: parse_optional(f.get(6), "memory")?,
+        ..Snapshot::default()
+    };
+    let mut rest = f.get(7..).unwrap_or_default();
+    for list in [
+        &mut s.kernels_last,
+        &mut s.kernels_total,
+        &mut s.ops_last,
+        &mut s.ops_total,
+    ] {
+        let n: usize = number(rest.first(), "list length")?;
+        if n > crate::live::TOP || rest.len() < 1 + 3 * n {
+            return Err(ProtocolError::Malformed("list length"));
+        }
+        for e in rest[1..1 + 3 * n].chunks(3) {
+            list.push(Top {
+                name: e[0].to_owned(),
+                count: number(e.get(1), "count")?,
+                ns: number(e.get(2), "time")?,
+            });
+        }
+        rest = &rest[1 + 3 * n..];
+    }
+    if !rest.is_empty() {
+        return Err(ProtocolError::Malformed("trailing fields"));
+    }
+    Ok(s)
 }
 
 /// The socket directory is not a private directory of this user.
@@ -332,12 +486,21 @@ mod tests {
                 count: 3,
                 dir: Some("/tmp/a b".into()),
                 report: "/tmp/r".into(),
+                options: CaptureOptions::default(),
             },
             Request::Duration {
                 ms: 1500,
                 dir: None,
                 report: "/tmp/r".into(),
+                options: CaptureOptions {
+                    gpu: Some(true),
+                    cpu: Some(false),
+                    with_stack: Some(true),
+                    ..CaptureOptions::default()
+                },
             },
+            Request::Stop,
+            Request::Live,
         ];
         for r in reqs {
             assert_eq!(Request::parse(&r.to_line().unwrap()), Ok(r));
@@ -361,13 +524,104 @@ mod tests {
                 first_step: None,
             },
             Reply::Error("busy".into()),
+            Reply::Stopped { cycle: 4 },
+            Reply::Live(Box::new(Live {
+                status: status(),
+                snapshot: Snapshot {
+                    since: Some(100),
+                    gpu_to: 2_000_000_000,
+                    busy_ns: 250_000_000,
+                    kernels_last: vec![top("gemm()", 3), top("softmax()", 2)],
+                    kernels_total: vec![top("gemm()", 30)],
+                    ops_to: 0,
+                    ops_last: vec![],
+                    ops_total: vec![top("aten::mm", 1)],
+                    step_last_ns: Some(20_000_000),
+                    step_p50_ns: None,
+                    memory_bytes: Some(1 << 30),
+                },
+            })),
+            Reply::Live(Box::new(Live {
+                status: status(),
+                snapshot: Snapshot::default(),
+            })),
         ];
         for r in replies {
             assert_eq!(Reply::parse(&r.to_line()), Ok(r));
         }
         assert_eq!(
             Request::Status.to_line().unwrap(),
-            "cuprof\t1\tstatus\n".to_string()
+            "cuprof\t2\tstatus\n".to_string()
+        );
+    }
+
+    fn status() -> Status {
+        Status {
+            pid: 7,
+            rank: 3,
+            name: "job".into(),
+            state: "recording".into(),
+            step: 41,
+            files: 2,
+            captures_done: 1,
+        }
+    }
+
+    fn top(name: &str, count: u64) -> Top {
+        Top {
+            name: name.into(),
+            count,
+            ns: count * 1000,
+        }
+    }
+
+    #[test]
+    fn the_longest_live_reply_fits_with_its_names_cut() {
+        let long = "é".repeat(MAX_LINE);
+        let full = |n: u64| {
+            (0..crate::live::TOP)
+                .map(|_| Top {
+                    name: long.clone(),
+                    count: n,
+                    ns: n,
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut s = status();
+        s.name = long.clone();
+        s.state = "stepped-aside".into();
+        (s.pid, s.rank, s.step, s.files, s.captures_done) =
+            (u32::MAX, u32::MAX, u64::MAX, u64::MAX, u32::MAX);
+        let m = Some(u64::MAX);
+        let reply = Reply::Live(Box::new(Live {
+            status: s,
+            snapshot: Snapshot {
+                since: m,
+                gpu_to: u64::MAX,
+                busy_ns: u64::MAX,
+                kernels_last: full(u64::MAX),
+                kernels_total: full(u64::MAX),
+                ops_to: u64::MAX,
+                ops_last: full(u64::MAX),
+                ops_total: full(u64::MAX),
+                step_last_ns: m,
+                step_p50_ns: m,
+                memory_bytes: m,
+            },
+        }));
+        let line = reply.to_line();
+        assert!(line.len() <= MAX_LINE, "{}", line.len());
+        let Ok(Reply::Live(back)) = Reply::parse(&line) else {
+            panic!("{line}")
+        };
+        // "é" is two bytes: a cut at 256 bytes keeps 128 of them.
+        assert_eq!(back.status.name, "é".repeat(MAX_NAME / 2));
+        assert_eq!(back.snapshot.ops_total[4].name, "é".repeat(MAX_NAME / 2));
+        // A list longer than TOP, or cut short, is refused.
+        let six = line.replacen("\t5\t", "\t6\t", 1);
+        assert_eq!(
+            Reply::parse(&six),
+            Err(ProtocolError::Malformed("list length"))
         );
     }
 
@@ -436,29 +690,34 @@ mod tests {
             Err(ProtocolError::NotCuprof)
         );
         assert_eq!(
-            Request::parse("cuprof\t2\tstatus\n"),
-            Err(ProtocolError::Version("2".into()))
+            Request::parse("cuprof\t1\tstatus\n"),
+            Err(ProtocolError::Version("1".into()))
         );
         assert_eq!(
-            Request::parse("cuprof\t1\tsteps\tx\t3\t\t/r\n"),
+            Request::parse("cuprof\t2\tsteps\tx\t3\t\t/r\t\n"),
             Err(ProtocolError::Malformed("step number"))
         );
         assert_eq!(
-            Request::parse("cuprof\t1\tsteps\t1\t3\n"),
+            Request::parse("cuprof\t2\tsteps\t1\t3\n"),
             Err(ProtocolError::Malformed("unknown request"))
         );
         assert_eq!(
-            Request::parse("cuprof\t1\tduration\t5\t\t\n"),
+            Request::parse("cuprof\t2\tduration\t5\t\t\t\n"),
             Err(ProtocolError::Malformed("no report file"))
         );
         assert_eq!(
             Request::parse(&"x".repeat(MAX_LINE + 1)),
             Err(ProtocolError::TooLong)
         );
+        assert_eq!(
+            Request::parse("cuprof\t2\tduration\t5\t\t/r\tmem=1\n"),
+            Err(ProtocolError::Malformed("unknown capture option"))
+        );
         let bad = Request::Duration {
             ms: 1,
             dir: Some("/a\tb".into()),
             report: "/r".into(),
+            options: CaptureOptions::default(),
         };
         assert_eq!(bad.to_line(), Err(ProtocolError::BadPath));
     }

@@ -241,10 +241,10 @@ impl Event {
     }
 }
 
-#[cfg(test)]
 impl Kernel {
-    /// A plain kernel on device 0, stream 7, for tests.
-    pub(crate) fn sample(name: &str, correlation: u32, start: u64, end: u64) -> Kernel {
+    /// A plain kernel on device 0, stream 7, for tests and benches.
+    #[doc(hidden)]
+    pub fn sample(name: &str, correlation: u32, start: u64, end: u64) -> Kernel {
         Kernel {
             name: Name::from(name),
             start,
@@ -267,6 +267,33 @@ impl Kernel {
             channel_id: 0,
             channel_type: 0,
             is_device_launched: None,
+        }
+    }
+}
+
+#[cfg(test)]
+impl Memory {
+    /// A memory record of process 1 on device 0, for tests.
+    pub(crate) fn sample(
+        op: MemoryOp,
+        kind: u32,
+        address: u64,
+        bytes: u64,
+        timestamp: u64,
+    ) -> Memory {
+        Memory {
+            op,
+            memory_kind: kind,
+            correlation: 0,
+            address,
+            bytes,
+            timestamp,
+            pid: 1,
+            device: 0,
+            context: 1,
+            stream: 0,
+            is_async: false,
+            pool_address: 0,
         }
     }
 }

@@ -17,12 +17,14 @@
 #![forbid(unsafe_code)]
 
 pub mod byte_size;
+pub mod capture_options;
 pub mod config;
 pub mod control;
 pub mod decode;
 pub mod event;
 pub mod gpu_work;
 pub mod json;
+pub mod live;
 pub mod memory;
 pub mod native_record;
 pub mod on_demand;

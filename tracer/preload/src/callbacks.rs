@@ -118,7 +118,7 @@ fn on_api_call(t: &crate::tracer::Tracer, call: ApiCall) {
     // the allocation's activity record, which CUPTI may hand over (a flush on another
     // thread) before the exit callback has run.
     // A stream-ordered allocation's callback is on without stacks too (for its stream).
-    if ALLOCATION_CALLS.contains(&id) && t.with_stack {
+    if ALLOCATION_CALLS.contains(&id) && t.options.with_stack {
         t.channel
             .send_stack(crate::stacks::capture(call.correlation));
     }

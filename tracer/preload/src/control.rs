@@ -1,5 +1,5 @@
 //! The control socket of an on-demand process (`cuprof run --on-demand`): `cuprof capture` and
-//! `cuprof ps` talk to it (protocol: `cuprof_core::control`).
+//! `cuprof ps` and `cuprof top` talk to it (protocol: `cuprof_core::control`).
 //!
 //! One thread, `cuprof-control`, owns the socket for the life of the process: it accepts one
 //! connection at a time, reads one bounded line (1 s at most), answers one line and closes.
@@ -17,7 +17,7 @@ use crate::lifecycle::{self, Phase};
 use crate::process::{guard, pid, say};
 use crate::tracer::Tracer;
 use cuprof_core::config::report::{self, ReportLine};
-use cuprof_core::control::{self as proto, Reply, Request, Status};
+use cuprof_core::control::{self as proto, Live, Reply, Request, Status};
 use cuprof_core::session::Written;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
@@ -187,6 +187,13 @@ fn answer(t: &'static Tracer, who: &Identity, mut conn: UnixStream) {
 fn handle(t: &'static Tracer, who: &Identity, req: Request) -> Reply {
     match req {
         Request::Status => Reply::Status(status(who)),
+        Request::Live => match crate::live::snapshot() {
+            Some(snapshot) => Reply::Live(Box::new(Live {
+                status: status(who),
+                snapshot,
+            })),
+            None => Reply::Error("this process keeps no live figures".into()),
+        },
         _ if lifecycle::phase() == Phase::Aside => Reply::Error(
             "cuprof stepped aside for another profiler in this process (torch.profiler?): nothing can be captured".into(),
         ),
@@ -198,16 +205,24 @@ fn handle(t: &'static Tracer, who: &Identity, req: Request) -> Reply {
             count,
             dir,
             report,
-        } => match crate::window::demand_steps(start, count, |cycle| ask(cycle, dir, report)) {
+            options,
+        } => match crate::window::demand_steps(start, count, options, |cycle| {
+            ask(cycle, dir, report)
+        }) {
             Ok((cycle, first)) => Reply::Started {
                 cycle,
                 first_step: Some(first),
             },
             Err(e) => Reply::Error(e),
         },
-        Request::Duration { ms, dir, report } => {
+        Request::Duration {
+            ms,
+            dir,
+            report,
+            options,
+        } => {
             let d = Duration::from_millis(ms);
-            match crate::window::demand_duration(t, d, |cycle| ask(cycle, dir, report)) {
+            match crate::window::demand_duration(t, d, options, |cycle| ask(cycle, dir, report)) {
                 Ok(cycle) => Reply::Started {
                     cycle,
                     first_step: None,
@@ -215,6 +230,10 @@ fn handle(t: &'static Tracer, who: &Identity, req: Request) -> Reply {
                 Err(e) => Reply::Error(e),
             }
         }
+        Request::Stop => match crate::window::demand_stop(t) {
+            Ok(cycle) => Reply::Stopped { cycle },
+            Err(e) => Reply::Error(e),
+        },
     }
 }
 

@@ -48,7 +48,11 @@ mod channel;
 // 4. The profiling window: what is recorded, and when cycles begin and end.
 mod window;
 
-// 5. The writer thread: drains the channel into the session.
+// What the window collects while recording (the process's options, or a capture's).
+mod collect;
+
+// 5. The writer thread: drains the channel into the session, and feeds the live figures.
+mod live;
 mod writer;
 
 // 6. The session's files.

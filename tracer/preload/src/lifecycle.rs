@@ -102,6 +102,9 @@ fn start_tracer(cfg: &Config) -> Result<(), StartError> {
     // Lives as long as the process: CUPTI and NVTX call into it until the end.
     let t: &'static Tracer = Box::leak(Box::new(tracer));
     let session = crate::output::session(cfg, t);
+    if cfg.capture == Capture::OnDemand {
+        crate::live::enable(cfg.activities.mem);
+    }
     crate::writer::spawn(t, session, inbox)?;
     set(Phase::Running);
     tracer::lend(t);
@@ -139,7 +142,7 @@ fn finish_tracing() {
     if let Some(t) = tracer::running() {
         window::at_exit(t);
         crate::op_batch::flush(t);
-        t.set_kinds(false);
+        t.set_kinds(&[]);
         t.channel.start_draining();
         t.flush_cupti(true);
         if !t.channel.finish_writer(t.shutdown_wait) {

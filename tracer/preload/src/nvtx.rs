@@ -230,7 +230,7 @@ fn open(
     };
     let stack = match enclosing_op_stack {
         Some(stack) => stack,
-        None if is_op && t.is_some_and(window::wants_stacks) => crate::python::stack(),
+        None if is_op && t.is_some() && window::wants_stacks() => crate::python::stack(),
         None => None,
     };
     let pushed_correlation = t.is_some_and(|t| window::push_correlation(t, correlated, id));
@@ -262,7 +262,7 @@ fn close(o: Open, kind: RangeKind) {
         OpenName::Op { at, len, native } => {
             OP_NAMES.with(|names| {
                 let mut names = names.borrow_mut();
-                if let Some(t) = t.filter(|t| window::records_ranges(t)) {
+                if let Some(t) = t.filter(|_| window::records_ranges()) {
                     op_batch::record(
                         t,
                         cuprof_core::range_batch::FinishedOp {

@@ -6,7 +6,7 @@ use crate::channel::{self, Inbox};
 use crate::cupti::{self, ActivityKind};
 use crate::error::StartError;
 use crate::process::say;
-use crate::tracer::Tracer;
+use crate::tracer::{Collect, Tracer};
 use cuprof_core::config::Config;
 use cuprof_core::decode::{Decoder, LayoutFamily};
 use cupti_sys::CUpti_driver_api_trace_cbid_enum as Drv;
@@ -34,23 +34,22 @@ fn init_logging() {
         .try_init();
 }
 
-/// The activity kinds the window switches on and off.
-fn kinds(cfg: &Config) -> Vec<ActivityKind> {
-    let mut k = Vec::new();
-    if cfg.activities.gpu {
-        k.extend([
-            ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-            ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
-            ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
-            ActivityKind::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-            // Where awaited events were recorded: the wait_on_* fields of event syncs.
-            ActivityKind::CUPTI_ACTIVITY_KIND_CUDA_EVENT,
-        ]);
-    }
-    if cfg.activities.cpu {
-        k.extend(crate::api::api_kinds(cfg.api));
-        k.push(ActivityKind::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
-    }
+/// The GPU group's activity kinds.
+fn gpu_kinds() -> Vec<ActivityKind> {
+    vec![
+        ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+        ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
+        ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
+        ActivityKind::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+        // Where awaited events were recorded: the wait_on_* fields of event syncs.
+        ActivityKind::CUPTI_ACTIVITY_KIND_CUDA_EVENT,
+    ]
+}
+
+/// The CPU group's activity kinds.
+fn cpu_kinds(cfg: &Config) -> Vec<ActivityKind> {
+    let mut k = crate::api::api_kinds(cfg.api).to_vec();
+    k.push(ActivityKind::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
     k
 }
 
@@ -94,8 +93,19 @@ pub fn connect(cfg: &Config) -> Result<(Tracer, Inbox), StartError> {
         }
     }
     let api = crate::api::ApiPlan::new(cfg, &cupti, &names);
-    let kinds = kinds(cfg);
-    tracing::debug!(kinds = ?kinds.iter().map(|k| k.0).collect::<Vec<_>>(), memory = cfg.activities.mem, with_stack = cfg.with_stack, api = ?cfg.api, per_call = api.is_some(), "activity kinds");
+    let options = Collect {
+        cpu: cfg.activities.cpu,
+        gpu: cfg.activities.gpu,
+        torch_ops: cfg.torch_ops,
+        torch: crate::ops::Options {
+            shapes: cfg.record_shapes,
+            all_threads: cfg.all_threads,
+            flops: cfg.with_flops,
+        },
+        with_stack: cfg.with_stack,
+    };
+    let (cpu_kinds, gpu_kinds) = (cpu_kinds(cfg), gpu_kinds());
+    tracing::debug!(?options, cpu_kinds = ?cpu_kinds.iter().map(|k| k.0).collect::<Vec<_>>(), memory = cfg.activities.mem, with_stack = cfg.with_stack, api = ?cfg.api, per_call = api.is_some(), "activity kinds");
     let pool = crate::pool::Pool::new(cfg.buffer_size, cfg.buffers);
     // A flush from the writer thread (periodic, or to reclaim buffers) sends every partly filled
     // buffer into the writer's own channel before it can drain any: room for all, twice.
@@ -110,14 +120,9 @@ pub fn connect(cfg: &Config) -> Result<(Tracer, Inbox), StartError> {
         pool,
         channel: outbox,
         counters,
-        kinds,
-        cpu_activity: cfg.activities.cpu,
-        torch_ops: (cfg.activities.cpu && cfg.torch_ops).then_some(crate::ops::Options {
-            shapes: cfg.record_shapes,
-            all_threads: cfg.all_threads,
-            flops: cfg.with_flops,
-        }),
-        with_stack: cfg.with_stack,
+        cpu_kinds,
+        gpu_kinds,
+        options,
         dump_dir: cfg.dump_buffers.clone(),
         pid: std::process::id(),
         report_file: cfg.report_file.clone(),

@@ -13,7 +13,7 @@ use crate::resolve::Names;
 use cuprof_core::decode::Decoder;
 use cuprof_core::session::Counters;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering::Relaxed};
+use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 pub struct Tracer {
@@ -26,20 +26,32 @@ pub struct Tracer {
     pub pool: Pool,
     pub channel: Outbox,
     pub counters: Arc<Counters>,
-    /// The activity kinds the window switches on and off.
-    pub kinds: Vec<ActivityKind>,
-    pub cpu_activity: bool,
-    /// Record PyTorch operators, with these options: CPU activity on, not turned off.
-    pub torch_ops: Option<crate::ops::Options>,
-    /// Python call stacks on operators (`--with-stack`).
-    pub with_stack: bool,
+    /// The activity kinds of each group the window switches on and off (whether or not the
+    /// process traces that group: an on-demand capture may ask for it).
+    pub cpu_kinds: Vec<ActivityKind>,
+    pub gpu_kinds: Vec<ActivityKind>,
+    /// The process's own options: what is collected unless a capture asks otherwise
+    /// ([`crate::collect`]).
+    pub options: Collect,
     pub dump_dir: Option<PathBuf>,
     pub pid: u32,
     pub report_file: Option<PathBuf>,
     /// `CUPROF_SHUTDOWN_WAIT`: how long the exit path waits for the writer.
     pub shutdown_wait: std::time::Duration,
-    /// The activity kinds are on now (see [`Tracer::set_kinds`]).
-    pub kinds_on: AtomicBool,
+    /// The activity kinds on now (see [`Tracer::set_kinds`]).
+    pub kinds_on: Mutex<Vec<ActivityKind>>,
+}
+
+/// What the window collects while recording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Collect {
+    pub cpu: bool,
+    pub gpu: bool,
+    /// Record PyTorch operators (with CPU), with these options.
+    pub torch_ops: bool,
+    pub torch: crate::ops::Options,
+    /// Python call stacks on operators (`--with-stack`).
+    pub with_stack: bool,
 }
 
 static RUNNING: AtomicPtr<Tracer> = AtomicPtr::new(std::ptr::null_mut());
@@ -62,19 +74,35 @@ pub fn take_back() {
 }
 
 impl Tracer {
-    /// Switches the configured CUPTI activity kinds on or off (window transitions).
-    pub fn set_kinds(&self, on: bool) {
-        if self.kinds_on.swap(on, Relaxed) == on {
+    /// The activity kinds of the groups `c` collects.
+    pub fn kinds(&self, c: &Collect) -> Vec<ActivityKind> {
+        let mut k = Vec::new();
+        if c.gpu {
+            k.extend(&self.gpu_kinds);
+        }
+        if c.cpu {
+            k.extend(&self.cpu_kinds);
+        }
+        k
+    }
+
+    /// Makes `kinds` the CUPTI activity kinds on (none: all off), from whichever were on
+    /// (window transitions).
+    pub fn set_kinds(&self, kinds: &[ActivityKind]) {
+        let Ok(mut on) = self.kinds_on.lock() else {
+            return;
+        };
+        if *on == kinds {
             return;
         }
-        for &k in &self.kinds {
-            if on {
-                let _ = self.cupti.enable_kind(k);
-            } else {
-                self.cupti.disable_kind(k);
-            }
+        for &k in on.iter().filter(|k| !kinds.contains(k)) {
+            self.cupti.disable_kind(k);
         }
-        if let Some(api) = self.api.as_ref().filter(|_| on) {
+        for &k in kinds.iter().filter(|k| !on.contains(k)) {
+            let _ = self.cupti.enable_kind(k);
+        }
+        *on = kinds.to_vec();
+        if let Some(api) = self.api.as_ref().filter(|_| !kinds.is_empty()) {
             api.silence(&self.cupti);
         }
     }

@@ -9,6 +9,7 @@
 use crate::cupti::Correlated;
 use crate::process::{now_ns, pid, tid};
 use crate::tracer::Tracer;
+use cuprof_core::capture_options::CaptureOptions;
 use cuprof_core::event::Range;
 use cuprof_core::on_demand::{DemandState, OnDemandWindow};
 use cuprof_core::session::Input;
@@ -109,7 +110,7 @@ pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
         });
     }
     if whole_run {
-        set_collecting(t, true);
+        set_collecting(t, true, false);
         t.channel
             .send_window(Input::BeginRecording { ts: now, cycle: 1 });
     } else if let Some(first) = first {
@@ -117,11 +118,15 @@ pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
     }
 }
 
-fn set_collecting(t: &Tracer, on: bool) {
-    COLLECTING.store(on, Relaxed);
-    t.set_kinds(on);
-    if let Some(options) = t.torch_ops {
-        crate::python::operators(options.level(on));
+/// Collection on or off; `capture_over`: an on-demand capture's recording ended. The flag the
+/// NVTX path reads is raised after what it reads with it is set, and lowered first.
+fn set_collecting(t: &Tracer, on: bool, capture_over: bool) {
+    if on {
+        crate::collect::start(t);
+        COLLECTING.store(true, Relaxed);
+    } else {
+        COLLECTING.store(false, Relaxed);
+        crate::collect::stop(t, capture_over);
     }
 }
 
@@ -154,6 +159,9 @@ fn apply_after_call(t: &Tracer, tr: Transition, ts: u64, call: Option<u32>) {
         let on_demand = matches!(s.driver, Driver::OnDemand { .. });
         (out.0, out.1, out.2, s.cycle, on_demand)
     };
+    if tr.ended_step.is_some() {
+        crate::live::step(ts.saturating_sub(step_start));
+    }
     if let Some(n) = tr.recorded_step {
         t.channel.send_window(Input::Step {
             number: n,
@@ -179,8 +187,8 @@ fn apply_after_call(t: &Tracer, tr: Transition, ts: u64, call: Option<u32>) {
             .send_window(Input::BeginRecording { ts, cycle: number });
     }
     match tr.collection {
-        Collection::Enable => set_collecting(t, true),
-        Collection::Disable => set_collecting(t, false),
+        Collection::Enable => set_collecting(t, true, false),
+        Collection::Disable => set_collecting(t, false, on_demand),
         Collection::Keep => {}
     }
 }
@@ -383,11 +391,22 @@ pub fn at_exit(t: &Tracer) {
 const NOT_ON_DEMAND: &str =
     "this process was not started with --on-demand (CUPROF_ON_DEMAND=1), or its tracing has ended";
 
-/// `cuprof capture --steps`: record `count` steps from step `start` (or the next boundary).
-/// `asked(cycle)` runs before anything is recorded. Returns the cycle and its first step.
-pub fn demand_steps(start: u64, count: u64, asked: impl FnOnce(u32)) -> Result<(u32, u64), String> {
+/// `cuprof capture --steps`: record `count` steps from step `start` (or the next boundary),
+/// collecting with `options`. `asked(cycle)` runs before anything is recorded. Returns the
+/// cycle and its first step.
+pub fn demand_steps(
+    start: u64,
+    count: u64,
+    options: CaptureOptions,
+    asked: impl FnOnce(u32),
+) -> Result<(u32, u64), String> {
+    // Under the window's lock: the first recorded step cannot begin before the options are in.
     let r = with_driver(|d| match d {
-        Driver::OnDemand { window, .. } => Some(window.request_steps(start, count)),
+        Driver::OnDemand { window, .. } => Some(
+            window
+                .request_steps(start, count)
+                .inspect(|_| crate::collect::ask(options)),
+        ),
         _ => None,
     })
     .flatten()
@@ -397,16 +416,18 @@ pub fn demand_steps(start: u64, count: u64, asked: impl FnOnce(u32)) -> Result<(
     Ok(r)
 }
 
-/// `cuprof capture --duration`: record from now for `d`. `asked(cycle)` runs before the
-/// recording begins.
+/// `cuprof capture --duration`: record from now for `d` (zero: until [`demand_stop`]),
+/// collecting with `options`. `asked(cycle)` runs before the recording begins.
 pub fn demand_duration(
     t: &Tracer,
     d: std::time::Duration,
+    options: CaptureOptions,
     asked: impl FnOnce(u32),
 ) -> Result<u32, String> {
     let (cycle, tr) = with_driver(|drv| match drv {
         Driver::OnDemand { window, until } => Some(window.request_timed().inspect(|_| {
-            *until = Some(Instant::now() + d);
+            *until = (!d.is_zero()).then(|| Instant::now() + d);
+            crate::collect::ask(options);
         })),
         _ => None,
     })
@@ -414,6 +435,25 @@ pub fn demand_duration(
     .ok_or(NOT_ON_DEMAND)?
     .map_err(|e| e.to_string())?;
     asked(cycle);
+    apply(t, tr, now_ns());
+    Ok(cycle)
+}
+
+/// `cuprof capture --duration 0` is stopped: the timed capture running ends now. Returns its
+/// cycle.
+pub fn demand_stop(t: &Tracer) -> Result<u32, String> {
+    let tr = with_driver(|drv| match drv {
+        Driver::OnDemand { window, until } => {
+            *until = None;
+            Some(window.stop())
+        }
+        _ => None,
+    })
+    .ok_or(NOT_ON_DEMAND)?
+    .ok_or(NOT_ON_DEMAND)?;
+    let Some(cycle) = tr.save.as_ref().map(|c| c.number) else {
+        return Err("no capture by duration runs in this process: nothing to stop".into());
+    };
     apply(t, tr, now_ns());
     Ok(cycle)
 }
@@ -451,7 +491,7 @@ pub fn expects_steps() -> bool {
 /// Pushes an NVTX range's (or operator's) id as CUPTI's external correlation id while
 /// collecting.
 pub fn push_correlation(t: &Tracer, what: Correlated, id: u64) -> bool {
-    COLLECTING.load(Relaxed) && t.cpu_activity && t.cupti.push_correlation(what, id)
+    COLLECTING.load(Relaxed) && crate::collect::cpu() && t.cupti.push_correlation(what, id)
 }
 
 pub fn pop_correlation(t: &Tracer, what: Correlated) {
@@ -459,19 +499,19 @@ pub fn pop_correlation(t: &Tracer, what: Correlated) {
 }
 
 /// Python call stacks are wanted for operators (`--with-stack`), and the window collects.
-pub fn wants_stacks(t: &Tracer) -> bool {
-    COLLECTING.load(Relaxed) && t.with_stack
+pub fn wants_stacks() -> bool {
+    COLLECTING.load(Relaxed) && crate::collect::stacks()
 }
 
 /// The window collects ranges (CPU activity on): operators' ranges are kept.
-pub fn records_ranges(t: &Tracer) -> bool {
-    COLLECTING.load(Relaxed) && t.cpu_activity
+pub fn records_ranges() -> bool {
+    COLLECTING.load(Relaxed) && crate::collect::cpu()
 }
 
 /// Sends a finished NVTX range to the writer while collecting (ranges outside the window are
 /// worth nothing and cost a channel slot).
 pub fn send_range(t: &Tracer, r: Range) {
-    if COLLECTING.load(Relaxed) && t.cpu_activity {
+    if COLLECTING.load(Relaxed) && crate::collect::cpu() {
         t.channel.send_range(r);
     }
 }

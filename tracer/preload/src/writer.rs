@@ -115,7 +115,10 @@ fn finish(t: &Tracer, session: Session, ending: &[u32]) {
 /// caller to act on.
 fn take_data(session: &mut Session, symbols: &mut Resolver, m: Msg) -> Option<Msg> {
     match m {
-        Msg::Input(i) => session.handle(i),
+        Msg::Input(i) => {
+            crate::live::input(&i);
+            session.handle(i)
+        }
         Msg::AllocationStack(raw) => session.handle(symbols.resolve(raw)),
         Msg::OpRanges(batch) => take_ops(session, batch),
         request => return Some(request),
@@ -124,7 +127,9 @@ fn take_data(session: &mut Session, symbols: &mut Resolver, m: Msg) -> Option<Ms
 }
 
 fn take_ops(session: &mut Session, batch: cuprof_core::range_batch::RangeBatch) {
-    for r in batch.into_ranges() {
+    let ranges: Vec<_> = batch.into_ranges().collect();
+    crate::live::ranges(&ranges);
+    for r in ranges {
         session.handle(cuprof_core::session::Input::Range(r));
     }
 }

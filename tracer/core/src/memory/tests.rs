@@ -11,20 +11,7 @@ const S1: StreamHandle = 0x7f00_dead_0000;
 const S2: StreamHandle = 0x7f00_beef_0000;
 
 fn rec(op: MemoryOp, kind: u32, address: u64, bytes: u64, timestamp: u64) -> Memory {
-    Memory {
-        op,
-        memory_kind: kind,
-        correlation: 0,
-        address,
-        bytes,
-        timestamp,
-        pid: 1,
-        device: 0,
-        context: 1,
-        stream: 0,
-        is_async: false,
-        pool_address: 0,
-    }
+    Memory::sample(op, kind, address, bytes, timestamp)
 }
 
 fn alloc(address: u64, bytes: u64, timestamp: u64) -> Memory {

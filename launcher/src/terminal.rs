@@ -1,0 +1,98 @@
+//! The terminal for `cuprof top`: keys without Enter and without echo, the alternate screen,
+//! and everything put back when the view ends (by `q`, an error, Ctrl-C or a panic).
+//!
+//! Hand-rolled with termios and a few ANSI sequences: a full-screen redraw once a second and
+//! one key need no terminal library.
+
+use std::io::Write;
+use std::os::unix::io::AsRawFd;
+use std::time::Duration;
+
+/// The terminal in key-at-a-time mode, on the alternate screen, until dropped.
+pub struct Screen {
+    saved: libc::termios,
+    fd: i32,
+}
+
+impl Screen {
+    /// `None` when stdin or stdout is not a terminal.
+    pub fn open() -> Option<Screen> {
+        let fd = std::io::stdin().as_raw_fd();
+        // SAFETY: isatty only reads the descriptors' state.
+        if unsafe { libc::isatty(fd) == 0 || libc::isatty(libc::STDOUT_FILENO) == 0 } {
+            return None;
+        }
+        // SAFETY: a zeroed termios is a valid output buffer for tcgetattr.
+        let mut saved: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: fd is a terminal; saved is a valid termios.
+        if unsafe { libc::tcgetattr(fd, &mut saved) } != 0 {
+            return None;
+        }
+        let mut raw = saved;
+        // Keys come one at a time, unechoed; Ctrl-C still signals (ISIG stays on).
+        raw.c_lflag &= !(libc::ICANON | libc::ECHO);
+        raw.c_cc[libc::VMIN] = 0;
+        raw.c_cc[libc::VTIME] = 0;
+        // SAFETY: fd is a terminal; raw is a valid termios.
+        if unsafe { libc::tcsetattr(fd, libc::TCSANOW, &raw) } != 0 {
+            return None;
+        }
+        // The alternate screen, cursor hidden.
+        print!("\x1b[?1049h\x1b[?25l");
+        let _ = std::io::stdout().flush();
+        Some(Screen { saved, fd })
+    }
+
+    /// Redraws the whole screen with `lines`, each cut to the terminal's width.
+    pub fn draw(&self, lines: &[String]) {
+        let (rows, cols) = size();
+        let mut out = String::from("\x1b[H\x1b[2J");
+        for l in lines.iter().take(rows.saturating_sub(1)) {
+            out.extend(l.chars().take(cols));
+            out.push_str("\r\n");
+        }
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(out.as_bytes());
+        let _ = stdout.flush();
+    }
+
+    /// Waits up to `d` for a key; returns it, if one came.
+    pub fn key(&self, d: Duration) -> Option<u8> {
+        let mut p = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = d.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd.
+        if unsafe { libc::poll(&mut p, 1, ms) } <= 0 {
+            return None;
+        }
+        let mut b = 0u8;
+        // SAFETY: reads at most one byte into b.
+        let n = unsafe { libc::read(self.fd, (&mut b as *mut u8).cast(), 1) };
+        (n == 1).then_some(b)
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        print!("\x1b[?25h\x1b[?1049l");
+        let _ = std::io::stdout().flush();
+        // SAFETY: fd is the terminal whose settings were saved.
+        unsafe { libc::tcsetattr(self.fd, libc::TCSANOW, &self.saved) };
+    }
+}
+
+/// The terminal's rows and columns (24 x 80 when it does not say).
+fn size() -> (usize, usize) {
+    // SAFETY: a zeroed winsize is a valid output buffer for TIOCGWINSZ.
+    let mut w: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes one winsize.
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut w) } == 0;
+    if ok && w.ws_row > 0 && w.ws_col > 0 {
+        (usize::from(w.ws_row), usize::from(w.ws_col))
+    } else {
+        (24, 80)
+    }
+}

@@ -1,0 +1,449 @@
+//! Issue 27, `cuprof top`: processes recording through the libcupti double are watched live;
+//! what the view shows comes from the processes (the `live` request), and must equal what
+//! their traces say of the same second.
+
+mod common;
+use common::on_demand::*;
+use common::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const SECOND_NS: u64 = 1_000_000_000;
+
+/// `cuprof capture --pid PID --duration 0 --dir CAPS`, running until interrupted.
+fn capture_until_interrupted(job: &Job, pid: u32, caps: &Path) -> Child {
+    Command::new(cuprof_bin())
+        .args(["capture", "--pid", &pid.to_string(), "--duration", "0"])
+        .args(["--no-report", "--dir"])
+        .arg(caps)
+        .env("XDG_RUNTIME_DIR", job.runtime_dir())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Ctrl-C to a capture until interrupted: it stops the processes and reports their files.
+fn interrupt(capture: Child) -> String {
+    // SAFETY: kill with a pid this test spawned and has not waited for.
+    assert_eq!(
+        unsafe { libc::kill(capture.id() as libc::pid_t, libc::SIGINT) },
+        0
+    );
+    let out = capture.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    err
+}
+
+/// Waits (bounded) until every process of the job is in `state`.
+fn wait_state(job: &Job, state: &str) {
+    for _ in 0..600 {
+        let (ps, _) = job.ok(&["ps"]);
+        if ps_rows(&ps).values().all(|r| r.2 == state) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the processes never became {state}");
+}
+
+/// Waits (bounded) until `cuprof top -n 1` prints `want`; asserts it does.
+fn top_prints(job: &Job, want: &str) {
+    let mut got = String::new();
+    for _ in 0..100 {
+        got = job.ok(&["top", "-n", "1"]).0;
+        if got == want {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(got, want);
+}
+
+fn wait_for_file(p: &Path) {
+    for _ in 0..600 {
+        if p.exists() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{} never appeared", p.display());
+}
+
+#[test]
+fn top_prints_plain_lines_when_not_a_terminal() {
+    let mut job = Job::empty("plain");
+    let go = job.dir.path().join("go");
+    let done = job.dir.path().join("done");
+    let stop = job.stop_file();
+    let args = [&go, &done, &stop].map(|p| p.to_str().unwrap().to_owned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mem = [("CUPROF_ACTIVITIES", "CPU,GPU,MEM")];
+    job.spawn("top_burst.py", &args, "burst", (0, 1), &mem);
+    job.wait_ready();
+    let pid = job.pids()[0];
+    let header = "cuprof top: 1 process, refreshed every second\n";
+    top_prints(
+        &job,
+        &format!("{header}{pid}  rank 0  burst  ready  step 0  step time p50 - last -  device memory 0 B\n  not recording (cuprof capture --pid {pid} --duration 0 records until stopped)\n\n"),
+    );
+
+    let caps = job.dir.path().join("caps");
+    let capture = capture_until_interrupted(&job, pid, &caps);
+    wait_state(&job, "recording");
+    std::fs::write(&go, "").unwrap();
+    wait_for_file(&done);
+    // gemm 200 ms, softmax 100 ms, gemm 200 ms, one after the other within 0.7 s; 3 MiB and
+    // 1 MiB allocated, the 3 MiB freed.
+    let kernels = "         2    400.000 ms  gemm()\n         1    100.000 ms  softmax()\n";
+    top_prints(
+        &job,
+        &format!(
+            "{header}{pid}  rank 0  burst  recording  step 0  step time p50 - last -  device memory 1.0 MiB\n  GPU busy 50.0% of the last second\n  kernels, last second:\n{kernels}  kernels, since the capture began:\n{kernels}  operators, last second: none\n  operators, since the capture began: none\n\n"
+        ),
+    );
+    let err = interrupt(capture);
+    assert_eq!(wrote_lines(&err), 1, "{err}");
+    top_prints(
+        &job,
+        &format!("{header}{pid}  rank 0  burst  ready  step 0  step time p50 - last -  device memory 1.0 MiB\n  not recording (cuprof capture --pid {pid} --duration 0 records until stopped)\n\n"),
+    );
+    std::fs::write(&stop, "").unwrap();
+    for c in std::mem::take(&mut job.children) {
+        assert!(c.wait_with_output().unwrap().status.success());
+    }
+}
+
+/// A tmux server of its own (`-L`), with one session running a command in a 200x60 window.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(command: &str) -> Tmux {
+        let socket = format!("cuprof-e2e-{}", std::process::id());
+        let t = Tmux { socket };
+        let ok = t
+            .cmd(&[
+                "new-session",
+                "-d",
+                "-s",
+                "top",
+                "-x",
+                "200",
+                "-y",
+                "60",
+                command,
+            ])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        t
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("tmux");
+        c.args(["-L", &self.socket]).args(args).env_remove("TMUX");
+        c
+    }
+
+    /// The screen now, and the wall-clock time (ns) just after it was read.
+    fn screen(&self) -> (String, u64) {
+        let out = self
+            .cmd(&["capture-pane", "-p", "-t", "top"])
+            .output()
+            .unwrap();
+        let at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            at.as_nanos() as u64,
+        )
+    }
+
+    fn running(&self) -> bool {
+        self.cmd(&["has-session", "-t", "top"])
+            .stderr(Stdio::null())
+            .status()
+            .unwrap()
+            .success()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]).stderr(Stdio::null()).status();
+    }
+}
+
+/// What a screen says of the last second: the busy share as shown, and per kernel name its
+/// count and time as shown.
+#[derive(Debug, PartialEq)]
+struct LastSecond {
+    busy: String,
+    kernels: BTreeMap<String, (u64, String)>,
+}
+
+fn shown(screen: &str) -> Option<LastSecond> {
+    let busy = screen
+        .lines()
+        .find_map(|l| l.strip_prefix("  GPU busy "))?
+        .strip_suffix(" of the last second")?
+        .to_owned();
+    let mut lines = screen
+        .lines()
+        .skip_while(|l| *l != "  kernels, last second:")
+        .skip(1);
+    let mut kernels = BTreeMap::new();
+    // Rows: count, time and its unit, name.
+    while let Some(f) = lines
+        .next()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+    {
+        let [count, time, unit, name] = f[..] else {
+            break;
+        };
+        let Ok(count) = count.parse() else { break };
+        kernels.insert(name.to_owned(), (count, format!("{time} {unit}")));
+    }
+    (!kernels.is_empty()).then_some(LastSecond { busy, kernels })
+}
+
+/// The trace's GPU work: (name, start, end), absolute ns.
+fn gpu_work(trace: &Value) -> Vec<(String, u64, u64)> {
+    let base = trace["baseTimeNanoseconds"].as_u64().unwrap();
+    let ns = |us: &Value| (us.as_f64().unwrap() * 1000.0).round() as u64;
+    events(trace, "kernel")
+        .iter()
+        .map(|e| {
+            let start = base + ns(&e["ts"]);
+            (
+                e["name"].as_str().unwrap().to_owned(),
+                start,
+                start + ns(&e["dur"]),
+            )
+        })
+        .collect()
+}
+
+/// As `cuprof` prints a duration.
+fn dur(ns: u64) -> String {
+    match ns {
+        0..1_000 => format!("{ns} ns"),
+        1_000..1_000_000 => format!("{:.3} µs", ns as f64 / 1e3),
+        _ => format!("{:.3} ms", ns as f64 / 1e6),
+    }
+}
+
+/// What the trace says of the second ending at `to`: the work overlapping it, counted inside
+/// it.
+fn in_trace(work: &[(String, u64, u64)], to: u64) -> LastSecond {
+    let from = to - SECOND_NS;
+    let mut spans: Vec<(u64, u64)> = Vec::new();
+    let mut by_name: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for (name, s, e) in work.iter().filter(|w| w.2 > from && w.1 < to) {
+        let (s, e) = ((*s).max(from), (*e).min(to));
+        spans.push((s, e));
+        let k = by_name.entry(name.clone()).or_default();
+        k.0 += 1;
+        k.1 += e - s;
+    }
+    spans.sort();
+    let mut busy = 0;
+    let mut reach = 0;
+    for (s, e) in spans {
+        let s = s.max(reach);
+        if e > s {
+            busy += e - s;
+        }
+        reach = reach.max(e);
+    }
+    LastSecond {
+        busy: format!("{:.1}%", busy as f64 / SECOND_NS as f64 * 100.0),
+        kernels: by_name
+            .into_iter()
+            .map(|(n, (c, ns))| (n, (c, dur(ns))))
+            .collect(),
+    }
+}
+
+#[test]
+fn top_in_tmux_shows_what_the_trace_of_the_same_second_says() {
+    // gemm 4 ms and softmax 1 ms (overlapping it) every 20 ms or so: about 20% busy.
+    let scale = [("ON_DEMAND_KERNEL_SCALE", "100")];
+    let mut job = Job::start_with("tmux", "tj", 1, 0, 20, &scale);
+    job.wait_ready();
+    let pid = job.pids()[0];
+    let caps = job.dir.path().join("caps");
+    let capture = capture_until_interrupted(&job, pid, &caps);
+    wait_state(&job, "recording");
+    let tmux = Tmux::start(&format!(
+        "env XDG_RUNTIME_DIR={} {} top",
+        job.runtime_dir().display(),
+        cuprof_bin().display()
+    ));
+    // Past the first refreshes, once the last second has kernels.
+    let mut seen = None;
+    for _ in 0..300 {
+        let (screen, at) = tmux.screen();
+        if let Some(s) = shown(&screen) {
+            assert!(
+                screen.starts_with("cuprof top: 1 process, refreshed every second, q quits\n"),
+                "{screen}"
+            );
+            assert!(
+                screen.contains(&format!("\n{pid}  rank 0  tj  recording  step ")),
+                "{screen}"
+            );
+            seen = Some((s, at, screen));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (on_screen, at, screen) = seen.expect("top never showed the last second's kernels");
+    let names: Vec<&str> = on_screen.kernels.keys().map(String::as_str).collect();
+    assert_eq!(names, ["gemm()", "softmax()"], "{screen}");
+
+    // q quits: the session's only command ends.
+    let sent = tmux.cmd(&["send-keys", "-t", "top", "q"]).status().unwrap();
+    assert!(sent.success());
+    let mut quit = false;
+    for _ in 0..100 {
+        if !tmux.running() {
+            quit = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(quit, "top did not quit on q");
+
+    let err = interrupt(capture);
+    assert_eq!(wrote_lines(&err), 1, "{err}");
+    let trace = read_trace(&caps.join("tj-rank0-cycle1.trace.json.gz"));
+    let work = gpu_work(&trace);
+    // The screen's second ends at the newest GPU work the process had when it drew, which is
+    // within a refresh (1 s) and the records' flush interval (1 s) of the time the screen was
+    // read: one such second of the trace says exactly what the screen says.
+    let candidates: Vec<u64> = work
+        .iter()
+        .map(|w| w.2)
+        .filter(|&end| end <= at && end + 4 * SECOND_NS > at)
+        .collect();
+    assert!(!candidates.is_empty());
+    let matching = candidates
+        .iter()
+        .filter(|&&to| in_trace(&work, to) == on_screen)
+        .count();
+    assert!(
+        matching > 0,
+        "no second of the trace ending in the 4 s before the screen was read says\n{on_screen:?}\n(the last one says {:?})",
+        in_trace(&work, *candidates.last().unwrap())
+    );
+    job.finish();
+}
+
+#[test]
+fn top_from_another_uid_is_refused_and_changes_nothing() {
+    let mut job = Job::start("topsec", "s", 1, 0, 20);
+    job.wait_ready();
+    job.refused_to_nobody(&["top", "-n", "1"]);
+    let live = job.socket_dir().join(format!("{}.sock", job.pids()[0]));
+    std::fs::set_permissions(&live, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    assert_eq!(
+        as_nobody_through(&live, "cuprof\t2\tlive\n"),
+        "cuprof\t2\terror\tpermission denied: not the owner of this process\n",
+    );
+    let (ps, _) = job.ok(&["ps"]);
+    assert_eq!(ps_rows(&ps).values().next().unwrap().2, "ready");
+    let results = job.finish();
+    assert!(results[0]
+        .1
+        .contains("cuprof: refused a control connection from uid 65534"));
+}
+
+#[test]
+fn top_names_a_process_of_another_release_in_one_line() {
+    let job = Job::empty("release");
+    let dir = job.socket_dir();
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    // A process of the release before: protocol 1, answering as it would. This test's own pid
+    // stands in for it (the socket of a live process is not stale).
+    let pid = std::process::id();
+    let path: PathBuf = dir.join(format!("{pid}.sock"));
+    let listener = UnixListener::bind(&path).unwrap();
+    let old = std::thread::spawn(move || {
+        use std::io::{BufRead, BufReader, Write};
+        let (mut c, _) = listener.accept().unwrap();
+        let mut request = String::new();
+        BufReader::new(&c).read_line(&mut request).unwrap();
+        c.write_all(b"cuprof\t1\terror\tthe other side speaks control protocol 2, this cuprof speaks 1: use cuprof and libcuprof.so of the same release\n").unwrap();
+        request
+    });
+    let (out, _) = job.ok(&["top", "-n", "1"]);
+    assert_eq!(old.join().unwrap(), "cuprof\t2\tlive\n");
+    assert_eq!(
+        out,
+        format!("cuprof top: 1 process, refreshed every second\nprocess {pid}'s answer: the other side speaks control protocol 1, this cuprof speaks 2: use cuprof and libcuprof.so of the same release\n\n")
+    );
+}
+
+/// The names of a list of a `cuprof top` screen (`  TITLE:` then its rows), with their counts.
+fn listed(screen: &str, title: &str) -> BTreeMap<String, u64> {
+    screen
+        .lines()
+        .skip_while(|l| *l != format!("  {title}:"))
+        .skip(1)
+        .map_while(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let [count, _, _, name] = f[..] else {
+                return None;
+            };
+            Some((name.to_owned(), count.parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn top_shows_the_operators_of_a_torch_process() {
+    require_python("torch");
+    let mut job = Job::start_with("toptorch", "tt", 1, 0, 20, &[("ON_DEMAND_TORCH", "1")]);
+    job.wait_ready();
+    let pid = job.pids()[0];
+    // The recorder never imports torch: it records operators once the program has imported it,
+    // which on_demand.py does after CUDA's initialisation, before its first step.
+    for _ in 0..600 {
+        let (ps, _) = job.ok(&["ps"]);
+        if ps.lines().nth(1).and_then(|l| l.split('\t').nth(4)) != Some("0") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let caps = job.dir.path().join("caps");
+    let capture = capture_until_interrupted(&job, pid, &caps);
+    wait_state(&job, "recording");
+    // One torch.mm a step, which calls aten::resolve_conj three times.
+    let names = ["aten::mm", "aten::resolve_conj"];
+    let mut screen = String::new();
+    for _ in 0..100 {
+        screen = job.ok(&["top", "-n", "1"]).0;
+        let total = listed(&screen, "operators, since the capture began");
+        if names.iter().all(|n| total.get(*n).is_some_and(|&c| c > 0)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for title in [
+        "operators, last second",
+        "operators, since the capture began",
+    ] {
+        let ops = listed(&screen, title);
+        assert_eq!(ops.keys().collect::<Vec<_>>(), names, "{title}:\n{screen}");
+    }
+    let err = interrupt(capture);
+    assert_eq!(wrote_lines(&err), 1, "{err}");
+    job.finish();
+}
