@@ -220,6 +220,56 @@ def check_compiled():
            compilations=[(c["compile_id"], c["calls"], c["gpu_ns"]) for c in comp.get("compilations", [])])
 
 
+def check_on_demand():
+    """Issue 27: a running transformer step loop started ready (--on-demand), captured twice from
+    outside (--steps 3 each): each capture's file holds the kernels torch.profiler records for 3
+    steps of the same loop, and `cuprof ps` lists the process ready before and after."""
+    d = fresh("ondemand")
+    stop = os.path.join(WORK, "ondemand.stop")
+    job = subprocess.Popen([CUPROF, "run", "--on-demand", "--name", "odjob", "--dir", d, "--no-report", "--",
+                            sys.executable, os.path.join(HERE, "transformer_step.py"), "100000",
+                            "--cuprof-step", "--stop-file", stop],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready, ps = False, None
+        for _ in range(120):
+            ps = run([CUPROF, "ps"])
+            if "odjob" in ps.stdout and "ready" in ps.stdout:
+                ready = True
+                break
+            time.sleep(1)
+        time.sleep(3)  # past CUDA and cuBLAS start-up: steady steps
+        caps, counts = [], []
+        for n in (1, 2):
+            c = run([CUPROF, "capture", "--name", "odjob", "--steps", "3"], timeout=300)
+            caps.append({"rc": c.returncode, "out": c.stdout[-400:], "err": c.stderr[-400:]})
+            f = os.path.join(d, f"odjob-rank0-cycle{n}.trace.json.gz")
+            if os.path.exists(f):
+                t = load(f)
+                steps = sorted(e["name"] for e in events(t, "user_annotation") if e["name"].startswith("ProfilerStep"))
+                counts.append({"kernels": len(events(t, "kernel")), "steps": steps})
+            time.sleep(2)
+        ps_after = run([CUPROF, "ps"]).stdout
+    finally:
+        open(stop, "w").close()
+        try:
+            out, err = job.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            out, err = job.communicate()
+    tp = fresh("ondemand_torch")
+    r2 = run([sys.executable, os.path.join(HERE, "transformer_step.py"), "8", "--torch-profiler", tp, "--wait", "3", "--active", "3"],
+             timeout=600)
+    tfiles = glob.glob(f"{tp}/*.json*")
+    theirs = len(events(load(tfiles[0]), "kernel")) if tfiles else 0
+    ok = (ready and len(counts) == 2 and theirs > 0
+          and all(abs(c["kernels"] - theirs) <= 0.01 * theirs and len(c["steps"]) == 3 for c in counts)
+          and counts[0]["steps"] != counts[1]["steps"] and job.returncode == 0)
+    record("issue27.on_demand_two_captures_vs_torch_profiler", ok, ready=ready, captures=counts,
+           torch_profiler_kernels_3_steps=theirs, capture_output=caps, ps_before=(ps.stdout[-300:] if ps else None),
+           ps_after=ps_after[-300:], job_rc=job.returncode, job_stderr=err[-600:], torch_rc=r2.returncode)
+
+
 def check_window():
     d = fresh("win")
     r = run([CUPROF, "run", "--dir", d, "--name", "win", "--wait", "1", "--warmup", "1", "--active", "2", "--repeat", "2",
@@ -380,7 +430,7 @@ def main():
     print("torch", torch.__version__, "cuda", torch.version.cuda, flush=True)
     only = sys.argv[1:]
     for name, fn in [("basic", check_basic), ("inject", check_injection_only), ("dump", dump_buffers),
-                     ("transformer", check_transformer), ("operators", check_operators), ("compiled", check_compiled), ("window", check_window), ("api", check_api_selection), ("memory", check_memory),
+                     ("transformer", check_transformer), ("operators", check_operators), ("compiled", check_compiled), ("ondemand", check_on_demand), ("window", check_window), ("api", check_api_selection), ("memory", check_memory),
                      ("faults", check_faults), ("offline", check_offline_scaling)]:
         if only and name not in only:
             continue

@@ -1,16 +1,22 @@
 """A 12-layer transformer training step, marked with NVTX `step` ranges (cuprof's step source).
 
 Usage: python3 transformer_step.py STEPS [--torch-profiler DIR --wait W --active A]
+                                         [--cuprof-step] [--stop-file PATH]
+--cuprof-step: each step also ends with cuprof_step() (the step source of on-demand captures);
+--stop-file: the loop ends early once PATH exists (a long-running job, stopped from outside).
 Prints one JSON line: {"steps": N, "copy_bytes": B, "max_reserved": R}.
 """
-import argparse, json, sys, torch
+import argparse, ctypes, json, os, sys, torch
 
 p = argparse.ArgumentParser()
 p.add_argument("steps", type=int)
 p.add_argument("--torch-profiler")
 p.add_argument("--wait", type=int, default=3)
 p.add_argument("--active", type=int, default=1)
+p.add_argument("--cuprof-step", action="store_true")
+p.add_argument("--stop-file")
 a = p.parse_args()
+cuprof_step = ctypes.CDLL(None).cuprof_step if a.cuprof_step else None
 
 torch.manual_seed(0)
 dev = "cuda"
@@ -29,7 +35,11 @@ if a.torch_profiler:
         on_trace_ready=torch.profiler.tensorboard_trace_handler(a.torch_profiler))
     prof.start()
 
+done = 0
 for i in range(a.steps):
+    if a.stop_file and os.path.exists(a.stop_file):
+        break
+    done += 1
     with torch.cuda.nvtx.range("step"):
         torch.cuda.nvtx.range_push("h2d")
         x = host.to(dev, non_blocking=True)
@@ -45,7 +55,9 @@ for i in range(a.steps):
         torch.cuda.synchronize()
     if prof:
         prof.step()
+    if cuprof_step:
+        cuprof_step()
 if prof:
     prof.stop()
-print(json.dumps({"steps": a.steps, "copy_bytes": copy_bytes,
+print(json.dumps({"steps": done, "copy_bytes": copy_bytes,
                   "max_reserved": torch.cuda.max_memory_reserved()}), flush=True)
