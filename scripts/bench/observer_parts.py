@@ -1,16 +1,19 @@
 """Where the native observer's cost goes, in one process (less noisy than comparing processes).
 
-    python3 observer_parts.py MODEL STEPS ROUNDS
+    python3 observer_parts.py MODEL STEPS ROUNDS [OTHER_OBSERVER.cpp]
 
 MODEL: flux or llama (tests/apps/real_models_lib.py). Each round runs STEPS steps of each of,
 interleaved: no callback; torch's floor (floor_callback.cpp: an empty callback asking for
-inputs); cuprof's observer (ops/observer.cpp, built here with build.py) formatting every
-record, shapes on, into hooks that do nothing (so none of libcuprof.so's work is counted).
-Prints, per part, the median step's program-thread CPU and the µs per operator over the
-steps without a callback.
+inputs); cuprof's observer (ops/observer.cpp, built here with build.py) writing every
+record, shapes on, into hooks that do nothing (so none of libcuprof.so's work is counted);
+and, given OTHER_OBSERVER.cpp (another version of the observer, for example an earlier
+commit's: `git show REV:tracer/preload/src/ops/observer.cpp > /tmp/old.cpp`), that one too,
+into the same hooks with the version number it speaks. Prints, per part, the median step's
+program-thread CPU and the µs per operator over the steps without a callback.
 """
 import ctypes
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -19,6 +22,7 @@ import time
 import torch
 
 model_name, steps, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+other = sys.argv[4] if len(sys.argv) > 4 else None
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.join(here, "..", "..")
 sys.path.insert(0, os.path.join(root, "tests", "apps"))
@@ -40,37 +44,44 @@ def built(source, name):
     return ctypes.CDLL(out)
 
 
+def observer(source, name):
+    """The observer built from `source`, started into the no-op hooks, with the hooks' version
+    set to the one it speaks (the struct's first field)."""
+    lib = built(source, name)
+    lib.cuprof_observer_start.restype = ctypes.c_uint64
+    lib.cuprof_observer_start.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+    lib.cuprof_observer_stop.argtypes = [ctypes.c_uint64]
+    with open(source) as f:
+        version = int(re.search(r"kHooksVersion = (\d+);", f.read()).group(1))
+    hooks = ctypes.create_string_buffer(ctypes.string_at(floor.noop_hooks(), 40), 40)
+    ctypes.c_uint32.from_buffer(hooks).value = version
+
+    def start():
+        handle = lib.cuprof_observer_start(ctypes.addressof(hooks), 1)
+        if not handle:
+            raise SystemExit("observer_parts: %s refused the hooks" % source)
+        return handle
+
+    return start, lib.cuprof_observer_stop
+
+
 floor = built(os.path.join(here, "floor_callback.cpp"), "floor.so")
 floor.floor_start.restype = ctypes.c_uint64
 floor.floor_stop.argtypes = [ctypes.c_uint64]
 floor.noop_hooks.restype = ctypes.c_void_p
-observer = built(os.path.join(root, "tracer", "preload", "src", "ops", "observer.cpp"), "obs.so")
-observer.cuprof_observer_start.restype = ctypes.c_uint64
-observer.cuprof_observer_start.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
-observer.cuprof_observer_stop.argtypes = [ctypes.c_uint64]
 
 step = real_models_lib.MODELS[model_name]()
 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as p:
     step()
 ops = len(p.events())
-
-
-def observer_start():
-    handle = observer.cuprof_observer_start(floor.noop_hooks(), 1)
-    if not handle:
-        raise SystemExit("observer_parts: observer.cpp refused floor_callback.cpp's hooks "
-                         "(their versions differ: keep the two in step)")
-    return handle
-
-
 parts = {
     "no callback": (lambda: 0, lambda h: None),
     "torch floor (empty callback, inputs)": (floor.floor_start, floor.floor_stop),
-    "cuprof observer, no-op hooks": (
-        observer_start,
-        observer.cuprof_observer_stop,
-    ),
 }
+if other:
+    parts["other observer, no-op hooks"] = observer(other, "other.so")
+parts["cuprof observer, no-op hooks"] = observer(
+    os.path.join(root, "tracer", "preload", "src", "ops", "observer.cpp"), "obs.so")
 times = {name: [] for name in parts}
 for _ in range(3):
     step()
