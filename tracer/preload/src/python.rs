@@ -16,6 +16,7 @@
 use crate::process::{guard, say};
 use cuprof_core::event::{Name, PyFrame, PyStack};
 use std::cell::RefCell;
+use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_long, c_void, CStr, CString};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::Relaxed};
@@ -279,7 +280,7 @@ struct StackCache {
     codes: HashMap<usize, (Name, Name)>,
     /// (code address, position) of each frame, innermost first -> the shared stack. The
     /// position is the last instruction where Python says it (`frame_lasti`), else the line.
-    stacks: HashMap<Vec<(usize, u32)>, PyStack>,
+    stacks: FxHashMap<Vec<(usize, u32)>, PyStack>,
     key: Vec<(usize, u32)>,
     /// The frames and code objects of the stack being read (reused: no allocation per read).
     frames: Vec<Obj>,
