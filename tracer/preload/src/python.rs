@@ -15,8 +15,8 @@
 
 use crate::process::{guard, say};
 use cuprof_core::event::{Name, PyFrame, PyStack};
-use std::cell::RefCell;
 use rustc_hash::FxHashMap;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_long, c_void, CStr, CString};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::Relaxed};
