@@ -22,6 +22,7 @@
 #   on a 16-core H100 machine, native runs fell anywhere from about 4,100 to 8,800 ns/launch
 #   by where the process was scheduled, so the rounds of one mode spread by tens of percent;
 #   with every run on CPUs 0-7 the spreads were much narrower (BENCHMARKS.md has both runs).
+# BENCH_WORKLOADS, BENCH_MODES: space-separated names that narrow the runs (none always runs).
 # PYTHON, NVCC, CC: the tools (default python3, $CUDA_HOME/bin/nvcc or nvcc, gcc; the floor is
 #   built with nvcc when CC fails).
 # LD_PRELOAD, CUDA_INJECTION64_PATH, NVTX_INJECTION64_PATH, CUPROF_ENABLED, CUPROF_ACTIVITIES,
@@ -212,6 +213,17 @@ WORKLOADS = {
     "launch": ["none", "floor", "cuprof", "cuprof-gpu", "torch", "cuprof-rt", "cuprof-noops", "torch-all"],
     "transformer": ["none", "floor", "cuprof", "cuprof-gpu", "torch", "cuprof-rt", "cuprof-noops", "torch-all"],
 }
+# BENCH_WORKLOADS and BENCH_MODES (space-separated names) narrow the runs to fit a short lease;
+# "none" is always kept, since every ratio is taken against it.
+for var, known in (("BENCH_WORKLOADS", WORKLOADS), ("BENCH_MODES", MODES)):
+    unknown = [n for n in env0.get(var, "").split() if n not in known]
+    if unknown:
+        sys.exit(f"bench-gpu: {var} names {' '.join(unknown)}, not among {' '.join(known)}")
+if env0.get("BENCH_WORKLOADS", "").split():
+    WORKLOADS = {w: m for w, m in WORKLOADS.items() if w in env0["BENCH_WORKLOADS"].split()}
+if env0.get("BENCH_MODES", "").split():
+    keep = set(env0["BENCH_MODES"].split()) | {"none"}
+    WORKLOADS = {w: [m for m in ms if m in keep] for w, ms in WORKLOADS.items()}
 UNIT = {"native": "ns/launch", "launch": "ms/step", "transformer": "ms/step"}
 runs, skipped = [], []
 

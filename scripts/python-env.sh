@@ -23,4 +23,25 @@ if ! cmp -s "$req" "$stamp"; then
         --root-user-action=ignore -r "$req" >&2
     cp "$req" "$stamp"
 fi
+# Headers of the torch versions the native observer must also compile against
+# (tests/torch_native_e2e.rs), besides the venv's own torch: 2.11 is the CUDA machines' torch.
+# Only torch/include is kept (about 62 MB a version), taken from the wheel without installing it.
+headers_root="${CUPROF_TORCH_HEADERS:-$HOME/.cache/cuprof/torch-headers}"
+for v in 2.11.0; do
+    if [ ! -f "$headers_root/$v/include/ATen/record_function.h" ]; then
+        mkdir -p "$headers_root"
+        dl="$(mktemp -d "$headers_root/.download.XXXXXX")"
+        "$venv/bin/python3" -m pip download --quiet --disable-pip-version-check --no-deps \
+            --only-binary=:all: "torch==$v" -d "$dl" >&2
+        "$venv/bin/python3" - "$dl" "$headers_root/$v" <<'PY'
+import glob, os, shutil, sys, zipfile
+dl, dest = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(glob.glob(os.path.join(dl, "torch-*.whl"))[0]) as z:
+    z.extractall(dl, [n for n in z.namelist() if n.startswith("torch/include/")])
+shutil.rmtree(dest, ignore_errors=True)
+os.rename(os.path.join(dl, "torch"), dest)
+PY
+        rm -rf "$dl"
+    fi
+done
 echo "$venv/bin"

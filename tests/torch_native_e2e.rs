@@ -526,3 +526,34 @@ fn ranks_starting_at_once_build_the_observer_once() {
     }
     assert_eq!(builds, 1);
 }
+
+/// The observer's source builds, with build.py's flags, against torch 2.11's headers as well as
+/// against the tests' torch: 2.11 is the CUDA machines' torch, where `getTLS` (a later torch's
+/// name for the thread's profiler state) once stopped the build and sent every operator to the
+/// NVTX fallback. scripts/python-env.sh keeps those headers (taken from the wheel, not installed).
+#[test]
+fn the_observer_compiles_against_torch_2_11s_headers() {
+    let root = std::env::var_os("CUPROF_TORCH_HEADERS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(&std::env::var_os("HOME").expect("HOME")).join(".cache/cuprof/torch-headers")
+        });
+    let include = root.join("2.11.0/include");
+    assert!(
+        include.join("ATen/record_function.h").is_file(),
+        "torch 2.11's headers are not in {}: run `bash scripts/python-env.sh` (scripts/test.sh does)",
+        include.display()
+    );
+    let out = Command::new("python3")
+        .arg(apps().join("observer_compiles.py"))
+        .arg(&include)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("observer.cpp compiles against {}\n", include.display()),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success());
+}

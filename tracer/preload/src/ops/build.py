@@ -77,6 +77,20 @@ def _compiler():
     return cxx
 
 
+def compile_flags(include, abi):
+    """The compiler flags for observer.cpp against the torch whose headers are in `include`
+    (the C++ ABI must be the one that torch was built with). The tests compile the source with
+    these against torch versions they cannot import."""
+    flags = [
+        "-O2", "-std=c++20", "-fPIC", "-shared", "-DNDEBUG", "-fvisibility=hidden",
+        "-D_GLIBCXX_USE_CXX11_ABI=%d" % abi, "-w",
+        "-isystem", include, "-isystem", os.path.join(include, "torch", "csrc", "api", "include"),
+    ]
+    if os.path.isfile(os.path.join(include, "torch", "csrc", "profiler", "util.h")):
+        flags.append("-DCUPROF_WITH_FLOPS")
+    return flags
+
+
 def _compile(build, source, out, log):
     import subprocess
 
@@ -84,14 +98,7 @@ def _compile(build, source, out, log):
     src = out + ".cpp"
     with open(src, "w") as f:
         f.write(source)
-    inc = build["include"]
-    flags = [
-        "-O2", "-std=c++20", "-fPIC", "-shared", "-DNDEBUG", "-fvisibility=hidden",
-        "-D_GLIBCXX_USE_CXX11_ABI=%d" % build["abi"], "-w",
-        "-isystem", inc, "-isystem", os.path.join(inc, "torch", "csrc", "api", "include"),
-    ]
-    if os.path.isfile(os.path.join(inc, "torch", "csrc", "profiler", "util.h")):
-        flags.append("-DCUPROF_WITH_FLOPS")
+    flags = compile_flags(build["include"], build["abi"])
     link = ["-L", build["lib"], "-Wl,-rpath," + build["lib"], "-lc10", "-ltorch_cpu"]
     cmd = cxx + flags + [src, "-o", out] + link
     try:

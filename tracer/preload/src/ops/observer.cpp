@@ -33,6 +33,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <type_traits>
 
 #include <torch/csrc/profiler/orchestration/observer.h>
 
@@ -371,9 +372,26 @@ struct MarkerState : torch::profiler::impl::ProfilerStateBase {
 
 thread_local torch::profiler::impl::ProfilerStateBase* t_marker = nullptr;
 
+// The thread's profiler state. torch 2.11 and older name its accessor get(/*global=*/false);
+// later torch renamed it getTLS() and dropped get(bool). Both are found at compile time, so one
+// source builds against either (a torch without getTLS stopped the build on the H100's 2.11).
+template <typename State, typename = void>
+struct HasGetTLS : std::false_type {};
+template <typename State>
+struct HasGetTLS<State, std::void_t<decltype(State::getTLS())>> : std::true_type {};
+
+template <typename State = torch::profiler::impl::ProfilerStateBase>
+State* thread_profiler_state() {
+  if constexpr (HasGetTLS<State>::value) {
+    return State::getTLS();
+  } else {
+    return State::get(/*global=*/false);
+  }
+}
+
 void push_marker() {
   using torch::profiler::impl::ProfilerStateBase;
-  if (ProfilerStateBase::getTLS() != nullptr) return;
+  if (thread_profiler_state() != nullptr) return;
   auto state = std::make_shared<MarkerState>();
   t_marker = state.get();
   ProfilerStateBase::push(std::move(state));
@@ -381,7 +399,7 @@ void push_marker() {
 
 void pop_marker() {
   using torch::profiler::impl::ProfilerStateBase;
-  if (t_marker != nullptr && ProfilerStateBase::getTLS() == t_marker) {
+  if (t_marker != nullptr && thread_profiler_state() == t_marker) {
     ProfilerStateBase::pop(/*global=*/false);
   }
   t_marker = nullptr;
