@@ -434,3 +434,23 @@ fn every_threads_operators_arrive_whichever_way_their_batch_is_sent() {
     assert_eq!(recorded, ran);
     assert_eq!(trace["cuprofStats"]["dropped_channel"], 0);
 }
+
+/// A thread's operators wait in a batch of its own until its outermost operator ends. Those it
+/// finished inside an operator still open when the window ends the cycle reach the cycle all
+/// the same: the thread hands them over at its next operator's end, while the cycle drains.
+#[test]
+fn operators_finished_inside_one_open_across_the_cycles_end_are_in_the_cycle() {
+    require_torch();
+    let dir = TempDir::new("torch-thread-transition");
+    let (out, _) = Run::python("torch_thread_transition.py", &[], dir.path())
+        .env("CUPROF_WAIT", "0")
+        .env("CUPROF_WARMUP", "0")
+        .env("CUPROF_ACTIVE", "1")
+        .env("CUPROF_REPEAT", "1")
+        .ok_json();
+    let trace = read_trace(&dir.path().join("t-rank0.trace.json.gz"));
+    let names = count_by_name(&events(&trace, "cpu_op"));
+    assert_eq!(names.get("cuproftest::nested"), Some(&10), "{names:?}");
+    assert_eq!(out["nested_before_the_end"], 10);
+    assert_eq!(names.get("cuproftest::after"), None, "{names:?}");
+}

@@ -76,6 +76,23 @@ impl RangeBatch {
         std::mem::replace(self, room)
     }
 
+    /// Moves `other`'s ranges after this batch's, leaving `other` empty. Into an empty batch
+    /// the two swap (no copy): `other` keeps this one's room.
+    pub fn append(&mut self, other: &mut RangeBatch) {
+        if self.ranges.is_empty() {
+            self.names.clear();
+            std::mem::swap(self, other);
+            return;
+        }
+        let base = self.names.len() as u32;
+        self.names.extend_from_slice(&other.names);
+        self.ranges.extend(other.ranges.drain(..).map(|mut r| {
+            r.name.0 += base;
+            r
+        }));
+        other.names.clear();
+    }
+
     pub fn is_full(&self) -> bool {
         self.ranges.len() >= MAX_RANGES || self.names.len() >= MAX_NAME_BYTES
     }
@@ -187,6 +204,35 @@ mod tests {
         assert_eq!(b.names.len(), 0);
         assert_eq!(b.ranges.capacity(), MAX_RANGES);
         assert_eq!(b.names.capacity(), names);
+    }
+
+    #[test]
+    fn appending_keeps_the_order_and_the_names_and_empties_the_other() {
+        let mut a = RangeBatch::default();
+        let mut b = RangeBatch::default();
+        // Into an empty batch: the two swap.
+        b.push(finished(b"aten::mm", 1));
+        a.append(&mut b);
+        assert!(b.is_empty());
+        b.push(finished(b"aten::add", 2));
+        b.push(finished(b"aten::t", 4));
+        a.append(&mut b);
+        assert!(b.is_empty());
+        b.push(finished(b"aten::relu", 5));
+        a.append(&mut b);
+        let got: Vec<(String, u64)> = a
+            .into_ranges()
+            .map(|r| (r.name.to_string(), r.start))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("aten::mm".to_string(), 10),
+                ("aten::add".to_string(), 20),
+                ("aten::t".to_string(), 40),
+                ("aten::relu".to_string(), 50)
+            ]
+        );
     }
 
     #[test]

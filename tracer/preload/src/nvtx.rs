@@ -276,7 +276,11 @@ fn close(o: Open, kind: RangeKind) {
                             stack: o.stack,
                             native,
                         },
+                        // No operator encloses this one on this thread.
+                        at == 0,
                     );
+                } else if let Some(t) = t {
+                    op_batch::catch_up(t);
                 }
                 names.truncate(at);
             });

@@ -8,28 +8,63 @@
 //! bytes and the range's numbers to a batch of its own and sends the batch when it is full;
 //! the writer makes the `Name`s.
 //!
+//! A thread records into a batch only it touches (`staged`), with no lock: a lock's two locked
+//! instructions per operator drained the stores of the range just written, about 0.3 µs per
+//! operator on the diffusers transformer (BENCHMARKS.md). It hands what it staged over to the
+//! batch flushes take (`shared`, behind a lock) when its outermost operator ends, when the
+//! staged batch is full, before it flushes, and when it exits.
+//!
 //! Order matters across threads in one place: a backward operator's `Fwd thread id` is found
 //! from its forward operator, recorded on another thread, so the forward one must reach the
-//! writer first. Every flush therefore sends every thread's batch, in one critical section:
-//! what ended before a flush on any thread reaches the writer before what the flushing thread
-//! records after it. Flushes also happen at each window transition (so a cycle's operators
-//! precede its end), when the writer is idle for a second, at a thread's exit and at shutdown.
+//! writer first. Every flush therefore sends every thread's shared batch, in one critical
+//! section: what a thread handed over before a flush reaches the writer before what the
+//! flushing thread records after it. A thread has handed over every operator it finished
+//! whenever none is open on it, as when it starts a backward pass. Flushes also happen at each
+//! window transition (so a cycle's operators precede its end), when the writer is idle for a
+//! second, at a thread's exit and at shutdown.
 
 use crate::tracer::{running, Tracer};
 use cuprof_core::range_batch::{FinishedOp, RangeBatch};
-use std::sync::atomic::Ordering::Relaxed;
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, Weak};
 
 /// Every live thread's batch, in the order the threads first recorded an operator.
 static BATCHES: Mutex<Vec<Weak<Mutex<RangeBatch>>>> = Mutex::new(Vec::new());
 /// Held while batches are taken and sent, so that flushes never interleave.
 static FLUSHING: Mutex<()> = Mutex::new(());
+/// Window transitions so far: a thread that sees this change hands over and flushes at its
+/// next operator's end, so that what it finished inside an operator still open at the
+/// transition reaches the writer while the cycle drains.
+static TRANSITIONS: AtomicU64 = AtomicU64::new(0);
 
-/// This thread's batch; flushed when the thread exits.
-struct Mine(Arc<Mutex<RangeBatch>>);
+/// This thread's batches: what it recorded since its last hand-over (`staged`, this thread's
+/// alone) and what flushes take (`shared`). Handed over and flushed when the thread exits.
+struct Mine {
+    shared: Arc<Mutex<RangeBatch>>,
+    staged: RefCell<RangeBatch>,
+    /// [`TRANSITIONS`] when this thread last handed over.
+    seen: Cell<u64>,
+}
+
+impl Mine {
+    /// Moves the staged ranges into the shared batch; says whether that is now full.
+    fn hand_over(&self) -> bool {
+        let Ok(mut staged) = self.staged.try_borrow_mut() else {
+            return false;
+        };
+        if staged.is_empty() {
+            return false;
+        }
+        let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        shared.append(&mut staged);
+        shared.is_full()
+    }
+}
 
 impl Drop for Mine {
     fn drop(&mut self) {
+        self.hand_over();
         if let Some(t) = running() {
             flush(t);
         }
@@ -38,29 +73,69 @@ impl Drop for Mine {
 
 thread_local! {
     static MINE: Mine = {
-        let batch = Arc::new(Mutex::new(RangeBatch::default()));
+        let shared = Arc::new(Mutex::new(RangeBatch::default()));
         if let Ok(mut all) = BATCHES.lock() {
             all.retain(|b| b.strong_count() > 0);
-            all.push(Arc::downgrade(&batch));
+            all.push(Arc::downgrade(&shared));
         }
-        Mine(batch)
+        Mine {
+            shared,
+            staged: RefCell::new(RangeBatch::default()),
+            seen: Cell::new(TRANSITIONS.load(Relaxed)),
+        }
     };
 }
 
-/// Adds a finished operator range to this thread's batch; sends every batch when it is full.
-pub fn record(t: &Tracer, r: FinishedOp<'_>) {
-    let full = MINE
+/// Adds a finished operator range to this thread's staged batch, handing it over when the
+/// range is the thread's `outermost` open operator or the staged batch is full; sends every
+/// batch when the shared one is full or a window transition happened since this thread last
+/// handed over.
+pub fn record(t: &Tracer, r: FinishedOp<'_>, outermost: bool) {
+    let send = MINE
         .try_with(|m| {
-            let mut b = m.0.lock().unwrap_or_else(|e| e.into_inner());
-            b.push(r);
-            b.is_full()
+            let hand_over = match m.staged.try_borrow_mut() {
+                Ok(mut staged) => {
+                    staged.push(r);
+                    outermost || staged.is_full()
+                }
+                Err(_) => {
+                    t.counters.dropped_channel.fetch_add(1, Relaxed);
+                    false
+                }
+            };
+            let transitions = TRANSITIONS.load(Relaxed);
+            if transitions != m.seen.get() {
+                m.seen.set(transitions);
+                m.hand_over();
+                return true;
+            }
+            hand_over && m.hand_over()
         })
         // The thread is exiting: its batch has gone; the range goes with it, counted.
         .unwrap_or_else(|_| {
             t.counters.dropped_channel.fetch_add(1, Relaxed);
             false
         });
-    if full {
+    if send {
+        flush(t);
+    }
+}
+
+/// For an operator's end that is not recorded (the window stopped): what this thread staged
+/// before a window transition is handed over and flushed all the same.
+pub fn catch_up(t: &Tracer) {
+    let send = MINE
+        .try_with(|m| {
+            let transitions = TRANSITIONS.load(Relaxed);
+            if transitions == m.seen.get() {
+                return false;
+            }
+            m.seen.set(transitions);
+            m.hand_over();
+            true
+        })
+        .unwrap_or(false);
+    if send {
         flush(t);
     }
 }
@@ -68,10 +143,20 @@ pub fn record(t: &Tracer, r: FinishedOp<'_>) {
 /// Sends every thread's batch to the writer (the channel drops, and counts, what it cannot
 /// take). Never blocks on the writer; called from any thread but the writer's.
 pub fn flush(t: &Tracer) {
+    // What this thread finished before the flush goes with it.
+    let _ = MINE.try_with(|m| m.hand_over());
     let _order = FLUSHING.lock().unwrap_or_else(|e| e.into_inner());
     for batch in take_live() {
         t.channel.send_op_batch(batch);
     }
+}
+
+/// [`flush`] at a window transition: threads with operators still open hand over what they
+/// finished at their next operator's end, and flush it.
+pub fn flush_at_transition(t: &Tracer) {
+    let now = TRANSITIONS.fetch_add(1, Relaxed) + 1;
+    let _ = MINE.try_with(|m| m.seen.set(now));
+    flush(t);
 }
 
 /// Takes every thread's batch, for the writer itself, when `quiet()` says it has nothing

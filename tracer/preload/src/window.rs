@@ -140,7 +140,7 @@ fn apply(t: &Tracer, tr: Transition, ts: u64) {
 fn apply_after_call(t: &Tracer, tr: Transition, ts: u64, call: Option<u32>) {
     tracing::debug!(?tr, ts, "window transition");
     // The operators that ended before the transition belong before it.
-    crate::op_batch::flush(t);
+    crate::op_batch::flush_at_transition(t);
     let (step_start, step_tid, work, cycle, on_demand) = {
         let Ok(mut g) = STATE.lock() else { return };
         let Some(s) = g.as_mut() else { return };
