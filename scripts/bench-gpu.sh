@@ -53,8 +53,9 @@
 #               operator recording; compare with `cuprof`)
 # Prints the median per (workload, mode), its spread over the rounds, the ratio to none, the
 # overhead relative to the floor's, to the kernel-only floor's (native) and to torch.profiler's,
-# and the issue's targets; writes all of it, with every run and the settings (the pinning
-# included), as JSON.
+# what operator recording costs per operator (cuprof - cuprof-noops and torch-all - torch, over
+# the operators per step torch-all counts), and the issue's targets; writes all of it, with
+# every run and the settings (the pinning included), as JSON.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -333,6 +334,25 @@ for w, modes in WORKLOADS.items():
             f"{p(row['overhead'], '+8.1f')} "
             f"{f(row['overhead_vs_floor'], '8.2f')} {f(row['overhead_vs_floor_kernel'], '9.2f')} {f(row['overhead_vs_torch'], '8.2f')}")
 
+# Operator recording per operator (issue 25): the step time cuprof's operators add
+# (cuprof - cuprof-noops) and torch.profiler's CPU activity adds (torch-all - torch), each
+# divided by the operators per step torch.profiler counted in its torch-all runs.
+op_costs = []
+for w in ("launch", "transformer"):
+    counts = [r["result"]["ops_per_step"] for r in runs
+              if r["workload"] == w and r["mode"] == "torch-all" and (r["result"] or {}).get("ops_per_step")]
+    if not counts:
+        continue
+    ops = statistics.median(counts)
+    row = {"workload": w, "ops_per_step": ops}
+    for name, with_ops, without in (("cuprof", "cuprof", "cuprof-noops"), ("torch.profiler", "torch-all", "torch")):
+        a_, b_ = med(w, with_ops)[0], med(w, without)[0]
+        row[name + "_us_per_op"] = None if a_ is None or b_ is None else (a_ - b_) * 1e3 / ops
+    op_costs.append(row)
+    show = lambda v: "-" if v is None else f"{v:.2f} µs"
+    say(f"{w}: {ops:.0f} operators a step; operators cost cuprof {show(row['cuprof_us_per_op'])} each "
+        f"(cuprof - cuprof-noops), torch.profiler {show(row['torch.profiler_us_per_op'])} (torch-all - torch)")
+
 # The issue's targets: cuprof's overhead <= 1.10x the floor's on native and python launch,
 # <= 2% on the transformer step, and below one third of torch.profiler's on each.
 targets = []
@@ -377,7 +397,7 @@ doc = {
                  "native_launches": native_launches, "run_timeout_s": run_timeout, "budget_s": budget,
                  "cpus": cpus, "cpus_from": cpus_from, "pin": pin or None,
                  "cpus_allowed": cpu_list(allowed), "cuprof_lib": lib, "bench_dir": bench},
-    "table": table, "targets": targets, "runs": runs, "skipped": skipped,
+    "table": table, "targets": targets, "operator_costs": op_costs, "runs": runs, "skipped": skipped,
     "total_s": round(time.monotonic() - T0, 1),
 }
 path = os.path.join(out_dir, "bench-gpu.json")
