@@ -130,19 +130,15 @@ def check_transformer():
     except ImportError as ex:
         # The CUDA image has no HTA and no network: carry its wheels to run this check.
         skip("issue3.hta_breakdowns", f"HTA is not installed here ({ex})")
-        TraceAnalysis = None
-    try:
-        if TraceAnalysis is None:
-            raise LookupError
-        ta = TraceAnalysis(trace_dir=d)
-        tb = ta.get_temporal_breakdown(visualize=False)
-        kb = ta.get_gpu_kernel_breakdown(visualize=False)
-        idle = ta.get_idle_time_breakdown(visualize=False)
-        record("issue3.hta_breakdowns", True, temporal=tb.to_dict("records")[:2], kernel_types=kb[0].to_dict("records")[:4])
-    except LookupError:
-        pass
-    except Exception as ex:  # noqa
-        record("issue3.hta_breakdowns", False, error=repr(ex)[:500])
+    else:
+        try:
+            ta = TraceAnalysis(trace_dir=d)
+            tb = ta.get_temporal_breakdown(visualize=False)
+            kb = ta.get_gpu_kernel_breakdown(visualize=False)
+            ta.get_idle_time_breakdown(visualize=False)
+            record("issue3.hta_breakdowns", True, temporal=tb.to_dict("records")[:2], kernel_types=kb[0].to_dict("records")[:4])
+        except Exception as ex:  # noqa
+            record("issue3.hta_breakdowns", False, error=repr(ex)[:500])
     shutil.copy(files[0], os.path.join(OUT, "transformer.trace.json.gz"))
     rep = run([CUPROF, "report", d])
     record("issue7.report_on_real_trace", rep.returncode == 0, output=rep.stdout[-1500:], stderr=rep.stderr[-300:])

@@ -26,6 +26,7 @@ d.cuInit(0)  # the test double is libcuda here: cuInit starts cuprof
 step = ctypes.CDLL(None).cuprof_step
 op_ids = itertools.count(1_000_000)
 inside, ended = threading.Event(), threading.Event()
+nested_before_the_end = 0
 
 
 def push(name):
@@ -33,10 +34,12 @@ def push(name):
 
 
 def worker():
+    global nested_before_the_end
     push("cuproftest::outer")
     for _ in range(10):
         push("cuproftest::nested")
         torch.cuda.nvtx.range_pop()
+        nested_before_the_end += 1
     inside.set()
     ended.wait()
     push("cuproftest::after")
@@ -51,4 +54,4 @@ inside.wait()
 step()
 ended.set()
 t.join()
-print(json.dumps({"nested_before_the_end": 10}))
+print(json.dumps({"nested_before_the_end": nested_before_the_end}))

@@ -232,13 +232,11 @@ pub fn to_text(record: &[u8]) -> Option<String> {
     );
     let mut buf = itoa::Buffer::new();
     out.push_str(&name);
-    for field in [
-        buf.format(seq),
-        itoa::Buffer::new().format(fwd_thread),
-        itoa::Buffer::new().format(handle),
-    ] {
+    out.push(sep);
+    out.push_str(buf.format(seq));
+    for field in [fwd_thread, handle] {
         out.push(sep);
-        out.push_str(field);
+        out.push_str(buf.format(field));
     }
     for array in [&a.dims, &a.types, &a.strides, &a.concrete] {
         out.push(sep);

@@ -60,6 +60,18 @@ impl Mine {
         shared.append(&mut staged);
         shared.is_full()
     }
+
+    /// Hands over if a window transition happened since this thread last looked; says
+    /// whether it did (the caller then flushes).
+    fn caught_up(&self) -> bool {
+        let transitions = TRANSITIONS.load(Relaxed);
+        if transitions == self.seen.get() {
+            return false;
+        }
+        self.seen.set(transitions);
+        self.hand_over();
+        true
+    }
 }
 
 impl Drop for Mine {
@@ -103,13 +115,7 @@ pub fn record(t: &Tracer, r: FinishedOp<'_>, outermost: bool) {
                     false
                 }
             };
-            let transitions = TRANSITIONS.load(Relaxed);
-            if transitions != m.seen.get() {
-                m.seen.set(transitions);
-                m.hand_over();
-                return true;
-            }
-            hand_over && m.hand_over()
+            m.caught_up() || (hand_over && m.hand_over())
         })
         // The thread is exiting: its batch has gone; the range goes with it, counted.
         .unwrap_or_else(|_| {
@@ -124,18 +130,7 @@ pub fn record(t: &Tracer, r: FinishedOp<'_>, outermost: bool) {
 /// For an operator's end that is not recorded (the window stopped): what this thread staged
 /// before a window transition is handed over and flushed all the same.
 pub fn catch_up(t: &Tracer) {
-    let send = MINE
-        .try_with(|m| {
-            let transitions = TRANSITIONS.load(Relaxed);
-            if transitions == m.seen.get() {
-                return false;
-            }
-            m.seen.set(transitions);
-            m.hand_over();
-            true
-        })
-        .unwrap_or(false);
-    if send {
+    if MINE.try_with(Mine::caught_up).unwrap_or(false) {
         flush(t);
     }
 }

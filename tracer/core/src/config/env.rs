@@ -354,19 +354,23 @@ impl Parser<'_> {
         }
     }
 
-    fn seconds(&mut self, var: &str, default: &str) -> Option<Duration> {
+    /// A number of seconds, zero allowed unless `positive`; `None` if unset, empty or invalid
+    /// (with a warning).
+    fn seconds(&mut self, var: &str, positive: bool, default: &str) -> Option<Duration> {
         let fallback = format!("using the default ({default})");
         let v = self.text(var, &fallback)?;
-        let d = parse_seconds(&v);
-        if d.is_none() {
-            self.warn(
-                var,
-                &v,
-                "expected a non-negative number of seconds, like 10 or 2.5",
-                &fallback,
-            );
+        match parse_seconds(&v) {
+            Some(d) if !(positive && d.is_zero()) => Some(d),
+            _ => {
+                let accepted = if positive {
+                    "expected a positive number of seconds, like 30 or 2.5"
+                } else {
+                    "expected a non-negative number of seconds, like 10 or 2.5"
+                };
+                self.warn(var, &v, accepted, &fallback);
+                None
+            }
         }
-        d
     }
 
     /// `None` when `CUPROF_ENABLED` does not turn tracing on: the other variables are not
@@ -460,19 +464,11 @@ impl Parser<'_> {
             .map(|n| n as usize);
         s.flush_ms = self.integer(vars::FLUSH_MS, 1, u64::MAX, "1000");
         s.gzip_level = self.integer(vars::GZIP_LEVEL, 0, 9, "1").map(|n| n as u32);
-        let wait_fallback = format!(
-            "using the default ({})",
-            seconds_text(DEFAULT_SHUTDOWN_WAIT)
+        s.shutdown_wait = self.seconds(
+            vars::SHUTDOWN_WAIT,
+            true,
+            &seconds_text(DEFAULT_SHUTDOWN_WAIT),
         );
-        if let Some(v) = self.text(vars::SHUTDOWN_WAIT, &wait_fallback) {
-            match parse_seconds(&v) {
-                Some(d) if !d.is_zero() => s.shutdown_wait = Some(d),
-                _ => {
-                    let accepted = "expected a positive number of seconds, like 30 or 2.5";
-                    self.warn(vars::SHUTDOWN_WAIT, &v, accepted, &wait_fallback);
-                }
-            }
-        }
         Some(Parsed {
             settings: s,
             rank,
@@ -501,8 +497,8 @@ impl Parser<'_> {
             skip_first_wait,
             step_nvtx: self.text(vars::STEP_NVTX, "NVTX ranges do not mark steps"),
             capture_range: self.choice(vars::CAPTURE_RANGE, &RANGE_NAMES, "no capture range"),
-            delay: self.seconds(vars::DELAY, "0: from CUDA initialisation"),
-            duration: self.seconds(vars::DURATION, "0: until exit"),
+            delay: self.seconds(vars::DELAY, false, "0: from CUDA initialisation"),
+            duration: self.seconds(vars::DURATION, false, "0: until exit"),
             on_demand: self.switch(vars::ON_DEMAND, false),
         }
     }

@@ -92,15 +92,15 @@ class Buf {
     return *this;
   }
   Buf& append(const char* p) { return append(p, std::strlen(p)); }
-  Buf& append(const Buf& b) { return append(b.data_, b.len_); }
   // A number as the record holds it: its bytes, native order.
   template <typename T>
   void put_raw(T v) {
     append(reinterpret_cast<const char*>(&v), sizeof v);
   }
-  void assign(char c) {
-    len_ = 0;
-    push_back(c);
+  // Overwrites what `put_raw` wrote at `at` (a length known only once what follows is written).
+  template <typename T>
+  void patch_raw(size_t at, T v) {
+    std::memcpy(data_ + at, &v, sizeof v);
   }
 
  private:
@@ -119,7 +119,7 @@ class Buf {
 
 // Everything a thread's callbacks write into, in one thread-local.
 struct ThreadBufs {
-  Buf record, text_buf;
+  Buf record;
   std::ostringstream text;
 };
 
@@ -267,11 +267,10 @@ void put_tensor(Buf& r, const at::Tensor& t) {
 void put_printed_input(ThreadBufs& b, char tag, const c10::IValue& v) {
   Buf& r = b.record;
   r.push_back(tag);
-  Buf& text = b.text_buf;
-  text.clear();
-  put_printed(b, text, v);
-  r.put_raw(static_cast<uint32_t>(text.size()));
-  r.append(text);
+  size_t at = r.size();
+  r.put_raw(uint32_t{0});
+  put_printed(b, r, v);
+  r.patch_raw(at, static_cast<uint32_t>(r.size() - at - sizeof(uint32_t)));
 }
 
 // Kineto's four input arrays (Input Dims, Input type, Input Strides, Concrete Inputs), as
