@@ -63,17 +63,28 @@ impl RangeBatch {
         });
     }
 
-    /// Takes the batch's ranges, leaving an empty batch with room for as many: a busy thread
-    /// then allocates each batch once, at its size, instead of growing it by doubling from
-    /// nothing (a dozen reallocations and copies per batch on the program thread). (Giving
-    /// drained batches back to the program threads instead was measured slower: their memory
-    /// comes back from the writer's core.)
-    pub fn take(&mut self) -> RangeBatch {
-        let room = RangeBatch {
-            names: Vec::with_capacity(self.names.capacity().min(2 * MAX_NAME_BYTES)),
-            ranges: Vec::with_capacity(self.ranges.capacity().min(MAX_RANGES)),
+    /// Takes the batch's ranges, leaving `spare` (a drained batch, its room kept) in its place,
+    /// or without one an empty batch with room for as many: a busy thread then allocates each
+    /// batch once, at its size, instead of growing it by doubling from nothing (a dozen
+    /// reallocations and copies per batch on the program thread).
+    pub fn take(&mut self, spare: Option<RangeBatch>) -> RangeBatch {
+        let room = match spare {
+            Some(mut spare) => {
+                spare.clear();
+                spare
+            }
+            None => RangeBatch {
+                names: Vec::with_capacity(self.names.capacity().min(2 * MAX_NAME_BYTES)),
+                ranges: Vec::with_capacity(self.ranges.capacity().min(MAX_RANGES)),
+            },
         };
         std::mem::replace(self, room)
+    }
+
+    /// Empties the batch, keeping its room.
+    pub fn clear(&mut self) {
+        self.names.clear();
+        self.ranges.clear();
     }
 
     /// Moves `other`'s ranges after this batch's, leaving `other` empty. Into an empty batch
@@ -105,11 +116,13 @@ impl RangeBatch {
         self.ranges.is_empty()
     }
 
-    /// The batch's ranges as the session takes them: native records made the text
-    /// [`crate::torch_op::TorchOp::parse_native`] reads.
-    pub fn into_ranges(self) -> impl Iterator<Item = Range> {
+    /// The batch's ranges as the session takes them (native records made the text
+    /// [`crate::torch_op::TorchOp::parse_native`] reads), leaving the batch's room for reuse
+    /// (its names are kept until [`Self::clear`]).
+    pub fn drain(&mut self) -> impl Iterator<Item = Range> + '_ {
         let RangeBatch { names, ranges } = self;
-        ranges.into_iter().map(move |r| {
+        let names = &*names;
+        ranges.drain(..).map(move |r| {
             let (at, len) = (r.name.0 as usize, r.name.1 as usize);
             let bytes = &names[at..at + len];
             // A native record that does not parse stays as it is: the session leaves it out.
@@ -165,7 +178,7 @@ mod tests {
         let mut b = RangeBatch::default();
         b.push(finished(b"aten::add, op_id = 1", 1));
         b.push(finished(b"bad \xff, op_id = 2", 2));
-        let ranges: Vec<Range> = b.into_ranges().collect();
+        let ranges: Vec<Range> = b.drain().collect();
         assert_eq!(ranges.len(), 2);
         assert_eq!(&*ranges[0].name, "aten::add, op_id = 1");
         assert_eq!(&*ranges[1].name, "bad \u{fffd}, op_id = 2");
@@ -182,7 +195,7 @@ mod tests {
         let mut b = RangeBatch::default();
         let record = crate::native_record::encode::record("aten::add", -1, 0, 0, None, None);
         b.push(finished(&record, 3));
-        let ranges: Vec<Range> = b.into_ranges().collect();
+        let ranges: Vec<Range> = b.drain().collect();
         assert_eq!(ranges[0].kind, RangeKind::NativeOp);
         assert_eq!(
             &*ranges[0].name,
@@ -197,13 +210,22 @@ mod tests {
             b.push(finished(b"aten::add, op_id = 1", id));
         }
         let names = b.names.capacity();
-        let taken = b.take();
+        let mut taken = b.take(None);
         assert_eq!(taken.len(), MAX_RANGES);
         assert_eq!(taken.names.len(), MAX_RANGES * 20);
         assert!(b.is_empty());
         assert_eq!(b.names.len(), 0);
         assert_eq!(b.ranges.capacity(), MAX_RANGES);
         assert_eq!(b.names.capacity(), names);
+        // A drained batch given as the spare takes the taken one's place, emptied, its room kept.
+        assert_eq!(taken.drain().count(), MAX_RANGES);
+        let spare_room = (taken.names.capacity(), taken.ranges.capacity());
+        b.push(finished(b"aten::mm", 1));
+        let again = b.take(Some(taken));
+        assert_eq!(again.len(), 1);
+        assert!(b.is_empty());
+        assert_eq!(b.names.len(), 0);
+        assert_eq!((b.names.capacity(), b.ranges.capacity()), spare_room);
     }
 
     #[test]
@@ -220,10 +242,7 @@ mod tests {
         assert!(b.is_empty());
         b.push(finished(b"aten::relu", 5));
         a.append(&mut b);
-        let got: Vec<(String, u64)> = a
-            .into_ranges()
-            .map(|r| (r.name.to_string(), r.start))
-            .collect();
+        let got: Vec<(String, u64)> = a.drain().map(|r| (r.name.to_string(), r.start)).collect();
         assert_eq!(
             got,
             [

@@ -16,7 +16,7 @@
 use crate::cupti::Correlated;
 use crate::op_batch;
 use crate::process::{guard, now_ns, pid, tid};
-use crate::tracer::running;
+use crate::tracer::{running, Tracer};
 use crate::window;
 use cuprof_core::event::{Name, PyStack, Range, RangeKind};
 use cuprof_core::torch_op;
@@ -90,7 +90,7 @@ impl Message<'_> {
 
 /// An open range's name.
 enum OpenName {
-    /// A PyTorch operator's: its bytes are on this thread's `OP_NAMES` stack, from `at`.
+    /// A PyTorch operator's: its bytes are in this thread's `op_names`, from `at`.
     /// `native`: the bytes are the native observer's record, not an NVTX observer range name.
     Op {
         at: usize,
@@ -114,14 +114,55 @@ struct Open {
     stack: Option<PyStack>,
 }
 
-thread_local! {
-    static STACK: RefCell<Vec<Open>> = const { RefCell::new(Vec::new()) };
+/// A thread's open ranges, in one thread-local: the library is a shared object, so each
+/// thread-local it reaches costs a `__tls_get_addr` call, and an operator's start and end
+/// should pay one each.
+struct ThreadRanges {
+    /// Push/pop ranges open on this thread, innermost last.
+    open: Vec<Open>,
     /// The names of the operators open on this thread, end to end (push/pop ranges nest, so
     /// closing one truncates this to where its name begins).
-    static OP_NAMES: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    op_names: Vec<u8>,
+    /// Range ids this thread may give out: `next_id..id_end`, taken from [`NEXT_ID`] a block
+    /// at a time (an atomic add per operator is a locked instruction, which waits for every
+    /// store before it).
+    next_id: u64,
+    id_end: u64,
+}
+
+impl ThreadRanges {
+    fn next_id(&mut self) -> u64 {
+        if self.next_id == self.id_end {
+            self.next_id = NEXT_ID.fetch_add(ID_BLOCK, Relaxed);
+            self.id_end = self.next_id + ID_BLOCK;
+        }
+        self.next_id += 1;
+        self.next_id - 1
+    }
+
+    /// The innermost PyTorch operator open on this thread.
+    fn innermost_op(&self) -> Option<&Open> {
+        self.open
+            .iter()
+            .rev()
+            .find(|o| o.correlated == Correlated::TorchOp)
+    }
+}
+
+thread_local! {
+    static THREAD: RefCell<ThreadRanges> = const {
+        RefCell::new(ThreadRanges {
+            open: Vec::new(),
+            op_names: Vec::new(),
+            next_id: 0,
+            id_end: 0,
+        })
+    };
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+/// Ids a thread takes from [`NEXT_ID`] at a time.
+const ID_BLOCK: u64 = 1024;
 /// Start/end ranges may end on another thread.
 static STARTED: Mutex<Option<HashMap<u64, Open>>> = Mutex::new(None);
 
@@ -199,13 +240,13 @@ fn open(
     native: bool,
 ) -> Open {
     let start = now_ns();
-    let id = NEXT_ID.fetch_add(1, Relaxed);
+    let id = THREAD.with(|th| th.borrow_mut().next_id());
     let t = running();
     let is_op = native || message.is_op();
     let name = match message {
-        Message::Bytes(b) if is_op && batched && domain.is_none() && payload.is_none() => OP_NAMES
-            .with(|names| {
-                let mut names = names.borrow_mut();
+        Message::Bytes(b) if is_op && batched && domain.is_none() && payload.is_none() => THREAD
+            .with(|th| {
+                let names = &mut th.borrow_mut().op_names;
                 let at = names.len();
                 names.extend_from_slice(b);
                 OpenName::Op {
@@ -257,33 +298,9 @@ fn close(o: Open, kind: RangeKind) {
     let is_step = o.is_step;
     let name = match o.name {
         OpenName::Other(name) => name,
-        // Taken off the name stack whether or not it is recorded (the tracer may have stopped
-        // while the operator ran).
-        OpenName::Op { at, len, native } => {
-            OP_NAMES.with(|names| {
-                let mut names = names.borrow_mut();
-                if let Some(t) = t.filter(|_| window::records_ranges()) {
-                    op_batch::record(
-                        t,
-                        cuprof_core::range_batch::FinishedOp {
-                            name: &names[at..at + len],
-                            start: o.start,
-                            end,
-                            pid: pid(),
-                            tid: tid(),
-                            id: o.id,
-                            parent: o.parent,
-                            stack: o.stack,
-                            native,
-                        },
-                        // No operator encloses this one on this thread.
-                        at == 0,
-                    );
-                } else if let Some(t) = t {
-                    op_batch::catch_up(t);
-                }
-                names.truncate(at);
-            });
+        name @ OpenName::Op { .. } => {
+            let o = Open { name, ..o };
+            THREAD.with(|th| record_op(t, &mut th.borrow_mut().op_names, o, end));
             return;
         }
     };
@@ -309,34 +326,61 @@ fn close(o: Open, kind: RangeKind) {
     }
 }
 
+/// Hands a finished operator `o` (its name in `names`) to this thread's batch while the window
+/// records operators, and takes its name off `names` either way (the tracer may have stopped
+/// while the operator ran).
+fn record_op(t: Option<&Tracer>, names: &mut Vec<u8>, o: Open, end: u64) {
+    let OpenName::Op { at, len, native } = o.name else {
+        return;
+    };
+    if let Some(t) = t.filter(|_| window::records_ranges()) {
+        op_batch::record(
+            t,
+            cuprof_core::range_batch::FinishedOp {
+                name: &names[at..at + len],
+                start: o.start,
+                end,
+                pid: pid(),
+                tid: tid(),
+                id: o.id,
+                parent: o.parent,
+                stack: o.stack,
+                native,
+            },
+            // No operator encloses this one on this thread.
+            at == 0,
+        );
+    } else if let Some(t) = t {
+        op_batch::catch_up(t);
+    }
+    names.truncate(at);
+}
+
 /// The PyTorch operators open on this thread (their range names, innermost first) and the
 /// Python stack of the outermost one, for an allocation made inside them.
 pub fn open_operators() -> (Vec<Name>, Option<PyStack>) {
-    STACK.with(|s| {
-        let Ok(s) = s.try_borrow() else {
+    THREAD.with(|th| {
+        let Ok(th) = th.try_borrow() else {
             return (Vec::new(), None);
         };
-        let ops: Vec<&Open> = s
+        let ops: Vec<&Open> = th
+            .open
             .iter()
             .rev()
             .filter(|o| o.correlated == Correlated::TorchOp)
             .collect();
         let stack = ops.first().and_then(|o| o.stack.clone());
-        let names = OP_NAMES.with(|bytes| {
-            let bytes = bytes.try_borrow().ok()?;
-            let names = ops.iter().map(|o| match &o.name {
-                OpenName::Other(n) => n.clone(),
-                OpenName::Op { at, len, native } => {
-                    let mut name = &bytes[*at..at + len];
-                    if *native {
-                        name = cuprof_core::torch_op::native_record_name(name);
-                    }
-                    Name::from(String::from_utf8_lossy(name).as_ref())
+        let names = ops.iter().map(|o| match &o.name {
+            OpenName::Other(n) => n.clone(),
+            OpenName::Op { at, len, native } => {
+                let mut name = &th.op_names[*at..at + len];
+                if *native {
+                    name = cuprof_core::torch_op::native_record_name(name);
                 }
-            });
-            Some(names.collect())
+                Name::from(String::from_utf8_lossy(name).as_ref())
+            }
         });
-        (names.unwrap_or_default(), stack)
+        (names.collect(), stack)
     })
 }
 
@@ -351,12 +395,11 @@ fn push_range(
     payload: Option<f64>,
     native: bool,
 ) -> (c_int, u64) {
-    let (parent, enclosing_op_stack) = STACK.with(|s| {
-        let s = s.borrow();
-        let enclosing = s.iter().rev().find(|o| o.correlated == Correlated::TorchOp);
+    let (parent, enclosing_op_stack) = THREAD.with(|th| {
+        let th = th.borrow();
         (
-            s.last().map(|o| o.id).unwrap_or(0),
-            enclosing.map(|o| o.stack.clone()),
+            th.open.last().map(|o| o.id).unwrap_or(0),
+            th.innermost_op().map(|o| o.stack.clone()),
         )
     });
     // Not under the stack's borrow: a step range may run the window, and through it Python.
@@ -370,31 +413,97 @@ fn push_range(
         native,
     );
     let id = o.id;
-    STACK.with(|s| {
-        let mut s = s.borrow_mut();
-        s.push(o);
-        ((s.len() - 1) as c_int, id)
+    THREAD.with(|th| {
+        let open = &mut th.borrow_mut().open;
+        open.push(o);
+        ((open.len() - 1) as c_int, id)
     })
 }
 
-/// The native observer's operator start: `record` is its operator record (`ops`).
+/// The native observer's operator start: `record` is its operator record (`ops`). What
+/// [`push_range`] does for an operator, in one borrow of this thread's ranges: this runs for
+/// every operator.
 pub fn native_op_begin(record: &[u8]) {
-    push_range(Message::Bytes(record), None, None, true);
+    let start = now_ns();
+    let t = running();
+    let stacks = t.is_some() && window::wants_stacks();
+    let opened = THREAD.with(|th| {
+        let mut th = th.borrow_mut();
+        let stack = match th.innermost_op() {
+            Some(enclosing) => enclosing.stack.clone(),
+            // The outermost operator reads the Python stack, outside this borrow.
+            None if stacks => return false,
+            None => None,
+        };
+        open_native_op(&mut th, t, record, start, stack);
+        true
+    });
+    if !opened {
+        let stack = crate::python::stack();
+        THREAD.with(|th| open_native_op(&mut th.borrow_mut(), t, record, start, stack));
+    }
+}
+
+fn open_native_op(
+    th: &mut ThreadRanges,
+    t: Option<&Tracer>,
+    record: &[u8],
+    start: u64,
+    stack: Option<PyStack>,
+) {
+    let id = th.next_id();
+    let parent = th.open.last().map_or(0, |o| o.id);
+    let at = th.op_names.len();
+    th.op_names.extend_from_slice(record);
+    let correlated = Correlated::TorchOp;
+    th.open.push(Open {
+        id,
+        parent,
+        name: OpenName::Op {
+            at,
+            len: record.len(),
+            native: true,
+        },
+        domain: None,
+        start,
+        payload: None,
+        is_step: false,
+        correlated,
+        pushed_correlation: t.is_some_and(|t| window::push_correlation(t, correlated, id)),
+        stack,
+    });
 }
 
 /// The native observer's operator end: closes the innermost operator open on this thread
-/// (operators nest; the labels that may be open above it do not).
+/// (operators nest; the labels that may be open above it do not), in one borrow of this
+/// thread's ranges.
 pub fn native_op_end() {
-    close_innermost(|o| o.correlated == Correlated::TorchOp);
+    let end = now_ns();
+    let t = running();
+    THREAD.with(|th| {
+        let th = &mut *th.borrow_mut();
+        let Some(at) = th
+            .open
+            .iter()
+            .rposition(|o| o.correlated == Correlated::TorchOp)
+        else {
+            return;
+        };
+        let o = th.open.remove(at);
+        if let Some(t) = t.filter(|_| o.pushed_correlation) {
+            window::pop_correlation(t, o.correlated);
+        }
+        record_op(t, &mut th.op_names, o, end);
+    });
 }
 
 /// Closes the innermost range open on this thread that `which` picks, wherever it is on the
 /// stack (the native observer's labels and operators do not nest with each other).
 fn close_innermost(which: impl Fn(&Open) -> bool) {
-    let open = STACK.with(|s| {
-        let mut s = s.borrow_mut();
-        let at = s.iter().rposition(&which)?;
-        Some(s.remove(at))
+    let open = THREAD.with(|th| {
+        let open = &mut th.borrow_mut().open;
+        let at = open.iter().rposition(&which)?;
+        Some(open.remove(at))
     });
     if let Some(o) = open {
         close(o, RangeKind::PushPop);
@@ -416,10 +525,12 @@ pub fn native_label_end(id: u64) {
 
 fn pop() -> c_int {
     guard(-1, || {
-        let top = STACK.with(|s| s.borrow_mut().pop());
+        let (top, depth) = THREAD.with(|th| {
+            let open = &mut th.borrow_mut().open;
+            (open.pop(), open.len() as c_int)
+        });
         match top {
             Some(o) => {
-                let depth = STACK.with(|s| s.borrow().len()) as c_int;
                 close(o, RangeKind::PushPop);
                 depth
             }
@@ -656,4 +767,34 @@ pub unsafe fn initialize(get_export_table: GetExportTable) -> c_int {
         install(callbacks, MODULE_CORE, &core) && install(callbacks, MODULE_CORE2, &core2)
     };
     ok as c_int
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn range_ids_are_unique_across_threads_and_id_blocks() {
+        let per_thread = 3 * ID_BLOCK as usize + 5;
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    (0..per_thread)
+                        .map(|_| THREAD.with(|th| th.borrow_mut().next_id()))
+                        .collect::<Vec<u64>>()
+                })
+            })
+            .collect();
+        let mut seen = HashSet::new();
+        for t in threads {
+            let ids = t.join().unwrap();
+            // A thread's own ids increase.
+            assert!(ids.windows(2).all(|w| w[0] < w[1]));
+            seen.extend(ids);
+        }
+        assert_eq!(seen.len(), 4 * per_thread);
+        // 0 means "no parent".
+        assert!(!seen.contains(&0));
+    }
 }

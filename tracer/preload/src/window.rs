@@ -498,6 +498,11 @@ pub fn pop_correlation(t: &Tracer, what: Correlated) {
     t.cupti.pop_correlation(what);
 }
 
+/// The window collects (warm-up or recording).
+pub fn collecting() -> bool {
+    COLLECTING.load(Relaxed)
+}
+
 /// Python call stacks are wanted for operators (`--with-stack`), and the window collects.
 pub fn wants_stacks() -> bool {
     COLLECTING.load(Relaxed) && crate::collect::stacks()

@@ -13,6 +13,8 @@ use cuprof_core::session::{Action, Session};
 use std::time::{Duration, Instant};
 
 const TICK: Duration = Duration::from_millis(100);
+/// How often the writer looks for messages while the window collects ([`Receiving`]).
+const POLL: Duration = Duration::from_millis(1);
 /// How long operators may wait in a quiet thread's batch (`op_batch`) before the writer takes
 /// them.
 const OP_TAKE_EVERY: Duration = Duration::from_secs(1);
@@ -32,6 +34,7 @@ fn run(t: &Tracer, mut session: Session, inbox: Inbox) {
     let mut reclaim = crate::reclaim::Reclaim::new(Instant::now());
     let mut symbols = Resolver::default();
     let mut last_op_take = Instant::now();
+    let mut receiving = Receiving::default();
     // On-demand captures whose recording ended; reported once their cycle is closed.
     let mut ending: Vec<u32> = Vec::new();
     loop {
@@ -45,8 +48,8 @@ fn run(t: &Tracer, mut session: Session, inbox: Inbox) {
         .flatten()
         .map(|d| d.saturating_duration_since(now))
         .fold(TICK, Duration::min);
-        match inbox
-            .recv_timeout(wait)
+        match receiving
+            .next(&inbox, wait)
             .map(|m| take_data(&mut session, &mut symbols, m))
         {
             Ok(None) => {}
@@ -103,6 +106,42 @@ fn run(t: &Tracer, mut session: Session, inbox: Inbox) {
     }
 }
 
+/// How the writer waits for messages. While the window collects and messages keep coming, it
+/// polls instead of sleeping on the channel: a send to a writer asleep on it is a futex wake
+/// made by the sending program thread, once per operator batch and step (30 µs each on this
+/// project's VM: 0.2 µs per operator on a diffusers transformer, BENCHMARKS.md). A poll every
+/// millisecond costs the writer wake-ups it would mostly have had anyway; after
+/// [`QUIET_POLLS`] polls found nothing it sleeps on the channel again.
+#[derive(Default)]
+struct Receiving {
+    empty_polls: u32,
+}
+
+/// Empty polls in a row after which the writer sleeps on the channel.
+const QUIET_POLLS: u32 = 10;
+
+impl Receiving {
+    /// The next message, waiting up to `wait`.
+    fn next(&mut self, inbox: &Inbox, wait: Duration) -> Result<Msg, RecvTimeoutError> {
+        let got = if !window::collecting() || self.empty_polls >= QUIET_POLLS {
+            inbox.recv_timeout(wait)
+        } else {
+            match inbox.try_recv() {
+                Some(m) => Ok(m),
+                None => {
+                    std::thread::sleep(wait.min(POLL));
+                    inbox.try_recv().ok_or(RecvTimeoutError::Timeout)
+                }
+            }
+        };
+        match got {
+            Ok(_) => self.empty_polls = 0,
+            Err(_) => self.empty_polls = self.empty_polls.saturating_add(1),
+        }
+        got
+    }
+}
+
 /// Ends the session, then reports the captures still open (a process that exits mid-capture).
 fn finish(t: &Tracer, session: Session, ending: &[u32]) {
     let written = crate::report::finish(t, session);
@@ -126,8 +165,9 @@ fn take_data(session: &mut Session, symbols: &mut Resolver, m: Msg) -> Option<Ms
     None
 }
 
-fn take_ops(session: &mut Session, batch: cuprof_core::range_batch::RangeBatch) {
-    let ranges: Vec<_> = batch.into_ranges().collect();
+fn take_ops(session: &mut Session, mut batch: cuprof_core::range_batch::RangeBatch) {
+    let ranges: Vec<_> = batch.drain().collect();
+    crate::op_batch::give_back(batch);
     crate::live::ranges(&ranges);
     for r in ranges {
         session.handle(cuprof_core::session::Input::Range(r));
