@@ -11,7 +11,9 @@ const MAX_RANGES: usize = 512;
 /// Name bytes per batch (names with shapes run to a few hundred bytes).
 const MAX_NAME_BYTES: usize = 64 << 10;
 
-/// One operator range; its name is a span of the batch's name bytes.
+/// One operator range; its name is a span of the batch's name bytes. Plain data (its Python
+/// stack, if any, is kept apart), so that a hand-over copies ranges as bytes.
+#[derive(Clone, Copy)]
 struct OpRange {
     name: (u32, u32),
     start: u64,
@@ -20,7 +22,6 @@ struct OpRange {
     tid: u32,
     id: u64,
     parent: u64,
-    stack: Option<PyStack>,
     native: bool,
 }
 
@@ -29,6 +30,9 @@ struct OpRange {
 pub struct RangeBatch {
     names: Vec<u8>,
     ranges: Vec<OpRange>,
+    /// The Python stacks of the ranges that have one (`--with-stack`): (index in `ranges`,
+    /// stack), in the ranges' order.
+    stacks: Vec<(u32, PyStack)>,
 }
 
 /// A finished operator range as the NVTX callbacks hand it over (its name borrowed).
@@ -50,6 +54,9 @@ impl RangeBatch {
     pub fn push(&mut self, r: FinishedOp<'_>) {
         let at = self.names.len() as u32;
         self.names.extend_from_slice(r.name);
+        if let Some(stack) = r.stack {
+            self.stacks.push((self.ranges.len() as u32, stack));
+        }
         self.ranges.push(OpRange {
             name: (at, r.name.len() as u32),
             start: r.start,
@@ -58,7 +65,6 @@ impl RangeBatch {
             tid: r.tid,
             id: r.id,
             parent: r.parent,
-            stack: r.stack,
             native: r.native,
         });
     }
@@ -76,6 +82,7 @@ impl RangeBatch {
             None => RangeBatch {
                 names: Vec::with_capacity(self.names.capacity().min(2 * MAX_NAME_BYTES)),
                 ranges: Vec::with_capacity(self.ranges.capacity().min(MAX_RANGES)),
+                stacks: Vec::new(),
             },
         };
         std::mem::replace(self, room)
@@ -85,6 +92,7 @@ impl RangeBatch {
     pub fn clear(&mut self) {
         self.names.clear();
         self.ranges.clear();
+        self.stacks.clear();
     }
 
     /// Moves `other`'s ranges after this batch's, leaving `other` empty. Into an empty batch
@@ -95,13 +103,21 @@ impl RangeBatch {
             std::mem::swap(self, other);
             return;
         }
-        let base = self.names.len() as u32;
+        let (names_base, ranges_base) = (self.names.len() as u32, self.ranges.len());
         self.names.extend_from_slice(&other.names);
-        self.ranges.extend(other.ranges.drain(..).map(|mut r| {
-            r.name.0 += base;
-            r
-        }));
+        self.ranges.extend_from_slice(&other.ranges);
+        for r in &mut self.ranges[ranges_base..] {
+            r.name.0 += names_base;
+        }
+        let ranges_base = ranges_base as u32;
+        self.stacks.extend(
+            other
+                .stacks
+                .drain(..)
+                .map(|(index, stack)| (index + ranges_base, stack)),
+        );
         other.names.clear();
+        other.ranges.clear();
     }
 
     pub fn is_full(&self) -> bool {
@@ -120,9 +136,17 @@ impl RangeBatch {
     /// [`crate::torch_op::TorchOp::parse_native`] reads), leaving the batch's room for reuse
     /// (its names are kept until [`Self::clear`]).
     pub fn drain(&mut self) -> impl Iterator<Item = Range> + '_ {
-        let RangeBatch { names, ranges } = self;
+        let RangeBatch {
+            names,
+            ranges,
+            stacks,
+        } = self;
         let names = &*names;
-        ranges.drain(..).map(move |r| {
+        let mut stacks = stacks.drain(..).peekable();
+        ranges.drain(..).enumerate().map(move |(index, r)| {
+            let stack = stacks
+                .next_if(|(at, _)| *at as usize == index)
+                .map(|(_, stack)| stack);
             let (at, len) = (r.name.0 as usize, r.name.1 as usize);
             let bytes = &names[at..at + len];
             // A native record that does not parse stays as it is: the session leaves it out.
@@ -149,7 +173,7 @@ impl RangeBatch {
                 } else {
                     RangeKind::PushPop
                 },
-                stack: r.stack,
+                stack,
             }
         })
     }
@@ -252,6 +276,44 @@ mod tests {
                 ("aten::relu".to_string(), 50)
             ]
         );
+    }
+
+    #[test]
+    fn stacks_stay_with_their_ranges_through_appends() {
+        let stack = |line: u32| -> PyStack {
+            vec![crate::event::PyFrame {
+                file: Name::from("model.py"),
+                line,
+                function: Name::from("forward"),
+            }]
+            .into()
+        };
+        let with_stack = |name: &'static [u8], id: u64, line: Option<u32>| FinishedOp {
+            stack: line.map(stack),
+            ..finished(name, id)
+        };
+        let mut a = RangeBatch::default();
+        let mut b = RangeBatch::default();
+        a.push(with_stack(b"aten::mm", 1, Some(10)));
+        a.push(with_stack(b"aten::t", 2, None));
+        b.push(with_stack(b"aten::add", 4, None));
+        b.push(with_stack(b"aten::relu", 5, Some(12)));
+        a.append(&mut b);
+        assert!(b.is_empty());
+        let got: Vec<(String, Option<u32>)> = a
+            .drain()
+            .map(|r| (r.name.to_string(), r.stack.map(|s| s[0].line)))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("aten::mm".to_string(), Some(10)),
+                ("aten::t".to_string(), None),
+                ("aten::add".to_string(), None),
+                ("aten::relu".to_string(), Some(12))
+            ]
+        );
+        assert!(a.stacks.is_empty());
     }
 
     #[test]
