@@ -17,7 +17,12 @@
 //!   4 scalar        len:u32 text (already a JSON string, as IValue prints it)
 //!   5 scalar list   len:u32 text
 //!   6 anything else
+//!   7 int scalar    value:i64
+//!   8 int list      count:u32 values:i64[count] (a scalar list of ints: view sizes, dims)
 //! ```
+//!
+//! Ints and int lists, the most common scalars, are raw too; doubles and the rest are printed
+//! by the observer, where IValue's own printing is at hand.
 //!
 //! Every read is bounds-checked: a record that does not parse gives `None`, never a panic.
 
@@ -29,6 +34,8 @@ const TENSOR_LIST: u8 = 3;
 const SCALAR: u8 = 4;
 const SCALAR_LIST: u8 = 5;
 const OTHER: u8 = 6;
+const INT: u8 = 7;
+const INT_LIST: u8 = 8;
 
 /// Bounds-checked reads from the front of a record.
 struct Reader<'a> {
@@ -186,6 +193,22 @@ fn input(r: &mut Reader<'_>, a: &mut Arrays) -> Option<()> {
             a.strides.push_str("[]");
             a.concrete.push_str(text);
         }
+        INT | INT_LIST => {
+            a.dims.push_str("[]");
+            a.strides.push_str("[]");
+            // As IValue prints them, as JSON strings: "2", "[1, 2]".
+            a.concrete.push('"');
+            if tag == INT {
+                let v = r.i64s(1)?.next()?;
+                a.types.push_str("\"Scalar\"");
+                a.concrete.push_str(itoa::Buffer::new().format(v));
+            } else {
+                let n = r.u32()?;
+                a.types.push_str("\"ScalarList\"");
+                put_ints(&mut a.concrete, r.i64s(n)?);
+            }
+            a.concrete.push('"');
+        }
         OTHER => {
             a.dims.push_str("[]");
             a.types.push_str("\"\"");
@@ -262,6 +285,8 @@ pub(crate) mod encode {
         Scalar(&'a str),
         ScalarList(&'a str),
         Other,
+        Int(i64),
+        IntList(&'a [i64]),
     }
 
     fn tensor(out: &mut Vec<u8>, dtype: &str, sizes: &[i64], strides: Option<&[i64]>) {
@@ -319,6 +344,17 @@ pub(crate) mod encode {
                 Input::Scalar(t) => text(&mut out, super::SCALAR, t),
                 Input::ScalarList(t) => text(&mut out, super::SCALAR_LIST, t),
                 Input::Other => out.push(super::OTHER),
+                Input::Int(v) => {
+                    out.push(super::INT);
+                    out.extend_from_slice(&v.to_ne_bytes());
+                }
+                Input::IntList(values) => {
+                    out.push(super::INT_LIST);
+                    out.extend_from_slice(&(values.len() as u32).to_ne_bytes());
+                    for v in values.iter() {
+                        out.extend_from_slice(&v.to_ne_bytes());
+                    }
+                }
             }
         }
         out
@@ -380,6 +416,34 @@ mod tests {
             op.concrete,
             Some("[\"\", \"\", \"\", \"\", \"1.5\", \"[1, 2]\", \"\", \"\"]")
         );
+    }
+
+    #[test]
+    fn ints_and_int_lists_are_written_as_ivalue_prints_them() {
+        let inputs = [
+            Input::Tensor("float", &[6], Some(&[1])),
+            Input::IntList(&[2, -3]),
+            Input::Int(-7),
+            Input::IntList(&[]),
+            Input::Int(i64::MIN),
+        ];
+        let r = record("aten::view", -1, 0, 4, None, Some(&inputs));
+        let text = to_text(&r).unwrap();
+        let op = TorchOp::parse_native(&text).unwrap();
+        assert_eq!(op.sizes, Some("[[6], [], [], [], []]"));
+        assert_eq!(
+            op.types,
+            Some("[\"float\", \"ScalarList\", \"Scalar\", \"ScalarList\", \"Scalar\"]")
+        );
+        assert_eq!(op.strides, Some("[[1], [], [], [], []]"));
+        assert_eq!(
+            op.concrete,
+            Some("[\"\", \"[2, -3]\", \"-7\", \"[]\", \"-9223372036854775808\"]")
+        );
+        // Cut anywhere, the record does not parse.
+        for len in 0..r.len() {
+            assert_eq!(to_text(&r[..len]), None, "cut at {len}");
+        }
     }
 
     #[test]

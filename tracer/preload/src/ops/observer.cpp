@@ -71,6 +71,8 @@ enum Tag : char {
   kScalar = 4,
   kScalarList = 5,
   kOther = 6,
+  kInt = 7,      // raw: the writer prints it
+  kIntList = 8,  // raw: the writer prints it
 };
 
 // A byte buffer whose appends inline to a bounds check and a copy (std::string's went through
@@ -281,6 +283,9 @@ void put_inputs(ThreadBufs& b, c10::ArrayRef<const c10::IValue> inputs) {
   for (const c10::IValue& v : inputs) {
     if (v.isTensor()) {
       put_tensor(r, v.toTensor());
+    } else if (v.isInt()) {
+      r.push_back(kInt);
+      r.put_raw(static_cast<int64_t>(v.toInt()));
     } else if (v.isScalar()) {
       put_printed_input(b, kScalar, v);
     } else if (v.isTensorList()) {
@@ -289,6 +294,13 @@ void put_inputs(ThreadBufs& b, c10::ArrayRef<const c10::IValue> inputs) {
       r.put_raw(static_cast<uint32_t>(list.size()));
       for (const at::Tensor& t : list) {
         put_tensor(r, t);
+      }
+    } else if (v.isIntList() && scalar_list(v)) {
+      r.push_back(kIntList);
+      auto list = v.toListRef();
+      r.put_raw(static_cast<uint32_t>(list.size()));
+      for (const c10::IValue& e : list) {
+        r.put_raw(static_cast<int64_t>(e.toInt()));
       }
     } else if (scalar_list(v)) {
       put_printed_input(b, kScalarList, v);
