@@ -293,7 +293,7 @@ impl LiveStats {
     /// A range: counted when it is a PyTorch operator.
     pub fn range(&mut self, r: &Range) {
         let name = match r.kind {
-            RangeKind::NativeOp => TorchOp::parse_native(&r.name).map(|o| o.name),
+            RangeKind::NativeOp => TorchOp::parse_made(&r.name).map(|o| o.name),
             RangeKind::PushPop => TorchOp::parse(&r.name).map(|o| o.name),
             _ => None,
         };

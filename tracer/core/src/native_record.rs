@@ -24,7 +24,10 @@
 //! Ints and int lists, the most common scalars, are raw too; doubles and the rest are printed
 //! by the observer, where IValue's own printing is at hand.
 //!
-//! Every read is bounds-checked: a record that does not parse gives `None`, never a panic.
+//! Every read is bounds-checked: a record that does not parse gives `None`, never a panic. The
+//! text made is JSON where Kineto's is, by construction and by checking what the observer
+//! printed (scalars) or named (dtypes), so the writer reads it back without checking it again
+//! ([`crate::torch_op::TorchOp::parse_made`]).
 
 use crate::torch_op::NATIVE_SEPARATOR;
 
@@ -159,6 +162,11 @@ fn input(r: &mut Reader<'_>, a: &mut Arrays) -> Option<()> {
     match tag {
         TENSOR | OPAQUE_TENSOR => {
             let dtype = tensor(r, tag, &mut a.dims, &mut a.strides)?;
+            // A name to write between quotes as it stands (torch's are: `c10::BFloat16`).
+            let plain = |b: &u8| *b >= 0x20 && *b != b'"' && *b != b'\\';
+            if !dtype.iter().all(plain) {
+                return None;
+            }
             a.types.push('"');
             a.types.push_str(std::str::from_utf8(dtype).ok()?);
             a.types.push('"');
@@ -184,6 +192,11 @@ fn input(r: &mut Reader<'_>, a: &mut Arrays) -> Option<()> {
         SCALAR | SCALAR_LIST => {
             let len = r.u32()?;
             let text = std::str::from_utf8(r.bytes(len as usize)?).ok()?;
+            // The observer printed it: the one text in the record that is not JSON by
+            // construction here.
+            if !crate::torch_op::is_json_string(text) {
+                return None;
+            }
             a.dims.push_str("[]");
             a.types.push_str(if tag == SCALAR {
                 "\"Scalar\""
@@ -443,6 +456,33 @@ mod tests {
         // Cut anywhere, the record does not parse.
         for len in 0..r.len() {
             assert_eq!(to_text(&r[..len]), None, "cut at {len}");
+        }
+    }
+
+    #[test]
+    fn printed_text_that_is_not_json_is_refused() {
+        let made =
+            |inputs: &[Input<'_>]| to_text(&record("aten::add", 1, 0, 2, None, Some(inputs)));
+        assert!(made(&[Input::Scalar("\"a\\\"b\\u00e9\"")]).is_some());
+        assert!(made(&[Input::ScalarList("\"[1.5, 2.]\"")]).is_some());
+        for bad in [
+            "1.5",
+            "\"1.5",
+            "\"a\"b\"",
+            "\"tab\there\"",
+            "\"\\x\"",
+            "\"1\" ",
+        ] {
+            assert_eq!(made(&[Input::Scalar(bad)]), None, "{bad:?}");
+            assert_eq!(made(&[Input::ScalarList(bad)]), None, "{bad:?}");
+        }
+        assert!(made(&[Input::Tensor("c10::BFloat16", &[1], Some(&[1]))]).is_some());
+        for bad in ["fl\"oat", "fl\\oat", "fl\noat"] {
+            assert_eq!(
+                made(&[Input::Tensor(bad, &[1], Some(&[1]))]),
+                None,
+                "{bad:?}"
+            );
         }
     }
 

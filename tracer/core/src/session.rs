@@ -952,7 +952,7 @@ impl Session {
             }
             RangeKind::NativeOp => {
                 // Made by cuprof's own observer: a record it cannot read is a bug, not input.
-                if let Some(op) = TorchOp::parse_native(&r.name) {
+                if let Some(op) = TorchOp::parse_made(&r.name) {
                     self.torch_op(r, &op);
                 }
                 return;
