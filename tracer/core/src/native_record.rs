@@ -212,7 +212,7 @@ fn input(r: &mut Reader<'_>, a: &mut Arrays) -> Option<()> {
             // As IValue prints them, as JSON strings: "2", "[1, 2]".
             a.concrete.push('"');
             if tag == INT {
-                let v = r.i64s(1)?.next()?;
+                let v = r.u64()? as i64;
                 a.types.push_str("\"Scalar\"");
                 a.concrete.push_str(itoa::Buffer::new().format(v));
             } else {

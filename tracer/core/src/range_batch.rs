@@ -133,7 +133,7 @@ impl RangeBatch {
     }
 
     /// The batch's ranges as the session takes them (native records made the text
-    /// [`crate::torch_op::TorchOp::parse_native`] reads), leaving the batch's room for reuse
+    /// [`crate::torch_op::TorchOp::parse_made`] reads), leaving the batch's room for reuse
     /// (its names are kept until [`Self::clear`]).
     pub fn drain(&mut self) -> impl Iterator<Item = Range> + '_ {
         let RangeBatch {

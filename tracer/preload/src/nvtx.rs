@@ -140,12 +140,25 @@ impl ThreadRanges {
         self.next_id - 1
     }
 
-    /// The innermost PyTorch operator open on this thread.
-    fn innermost_op(&self) -> Option<&Open> {
+    /// Where the innermost PyTorch operator open on this thread is in `open`.
+    fn innermost_op_at(&self) -> Option<usize> {
         self.open
             .iter()
-            .rev()
-            .find(|o| o.correlated == Correlated::TorchOp)
+            .rposition(|o| o.correlated == Correlated::TorchOp)
+    }
+
+    /// The innermost PyTorch operator open on this thread.
+    fn innermost_op(&self) -> Option<&Open> {
+        self.innermost_op_at().map(|at| &self.open[at])
+    }
+}
+
+impl Open {
+    /// Pops the external correlation id this range pushed, if it pushed one.
+    fn pop_correlation(&self, t: Option<&Tracer>) {
+        if let Some(t) = t.filter(|_| self.pushed_correlation) {
+            window::pop_correlation(t, self.correlated);
+        }
     }
 }
 
@@ -292,9 +305,7 @@ fn open(
 fn close(o: Open, kind: RangeKind) {
     let end = now_ns();
     let t = running();
-    if let Some(t) = t.filter(|_| o.pushed_correlation) {
-        window::pop_correlation(t, o.correlated);
-    }
+    o.pop_correlation(t);
     let is_step = o.is_step;
     let name = match o.name {
         OpenName::Other(name) => name,
@@ -482,17 +493,11 @@ pub fn native_op_end() {
     let t = running();
     THREAD.with(|th| {
         let th = &mut *th.borrow_mut();
-        let Some(at) = th
-            .open
-            .iter()
-            .rposition(|o| o.correlated == Correlated::TorchOp)
-        else {
+        let Some(at) = th.innermost_op_at() else {
             return;
         };
         let o = th.open.remove(at);
-        if let Some(t) = t.filter(|_| o.pushed_correlation) {
-            window::pop_correlation(t, o.correlated);
-        }
+        o.pop_correlation(t);
         record_op(t, &mut th.op_names, o, end);
     });
 }
@@ -545,9 +550,7 @@ fn start(name: Message<'_>, domain: Option<Name>, payload: Option<f64>) -> u64 {
         let id = o.id;
         // Start/end ranges are not nested on a thread; their correlation push would leak onto
         // the thread's stack, so undo it now.
-        if let Some(t) = running().filter(|_| o.pushed_correlation) {
-            window::pop_correlation(t, o.correlated);
-        }
+        o.pop_correlation(running());
         let o = Open {
             pushed_correlation: false,
             ..o

@@ -8,8 +8,9 @@
 // form cheapest to write on the program thread: the name, then numbers and tensor sizes as
 // raw integers, copied as torch holds them. libcuprof.so's writer thread turns it into Kineto's
 // JSON (`native_record.rs` in its core crate, which documents the layout; keep the two in
-// step), as Kineto itself formats its records away from the program thread. Only scalars and
-// scalar lists (Concrete Inputs) are printed here, as IValue prints them.
+// step), as Kineto itself formats its records away from the program thread. Ints and int
+// lists are raw too; only the other scalars and scalar lists (Concrete Inputs: doubles, bools,
+// strings...) are printed here, as IValue prints them.
 //
 // record_function scopes (USER_SCOPE) are labels, Kineto's user_annotation: they may end
 // inside another operator than the one they began in (`_record_function_enter_new` /
@@ -209,15 +210,10 @@ void put_printed_list(Buf& s, const c10::IValue& v, Put put) {
   s.append("]\"");
 }
 
-// A scalar or scalar list as IValue prints it (what Kineto writes): ints, doubles, bools and
-// their lists without a stream, which would cost more than the rest of the record.
+// A scalar or scalar list that is not an int or an int list (put_inputs writes those raw) as
+// IValue prints it (what Kineto writes): doubles, bools and double lists without a stream,
+// which would cost more than the rest of the record.
 void put_printed(ThreadBufs& b, Buf& s, const c10::IValue& v) {
-  if (v.isInt()) {
-    s.push_back('"');
-    put_int(s, v.toInt());
-    s.push_back('"');
-    return;
-  }
   if (v.isBool()) {
     s.append(v.toBool() ? "\"True\"" : "\"False\"");
     return;
@@ -230,10 +226,6 @@ void put_printed(ThreadBufs& b, Buf& s, const c10::IValue& v) {
   }
   if (v.isDoubleList()) {
     put_printed_list(s, v, [&s](const c10::IValue& e) { put_double(s, e.toDouble()); });
-    return;
-  }
-  if (v.isIntList()) {
-    put_printed_list(s, v, [&s](const c10::IValue& e) { put_int(s, e.toInt()); });
     return;
   }
   b.text.str("");
