@@ -69,18 +69,10 @@ if mode == "torch":
 elif mode == "none":
     boundary = lambda: None  # noqa: E731
 elif mode == "floor":
-    import tempfile
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import floor as floor_lib
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    builder = {}
-    with open(os.path.join(here, "..", "..", "tracer", "preload", "src", "ops", "build.py")) as f:
-        exec(f.read(), builder)
-    so = os.path.join(tempfile.mkdtemp(), "floor.so")
-    with open(os.path.join(here, "floor_callback.cpp")) as f:
-        builder["_compile"](builder["_torch_build"](torch), f.read(), so, so + ".log")
-    floor = ctypes.CDLL(so)
-    floor.floor_start.restype = ctypes.c_uint64
-    floor.floor_stop.argtypes = [ctypes.c_uint64]
+    floor = floor_lib.load(torch)
     registered = {"handle": 0, "steps": 0}
 
     def boundary():  # wait=1, warmup=1, active=1: on for the two steps after each idle one

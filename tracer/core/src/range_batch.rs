@@ -12,7 +12,7 @@ const MAX_RANGES: usize = 512;
 const MAX_NAME_BYTES: usize = 64 << 10;
 
 /// One operator range; its name is a span of the batch's name bytes. Plain data (its Python
-/// stack, if any, is kept apart), so that a hand-over copies ranges as bytes.
+/// stack, if any, is kept apart), 56 bytes, written once on the program thread.
 #[derive(Clone, Copy)]
 struct OpRange {
     name: (u32, u32),
@@ -93,31 +93,6 @@ impl RangeBatch {
         self.names.clear();
         self.ranges.clear();
         self.stacks.clear();
-    }
-
-    /// Moves `other`'s ranges after this batch's, leaving `other` empty. Into an empty batch
-    /// the two swap (no copy): `other` keeps this one's room.
-    pub fn append(&mut self, other: &mut RangeBatch) {
-        if self.ranges.is_empty() {
-            self.names.clear();
-            std::mem::swap(self, other);
-            return;
-        }
-        let (names_base, ranges_base) = (self.names.len() as u32, self.ranges.len());
-        self.names.extend_from_slice(&other.names);
-        self.ranges.extend_from_slice(&other.ranges);
-        for r in &mut self.ranges[ranges_base..] {
-            r.name.0 += names_base;
-        }
-        let ranges_base = ranges_base as u32;
-        self.stacks.extend(
-            other
-                .stacks
-                .drain(..)
-                .map(|(index, stack)| (index + ranges_base, stack)),
-        );
-        other.names.clear();
-        other.ranges.clear();
     }
 
     pub fn is_full(&self) -> bool {
@@ -253,33 +228,7 @@ mod tests {
     }
 
     #[test]
-    fn appending_keeps_the_order_and_the_names_and_empties_the_other() {
-        let mut a = RangeBatch::default();
-        let mut b = RangeBatch::default();
-        // Into an empty batch: the two swap.
-        b.push(finished(b"aten::mm", 1));
-        a.append(&mut b);
-        assert!(b.is_empty());
-        b.push(finished(b"aten::add", 2));
-        b.push(finished(b"aten::t", 4));
-        a.append(&mut b);
-        assert!(b.is_empty());
-        b.push(finished(b"aten::relu", 5));
-        a.append(&mut b);
-        let got: Vec<(String, u64)> = a.drain().map(|r| (r.name.to_string(), r.start)).collect();
-        assert_eq!(
-            got,
-            [
-                ("aten::mm".to_string(), 10),
-                ("aten::add".to_string(), 20),
-                ("aten::t".to_string(), 40),
-                ("aten::relu".to_string(), 50)
-            ]
-        );
-    }
-
-    #[test]
-    fn stacks_stay_with_their_ranges_through_appends() {
+    fn stacks_stay_with_their_ranges() {
         let stack = |line: u32| -> PyStack {
             vec![crate::event::PyFrame {
                 file: Name::from("model.py"),
@@ -293,13 +242,10 @@ mod tests {
             ..finished(name, id)
         };
         let mut a = RangeBatch::default();
-        let mut b = RangeBatch::default();
         a.push(with_stack(b"aten::mm", 1, Some(10)));
         a.push(with_stack(b"aten::t", 2, None));
-        b.push(with_stack(b"aten::add", 4, None));
-        b.push(with_stack(b"aten::relu", 5, Some(12)));
-        a.append(&mut b);
-        assert!(b.is_empty());
+        a.push(with_stack(b"aten::add", 4, None));
+        a.push(with_stack(b"aten::relu", 5, Some(12)));
         let got: Vec<(String, Option<u32>)> = a
             .drain()
             .map(|r| (r.name.to_string(), r.stack.map(|s| s[0].line)))

@@ -128,9 +128,18 @@ struct ThreadRanges {
     /// store before it).
     next_id: u64,
     id_end: u64,
+    /// This thread's OS id once read (0 before): `process::tid` is a thread-local of its own.
+    tid: u32,
 }
 
 impl ThreadRanges {
+    fn tid(&mut self) -> u32 {
+        if self.tid == 0 {
+            self.tid = tid();
+        }
+        self.tid
+    }
+
     fn next_id(&mut self) -> u64 {
         if self.next_id == self.id_end {
             self.next_id = NEXT_ID.fetch_add(ID_BLOCK, Relaxed);
@@ -169,6 +178,7 @@ thread_local! {
             op_names: Vec::new(),
             next_id: 0,
             id_end: 0,
+            tid: 0,
         })
     };
 }
@@ -311,7 +321,7 @@ fn close(o: Open, kind: RangeKind) {
         OpenName::Other(name) => name,
         name @ OpenName::Op { .. } => {
             let o = Open { name, ..o };
-            THREAD.with(|th| record_op(t, &mut th.borrow_mut().op_names, o, end));
+            THREAD.with(|th| record_op(t, &mut th.borrow_mut(), o, end));
             return;
         }
     };
@@ -337,22 +347,23 @@ fn close(o: Open, kind: RangeKind) {
     }
 }
 
-/// Hands a finished operator `o` (its name in `names`) to this thread's batch while the window
-/// records operators, and takes its name off `names` either way (the tracer may have stopped
-/// while the operator ran).
-fn record_op(t: Option<&Tracer>, names: &mut Vec<u8>, o: Open, end: u64) {
+/// Hands a finished operator `o` (its name in the thread's `op_names`) to this thread's batch
+/// while the window records operators, and takes its name off `op_names` either way (the
+/// tracer may have stopped while the operator ran).
+fn record_op(t: Option<&Tracer>, th: &mut ThreadRanges, o: Open, end: u64) {
     let OpenName::Op { at, len, native } = o.name else {
         return;
     };
     if let Some(t) = t.filter(|_| window::records_ranges()) {
+        let tid = th.tid();
         op_batch::record(
             t,
             cuprof_core::range_batch::FinishedOp {
-                name: &names[at..at + len],
+                name: &th.op_names[at..at + len],
                 start: o.start,
                 end,
                 pid: pid(),
-                tid: tid(),
+                tid,
                 id: o.id,
                 parent: o.parent,
                 stack: o.stack,
@@ -361,10 +372,10 @@ fn record_op(t: Option<&Tracer>, names: &mut Vec<u8>, o: Open, end: u64) {
             // No operator encloses this one on this thread.
             at == 0,
         );
-    } else if let Some(t) = t {
-        op_batch::catch_up(t);
+    } else {
+        op_batch::not_recorded(t, at == 0);
     }
-    names.truncate(at);
+    th.op_names.truncate(at);
 }
 
 /// The PyTorch operators open on this thread (their range names, innermost first) and the
@@ -498,7 +509,7 @@ pub fn native_op_end() {
         };
         let o = th.open.remove(at);
         o.pop_correlation(t);
-        record_op(t, &mut th.op_names, o, end);
+        record_op(t, th, o, end);
     });
 }
 

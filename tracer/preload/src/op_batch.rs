@@ -8,29 +8,35 @@
 //! bytes and the range's numbers to a batch of its own and sends the batch when it is full;
 //! the writer makes the `Name`s.
 //!
-//! A thread records into a batch only it touches (`staged`), with no lock: a lock's two locked
-//! instructions per operator drained the stores of the range just written, about 0.3 µs per
-//! operator on the diffusers transformer (BENCHMARKS.md). It hands what it staged over to the
-//! batch flushes take (`shared`, behind a lock) when its outermost operator ends, when the
-//! staged batch is full, before it flushes, and when it exits.
+//! A thread records into a batch of its own, which flushes on other threads may take. The
+//! batch sits in a slot with a flag: whoever sets the flag has the batch to itself until it
+//! clears it. The thread sets it at the first operator it records and keeps it until its
+//! outermost operator ends (or it flushes), so that the operators inside one outermost
+//! operator cost one locked instruction in all. A lock per operator drained the stores of the
+//! range just written, about 0.3 µs per operator on the diffusers transformer; the staged
+//! batch this design replaced was copied into a locked shared one at every outermost end
+//! (BENCHMARKS.md). A flush skips a slot whose thread has an operator open; that thread's
+//! ranges are taken by a later flush, once the operator ends.
 //!
 //! Order matters across threads in one place: a backward operator's `Fwd thread id` is found
 //! from its forward operator, recorded on another thread, so the forward one must reach the
-//! writer first. Every flush therefore sends every thread's shared batch, in one critical
-//! section: what a thread handed over before a flush reaches the writer before what the
-//! flushing thread records after it. A thread has handed over every operator it finished
-//! whenever none is open on it, as when it starts a backward pass. Flushes also happen at each
-//! window transition (so a cycle's operators precede its end), when the writer is idle for a
-//! second, at a thread's exit and at shutdown.
+//! writer first (NVTX fallback only: the native observer has it from PyTorch). Every flush
+//! therefore sends every thread's batch, in one critical section: what a thread finished
+//! before a flush reaches the writer before what the flushing thread records after it. A
+//! thread's batch is free to take whenever no operator is open on it, as when it starts a
+//! backward pass. Flushes also happen at each window transition (so a cycle's operators
+//! precede its end), when the writer is idle for a second, at a thread's exit and at shutdown.
 
 use crate::tracer::{running, Tracer};
 use cuprof_core::range_batch::{FinishedOp, RangeBatch};
-use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 use std::sync::{Arc, Mutex, Weak};
 
 /// Every live thread's batch, in the order the threads first recorded an operator.
-static BATCHES: Mutex<Vec<Weak<Mutex<RangeBatch>>>> = Mutex::new(Vec::new());
+static BATCHES: Mutex<Vec<Weak<Slot>>> = Mutex::new(Vec::new());
 /// Held while batches are taken and sent, so that flushes never interleave.
 static FLUSHING: Mutex<()> = Mutex::new(());
 /// Batches the writer drained, given back to be filled again, so that the writer does not free
@@ -41,50 +47,106 @@ static FLUSHING: Mutex<()> = Mutex::new(());
 static SPARES: Mutex<Vec<RangeBatch>> = Mutex::new(Vec::new());
 /// The most spare batches kept (each up to about 160 KiB).
 const MAX_SPARES: usize = 16;
-/// Window transitions so far: a thread that sees this change hands over and flushes at its
-/// next operator's end, so that what it finished inside an operator still open at the
-/// transition reaches the writer while the cycle drains.
+/// Window transitions so far: a thread that sees this change flushes at its next operator's
+/// end, so that what it finished inside an operator still open at the transition reaches the
+/// writer while the cycle drains.
 static TRANSITIONS: AtomicU64 = AtomicU64::new(0);
 
-/// This thread's batches: what it recorded since its last hand-over (`staged`, this thread's
-/// alone) and what flushes take (`shared`). Handed over and flushed when the thread exits.
+/// A thread's batch and who has it: its thread between its first recorded operator and its
+/// outermost operator's end, or a flush while it takes the batch, or no one.
+struct Slot {
+    held: AtomicBool,
+    batch: UnsafeCell<RangeBatch>,
+}
+
+// SAFETY: `batch` is touched only by whoever set `held` (false to true, Acquire), until it
+// clears it (Release): one thread at a time, each seeing the last one's writes.
+unsafe impl Sync for Slot {}
+
+impl Slot {
+    /// Sets `held` if no one holds the slot.
+    fn try_hold(&self) -> bool {
+        self.held
+            .compare_exchange(false, true, Acquire, Relaxed)
+            .is_ok()
+    }
+
+    fn release(&self) {
+        self.held.store(false, Release);
+    }
+
+    /// The batch, for a flush on any thread: taken if no one holds the slot and it has ranges.
+    fn take_if_free(&self) -> Option<RangeBatch> {
+        if !self.try_hold() {
+            return None;
+        }
+        // SAFETY: this flush holds the slot.
+        let batch = unsafe { &mut *self.batch.get() };
+        let taken = (!batch.is_empty()).then(|| batch.take(spare()));
+        self.release();
+        taken
+    }
+}
+
+/// This thread's slot, whether the thread holds it, and the transitions it has seen.
+/// Released and flushed when the thread exits.
 struct Mine {
-    shared: Arc<Mutex<RangeBatch>>,
-    staged: RefCell<RangeBatch>,
-    /// [`TRANSITIONS`] when this thread last handed over.
+    slot: Arc<Slot>,
+    holding: Cell<bool>,
+    /// Set while `with_batch` runs, so that it never hands out the batch twice.
+    in_use: Cell<bool>,
+    /// [`TRANSITIONS`] when this thread last flushed.
     seen: Cell<u64>,
 }
 
 impl Mine {
-    /// Moves the staged ranges into the shared batch; says whether that is now full.
-    fn hand_over(&self) -> bool {
-        let Ok(mut staged) = self.staged.try_borrow_mut() else {
-            return false;
-        };
-        if staged.is_empty() {
-            return false;
+    /// Runs `f` on this thread's batch, holding the slot from now until [`Self::release`]; a
+    /// flush on another thread holds it only while it takes the batch, so this waits for that.
+    /// None if called again from inside `f`.
+    fn with_batch<R>(&self, f: impl FnOnce(&mut RangeBatch) -> R) -> Option<R> {
+        if self.in_use.replace(true) {
+            return None;
         }
-        let mut shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
-        shared.append(&mut staged);
-        shared.is_full()
+        if !self.holding.get() {
+            let mut spins = 0u32;
+            while !self.slot.try_hold() {
+                spins += 1;
+                if spins < 64 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+            self.holding.set(true);
+        }
+        // SAFETY: this thread holds the slot, and `in_use` keeps this the only reference.
+        let out = f(unsafe { &mut *self.slot.batch.get() });
+        self.in_use.set(false);
+        Some(out)
     }
 
-    /// Hands over if a window transition happened since this thread last looked; says
-    /// whether it did (the caller then flushes).
+    /// Lets flushes take this thread's batch.
+    fn release(&self) {
+        if self.holding.replace(false) {
+            self.slot.release();
+        }
+    }
+
+    /// Whether a window transition happened since this thread last looked (the caller then
+    /// flushes).
     fn caught_up(&self) -> bool {
         let transitions = TRANSITIONS.load(Relaxed);
         if transitions == self.seen.get() {
             return false;
         }
         self.seen.set(transitions);
-        self.hand_over();
         true
     }
 }
 
 impl Drop for Mine {
     fn drop(&mut self) {
-        self.hand_over();
+        self.release();
         if let Some(t) = running() {
             flush(t);
         }
@@ -93,37 +155,43 @@ impl Drop for Mine {
 
 thread_local! {
     static MINE: Mine = {
-        let shared = Arc::new(Mutex::new(RangeBatch::default()));
+        let slot = Arc::new(Slot {
+            held: AtomicBool::new(false),
+            batch: UnsafeCell::new(RangeBatch::default()),
+        });
         if let Ok(mut all) = BATCHES.lock() {
             all.retain(|b| b.strong_count() > 0);
-            all.push(Arc::downgrade(&shared));
+            all.push(Arc::downgrade(&slot));
         }
         Mine {
-            shared,
-            staged: RefCell::new(RangeBatch::default()),
+            slot,
+            holding: Cell::new(false),
+            in_use: Cell::new(false),
             seen: Cell::new(TRANSITIONS.load(Relaxed)),
         }
     };
 }
 
-/// Adds a finished operator range to this thread's staged batch, handing it over when the
-/// range is the thread's `outermost` open operator or the staged batch is full; sends every
-/// batch when the shared one is full or a window transition happened since this thread last
-/// handed over.
+/// Adds a finished operator range to this thread's batch, freeing the batch for flushes when
+/// the range is the thread's `outermost` open operator; sends every batch when this one is
+/// full or a window transition happened since this thread last flushed.
 pub fn record(t: &Tracer, r: FinishedOp<'_>, outermost: bool) {
     let send = MINE
         .try_with(|m| {
-            let hand_over = match m.staged.try_borrow_mut() {
-                Ok(mut staged) => {
-                    staged.push(r);
-                    outermost || staged.is_full()
-                }
-                Err(_) => {
+            let full = m
+                .with_batch(|b| {
+                    b.push(r);
+                    b.is_full()
+                })
+                .unwrap_or_else(|| {
                     t.counters.dropped_channel.fetch_add(1, Relaxed);
                     false
-                }
-            };
-            m.caught_up() || (hand_over && m.hand_over())
+                });
+            let send = m.caught_up() || full;
+            if outermost || send {
+                m.release();
+            }
+            send
         })
         // The thread is exiting: its batch has gone; the range goes with it, counted.
         .unwrap_or_else(|_| {
@@ -135,10 +203,20 @@ pub fn record(t: &Tracer, r: FinishedOp<'_>, outermost: bool) {
     }
 }
 
-/// For an operator's end that is not recorded (the window stopped): what this thread staged
-/// before a window transition is handed over and flushed all the same.
-pub fn catch_up(t: &Tracer) {
-    if MINE.try_with(Mine::caught_up).unwrap_or(false) {
+/// For an operator's end that is not recorded (the window stopped, or the tracer): the batch
+/// is freed at the `outermost` operator's end all the same, and what this thread recorded
+/// before a window transition is flushed.
+pub fn not_recorded(t: Option<&Tracer>, outermost: bool) {
+    let caught_up = MINE
+        .try_with(|m| {
+            let caught_up = t.is_some() && m.caught_up();
+            if outermost || caught_up {
+                m.release();
+            }
+            caught_up
+        })
+        .unwrap_or(false);
+    if let Some(t) = t.filter(|_| caught_up) {
         flush(t);
     }
 }
@@ -147,15 +225,15 @@ pub fn catch_up(t: &Tracer) {
 /// take). Never blocks on the writer; called from any thread but the writer's.
 pub fn flush(t: &Tracer) {
     // What this thread finished before the flush goes with it.
-    let _ = MINE.try_with(|m| m.hand_over());
+    let _ = MINE.try_with(Mine::release);
     let _order = FLUSHING.lock().unwrap_or_else(|e| e.into_inner());
     for batch in take_live() {
         t.channel.send_op_batch(batch);
     }
 }
 
-/// [`flush`] at a window transition: threads with operators still open hand over what they
-/// finished at their next operator's end, and flush it.
+/// [`flush`] at a window transition: threads with operators still open flush what they
+/// finished at their next operator's end.
 pub fn flush_at_transition(t: &Tracer) {
     let now = TRANSITIONS.fetch_add(1, Relaxed) + 1;
     let _ = MINE.try_with(|m| m.seen.set(now));
@@ -172,19 +250,14 @@ pub fn take_all_if(quiet: impl FnOnce() -> bool) -> Vec<RangeBatch> {
     take_live()
 }
 
-/// Empties every live thread's batch, in the threads' order; the empty ones are left out.
-/// Callers hold `FLUSHING`.
+/// Empties every live thread's batch that no operator holds open, in the threads' order; the
+/// empty ones are left out. Callers hold `FLUSHING`.
 fn take_live() -> Vec<RangeBatch> {
     let live: Vec<_> = match BATCHES.lock() {
         Ok(all) => all.iter().filter_map(Weak::upgrade).collect(),
         Err(_) => return Vec::new(),
     };
-    live.iter()
-        .filter_map(|b| {
-            let mut b = b.lock().unwrap_or_else(|e| e.into_inner());
-            (!b.is_empty()).then(|| b.take(spare()))
-        })
-        .collect()
+    live.iter().filter_map(|slot| slot.take_if_free()).collect()
 }
 
 /// A batch the writer gave back, if one waits.

@@ -30,6 +30,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <pthread.h>
+#include <mutex>
 #include <new>
 #include <memory>
 #include <sstream>
@@ -105,6 +107,16 @@ class Buf {
   void patch_raw(size_t at, T v) {
     std::memcpy(data_ + at, &v, sizeof v);
   }
+  // Room for `n` more bytes: where they go. The caller writes through the pointer it gets and
+  // hands the end of what it wrote to `commit`. Through a local pointer the compiler keeps the
+  // write position in a register; through the members, a store of a char may alias them, so
+  // each append reloaded the length and capacity (measured: the bounds checks cost more than
+  // the copies).
+  char* reserve(size_t n) {
+    if (cap_ - len_ < n) grow(n);
+    return data_ + len_;
+  }
+  void commit(const char* end) { len_ = static_cast<size_t>(end - data_); }
 
  private:
   void grow(size_t n) {
@@ -120,20 +132,97 @@ class Buf {
   size_t cap_ = 0;
 };
 
+// A dtype's name as the record holds it, copied whole (a fixed-size copy the compiler inlines);
+// only `len` bytes count.
+struct DtypeName {
+  uint8_t len = 0;
+  bool known = false;
+  char bytes[46];
+};
+constexpr size_t kScalarTypes = static_cast<size_t>(c10::ScalarType::NumOptions);
+
 // Everything a thread's callbacks write into, in one thread-local.
 struct ThreadBufs {
   Buf record;
   std::ostringstream text;
+  // The names of the dtypes this thread has met, by scalar type.
+  DtypeName dtypes[kScalarTypes];
+
+  // The name of `type` from the table, filled on first sight; null for a name too long for
+  // it (written the slow way).
+  const DtypeName* dtype(c10::ScalarType type) {
+    auto i = static_cast<size_t>(type);
+    if (i >= kScalarTypes) return nullptr;
+    DtypeName& d = dtypes[i];
+    if (!d.known) {
+      auto name = c10::scalarTypeToTypeMeta(type).name();
+      if (name.size() > sizeof d.bytes) return nullptr;
+      d.len = static_cast<uint8_t>(name.size());
+      std::memcpy(d.bytes, name.data(), name.size());
+      d.known = true;
+    }
+    return &d;
+  }
 };
 
 // The calling thread's buffers: one TLS lookup per callback. This library is dlopen'ed, so
 // each thread_local access is a __tls_get_addr call, and GCC, seeing that every helper is
 // passed the same thread_local, clones them with it as a constant (IPA constant propagation)
 // and looks it up again at each use: 145 calls in on_start and its helpers, measured as the
-// largest part of the observer's cost. noipa keeps the address an opaque pointer.
+// largest part of the observer's cost. noipa keeps the address an opaque pointer. The
+// thread-local is a plain pointer, freed through a pthread key at the thread's exit: a
+// thread_local object with a destructor costs a second lookup, its guard's.
+thread_local ThreadBufs* t_bufs = nullptr;
+pthread_key_t g_bufs_key;
+std::once_flag g_bufs_key_once;
+
+void free_thread_bufs(void* p) {
+  t_bufs = nullptr;  // a callback after this (another key's destructor) makes new ones
+  delete static_cast<ThreadBufs*>(p);
+}
+
+__attribute__((noinline)) ThreadBufs* new_thread_bufs() {
+  std::call_once(g_bufs_key_once, [] { pthread_key_create(&g_bufs_key, free_thread_bufs); });
+  auto* b = new ThreadBufs();
+  pthread_setspecific(g_bufs_key, b);
+  t_bufs = b;
+  return b;
+}
+
 __attribute__((noipa)) ThreadBufs& thread_bufs() {
-  thread_local ThreadBufs bufs;
-  return bufs;
+  ThreadBufs* b = t_bufs;
+  if (__builtin_expect(b == nullptr, 0)) b = new_thread_bufs();
+  return *b;
+}
+
+// Sizes or strides, raw, at `w`; returns the end. The common ranks are fixed-size copies the
+// compiler inlines (a loop would be turned back into a memcpy call).
+inline char* put_i64s(char* w, const int64_t* v, size_t n) {
+  switch (n) {
+    case 4:
+      std::memcpy(w + 24, v + 3, 8);
+      [[fallthrough]];
+    case 3:
+      std::memcpy(w + 16, v + 2, 8);
+      [[fallthrough]];
+    case 2:
+      std::memcpy(w + 8, v + 1, 8);
+      [[fallthrough]];
+    case 1:
+      std::memcpy(w, v, 8);
+      [[fallthrough]];
+    case 0:
+      break;
+    default:
+      std::memcpy(w, v, n * 8);
+  }
+  return w + n * 8;
+}
+
+template <typename T>
+inline char* put_raw_at(char* w, T v) {
+  std::memcpy(w, &v, sizeof v);
+  return w + sizeof v;
 }
 
 void put_int(Buf& s, int64_t v) {
@@ -236,25 +325,36 @@ void put_printed(ThreadBufs& b, Buf& s, const c10::IValue& v) {
 
 // A tensor: its dtype's name, whether it has strides (Kineto writes none for a layout that is
 // not strided), its sizes and strides; an undefined, nested or symbolic tensor has none.
-void put_tensor(Buf& r, const at::Tensor& t) {
+void put_tensor(ThreadBufs& b, const at::Tensor& t) {
+  Buf& r = b.record;
   if (!plain_tensor(t)) {
     r.push_back(kOpaqueTensor);
     return;
   }
-  r.push_back(kTensor);
-  auto name = c10::scalarTypeToTypeMeta(t.scalar_type()).name();
-  auto name_len = static_cast<uint8_t>(std::min<size_t>(name.size(), 255));
-  r.push_back(static_cast<char>(name_len));
-  r.append(name.data(), name_len);
+  const DtypeName* dtype = b.dtype(t.scalar_type());
   bool strided = t.layout() == at::kStrided;
-  r.push_back(strided ? 1 : 0);
   auto sizes = t.sizes();
-  r.put_raw(static_cast<uint32_t>(sizes.size()));
-  r.append(reinterpret_cast<const char*>(sizes.data()), sizes.size() * sizeof(int64_t));
-  if (strided) {
-    auto strides = t.strides();
-    r.append(reinterpret_cast<const char*>(strides.data()), strides.size() * sizeof(int64_t));
+  c10::IntArrayRef strides;
+  if (strided) strides = t.strides();
+  // The dtype's name is at most 255 bytes, and the table's whole entry is copied.
+  char* w = r.reserve(2 + 255 + 1 + 4 + (sizes.size() + strides.size()) * 8);
+  *w++ = kTensor;
+  if (dtype) {
+    *w++ = static_cast<char>(dtype->len);
+    std::memcpy(w, dtype->bytes, sizeof dtype->bytes);
+    w += dtype->len;
+  } else {
+    auto name = c10::scalarTypeToTypeMeta(t.scalar_type()).name();
+    auto name_len = static_cast<uint8_t>(std::min<size_t>(name.size(), 255));
+    *w++ = static_cast<char>(name_len);
+    std::memcpy(w, name.data(), name_len);
+    w += name_len;
   }
+  *w++ = strided ? 1 : 0;
+  w = put_raw_at(w, static_cast<uint32_t>(sizes.size()));
+  w = put_i64s(w, sizes.data(), sizes.size());
+  if (strided) w = put_i64s(w, strides.data(), strides.size());
+  r.commit(w);
 }
 
 // A scalar or scalar list, printed: its length, then its text.
@@ -269,30 +369,37 @@ void put_printed_input(ThreadBufs& b, char tag, const c10::IValue& v) {
 
 // Kineto's four input arrays (Input Dims, Input type, Input Strides, Concrete Inputs), as
 // the inputs they are made from.
+// Lists are told apart only after the inline tag check says the input is one: isIntList and
+// isTensorList are calls into libtorch, and every None, string or device input paid both.
 void put_inputs(ThreadBufs& b, c10::ArrayRef<const c10::IValue> inputs) {
   Buf& r = b.record;
   r.put_raw(static_cast<uint32_t>(inputs.size()));
   for (const c10::IValue& v : inputs) {
     if (v.isTensor()) {
-      put_tensor(r, v.toTensor());
+      put_tensor(b, v.toTensor());
     } else if (v.isInt()) {
-      r.push_back(kInt);
-      r.put_raw(static_cast<int64_t>(v.toInt()));
+      char* w = r.reserve(1 + 8);
+      *w++ = kInt;
+      r.commit(put_raw_at(w, static_cast<int64_t>(v.toInt())));
     } else if (v.isScalar()) {
       put_printed_input(b, kScalar, v);
+    } else if (!v.isList()) {
+      r.push_back(kOther);
+    } else if (v.isIntList() && scalar_list(v)) {
+      auto list = v.toListRef();
+      char* w = r.reserve(1 + 4 + list.size() * 8);
+      *w++ = kIntList;
+      w = put_raw_at(w, static_cast<uint32_t>(list.size()));
+      for (const c10::IValue& e : list) {
+        w = put_raw_at(w, static_cast<int64_t>(e.toInt()));
+      }
+      r.commit(w);
     } else if (v.isTensorList()) {
       r.push_back(kTensorList);
       auto list = v.toTensorList();
       r.put_raw(static_cast<uint32_t>(list.size()));
       for (const at::Tensor& t : list) {
-        put_tensor(r, t);
-      }
-    } else if (v.isIntList() && scalar_list(v)) {
-      r.push_back(kIntList);
-      auto list = v.toListRef();
-      r.put_raw(static_cast<uint32_t>(list.size()));
-      for (const c10::IValue& e : list) {
-        r.put_raw(static_cast<int64_t>(e.toInt()));
+        put_tensor(b, t);
       }
     } else if (scalar_list(v)) {
       put_printed_input(b, kScalarList, v);
@@ -317,11 +424,15 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     ThreadBufs& b = thread_bufs();
     Buf& r = b.record;
     r.clear();
-    r.append(fn.name());
-    r.push_back(kSep);
-    r.put_raw(static_cast<int64_t>(fn.seqNr()));
-    r.put_raw(static_cast<uint64_t>(fn.forwardThreadId()));
-    r.put_raw(static_cast<uint64_t>(fn.handle()));
+    const char* name = fn.name();
+    size_t name_len = std::strlen(name);
+    char* w = r.reserve(name_len + 1 + 3 * 8);
+    std::memcpy(w, name, name_len);
+    w += name_len;
+    *w++ = kSep;
+    w = put_raw_at(w, static_cast<int64_t>(fn.seqNr()));
+    w = put_raw_at(w, static_cast<uint64_t>(fn.forwardThreadId()));
+    r.commit(put_raw_at(w, static_cast<uint64_t>(fn.handle())));
     uint64_t flops = 0;
     bool counted = false;
 #ifdef CUPROF_WITH_FLOPS
