@@ -48,7 +48,7 @@ def short(obj):
                    "libstdc++", "ld-linux", "libcuprof_observer", "libcuprof.so",
                    "libcupti_double", "libm.so"):
         if base.startswith(prefix):
-            return prefix.rstrip(".so") if prefix.endswith(".so") else prefix
+            return prefix.removesuffix(".so")
     return "other"
 
 

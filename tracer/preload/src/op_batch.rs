@@ -187,11 +187,11 @@ pub fn record(t: &Tracer, r: FinishedOp<'_>, outermost: bool) {
                     t.counters.dropped_channel.fetch_add(1, Relaxed);
                     false
                 });
-            let send = m.caught_up() || full;
-            if outermost || send {
+            // A flush frees the batch itself.
+            if outermost {
                 m.release();
             }
-            send
+            m.caught_up() || full
         })
         // The thread is exiting: its batch has gone; the range goes with it, counted.
         .unwrap_or_else(|_| {
@@ -209,11 +209,10 @@ pub fn record(t: &Tracer, r: FinishedOp<'_>, outermost: bool) {
 pub fn not_recorded(t: Option<&Tracer>, outermost: bool) {
     let caught_up = MINE
         .try_with(|m| {
-            let caught_up = t.is_some() && m.caught_up();
-            if outermost || caught_up {
+            if outermost {
                 m.release();
             }
-            caught_up
+            t.is_some() && m.caught_up()
         })
         .unwrap_or(false);
     if let Some(t) = t.filter(|_| caught_up) {

@@ -78,6 +78,13 @@ enum Tag : char {
   kIntList = 8,  // raw: the writer prints it
 };
 
+// A number as the record holds it, its bytes in native order, at `w`; returns the end.
+template <typename T>
+inline char* put_raw_at(char* w, T v) {
+  std::memcpy(w, &v, sizeof v);
+  return w + sizeof v;
+}
+
 // A byte buffer whose appends inline to a bounds check and a copy (std::string's went through
 // libstdc++ calls on every byte: measured on the hot path). It only grows.
 class Buf {
@@ -91,16 +98,14 @@ class Buf {
     data_[len_++] = c;
   }
   Buf& append(const char* p, size_t n) {
-    if (cap_ - len_ < n) grow(n);
-    std::memcpy(data_ + len_, p, n);
+    std::memcpy(reserve(n), p, n);
     len_ += n;
     return *this;
   }
   Buf& append(const char* p) { return append(p, std::strlen(p)); }
-  // A number as the record holds it: its bytes, native order.
   template <typename T>
   void put_raw(T v) {
-    append(reinterpret_cast<const char*>(&v), sizeof v);
+    commit(put_raw_at(reserve(sizeof v), v));
   }
   // Overwrites what `put_raw` wrote at `at` (a length known only once what follows is written).
   template <typename T>
@@ -219,11 +224,6 @@ inline char* put_i64s(char* w, const int64_t* v, size_t n) {
   return w + n * 8;
 }
 
-template <typename T>
-inline char* put_raw_at(char* w, T v) {
-  std::memcpy(w, &v, sizeof v);
-  return w + sizeof v;
-}
 
 void put_int(Buf& s, int64_t v) {
   char tmp[24];
