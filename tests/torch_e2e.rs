@@ -30,6 +30,16 @@ fn traced(dir: &Path, env: &[(&str, &str)]) -> (Value, Value) {
     (out, read_trace(&dir.join("t-rank0.trace.json.gz")))
 }
 
+/// `python3 tests/apps/SCRIPT ARGS` under cuprof, recording from its start to its first step
+/// boundary, once.
+fn one_recorded_step(script: &str, args: &[&str], dir: &Path) -> Run {
+    Run::python(script, args, dir)
+        .env("CUPROF_WAIT", "0")
+        .env("CUPROF_WARMUP", "0")
+        .env("CUPROF_ACTIVE", "1")
+        .env("CUPROF_REPEAT", "1")
+}
+
 /// `python3 tests/apps/SCRIPT ARGS` without the tracer; asserts success, returns stdout.
 fn python(script: &str, args: &[&std::ffi::OsStr]) -> String {
     untraced_python(script, args, &[])
@@ -229,6 +239,55 @@ fn python_stacks_name_the_programs_lines() {
     }
     let tb = consumers(&dir.path().join("t-rank0.trace.json.gz"));
     assert!(tb["tensorboard_call_stacks"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn stacks_met_again_from_a_new_caller_name_both_callers_lines() {
+    // The second call's stacks are new, their inner frames are not: what cuprof read of those
+    // frames is reused, and every line must still be the one each operator was called from.
+    let dir = TempDir::new("torch-stack-lines");
+    require_torch();
+    let (lines, _) = one_recorded_step("stack_lines.py", &["40"], dir.path())
+        .env("CUPROF_WITH_STACK", "1")
+        .ok_json();
+    let trace = read_trace(&dir.path().join("t-rank0.trace.json.gz"));
+    let app = apps().join("stack_lines.py");
+    let app = app.to_str().unwrap();
+    let line = |tag: &str| lines[tag].as_u64().unwrap();
+    // (operator, innermost frame's line, its caller's line) -> operators.
+    let mut seen: BTreeMap<(String, u64, u64), usize> = BTreeMap::new();
+    for e in torch_operators(&trace) {
+        let name = e["name"].as_str().unwrap();
+        if !["aten::relu", "aten::neg", "aten::abs"].contains(&name) {
+            continue;
+        }
+        let stack = e["args"]["Call stack"].as_str().unwrap();
+        let frames: Vec<&str> = stack.split(';').collect();
+        let line_of = |frame: &str, function: &str| -> u64 {
+            let rest = frame
+                .strip_prefix(&format!("{app}("))
+                .and_then(|r| r.strip_suffix(&format!("): {function}")))
+                .unwrap_or_else(|| panic!("{stack}"));
+            rest.parse().unwrap()
+        };
+        let at = line_of(frames[0], "work");
+        let caller = line_of(frames[1], "<module>");
+        assert_eq!(frames.len(), 2, "{stack}");
+        *seen.entry((name.to_string(), at, caller)).or_default() += 1;
+    }
+    // torch.abs runs `aten::abs` inside `aten::abs` (its out= overload): 2 operators per call.
+    let want: BTreeMap<(String, u64, u64), usize> = [
+        ("aten::relu", "relu_line", "first_caller", 40),
+        ("aten::abs", "neg-abs_line", "first_caller", 28),
+        ("aten::neg", "neg-abs_line", "first_caller", 26),
+        ("aten::relu", "relu_line", "second_caller", 40),
+        ("aten::abs", "neg-abs_line", "second_caller", 28),
+        ("aten::neg", "neg-abs_line", "second_caller", 26),
+    ]
+    .into_iter()
+    .map(|(op, at, caller, n)| ((op.to_string(), line(at), line(caller)), n))
+    .collect();
+    assert_eq!(seen, want);
 }
 
 #[test]
@@ -442,12 +501,7 @@ fn every_threads_operators_arrive_whichever_way_their_batch_is_sent() {
 fn operators_finished_inside_one_open_across_the_cycles_end_are_in_the_cycle() {
     require_torch();
     let dir = TempDir::new("torch-thread-transition");
-    let (out, _) = Run::python("torch_thread_transition.py", &[], dir.path())
-        .env("CUPROF_WAIT", "0")
-        .env("CUPROF_WARMUP", "0")
-        .env("CUPROF_ACTIVE", "1")
-        .env("CUPROF_REPEAT", "1")
-        .ok_json();
+    let (out, _) = one_recorded_step("torch_thread_transition.py", &[], dir.path()).ok_json();
     let trace = read_trace(&dir.path().join("t-rank0.trace.json.gz"));
     let names = count_by_name(&events(&trace, "cpu_op"));
     assert_eq!(names.get("cuproftest::nested"), Some(&10), "{names:?}");

@@ -83,5 +83,6 @@ mod setup;
 // The host process.
 mod devices;
 mod process;
+mod py_stacks;
 mod python;
 mod symbols;

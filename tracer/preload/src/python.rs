@@ -14,10 +14,9 @@
 //! against a thread that holds the GIL and waits for CUDA.
 
 use crate::process::{guard, say};
-use cuprof_core::event::{Name, PyFrame, PyStack};
-use rustc_hash::FxHashMap;
+use crate::py_stacks::{Frames, Site, StackCache};
+use cuprof_core::event::{Name, PyStack};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_long, c_void, CStr, CString};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
@@ -53,8 +52,8 @@ struct FrameApi {
     frame_line: unsafe extern "C" fn(Obj) -> c_int,
     /// `PyFrame_GetLasti` (Python 3.11+): the frame's last instruction, read in constant time
     /// where the line takes a walk over the code's line table (PyCode_Addr2Line: measured as
-    /// most of what stacks cost on real models). Stacks are interned by instruction, and
-    /// lines looked up only for a stack not seen before.
+    /// most of what stacks cost on real models). Stacks are interned by instruction, and a
+    /// line looked up once per instruction (`py_stacks`).
     frame_lasti: Option<unsafe extern "C" fn(Obj) -> c_int>,
     frame_back: unsafe extern "C" fn(Obj) -> Obj,
     get_attr: unsafe extern "C" fn(Obj, *const c_char) -> Obj,
@@ -268,27 +267,19 @@ unsafe fn run(api: &Api, src: &str, globals: Obj) -> bool {
 
 /// The deepest Python stack kept (frames nearest the operator first).
 const MAX_DEPTH: usize = 128;
-/// Code objects whose names are kept per thread (each holds a reference to its code object,
-/// so the address is never reused for another one while cached).
-const MAX_CODES: usize = 1 << 16;
-/// Distinct stacks remembered per thread; past it the cache starts over.
-const MAX_STACKS: usize = 1 << 14;
 
+/// What a read of this thread's stack reuses: the cache, and the frames and code objects of
+/// the stack being read (no allocation per read).
 #[derive(Default)]
-struct StackCache {
-    /// Code object address -> (file, function).
-    codes: HashMap<usize, (Name, Name)>,
-    /// (code address, position) of each frame, innermost first -> the shared stack. The
-    /// position is the last instruction where Python says it (`frame_lasti`), else the line.
-    stacks: FxHashMap<Vec<(usize, u32)>, PyStack>,
-    key: Vec<(usize, u32)>,
-    /// The frames and code objects of the stack being read (reused: no allocation per read).
+struct Reader {
+    cache: StackCache,
+    sites: Vec<Site>,
     frames: Vec<Obj>,
-    codes_held: Vec<Obj>,
+    codes: Vec<Obj>,
 }
 
 thread_local! {
-    static CACHE: RefCell<StackCache> = RefCell::new(StackCache::default());
+    static READER: RefCell<Reader> = RefCell::new(Reader::default());
 }
 
 /// The Python call stack of the calling thread, innermost frame first, if it is a Python
@@ -337,23 +328,30 @@ fn frame_api(api: &Api) -> Option<&FrameApi> {
 
 /// Reads the frames of thread state `ts` (the caller's, with the GIL held).
 fn read_stack(api: &Api, f: &FrameApi, ts: Obj) -> Option<PyStack> {
-    CACHE.with(|c| {
-        let mut c = c.borrow_mut();
-        let c = &mut *c;
-        c.key.clear();
-        let mut frames = std::mem::take(&mut c.frames);
-        let mut codes = std::mem::take(&mut c.codes_held);
+    READER.with(|r| {
+        // Busy only if reading a stack re-entered cuprof on this thread: that read goes without.
+        let mut r = r.try_borrow_mut().ok()?;
+        let Reader {
+            cache,
+            sites,
+            frames,
+            codes,
+        } = &mut *r;
+        sites.clear();
         // SAFETY: this thread holds the GIL (the caller's contract); every new reference taken
-        // here (frames, code objects) is released below, except code objects the cache keeps.
+        // here (frames, code objects) is released below; the cache keeps its own.
         unsafe {
             let mut frame = (f.thread_frame)(ts);
-            while !frame.is_null() && c.key.len() < MAX_DEPTH {
+            while !frame.is_null() && sites.len() < MAX_DEPTH {
                 let code = (f.frame_code)(frame);
                 let at = match f.frame_lasti {
                     Some(lasti) => lasti(frame),
                     None => (f.frame_line)(frame),
                 };
-                c.key.push((code as usize, at.max(0) as u32));
+                sites.push(Site {
+                    code: code as usize,
+                    at: at.max(0) as u32,
+                });
                 codes.push(code);
                 frames.push(frame);
                 frame = (f.frame_back)(frame);
@@ -362,72 +360,59 @@ fn read_stack(api: &Api, f: &FrameApi, ts: Obj) -> Option<PyStack> {
                 (api.dec_ref)(frame);
             }
         }
-        let found = c.stacks.get(&c.key).cloned();
-        let out = match found {
-            Some(s) => Some(s),
-            None => {
-                let stack: PyStack = frames
-                    .iter()
-                    .zip(&codes)
-                    // SAFETY: the GIL is held; `frame` and `code` are live (we hold references).
-                    .map(|(&frame, &code)| unsafe {
-                        let line = (f.frame_line)(frame).max(0) as u32;
-                        frame_of(api, f, &mut c.codes, code, line)
-                    })
-                    .collect::<Vec<PyFrame>>()
-                    .into();
-                if c.stacks.len() >= MAX_STACKS {
-                    c.stacks.clear();
-                }
-                c.stacks.insert(c.key.clone(), stack.clone());
-                Some(stack)
-            }
-        };
+        let stack = cache.stack(
+            sites,
+            &mut Live {
+                api,
+                f,
+                frames,
+                codes,
+                sites,
+            },
+        );
         for obj in frames.drain(..).chain(codes.drain(..)) {
             // SAFETY: the references PyFrame_GetBack/PyThreadState_GetFrame and
             // PyFrame_GetCode returned; the GIL is held.
             unsafe { (api.dec_ref)(obj) };
         }
-        c.frames = frames;
-        c.codes_held = codes;
-        out
+        Some(stack)
     })
 }
 
-/// The file and function of a code object, from the thread's cache.
-///
-/// # Safety
-/// The GIL must be held and `code` must be a live code object.
-unsafe fn frame_of(
-    api: &Api,
-    f: &FrameApi,
-    codes: &mut HashMap<usize, (Name, Name)>,
-    code: Obj,
-    line: u32,
-) -> PyFrame {
-    if let Some((file, function)) = codes.get(&(code as usize)) {
-        return PyFrame {
-            file: file.clone(),
-            line,
-            function: function.clone(),
-        };
+/// The frames of a stack being read, held (with their code objects) by the reading thread,
+/// which holds the GIL.
+struct Live<'a> {
+    api: &'a Api,
+    f: &'a FrameApi,
+    frames: &'a [Obj],
+    codes: &'a [Obj],
+    sites: &'a [Site],
+}
+
+impl Frames for Live<'_> {
+    fn line(&mut self, i: usize) -> u32 {
+        if self.f.frame_lasti.is_none() {
+            // The site is the line already.
+            return self.sites[i].at;
+        }
+        // SAFETY: the GIL is held and the frame is live (the reader holds a reference).
+        unsafe { (self.f.frame_line)(self.frames[i]) }.max(0) as u32
     }
-    // SAFETY: per the function's contract.
-    let (file, function) = unsafe {
-        (
-            str_attr(api, f, code, c"co_filename"),
-            str_attr(api, f, code, c"co_name"),
-        )
-    };
-    if codes.len() < MAX_CODES {
-        // SAFETY: the GIL is held: keep the code object alive while its address is a key.
-        unsafe { (api.inc_ref)(code) };
-        codes.insert(code as usize, (file.clone(), function.clone()));
-    }
-    PyFrame {
-        file,
-        line,
-        function,
+
+    fn names(&mut self, i: usize, keep: bool) -> (Name, Name) {
+        let (api, f, code) = (self.api, self.f, self.codes[i]);
+        // SAFETY: the GIL is held and the code object is live (the reader holds a reference);
+        // a kept one gets a reference of the cache's own, never released, so its address is
+        // never reused while it is a key.
+        unsafe {
+            if keep {
+                (api.inc_ref)(code);
+            }
+            (
+                str_attr(api, f, code, c"co_filename"),
+                str_attr(api, f, code, c"co_name"),
+            )
+        }
     }
 }
 
