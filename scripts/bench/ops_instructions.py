@@ -74,19 +74,14 @@ elif mode != "none":
 
 if mode == "cuprof":
     boundary()  # CUPROF_WAIT=1: the idle step ends and recording starts
-for _ in range(3):  # warm-up, uncounted: the model's first runs, the observer's first load
-    step()
-    if mode == "cuprof":
-        boundary()
-start()
-for _ in range(3):
-    step()
-    if mode == "cuprof":
-        boundary()
-
-
-helper.cuprof_bench_begin()
-for _ in range(steps):
+# Every step from this one line: a Python stack names its callers' lines, so a step called from
+# a line of its own would meet every stack for the first time (what cuprof's first recorded
+# step of a new call path pays, not its steady state).
+for i in range(6 + steps):
+    if i == 3:  # after 3 warm-up steps (the model's first runs, the observer's first load)
+        start()
+    if i == 6:  # after 3 recorded ones, uncounted
+        helper.cuprof_bench_begin()
     step()
     if mode == "cuprof":
         boundary()
