@@ -40,6 +40,17 @@ fn one_recorded_step(script: &str, args: &[&str], dir: &Path) -> Run {
         .env("CUPROF_REPEAT", "1")
 }
 
+/// The line number (from 1) of the first line of `tests/apps/SCRIPT` whose code starts with
+/// `code`.
+fn app_line(script: &str, code: &str) -> u64 {
+    let source = std::fs::read_to_string(apps().join(script)).unwrap();
+    let at = source
+        .lines()
+        .position(|l| l.trim_start().starts_with(code))
+        .unwrap_or_else(|| panic!("{script} has no line starting with {code:?}"));
+    1 + at as u64
+}
+
 /// `python3 tests/apps/SCRIPT ARGS` without the tracer; asserts success, returns stdout.
 fn python(script: &str, args: &[&std::ffi::OsStr]) -> String {
     untraced_python(script, args, &[])
@@ -195,15 +206,8 @@ fn shapes_can_be_turned_off_and_operators_too() {
 fn python_stacks_name_the_programs_lines() {
     let dir = TempDir::new("torch-stacks");
     let (_, trace) = traced(dir.path(), &[("CUPROF_WITH_STACK", "1")]);
-    let source = std::fs::read_to_string(apps().join("torch_model.py")).unwrap();
-    let line_of = |text: &str| {
-        1 + source
-            .lines()
-            .position(|l| l.trim_start().starts_with(text))
-            .unwrap()
-    };
-    let forward_line = line_of("y = launch(model(x))");
-    let call_line = line_of("step()");
+    let forward_line = app_line("torch_model.py", "y = launch(model(x))");
+    let call_line = app_line("torch_model.py", "step()");
     let app = apps().join("torch_model.py");
     let app = app.to_str().unwrap();
     let linear: Vec<&Value> = torch_operators(&trace)
@@ -226,7 +230,7 @@ fn python_stacks_name_the_programs_lines() {
     }
     // On the CPU, backward runs on the calling thread (with the GIL released, which cuprof
     // takes for the read): its operators name the line that called backward().
-    let backward_line = line_of("y.sum().backward()");
+    let backward_line = app_line("torch_model.py", "y.sum().backward()");
     for e in torch_operators(&trace)
         .iter()
         .filter(|e| e["name"] == "autograd::engine::evaluate_function: AddmmBackward0")
@@ -247,13 +251,12 @@ fn stacks_met_again_from_a_new_caller_name_both_callers_lines() {
     // frames is reused, and every line must still be the one each operator was called from.
     let dir = TempDir::new("torch-stack-lines");
     require_torch();
-    let (lines, _) = one_recorded_step("stack_lines.py", &["40"], dir.path())
+    one_recorded_step("stack_lines.py", &["40"], dir.path())
         .env("CUPROF_WITH_STACK", "1")
         .ok_json();
     let trace = read_trace(&dir.path().join("t-rank0.trace.json.gz"));
     let app = apps().join("stack_lines.py");
     let app = app.to_str().unwrap();
-    let line = |tag: &str| lines[tag].as_u64().unwrap();
     // (operator, innermost frame's line, its caller's line) -> operators.
     let mut seen: BTreeMap<(String, u64, u64), usize> = BTreeMap::new();
     for e in torch_operators(&trace) {
@@ -263,6 +266,7 @@ fn stacks_met_again_from_a_new_caller_name_both_callers_lines() {
         }
         let stack = e["args"]["Call stack"].as_str().unwrap();
         let frames: Vec<&str> = stack.split(';').collect();
+        assert_eq!(frames.len(), 2, "{stack}");
         let line_of = |frame: &str, function: &str| -> u64 {
             let rest = frame
                 .strip_prefix(&format!("{app}("))
@@ -272,20 +276,22 @@ fn stacks_met_again_from_a_new_caller_name_both_callers_lines() {
         };
         let at = line_of(frames[0], "work");
         let caller = line_of(frames[1], "<module>");
-        assert_eq!(frames.len(), 2, "{stack}");
         *seen.entry((name.to_string(), at, caller)).or_default() += 1;
     }
+    let line = |code: &str| app_line("stack_lines.py", code);
+    let (relu, neg_abs) = (line("y = torch.relu(x)"), line("x = torch.neg(y)"));
+    let (first, second) = (line("first = work("), line("second = work("));
     // torch.abs runs `aten::abs` inside `aten::abs` (its out= overload): 2 operators per call.
     let want: BTreeMap<(String, u64, u64), usize> = [
-        ("aten::relu", "relu_line", "first_caller", 40),
-        ("aten::abs", "neg-abs_line", "first_caller", 28),
-        ("aten::neg", "neg-abs_line", "first_caller", 26),
-        ("aten::relu", "relu_line", "second_caller", 40),
-        ("aten::abs", "neg-abs_line", "second_caller", 28),
-        ("aten::neg", "neg-abs_line", "second_caller", 26),
+        ("aten::relu", relu, first, 40),
+        ("aten::abs", neg_abs, first, 28),
+        ("aten::neg", neg_abs, first, 26),
+        ("aten::relu", relu, second, 40),
+        ("aten::abs", neg_abs, second, 28),
+        ("aten::neg", neg_abs, second, 26),
     ]
     .into_iter()
-    .map(|(op, at, caller, n)| ((op.to_string(), line(at), line(caller)), n))
+    .map(|(op, at, caller, n)| ((op.to_string(), at, caller), n))
     .collect();
     assert_eq!(seen, want);
 }
@@ -371,11 +377,7 @@ for t in s['device_traces'] for e in t if e['action'] == sys.argv[2]]))";
     // One allocation in each of the warm-up and two recorded steps, and one in the wait step
     // (memory is tracked over the whole run; operators only while the window collects).
     assert_eq!(allocs.len(), 4);
-    let source = std::fs::read_to_string(apps().join("torch_model.py")).unwrap();
-    let forward_line = 1 + source
-        .lines()
-        .position(|l| l.trim_start().starts_with("y = launch(model(x))"))
-        .unwrap() as i64;
+    let forward_line = app_line("torch_model.py", "y = launch(model(x))") as i64;
     let app = apps().join("torch_model.py").to_str().unwrap().to_string();
     // No frame of libcuprof.so's own, which captured the stack (known by address, whatever
     // the symboliser names its inlined functions: `capture`, `on_api_call`, `guard<..>`).

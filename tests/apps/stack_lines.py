@@ -4,12 +4,9 @@ second call's stacks are new while their inner frames were seen before (cuprof r
 read of those frames). Every operator must name the lines it was called from.
 
     python3 stack_lines.py ITERATIONS   # under libcuprof.so + the libcupti double
-
-Prints one JSON line: the line of each call site.
 """
 
 import ctypes
-import json
 import sys
 
 import torch
@@ -24,22 +21,12 @@ step_boundary = ctypes.CDLL(None).cuprof_step
 
 def work(x, n):
     for i in range(n):
-        y = torch.relu(x)  # relu line
-        x = torch.neg(y) if i % 3 else torch.abs(y)  # neg-abs line
+        y = torch.relu(x)
+        x = torch.neg(y) if i % 3 else torch.abs(y)
     return x
 
 
-x = torch.ones(4)
-x = work(x, iterations)  # first caller
-x = work(x, iterations)  # second caller
+first = work(torch.ones(4), iterations)
+second = work(first, iterations)
 step_boundary()
 d.flush()
-source = open(__file__).read().splitlines()
-
-
-def line(tag):
-    return 1 + next(i for i, text in enumerate(source) if text.endswith("# " + tag))
-
-
-print(json.dumps({tag.replace(" ", "_"): line(tag)
-                  for tag in ("relu line", "neg-abs line", "first caller", "second caller")}))

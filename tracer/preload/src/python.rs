@@ -51,9 +51,8 @@ struct FrameApi {
     frame_code: unsafe extern "C" fn(Obj) -> Obj,
     frame_line: unsafe extern "C" fn(Obj) -> c_int,
     /// `PyFrame_GetLasti` (Python 3.11+): the frame's last instruction, read in constant time
-    /// where the line takes a walk over the code's line table (PyCode_Addr2Line: measured as
-    /// most of what stacks cost on real models). Stacks are interned by instruction, and a
-    /// line looked up once per instruction (`py_stacks`).
+    /// where the line takes a walk over the code's line table (`py_stacks` says what that
+    /// costs). Stacks are interned by instruction, and a line looked up once per instruction.
     frame_lasti: Option<unsafe extern "C" fn(Obj) -> c_int>,
     frame_back: unsafe extern "C" fn(Obj) -> Obj,
     get_attr: unsafe extern "C" fn(Obj, *const c_char) -> Obj,

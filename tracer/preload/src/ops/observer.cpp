@@ -224,7 +224,6 @@ inline char* put_i64s(char* w, const int64_t* v, size_t n) {
   return w + n * 8;
 }
 
-
 void put_int(Buf& s, int64_t v) {
   char tmp[24];
   auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
