@@ -495,6 +495,26 @@ enum Rewritten {
 }
 
 impl Rewritten {
+    const ALL: [Rewritten; 4] = [
+        Rewritten::Pid,
+        Rewritten::Ts,
+        Rewritten::Id,
+        Rewritten::Args,
+    ];
+
+    /// Whether `e` gets a new value for this member: an integer `pid`, a `ts` outside metadata,
+    /// any `id`, and the `args` of a process name or sort index.
+    fn changes(self, e: &Event<'_>) -> bool {
+        match self {
+            Rewritten::Pid => matches!(e.pid, Some(Id::Int(_))),
+            Rewritten::Ts => e.ts.is_some() && e.ph != "M",
+            Rewritten::Id => e.id.is_some(),
+            Rewritten::Args => {
+                matches!(metadata_name(e), "process_name" | "process_sort_index")
+            }
+        }
+    }
+
     /// The member a key (quotes included) names.
     fn of_key(key: &[u8]) -> Option<Self> {
         match key {
@@ -522,59 +542,48 @@ impl RankRewrite {
     /// How many of `e`'s members get a new value (each appears once: the lean parse refuses a
     /// key it decodes twice).
     fn count(e: &Event<'_>) -> usize {
-        usize::from(matches!(e.pid, Some(Id::Int(_))))
-            + usize::from(e.ts.is_some() && e.ph != "M")
-            + usize::from(e.id.is_some())
-            + usize::from(matches!(
-                metadata_name(e),
-                "process_name" | "process_sort_index"
-            ))
+        Rewritten::ALL.iter().filter(|m| m.changes(e)).count()
     }
 
-    /// Appends the new value of `e`'s `member` to `value`; nothing when it stays as it is.
+    /// Appends the new value of `e`'s `member` to `value`; nothing when it stays as it is
+    /// ([`Rewritten::changes`]).
     fn value(&mut self, e: &Event<'_>, member: Rewritten, value: &mut Vec<u8>) {
+        if !member.changes(e) {
+            return;
+        }
         let rank = self.rank;
         let meta_name = metadata_name(e);
-        match member {
-            Rewritten::Pid => {
-                if let Some(Id::Int(p)) = &e.pid {
-                    self.seen.insert(*p);
-                    match meta_name {
-                        "process_name" => self.named.insert(*p),
-                        "process_sort_index" => self.sorted.insert(*p),
-                        _ => false,
-                    };
-                    value.extend_from_slice(
-                        self.ints.format(offset(rank, PID_STRIDE, *p)).as_bytes(),
-                    );
-                }
+        match (member, &e.pid, e.ts, &e.id) {
+            (Rewritten::Pid, Some(Id::Int(p)), ..) => {
+                self.seen.insert(*p);
+                match meta_name {
+                    "process_name" => self.named.insert(*p),
+                    "process_sort_index" => self.sorted.insert(*p),
+                    _ => false,
+                };
+                value.extend_from_slice(self.ints.format(offset(rank, PID_STRIDE, *p)).as_bytes());
             }
-            Rewritten::Ts => {
-                if let (Some(ts), false) = (e.ts, e.ph == "M") {
-                    write_us(value, &mut self.ints, ts.saturating_add(self.shift));
-                }
+            (Rewritten::Ts, _, Some(ts), _) => {
+                write_us(value, &mut self.ints, ts.saturating_add(self.shift));
             }
-            Rewritten::Id => match &e.id {
-                Some(Id::Int(id)) => value
-                    .extend_from_slice(self.ints.format(offset(rank, ID_STRIDE, *id)).as_bytes()),
-                Some(Id::Str(s)) => {
-                    value.extend_from_slice(json_str(&format!("r{rank}:{s}")).as_bytes())
-                }
-                None => {}
-            },
-            Rewritten::Args => match meta_name {
-                "process_name" => {
-                    let n = e.args.name.as_deref().unwrap_or("");
-                    let named = json_str(&format!("rank {rank} {n}"));
-                    value.extend_from_slice(format!("{{\"name\": {named}}}").as_bytes());
-                }
-                "process_sort_index" => {
-                    let s = e.args.sort_index.unwrap_or(0);
-                    let index = offset(rank, PID_STRIDE, s);
-                    value.extend_from_slice(format!("{{\"sort_index\": {index}}}").as_bytes());
-                }
-                _ => {}
-            },
+            (Rewritten::Id, _, _, Some(Id::Int(id))) => {
+                value.extend_from_slice(self.ints.format(offset(rank, ID_STRIDE, *id)).as_bytes())
+            }
+            (Rewritten::Id, _, _, Some(Id::Str(s))) => {
+                value.extend_from_slice(json_str(&format!("r{rank}:{s}")).as_bytes())
+            }
+            (Rewritten::Args, ..) if meta_name == "process_name" => {
+                let n = e.args.name.as_deref().unwrap_or("");
+                let named = json_str(&format!("rank {rank} {n}"));
+                value.extend_from_slice(format!("{{\"name\": {named}}}").as_bytes());
+            }
+            (Rewritten::Args, ..) => {
+                let s = e.args.sort_index.unwrap_or(0);
+                let index = offset(rank, PID_STRIDE, s);
+                value.extend_from_slice(format!("{{\"sort_index\": {index}}}").as_bytes());
+            }
+            // `changes` let through only the cases above.
+            _ => {}
         }
     }
 
