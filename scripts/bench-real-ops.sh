@@ -14,6 +14,12 @@
 # Then, per model in one process (scripts/bench/observer_parts.py), the floor and the observer's
 # own formatting (into hooks that do nothing) over steps with no callback.
 #
+# Processes differ from each other by as much as the costs measured (idle steps of one model
+# spread 20% between processes on a quiet machine), so each row also gives the µs per operator
+# inside each process (its recording step against its own idle step), which that spread does
+# not reach; torch.profiler's idle steps are slower than untraced ones, so that figure
+# understates its cost. BENCH_RAW=FILE keeps every run's line (JSON).
+#
 # Usage: scripts/bench-real-ops.sh [STEPS] [ROUNDS]   (defaults 60, 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,14 +30,10 @@ target=${CARGO_TARGET_DIR:-$root/target}
 python=${PYTHON:-$(bash scripts/python-env.sh)/python3}
 cargo build --release -q -p cuprof-preload -p cupti-double
 lib=$target/release/libcuprof.so
-double=$target/release/libcupti_double.so
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 cuprof() { # env assignments
-  env "$@" PYTHONPATH="$root/tests/apps" CUPTI_DOUBLE_LIB="$double" LD_PRELOAD="$lib" \
-    CUPROF_ENABLED=1 CUPROF_CUPTI_PATH="$double" CUPROF_DIR="$out/t" CUPROF_NAME=b CUPROF_QUIET=1 \
-    CUPROF_WAIT=1 CUPROF_WARMUP=1 CUPROF_ACTIVE=1 CUPROF_REPEAT=0 OMP_NUM_THREADS=1 \
-    "$python" scripts/bench/real_ops.py cuprof "$model" "$steps" 2>/dev/null | tail -1
+  env "$@" CUPROF_LIB="$lib" "$python" scripts/bench/real_ops.py cuprof "$model" "$steps" 2>/dev/null | tail -1
 }
 results=$out/results.jsonl
 for model in flux llama; do
@@ -46,6 +48,7 @@ for model in flux llama; do
     cuprof CUPROF_RECORD_SHAPES=1 CXX=false CUPROF_CACHE="$out/nocache" | tag cuprof cuprof-nvtx-fallback >> "$results"
   done
 done
+if [ -n "${BENCH_RAW:-}" ]; then cp "$results" "$BENCH_RAW"; fi
 "$python" - "$results" <<'PY'
 import collections, json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -62,10 +65,11 @@ for (model, mode), rs in by.items():
     n = ops[model]
     med = lambda f: statistics.median(f(r) for r in rs)
     base = lambda r: untraced[(r["model"], r["round"])]
-    print("%-6s %-21s idle %6.2f ms  recording %6.2f ms  %.2fx untraced  %+.2f us/op in steps  cycle end %+.2f us/op  (%d rounds)" % (
+    print("%-6s %-21s idle %6.2f ms  recording %6.2f ms  %.2fx untraced  %+.2f us/op in steps  (%+.2f in process)  cycle end %+.2f us/op  (%d rounds)" % (
         model, mode, med(lambda r: r["idle_ms"]), med(lambda r: r["recording_ms"]),
         med(lambda r: r["recording_ms"] / base(r)),
         med(lambda r: (r["recording_ms"] - base(r)) * 1e3 / n),
+        med(lambda r: (r["recording_ms"] - r["idle_ms"]) * 1e3 / n),
         med(lambda r: r["cycle_end_ms"] * 1e3 / n), len(rs)))
 PY
 # Where the native observer's cost goes, measured in one process per model (parts interleaved).

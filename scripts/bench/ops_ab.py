@@ -25,19 +25,12 @@ if "--" in args:
     args = args[:at]
 builds = [a.split("=", 1) for a in args]
 root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-target = os.environ.get("CARGO_TARGET_DIR", os.path.join(root, "target"))
-double = os.path.join(target, "release", "libcupti_double.so")
 ops = {"flux": 1125, "llama": 2362}[model]
-out = os.environ.get("TMPDIR", "/tmp")
 runs = {name: [] for name, _ in builds}
 for _ in range(rounds):
     for name, lib in builds:
-        env = dict(
-            os.environ, PYTHONPATH=os.path.join(root, "tests", "apps"), CUPTI_DOUBLE_LIB=double,
-            LD_PRELOAD=os.path.abspath(lib), CUPROF_ENABLED="1", CUPROF_CUPTI_PATH=double,
-            CUPROF_DIR=os.path.join(out, "cuprof-ops-ab"), CUPROF_NAME="ab", CUPROF_QUIET="1",
-            CUPROF_WAIT="1", CUPROF_WARMUP="1", CUPROF_ACTIVE="1", CUPROF_REPEAT="0",
-            OMP_NUM_THREADS="1", CUPROF_RECORD_SHAPES="1", **extra)
+        # real_ops.py sets cuprof up around itself, with the build given.
+        env = dict(os.environ, CUPROF_LIB=os.path.abspath(lib), CUPROF_RECORD_SHAPES="1", **extra)
         line = subprocess.run(
             [sys.executable, os.path.join(root, "scripts", "bench", "real_ops.py"), "cuprof", model,
              steps], env=env, capture_output=True, text=True, check=True).stdout.splitlines()[-1]

@@ -9,8 +9,9 @@ and prints one JSON line: the median program-thread CPU time of idle steps and o
 steps (warm-up and active, both record operators), what the step boundaries that end a cycle
 cost the program thread (torch.profiler stops, builds its results and exports there; cuprof's
 window only flushes), and the operators per step. MODE:
-  cuprof   under libcuprof.so (the libcupti double's cuInit starts it; the schedule comes
-           from CUPROF_WAIT/WARMUP/ACTIVE/REPEAT), native observer or its fallback as set up
+  cuprof   under libcuprof.so (CUPROF_LIB, else target/release's), which the libcupti
+           double's cuInit starts, on the same schedule (the script runs itself again with
+           cuprof's environment); CUPROF_* variables given, such as CUPROF_WITH_STACK, apply
   torch    torch.profiler, CPU activity, record_shapes, the same schedule
   none     no profiler: every step idle (the baseline)
   floor    an empty RecordFunction callback that asks for inputs (floor_callback.cpp), on the
@@ -20,14 +21,41 @@ import ctypes
 import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
-import torch
-
 mode, model_name, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+
+def run_under_cuprof():
+    """Runs this script again under libcuprof.so (CUPROF_LIB, else the release build's) and the
+    libcupti double, on the schedule above, into a trace directory removed afterwards, and
+    returns its exit status. What the caller set (CUPROF_WITH_STACK, CUPROF_CACHE, CXX, ...)
+    passes through; what is set here wins. The one place the benchmarks set cuprof up for a
+    model run (bench-real-ops.sh, ops_ab.py)."""
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(root, "target"))
+    double = os.path.join(target, "release", "libcupti_double.so")
+    lib = os.environ.get("CUPROF_LIB", os.path.join(target, "release", "libcuprof.so"))
+    with tempfile.TemporaryDirectory() as out:
+        env = dict(
+            os.environ, REAL_OPS_UNDER_CUPROF="1", PYTHONPATH=os.path.join(root, "tests", "apps"),
+            CUPTI_DOUBLE_LIB=double, LD_PRELOAD=os.path.abspath(lib), CUPROF_ENABLED="1",
+            CUPROF_CUPTI_PATH=double, CUPROF_DIR=out, CUPROF_NAME="b", CUPROF_QUIET="1",
+            CUPROF_WAIT="1", CUPROF_WARMUP="1", CUPROF_ACTIVE="1", CUPROF_REPEAT="0",
+            OMP_NUM_THREADS="1")
+        return subprocess.run([sys.executable, *sys.argv], env=env).returncode
+
+
+if mode == "cuprof" and not os.environ.get("REAL_OPS_UNDER_CUPROF"):
+    sys.exit(run_under_cuprof())
+
+import torch  # noqa: E402
+
 sys.argv = [sys.argv[0], "none", model_name]
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "apps"))
+sys.path.insert(0, os.path.join(root, "tests", "apps"))
 if mode == "cuprof":
     import double
 
