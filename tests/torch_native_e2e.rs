@@ -81,6 +81,8 @@ fn equal_to_torch_profiler(model: &str, expected_ops: usize, expected_lists: usi
     let (_, stderr, trace) = traced(model, dir.path(), &[]);
     assert!(!stderr.contains("NVTX observer"), "{stderr}");
     assert_eq!(trace["cuprof"]["operators"], "native");
+    // PyTorch's allocations only with the MEM activity, as torch.profiler's profile_memory.
+    assert_eq!(memory_events(&trace).len(), 0);
     let (_, theirs) = reference(model, dir.path(), &[]);
     let (ours, theirs) = (torch_operators(&trace), torch_operators(&theirs));
     assert_eq!((ours.len(), theirs.len()), (expected_ops, expected_ops));
@@ -148,6 +150,103 @@ fn flops_equal_torch_profilers_with_flops() {
 }
 
 /// A directory holding only a `python3` that runs the tests' Python: a PATH with no compiler.
+/// A trace's `[memory]` events, each with the innermost operator it happened in on its thread
+/// ("" outside every operator).
+fn memory_events(trace: &Value) -> Vec<(&Value, String)> {
+    let ops = torch_operators(trace);
+    let span = |e: &Value| {
+        let ts = e["ts"].as_f64().unwrap();
+        (ts, ts + e["dur"].as_f64().unwrap())
+    };
+    trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "[memory]")
+        .map(|m| {
+            let at = m["ts"].as_f64().unwrap();
+            let inside = ops
+                .iter()
+                .filter(|o| o["tid"] == m["tid"] && span(o).0 <= at && at <= span(o).1)
+                .min_by(|a, b| {
+                    let (a, b) = (span(a), span(b));
+                    (a.1 - a.0).total_cmp(&(b.1 - b.0))
+                });
+            let name = inside.map_or(String::new(), |o| o["name"].as_str().unwrap().to_string());
+            (m, name)
+        })
+        .collect()
+}
+
+#[test]
+fn allocations_equal_torch_profilers_profile_memory() {
+    let dir = TempDir::new("native-memory");
+    let (_, stderr, trace) = traced("llama", dir.path(), &[("CUPROF_ACTIVITIES", "CPU,MEM")]);
+    assert!(!stderr.contains("NVTX observer"), "{stderr}");
+    let (_, theirs) = reference("llama", dir.path(), &[("CUPROF_TEST_MEMORY", "1")]);
+    let (ours, theirs) = (memory_events(&trace), memory_events(&theirs));
+    assert_eq!((ours.len(), theirs.len()), (2_192, 2_192));
+    // Kineto's event index and `finished` are not written by cuprof on any event.
+    let keys = |e: &Value| -> Vec<String> {
+        let mut k: Vec<String> = e["args"].as_object().unwrap().keys().cloned().collect();
+        k.retain(|k| k != "Ev Idx" && k != "finished");
+        k.sort();
+        k
+    };
+    let fields = [
+        "Bytes",
+        "Total Allocated",
+        "Total Reserved",
+        "Device Type",
+        "Device Id",
+    ];
+    for ((a, a_op), (b, b_op)) in ours.iter().zip(&theirs) {
+        assert_eq!(keys(a), keys(b));
+        assert_eq!(
+            (a["ph"].as_str(), a["cat"].as_str(), a["s"].as_str()),
+            (Some("i"), Some("cpu_instant_event"), Some("t"))
+        );
+        for f in fields {
+            assert_eq!(a["args"][f], b["args"][f], "{f}\n{a}\n{b}");
+        }
+        assert_eq!(a_op, b_op, "\n{a}\n{b}");
+    }
+    // A free names the address its allocation did.
+    let mut live = std::collections::HashSet::new();
+    let mut frees = 0;
+    for (m, _) in &ours {
+        let addr = m["args"]["Addr"].as_u64().unwrap();
+        if m["args"]["Bytes"].as_i64().unwrap() > 0 {
+            assert!(live.insert(addr));
+        } else if live.remove(&addr) {
+            frees += 1;
+        }
+    }
+    let their_frees = theirs
+        .iter()
+        .filter(|(m, _)| m["args"]["Bytes"].as_i64().unwrap() < 0)
+        .count();
+    assert!(
+        frees > 0 && frees <= their_frees,
+        "{frees} of {their_frees}"
+    );
+    // TensorBoard's memory view: shown, with the same statistics per operator.
+    let tb = |trace: &Path| -> Value {
+        let out = untraced_python("tb_memory.py", &[trace.as_os_str()], &[]);
+        serde_json::from_str(out.lines().last().unwrap()).unwrap()
+    };
+    let (ours, theirs) = (
+        tb(&dir.path().join("t-rank0.trace.json.gz")),
+        tb(&dir.path().join("torch.json")),
+    );
+    assert_eq!(
+        ours["views"],
+        serde_json::json!(["Overview", "Operator", "Trace", "Memory"])
+    );
+    assert_eq!(ours["stats"]["CPU"].as_object().unwrap().len(), 76);
+    assert_eq!(ours["stats"], theirs["stats"]);
+}
+
 fn path_without_compiler(dir: &Path) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let bin = dir.join("bin");

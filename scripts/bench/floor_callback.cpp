@@ -20,20 +20,22 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
 void on_end(const at::RecordFunction&, at::ObserverContext*) {}
 }  // namespace
 
-// ops/observer.cpp's CuprofHooks, version 2.
+// ops/observer.cpp's CuprofHooks, version 3.
 struct Hooks {
   uint32_t version;
   void (*op_begin)(const char*, size_t);
   void (*op_end)();
   uint64_t (*label_begin)(const char*, size_t);
   void (*label_end)(uint64_t);
+  void (*memory)(uint64_t, int64_t, int64_t, int64_t, int8_t, int8_t);
 };
 
 void op_begin(const char*, size_t n) { g_seen = g_seen + n; }
 void op_end() {}
 uint64_t label_begin(const char*, size_t) { return 0; }
 void label_end(uint64_t) {}
-const Hooks g_noop_hooks{2, op_begin, op_end, label_begin, label_end};
+void memory(uint64_t, int64_t, int64_t, int64_t, int8_t, int8_t) {}
+const Hooks g_noop_hooks{3, op_begin, op_end, label_begin, label_end, memory};
 
 extern "C" __attribute__((visibility("default"))) const void* noop_hooks() {
   return &g_noop_hooks;

@@ -53,7 +53,7 @@ def observer(source, name):
     lib.cuprof_observer_stop.argtypes = [ctypes.c_uint64]
     with open(source) as f:
         version = int(re.search(r"kHooksVersion = (\d+);", f.read()).group(1))
-    hooks = ctypes.create_string_buffer(ctypes.string_at(floor.noop_hooks(), 40), 40)
+    hooks = ctypes.create_string_buffer(ctypes.string_at(floor.noop_hooks(), 48), 48)
     ctypes.c_uint32.from_buffer(hooks).value = version
 
     def start():

@@ -205,6 +205,27 @@ def check_operators():
     shutil.copy(files[0], os.path.join(OUT, "operators.trace.json.gz"))
 
 
+def check_torch_memory():
+    """PyTorch's allocations with MEM (`[memory]`, torch.profiler's profile_memory) on the GPU:
+    the CUDA caching allocator's reports, equal to torch.profiler's on the same step."""
+    d = fresh("torchmem")
+    r = run([CUPROF, "run", "--dir", d, "--name", "tm", "--activities", "CPU", "GPU", "MEM", "--step-nvtx", "step", "--wait", "3", "--active", "1", "--",
+             sys.executable, os.path.join(HERE, "transformer_step.py"), "5"], timeout=600)
+    tp = fresh("torchmem_torch")
+    r2 = run([sys.executable, os.path.join(HERE, "transformer_step.py"), "5", "--torch-profiler", tp, "--wait", "3", "--active", "1", "--profile-memory"], timeout=600)
+    files, tfiles = glob.glob(f"{d}/*.trace.json.gz"), glob.glob(f"{tp}/*.json*")
+    if not files or not tfiles:
+        record("issue25.torch_memory", False, rc=r.returncode, rc_torch=r2.returncode, stderr=r.stderr[-800:], stderr_torch=r2.stderr[-400:])
+        return
+
+    def cuda_reports(t):
+        return [(e["args"]["Bytes"], e["args"]["Total Allocated"], e["args"]["Total Reserved"], e["args"]["Device Id"])
+                for e in t["traceEvents"] if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1]
+    ours, theirs = cuda_reports(load(files[0])), cuda_reports(load(tfiles[0]))
+    record("issue25.torch_memory_cuda_vs_torch_profiler", ours and ours == theirs, cuprof=len(ours), torch_profiler=len(theirs),
+           allocated=sum(b for b, *_ in ours if b > 0), first_differing=next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), None))
+
+
 def check_compiled():
     """Issue 25: a torch.compile'd model's Triton kernels are attributed to their compiled
     region (`cuprof report`'s torch.compile section), in the counts torch.profiler records."""
@@ -443,7 +464,7 @@ def main():
     print("torch", torch.__version__, "cuda", torch.version.cuda, flush=True)
     only = sys.argv[1:]
     for name, fn in [("basic", check_basic), ("inject", check_injection_only), ("dump", dump_buffers),
-                     ("transformer", check_transformer), ("operators", check_operators), ("compiled", check_compiled), ("ondemand", check_on_demand), ("window", check_window), ("api", check_api_selection), ("memory", check_memory),
+                     ("transformer", check_transformer), ("operators", check_operators), ("torchmem", check_torch_memory), ("compiled", check_compiled), ("ondemand", check_on_demand), ("window", check_window), ("api", check_api_selection), ("memory", check_memory),
                      ("faults", check_faults), ("offline", check_offline_scaling)]:
         if only and name not in only:
             continue

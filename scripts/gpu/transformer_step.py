@@ -1,7 +1,8 @@
 """A 12-layer transformer training step, marked with NVTX `step` ranges (cuprof's step source).
 
-Usage: python3 transformer_step.py STEPS [--torch-profiler DIR --wait W --active A]
+Usage: python3 transformer_step.py STEPS [--torch-profiler DIR --wait W --active A [--profile-memory]]
                                          [--cuprof-step] [--stop-file PATH]
+--profile-memory: torch.profiler also records allocations (profile_memory);
 --cuprof-step: each step also ends with cuprof_step() (the step source of on-demand captures);
 --stop-file: the loop ends early once PATH exists (a long-running job, stopped from outside).
 Prints one JSON line: {"steps": N, "copy_bytes": B, "max_reserved": R}.
@@ -13,6 +14,7 @@ p.add_argument("steps", type=int)
 p.add_argument("--torch-profiler")
 p.add_argument("--wait", type=int, default=3)
 p.add_argument("--active", type=int, default=1)
+p.add_argument("--profile-memory", action="store_true")
 p.add_argument("--cuprof-step", action="store_true")
 p.add_argument("--stop-file")
 a = p.parse_args()
@@ -31,6 +33,7 @@ if a.torch_profiler:
     prof = torch.profiler.profile(
         activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA],
         record_shapes=True,
+        profile_memory=a.profile_memory,
         schedule=torch.profiler.schedule(wait=a.wait, warmup=0, active=a.active, repeat=1),
         on_trace_ready=torch.profiler.tensorboard_trace_handler(a.torch_profiler))
     prof.start()

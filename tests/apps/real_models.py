@@ -9,6 +9,7 @@ Face LlamaForCausalLM's training step with AdamW). Both run 4 steps with the sch
 warmup=1, active=2. CUPROF_TEST_FLOPS=1 asks torch.profiler for with_flops too and prints its
 FLOP count per operator and input shapes in the JSON line. CUPROF_TEST_ALL_THREADS=1 runs each
 step's model on a second thread as well (torch.profiler: profile_all_threads).
+CUPROF_TEST_MEMORY=1 asks torch.profiler for profile_memory (cuprof: the MEM activity).
 """
 
 import ctypes
@@ -61,6 +62,7 @@ else:
         activities=[torch.profiler.ProfilerActivity.CPU],
         record_shapes=True,
         with_flops=flops,
+        profile_memory=os.environ.get("CUPROF_TEST_MEMORY") == "1",
         schedule=torch.profiler.schedule(wait=1, warmup=1, active=2),
         on_trace_ready=lambda p: p.export_chrome_trace(out),
         **kwargs,

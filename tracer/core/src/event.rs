@@ -182,6 +182,10 @@ pub enum RangeKind {
     Mark,
     /// A `ProfilerStep#N` annotation made by the tracer's window.
     Step,
+    /// A PyTorch allocation or free (torch.profiler's `[memory]` instant, with `MEM`): no
+    /// length, the name is its `args` object, made by
+    /// [`crate::native_record::memory_args`].
+    TorchMemory,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -285,6 +285,78 @@ pub fn to_text(record: &[u8]) -> Option<String> {
     Some(out)
 }
 
+/// A PyTorch allocation or free as the native observer hears of it (torch's
+/// `reportMemoryUsage`, what torch.profiler's `profile_memory` records): `bytes` negative for a
+/// free, the allocator's totals after it, and the device (`c10::DeviceType`, index -1 for the
+/// CPU).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryReport {
+    pub addr: u64,
+    pub bytes: i64,
+    pub total_allocated: i64,
+    pub total_reserved: i64,
+    pub device_type: i8,
+    pub device_index: i8,
+}
+
+/// The bytes of a [`MemoryReport`] in a batch.
+pub const MEMORY_RECORD_LEN: usize = 34;
+
+impl MemoryReport {
+    /// As it waits in the thread's batch (native byte order, as the other records).
+    pub fn to_record(self) -> [u8; MEMORY_RECORD_LEN] {
+        let mut out = [0u8; MEMORY_RECORD_LEN];
+        out[..8].copy_from_slice(&self.addr.to_ne_bytes());
+        out[8..16].copy_from_slice(&self.bytes.to_ne_bytes());
+        out[16..24].copy_from_slice(&self.total_allocated.to_ne_bytes());
+        out[24..32].copy_from_slice(&self.total_reserved.to_ne_bytes());
+        out[32] = self.device_type as u8;
+        out[33] = self.device_index as u8;
+        out
+    }
+
+    fn from_record(record: &[u8]) -> Option<Self> {
+        let mut r = Reader { rest: record };
+        let report = MemoryReport {
+            addr: r.u64()?,
+            bytes: r.u64()? as i64,
+            total_allocated: r.u64()? as i64,
+            total_reserved: r.u64()? as i64,
+            device_type: r.u8()? as i8,
+            device_index: r.u8()? as i8,
+        };
+        r.rest.is_empty().then_some(report)
+    }
+}
+
+/// A memory record's `args`, as Kineto writes a `[memory]` event's (its keys in its order;
+/// Kineto's own event index, `Ev Idx`, is left out as on every event cuprof writes); `None`
+/// when it does not parse.
+pub fn memory_args(record: &[u8]) -> Option<String> {
+    let m = MemoryReport::from_record(record)?;
+    let mut buf = itoa::Buffer::new();
+    let mut out = String::with_capacity(128);
+    let fields: [(&str, i64); 5] = [
+        ("Total Reserved", m.total_reserved),
+        ("Total Allocated", m.total_allocated),
+        ("Bytes", m.bytes),
+        ("Device Id", m.device_index as i64),
+        ("Device Type", m.device_type as i64),
+    ];
+    out.push('{');
+    for (key, value) in fields {
+        out.push('"');
+        out.push_str(key);
+        out.push_str("\": ");
+        out.push_str(buf.format(value));
+        out.push_str(", ");
+    }
+    out.push_str("\"Addr\": ");
+    out.push_str(buf.format(m.addr));
+    out.push('}');
+    Some(out)
+}
+
 /// A binary record as `observer.cpp` writes it, for tests of what reads it.
 #[cfg(test)]
 pub(crate) mod encode {
@@ -549,5 +621,43 @@ mod tests {
         let ndim_at = huge.len() - 16 - 4;
         huge[ndim_at..ndim_at + 4].copy_from_slice(&u32::MAX.to_ne_bytes());
         assert_eq!(to_text(&huge), None);
+    }
+
+    #[test]
+    fn a_memory_report_reads_back_as_kinetos_memory_args() {
+        let free = MemoryReport {
+            addr: 94121390603520,
+            bytes: -16384,
+            total_allocated: 16384,
+            total_reserved: 0,
+            device_type: 0,
+            device_index: -1,
+        };
+        assert_eq!(
+            memory_args(&free.to_record()).unwrap(),
+            r#"{"Total Reserved": 0, "Total Allocated": 16384, "Bytes": -16384, "Device Id": -1, "Device Type": 0, "Addr": 94121390603520}"#
+        );
+        let cuda = MemoryReport {
+            addr: u64::MAX,
+            bytes: i64::MAX,
+            total_allocated: 1 << 40,
+            total_reserved: 2 << 40,
+            device_type: 1,
+            device_index: 7,
+        };
+        let text = memory_args(&cuda.to_record()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["Addr"], u64::MAX);
+        assert_eq!(v["Bytes"], i64::MAX);
+        assert_eq!(v["Total Reserved"], 2i64 << 40);
+        assert_eq!(
+            (v["Device Type"].as_i64(), v["Device Id"].as_i64()),
+            (Some(1), Some(7))
+        );
+        let record = cuda.to_record();
+        for len in 0..record.len() {
+            assert_eq!(memory_args(&record[..len]), None, "cut at {len}");
+        }
+        assert_eq!(memory_args(&[record.as_slice(), &[0]].concat()), None);
     }
 }

@@ -1,6 +1,8 @@
 //! PyTorch operator ranges in batches: the names' bytes end to end and the ranges' numbers, as
 //! a program thread appends them (the preload's `op_batch`), turned into [`Range`]s by the
-//! writer thread. Building each range's `Name` on the writer instead of the program thread is
+//! writer thread. PyTorch's own allocations (`[memory]`, the native observer's, with the `MEM`
+//! activity) travel in the same batches, as ranges of no length, so that they stay in order
+//! with the operators they happen in. Building each range's `Name` on the writer instead of the program thread is
 //! the point: an allocation made on one thread and freed on another cost the program thread
 //! glibc's slow path on every operator (BENCHMARKS.md, "PyTorch operators").
 
@@ -22,7 +24,20 @@ struct OpRange {
     tid: u32,
     id: u64,
     parent: u64,
-    native: bool,
+    kind: OpKind,
+}
+
+/// What a batched range is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    /// An NVTX observer range: its name is the range's.
+    Nvtx,
+    /// The native observer's operator: its name is the observer's record
+    /// ([`crate::native_record`]).
+    Native,
+    /// A PyTorch allocation or free the native observer was told of: its name is the raw
+    /// report ([`crate::native_record::memory_args`]), its start and end the time of it.
+    Memory,
 }
 
 /// Operator ranges not yet sent, in the order they ended.
@@ -45,9 +60,7 @@ pub struct FinishedOp<'a> {
     pub id: u64,
     pub parent: u64,
     pub stack: Option<PyStack>,
-    /// The name is the native observer's record ([`crate::torch_op::TorchOp::parse_native`]),
-    /// not an NVTX observer range's.
-    pub native: bool,
+    pub kind: OpKind,
 }
 
 impl RangeBatch {
@@ -65,7 +78,7 @@ impl RangeBatch {
             tid: r.tid,
             id: r.id,
             parent: r.parent,
-            native: r.native,
+            kind: r.kind,
         });
     }
 
@@ -125,13 +138,16 @@ impl RangeBatch {
             let (at, len) = (r.name.0 as usize, r.name.1 as usize);
             let bytes = &names[at..at + len];
             // A native record that does not parse stays as it is: the session leaves it out.
-            let name = match r
-                .native
-                .then(|| crate::native_record::to_text(bytes))
-                .flatten()
-            {
-                Some(text) => Name::from(text.as_str()),
-                None => Name::from(String::from_utf8_lossy(bytes).as_ref()),
+            let made = match r.kind {
+                OpKind::Nvtx => None,
+                OpKind::Native => crate::native_record::to_text(bytes),
+                OpKind::Memory => crate::native_record::memory_args(bytes),
+            };
+            let name = match (made, r.kind) {
+                (Some(text), _) => Name::from(text.as_str()),
+                // Raw bytes are no name for it: empty, which the session leaves out.
+                (None, OpKind::Memory) => Name::from(""),
+                (None, _) => Name::from(String::from_utf8_lossy(bytes).as_ref()),
             };
             Range {
                 name,
@@ -143,10 +159,10 @@ impl RangeBatch {
                 id: r.id,
                 parent: r.parent,
                 payload: None,
-                kind: if r.native {
-                    RangeKind::NativeOp
-                } else {
-                    RangeKind::PushPop
+                kind: match r.kind {
+                    OpKind::Nvtx => RangeKind::PushPop,
+                    OpKind::Native => RangeKind::NativeOp,
+                    OpKind::Memory => RangeKind::TorchMemory,
                 },
                 stack,
             }
@@ -168,7 +184,11 @@ mod tests {
             id,
             parent: id - 1,
             stack: None,
-            native: id == 3,
+            kind: if id == 3 {
+                OpKind::Native
+            } else {
+                OpKind::Nvtx
+            },
         }
     }
 

@@ -957,6 +957,7 @@ impl Session {
                 }
                 return;
             }
+            RangeKind::TorchMemory => return self.torch_memory(r),
             _ => {}
         }
         let (cycles, mut o, _) = self.parts();
@@ -991,6 +992,22 @@ impl Session {
         };
         if let Some(w) = c.writer(&mut o) {
             w.torch_op(r, op, fwd_thread);
+        }
+        c.last_ts = c.last_ts.max(r.end);
+    }
+
+    /// A PyTorch allocation or free (`[memory]`); its args were made by the batch, and one
+    /// that did not parse (no name) is left out.
+    fn torch_memory(&mut self, r: &Range) {
+        if r.name.is_empty() {
+            return;
+        }
+        let (cycles, mut o, _) = self.parts();
+        let Some(c) = cycle_for(cycles, r.start, true) else {
+            return;
+        };
+        if let Some(w) = c.writer(&mut o) {
+            w.torch_memory(r);
         }
         c.last_ts = c.last_ts.max(r.end);
     }

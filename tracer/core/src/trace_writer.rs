@@ -678,6 +678,23 @@ impl<W: Write> TraceWriter<W> {
         self.close(true);
     }
 
+    /// A PyTorch allocation or free as Kineto writes it with `profile_memory` (TensorBoard's
+    /// memory view and its operator memory read these): an instant on the thread that made it,
+    /// its `args` the object [`crate::native_record::memory_args`] made.
+    pub fn torch_memory(&mut self, r: &Range) {
+        self.cpu_track(r.pid, r.tid);
+        self.begin("i");
+        self.arg_str("cat", "cpu_instant_event");
+        self.arg_str("s", "t");
+        self.arg_str("name", "[memory]");
+        self.arg_u64("pid", r.pid as u64);
+        self.arg_u64("tid", r.tid as u64);
+        self.ts("ts", r.start);
+        self.key("args");
+        self.buf.extend_from_slice(r.name.as_bytes());
+        self.close(false);
+    }
+
     /// An NVTX range projected onto the GPU stream that ran its work, over `start..end` (the
     /// session widens its work's span by 1 ns each side, as Kineto does).
     pub fn gpu_annotation(&mut self, name: &str, device: u32, stream: u32, start: u64, end: u64) {

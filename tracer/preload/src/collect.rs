@@ -38,6 +38,7 @@ fn resolve(own: Collect, asked: Option<CaptureOptions>) -> Collect {
             shapes: o.record_shapes.unwrap_or(own.torch.shapes),
             all_threads: own.torch.all_threads,
             flops: o.with_flops.unwrap_or(own.torch.flops),
+            memory: own.torch.memory,
         },
         with_stack: o.with_stack.unwrap_or(own.with_stack),
     }
@@ -96,6 +97,7 @@ mod tests {
                 shapes: true,
                 all_threads: true,
                 flops: false,
+                memory: true,
             },
             with_stack: false,
         };
@@ -118,6 +120,7 @@ mod tests {
                     shapes: false,
                     all_threads: true,
                     flops: true,
+                    memory: true,
                 },
                 with_stack: true,
             }

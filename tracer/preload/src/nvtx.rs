@@ -19,6 +19,8 @@ use crate::process::{guard, now_ns, pid, tid};
 use crate::tracer::{running, Tracer};
 use crate::window;
 use cuprof_core::event::{Name, PyStack, Range, RangeKind};
+use cuprof_core::native_record::MemoryReport;
+use cuprof_core::range_batch::{FinishedOp, OpKind};
 use cuprof_core::torch_op;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -358,7 +360,7 @@ fn record_op(t: Option<&Tracer>, th: &mut ThreadRanges, o: Open, end: u64) {
         let tid = th.tid();
         op_batch::record(
             t,
-            cuprof_core::range_batch::FinishedOp {
+            FinishedOp {
                 name: &th.op_names[at..at + len],
                 start: o.start,
                 end,
@@ -367,7 +369,7 @@ fn record_op(t: Option<&Tracer>, th: &mut ThreadRanges, o: Open, end: u64) {
                 id: o.id,
                 parent: o.parent,
                 stack: o.stack,
-                native,
+                kind: if native { OpKind::Native } else { OpKind::Nvtx },
             },
             // No operator encloses this one on this thread.
             at == 0,
@@ -510,6 +512,40 @@ pub fn native_op_end() {
         let o = th.open.remove(at);
         o.pop_correlation(t);
         record_op(t, th, o, end);
+    });
+}
+
+/// A PyTorch allocation or free reported to the native observer on this thread: into the
+/// thread's batch while the window records operators, between the operators it happens in.
+pub fn native_memory(report: MemoryReport) {
+    let at = now_ns();
+    let Some(t) = running().filter(|_| window::records_ranges()) else {
+        return;
+    };
+    let record = report.to_record();
+    THREAD.with(|th| {
+        // Torch's allocator never runs inside cuprof's own hooks; should it, the report goes.
+        let Ok(mut th) = th.try_borrow_mut() else {
+            return;
+        };
+        let tid = th.tid();
+        let innermost = th.innermost_op().map(|o| o.id);
+        op_batch::record(
+            t,
+            FinishedOp {
+                name: &record,
+                start: at,
+                end: at,
+                pid: pid(),
+                tid,
+                id: 0,
+                parent: innermost.unwrap_or(0),
+                stack: None,
+                kind: OpKind::Memory,
+            },
+            // Outside every operator, nothing else holds the batch for this thread.
+            innermost.is_none(),
+        );
     });
 }
 

@@ -101,6 +101,7 @@ pub fn connect(cfg: &Config) -> Result<(Tracer, Inbox), StartError> {
             shapes: cfg.record_shapes,
             all_threads: cfg.all_threads,
             flops: cfg.with_flops,
+            memory: cfg.activities.mem,
         },
         with_stack: cfg.with_stack,
     };

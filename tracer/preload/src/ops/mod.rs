@@ -27,12 +27,13 @@ pub const RECORDER: &str = concat!(
 pub const OBSERVER_SOURCE: &str = include_str!("observer.cpp");
 
 /// How operators are recorded (the configuration's `record_shapes`, `all_threads`,
-/// `with_flops`).
+/// `with_flops`, and `memory`: the `MEM` activity, torch.profiler's `profile_memory`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
     pub shapes: bool,
     pub all_threads: bool,
     pub flops: bool,
+    pub memory: bool,
 }
 
 impl Options {
@@ -41,7 +42,10 @@ impl Options {
         if !on {
             return 0;
         }
-        1 | (self.shapes as u8) << 1 | (self.all_threads as u8) << 2 | (self.flops as u8) << 3
+        1 | (self.shapes as u8) << 1
+            | (self.all_threads as u8) << 2
+            | (self.flops as u8) << 3
+            | (self.memory as u8) << 4
     }
 }
 
@@ -53,14 +57,16 @@ pub struct Hooks {
     op_end: unsafe extern "C" fn(),
     label_begin: unsafe extern "C" fn(*const u8, usize) -> u64,
     label_end: unsafe extern "C" fn(u64),
+    memory: unsafe extern "C" fn(u64, i64, i64, i64, i8, i8),
 }
 
 pub static HOOKS: Hooks = Hooks {
-    version: 2,
+    version: 3,
     op_begin,
     op_end,
     label_begin,
     label_end,
+    memory,
 };
 
 /// The bytes the observer passes, valid for the call.
@@ -95,6 +101,27 @@ unsafe extern "C" fn label_end(id: u64) {
     guard((), || crate::nvtx::native_label_end(id))
 }
 
+/// A PyTorch allocation (`bytes` > 0) or free (< 0) on this thread, with the allocator's
+/// totals after it and its device (`c10::DeviceType`, index -1 for the CPU).
+extern "C" fn memory(
+    addr: u64,
+    bytes: i64,
+    total_allocated: i64,
+    total_reserved: i64,
+    device_type: i8,
+    device_index: i8,
+) {
+    let report = cuprof_core::native_record::MemoryReport {
+        addr,
+        bytes,
+        total_allocated,
+        total_reserved,
+        device_type,
+        device_index,
+    };
+    guard((), || crate::nvtx::native_memory(report))
+}
+
 /// Notes the recorder's path (its `_cuprof_path`) for the trace headers.
 pub fn set_path(path: u8) {
     if let (Some(_), Some(t)) = (OperatorPath::from_u8(path), crate::tracer::running()) {
@@ -112,6 +139,7 @@ mod tests {
             shapes: false,
             all_threads: false,
             flops: false,
+            memory: false,
         };
         assert_eq!(none.level(false), 0);
         assert_eq!(none.level(true), 1);
@@ -119,8 +147,9 @@ mod tests {
             shapes: true,
             all_threads: true,
             flops: true,
+            memory: true,
         };
-        assert_eq!(all.level(true), 1 | 2 | 4 | 8);
+        assert_eq!(all.level(true), 1 | 2 | 4 | 8 | 16);
         assert_eq!(all.level(false), 0);
         let shapes = Options {
             shapes: true,

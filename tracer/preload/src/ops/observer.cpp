@@ -52,12 +52,14 @@ struct CuprofHooks {
   void (*op_end)();
   uint64_t (*label_begin)(const char* name, size_t len);
   void (*label_end)(uint64_t id);
+  void (*memory)(uint64_t addr, int64_t bytes, int64_t total_allocated, int64_t total_reserved,
+                 int8_t device_type, int8_t device_index);
 };
 }
 
 namespace {
 
-constexpr uint32_t kHooksVersion = 2;
+constexpr uint32_t kHooksVersion = 3;
 // Kineto's limit on the scalar lists it keeps as concrete inputs.
 constexpr size_t kScalarListLimit = 30;
 
@@ -471,16 +473,26 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
 // and emit_nvtx's, so that what torch records only under a profiler (torch.compile's
 // `_RecordFunctionFast` regions: `## Call CompiledFxGraph ##`, `Pregraph bytecode`,
 // `AOTDispatcher Runtime Wrapper Prologue`) reaches the callbacks. It registers no callback
-// of its own and reports no memory; its type is NONE, so no torch code takes it for its own
-// profilers' state.
+// of its own; its type is NONE, so no torch code takes it for its own profilers' state. With
+// `memory` (the MEM activity) it is also what torch's allocators report each allocation and
+// free to, as they report to torch.profiler's state with `profile_memory`: the thread-local
+// debug info is where they look, and the threads that inherit this thread's state (autograd's)
+// report to it too.
 struct MarkerState : torch::profiler::impl::ProfilerStateBase {
-  MarkerState()
+  explicit MarkerState(bool memory)
       : ProfilerStateBase(torch::profiler::impl::ProfilerConfig(
-            torch::profiler::impl::ProfilerState::NVTX)) {}
+            torch::profiler::impl::ProfilerState::NVTX, /*report_input_shapes=*/false,
+            /*profile_memory=*/memory)) {}
   torch::profiler::impl::ActiveProfilerType profilerType() override {
     return torch::profiler::impl::ActiveProfilerType::NONE;
   }
-  void reportMemoryUsage(void*, int64_t, size_t, size_t, c10::Device) override {}
+  void reportMemoryUsage(void* ptr, int64_t bytes, size_t total_allocated, size_t total_reserved,
+                         c10::Device device) override {
+    if (!config().profile_memory || g_hooks == nullptr) return;
+    g_hooks->memory(reinterpret_cast<uint64_t>(ptr), bytes, static_cast<int64_t>(total_allocated),
+                    static_cast<int64_t>(total_reserved), static_cast<int8_t>(device.type()),
+                    static_cast<int8_t>(device.index()));
+  }
 };
 
 thread_local torch::profiler::impl::ProfilerStateBase* t_marker = nullptr;
@@ -502,10 +514,10 @@ State* thread_profiler_state() {
   }
 }
 
-void push_marker() {
+void push_marker(bool memory) {
   using torch::profiler::impl::ProfilerStateBase;
   if (thread_profiler_state() != nullptr) return;
-  auto state = std::make_shared<MarkerState>();
+  auto state = std::make_shared<MarkerState>(memory);
   t_marker = state.get();
   ProfilerStateBase::push(std::move(state));
 }
@@ -527,6 +539,7 @@ enum : uint32_t {
   kShapes = 1,
   kAllThreads = 2,
   kFlops = 4,
+  kMemory = 8,
 };
 
 __attribute__((visibility("default"))) uint32_t cuprof_observer_abi() {
@@ -556,7 +569,7 @@ __attribute__((visibility("default"))) uint64_t cuprof_observer_start(
                   .needsInputs(g_shapes || g_flops);
     uint64_t handle = (flags & kAllThreads) ? at::addGlobalCallback(cb)
                                             : at::addThreadLocalCallback(cb);
-    push_marker();
+    push_marker(flags & kMemory);
     return handle;
   } catch (...) {
     return 0;

@@ -1,7 +1,8 @@
 # cuprof's PyTorch operator recorder. libcuprof.so runs this inside the traced program (see
 # python.rs), after build.py and nvtx_fallback.py, in a namespace of its own, and calls
 # _cuprof_set(level) when its window starts or stops collecting; `level` is a set of bits:
-# 1 operators, 2 input shapes (with dtypes, strides and scalars), 4 every thread, 8 FLOPs.
+# 1 operators, 2 input shapes (with dtypes, strides and scalars), 4 every thread, 8 FLOPs,
+# 16 PyTorch's allocations (the MEM activity: torch.profiler's profile_memory).
 # It leaves in _cuprof_path which recorder runs: 0 none, 1 native, 2 NVTX fallback.
 #
 # The native observer (observer.cpp, built for this torch by build.py) is tried first; where
@@ -50,8 +51,8 @@ def _native_load(torch):
             "%s does not load into this torch (%s): delete it and run again to rebuild"
             % (path, str(e).splitlines()[0] if str(e) else type(e).__name__)
         )
-    if abi != 2:
-        raise ObserverUnavailable("%s speaks version %d, not 2: delete it to rebuild" % (path, abi))
+    if abi != 3:
+        raise ObserverUnavailable("%s speaks version %d, not 3: delete it to rebuild" % (path, abi))
     lib.cuprof_observer_start.restype = ctypes.c_uint64
     lib.cuprof_observer_start.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
     lib.cuprof_observer_stop.argtypes = [ctypes.c_uint64]
@@ -122,7 +123,10 @@ def _start(torch, level):
         _choose(torch)
     shapes = bool(level & 2)
     if _state["path"] == "native":
-        flags = (1 if shapes else 0) | (2 if level & 4 else 0) | (4 if level & 8 else 0)
+        flags = (
+            (1 if shapes else 0) | (2 if level & 4 else 0) | (4 if level & 8 else 0)
+            | (8 if level & 16 else 0)
+        )
         handle = _state["lib"].cuprof_observer_start(_cuprof_hooks, flags)
         if handle:
             _state["handle"] = handle
