@@ -1,10 +1,12 @@
 //! PyTorch operator ranges in batches: the names' bytes end to end and the ranges' numbers, as
 //! a program thread appends them (the preload's `op_batch`), turned into [`Range`]s by the
-//! writer thread. PyTorch's own allocations (`[memory]`, the native observer's, with the `MEM`
-//! activity) travel in the same batches, as ranges of no length, so that they stay in order
-//! with the operators they happen in. Building each range's `Name` on the writer instead of the program thread is
+//! writer thread. Building each range's `Name` on the writer instead of the program thread is
 //! the point: an allocation made on one thread and freed on another cost the program thread
 //! glibc's slow path on every operator (BENCHMARKS.md, "PyTorch operators").
+//!
+//! PyTorch's own allocations and frees (`[memory]`, reported to the native observer with the
+//! `MEM` activity) travel in the same batches as ranges of no length, so that they stay in
+//! order with the operators they happen in.
 
 use crate::event::{Name, PyStack, Range, RangeKind};
 

@@ -9,8 +9,9 @@
 //!   whose ranges reach `nvtx.rs` as NVTX ranges). It also gives way to a profiler the program
 //!   starts itself and takes operators back when that one stops.
 //! - this module: the hooks the observer calls back into (`HOOKS`), which hand each operator
-//!   to `nvtx.rs`'s per-thread range stack (correlation, Python stacks, batching), and which
-//!   path records (written in each trace's `cuprof` header).
+//!   to `nvtx.rs`'s per-thread range stack (correlation, Python stacks, batching), and each
+//!   allocation PyTorch reports (with `MEM`) to the same thread's batch, and which path records
+//!   (written in each trace's `cuprof` header).
 
 use crate::process::guard;
 use cuprof_core::torch_op::OperatorPath;
