@@ -288,6 +288,24 @@ fn with_no_compiler_the_nvtx_observer_records_and_one_line_says_why() {
     let ops = torch_operators(&trace);
     assert_eq!(ops.len(), 2274);
     assert!(ops.iter().all(|e| e["args"].get("Input type").is_none()));
+    // With MEM the line also says that PyTorch's allocations need the native observer.
+    let dir = TempDir::new("native-nocompiler-mem");
+    let (_, stderr, trace) = traced(
+        "flux",
+        dir.path(),
+        &[
+            ("PATH", bin.to_str().unwrap()),
+            ("CUPROF_CACHE", cache.to_str().unwrap()),
+            ("CUPROF_ACTIVITIES", "CPU,MEM"),
+        ],
+    );
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("cuprof: PyTorch operators"))
+        .collect();
+    assert_eq!(lines, ["cuprof: PyTorch operators are recorded through PyTorch's NVTX observer (slower; no dtypes, strides or scalar inputs, and no PyTorch allocations for MEM), not cuprof's native observer: no C++ compiler (c++) on PATH to build it: install one (Debian: g++), or build it ahead of time with `cuprof observer build --python PYTHON` on a machine that has one and share CUPROF_CACHE"]);
+    assert_eq!(torch_operators(&trace).len(), 2274);
+    assert_eq!(memory_events(&trace).len(), 0);
 }
 
 #[test]

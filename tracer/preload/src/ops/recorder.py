@@ -69,9 +69,12 @@ def _choose(torch):
 
 def _fallback(cause):
     _state["path"] = "nvtx"
+    lost = "no dtypes, strides or scalar inputs"
+    if _state["level"] & 16:
+        lost += ", and no PyTorch allocations for MEM"
     _say(
-        "PyTorch operators are recorded through PyTorch's NVTX observer (slower; no dtypes, "
-        "strides or scalar inputs), not cuprof's native observer: " + cause
+        "PyTorch operators are recorded through PyTorch's NVTX observer (slower; %s), not "
+        "cuprof's native observer: %s" % (lost, cause)
     )
 
 
