@@ -15,10 +15,10 @@
 # own formatting (into hooks that do nothing) over steps with no callback.
 #
 # Processes differ from each other by as much as the costs measured (on a shared VM the same
-# untraced step took from 3.9 to 6.8 ms between processes of one run), so each row also gives the µs per operator
-# inside each process (its recording step against its own idle step), which that spread does
-# not reach; torch.profiler's idle steps are slower than untraced ones, so that figure
-# understates its cost. BENCH_RAW=FILE keeps every run's line (JSON).
+# untraced step took from 3.9 to 6.8 ms between processes of one run), so each row also gives
+# the µs per operator inside each process (its recording step against its own idle step),
+# which that spread does not reach; torch.profiler's idle steps are slower than untraced ones,
+# so that figure understates its cost. BENCH_RAW=FILE keeps every run's line (JSON).
 #
 # Usage: scripts/bench-real-ops.sh [STEPS] [ROUNDS]   (defaults 60, 3)
 set -euo pipefail

@@ -149,7 +149,6 @@ fn flops_equal_torch_profilers_with_flops() {
     assert_eq!(mm.get("achieved_tflops"), None);
 }
 
-/// A directory holding only a `python3` that runs the tests' Python: a PATH with no compiler.
 /// A trace's `[memory]` events, each with the innermost operator it happened in on its thread
 /// ("" outside every operator).
 fn memory_events(trace: &Value) -> Vec<(&Value, String)> {
@@ -247,6 +246,7 @@ fn allocations_equal_torch_profilers_profile_memory() {
     assert_eq!(ours["stats"], theirs["stats"]);
 }
 
+/// A directory holding only a `python3` that runs the tests' Python: a PATH with no compiler.
 fn path_without_compiler(dir: &Path) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let bin = dir.join("bin");

@@ -534,7 +534,8 @@ void pop_marker() {
 
 extern "C" {
 
-// Flags of cuprof_observer_start.
+// Flags of cuprof_observer_start: recorder.py passes its level (ops/mod.rs, `Options::level`)
+// shifted down by its "operators" bit, so the two keep their options in the same order.
 enum : uint32_t {
   kShapes = 1,
   kAllThreads = 2,

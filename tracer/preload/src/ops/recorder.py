@@ -126,11 +126,9 @@ def _start(torch, level):
         _choose(torch)
     shapes = bool(level & 2)
     if _state["path"] == "native":
-        flags = (
-            (1 if shapes else 0) | (2 if level & 4 else 0) | (4 if level & 8 else 0)
-            | (8 if level & 16 else 0)
-        )
-        handle = _state["lib"].cuprof_observer_start(_cuprof_hooks, flags)
+        # The observer's flags (shapes 1, every thread 2, FLOPs 4, allocations 8) are the
+        # level's option bits, below its "operators" bit.
+        handle = _state["lib"].cuprof_observer_start(_cuprof_hooks, level >> 1)
         if handle:
             _state["handle"] = handle
             _state["all_threads"] = bool(level & 4)
