@@ -182,7 +182,7 @@ fn allocations_equal_torch_profilers_profile_memory() {
     let dir = TempDir::new("native-memory");
     let (_, stderr, trace) = traced("llama", dir.path(), &[("CUPROF_ACTIVITIES", "CPU,MEM")]);
     assert!(!stderr.contains("NVTX observer"), "{stderr}");
-    let (_, theirs) = reference("llama", dir.path(), &[("CUPROF_TEST_MEMORY", "1")]);
+    let (out, theirs) = reference("llama", dir.path(), &[("CUPROF_TEST_MEMORY", "1")]);
     let (ours, theirs) = (memory_events(&trace), memory_events(&theirs));
     assert_eq!((ours.len(), theirs.len()), (2_192, 2_192));
     // Kineto's event index and `finished` are not written by cuprof on any event.
@@ -244,6 +244,58 @@ fn allocations_equal_torch_profilers_profile_memory() {
     );
     assert_eq!(ours["stats"]["CPU"].as_object().unwrap().len(), 76);
     assert_eq!(ours["stats"], theirs["stats"]);
+    // `cuprof report`: each operator's net CPU allocations, with and without the operators
+    // nested in it, equal to torch's key_averages() (CPU Mem, Self CPU Mem).
+    let summary = report_summary(&dir.path().join("t-rank0.trace.json.gz"), dir.path());
+    let theirs: BTreeMap<String, [i64; 2]> = serde_json::from_value(out["memory"].clone()).unwrap();
+    let rows = summary["operators"]["top"].as_array().unwrap();
+    let mut allocating = 0;
+    for r in rows {
+        let name = r["name"].as_str().unwrap();
+        let m = &r["memory"];
+        let ours = [
+            m["cpu_bytes"].as_i64().unwrap(),
+            m["self_cpu_bytes"].as_i64().unwrap(),
+        ];
+        assert_eq!(ours, theirs[name], "{name}");
+        assert_eq!(
+            (m["device_bytes"].as_i64(), m["self_device_bytes"].as_i64()),
+            (Some(0), Some(0))
+        );
+        allocating += (ours[1] != 0) as usize;
+    }
+    assert_eq!((rows.len(), allocating), (119, 42));
+    let mm = rows.iter().find(|r| r["name"] == "aten::mm").unwrap();
+    assert_eq!(mm["memory"]["self_cpu_bytes"], 407_552);
+    // The report's table shows it (398.0 KiB).
+    let md =
+        std::fs::read_to_string(dir.path().join("report-t-rank0.trace.json.gz/report.md")).unwrap();
+    assert!(md.contains("| CPU self | self CPU mem |"), "{md}");
+    let row = md.lines().find(|l| l.contains(" aten::mm |")).unwrap();
+    assert!(row.ends_with("| 398.0 KiB |"), "{row}");
+    let totals = &summary["operators"]["tensor_memory"];
+    assert_eq!(totals["events"], 2_192);
+    // What no operator holds is in torch's labels' own figures (the steps and the optimizer's
+    // `record_function`s, which cuprof's tables do not list as operators).
+    let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    let labels: BTreeMap<&str, i64> = theirs
+        .iter()
+        .filter(|(k, _)| !names.contains(&k.as_str()))
+        .map(|(k, v)| (k.as_str(), v[1]))
+        .collect();
+    assert_eq!(
+        labels.keys().copied().collect::<Vec<_>>(),
+        [
+            "Optimizer.step#AdamW.step",
+            "Optimizer.zero_grad#AdamW.zero_grad",
+            "ProfilerStep*"
+        ]
+    );
+    assert_eq!(
+        totals["outside_operators_cpu_bytes"],
+        labels.values().sum::<i64>()
+    );
+    assert_eq!(totals["outside_operators_device_bytes"], 0);
 }
 
 /// A directory holding only a `python3` that runs the tests' Python: a PATH with no compiler.

@@ -9,7 +9,8 @@ Face LlamaForCausalLM's training step with AdamW). Both run 4 steps with the sch
 warmup=1, active=2. CUPROF_TEST_FLOPS=1 asks torch.profiler for with_flops too and prints its
 FLOP count per operator and input shapes in the JSON line. CUPROF_TEST_ALL_THREADS=1 runs each
 step's model on a second thread as well (torch.profiler: profile_all_threads).
-CUPROF_TEST_MEMORY=1 asks torch.profiler for profile_memory (cuprof: the MEM activity).
+CUPROF_TEST_MEMORY=1 asks torch.profiler for profile_memory (cuprof: the MEM activity) and
+prints key_averages' CPU memory per operator name ([CPU Mem, Self CPU Mem]) in the JSON line.
 """
 
 import ctypes
@@ -70,6 +71,11 @@ else:
         for _ in range(4):
             run_step()
             prof.step()
+    if os.environ.get("CUPROF_TEST_MEMORY") == "1":
+        result["memory"] = {
+            e.key: [e.cpu_memory_usage, e.self_cpu_memory_usage]
+            for e in prof.key_averages()
+        }
     if flops:
         # Per operator and input shapes (what torch's count depends on): key_averages' totals
         # differ from the trace's events, as it drops an operator nested in one of its name.

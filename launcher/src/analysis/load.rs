@@ -137,6 +137,38 @@ pub struct CpuOp {
     pub flops: u64,
 }
 
+/// Where a PyTorch allocation lives, as torch's tables count it (`Device Type` of a `[memory]`
+/// event: c10's `DeviceType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TensorMemoryOn {
+    /// CPU, MKLDNN, IDEEP: torch's "CPU Mem".
+    Cpu,
+    /// CUDA, HIP, XPU, PrivateUse1: torch's "CUDA Mem" (`device_memory_usage`).
+    Device,
+}
+
+impl TensorMemoryOn {
+    /// The column torch counts `device_type`'s bytes in, if any (other devices count nowhere).
+    pub fn of(device_type: i64) -> Option<TensorMemoryOn> {
+        match device_type {
+            0 | 2 | 5 => Some(TensorMemoryOn::Cpu),
+            1 | 6 | 12 | 20 => Some(TensorMemoryOn::Device),
+            _ => None,
+        }
+    }
+}
+
+/// A PyTorch allocation or free: a `[memory]` event (torch.profiler's `profile_memory`, cuprof's
+/// `MEM` with the native observer).
+#[derive(Debug, Clone, Copy)]
+pub struct TensorMemory {
+    pub thread: u32,
+    pub ts: i64,
+    /// Allocated (positive) or freed (negative).
+    pub bytes: i64,
+    pub on: TensorMemoryOn,
+}
+
 /// API calls that block the CPU until the GPU has finished something.
 pub fn is_sync_call(name: &str) -> bool {
     matches!(
@@ -184,6 +216,8 @@ pub struct FileData {
     /// Device memory counter samples (`ph: C`, `cat: cuda_memory`): (device, time,
     /// `reserved_bytes`), in file order.
     pub memory: Vec<(i64, i64, i64)>,
+    /// PyTorch's allocations and frees (`[memory]` instants) on the devices torch's tables count.
+    pub tensor_memory: Vec<TensorMemory>,
     /// Complete events dropped because `ts` or `dur` is missing, not a number, not finite, or
     /// starts or ends beyond ±[`TIME_LIMIT_NS`].
     pub malformed_skipped: u64,
@@ -481,10 +515,51 @@ impl Builder<'_> {
         }
     }
 
+    /// A `[memory]` instant's `Bytes` and `Device Type`, parsed from its raw text (as
+    /// [`Self::memory_sample`]); one without them, or on a device torch's tables do not count,
+    /// is left out.
+    fn tensor_memory(&mut self, e: &Event<'_>) {
+        #[derive(serde::Deserialize)]
+        struct Instant {
+            args: Values,
+        }
+        #[derive(serde::Deserialize)]
+        struct Values {
+            #[serde(rename = "Bytes")]
+            bytes: Option<i64>,
+            #[serde(rename = "Device Type")]
+            device_type: Option<i64>,
+        }
+        let Some(ts) = e.ts.filter(|t| (-TIME_LIMIT_NS..TIME_LIMIT_NS).contains(t)) else {
+            return;
+        };
+        let Ok(Instant {
+            args:
+                Values {
+                    bytes: Some(bytes),
+                    device_type: Some(device_type),
+                },
+        }) = serde_json::from_slice::<Instant>(e.raw)
+        else {
+            return;
+        };
+        if let Some(on) = TensorMemoryOn::of(device_type) {
+            let thread = self.thread(&e.pid, &e.tid);
+            self.data.tensor_memory.push(TensorMemory {
+                thread,
+                ts,
+                bytes,
+                on,
+            });
+        }
+    }
+
     fn event(&mut self, e: &Event<'_>) {
         if !e.is_complete() {
             if e.ph == "C" && e.cat == "cuda_memory" {
                 self.memory_sample(e);
+            } else if e.ph == "i" && e.name == "[memory]" {
+                self.tensor_memory(e);
             }
             return;
         }

@@ -14,7 +14,7 @@ use super::saturating::AddSat;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use super::load::{FileData, Interner, NO_NAME};
+use super::load::{FileData, Interner, TensorMemoryOn, NO_NAME};
 use super::model::ratio;
 
 /// Bucket of GPU work that no operator launched.
@@ -36,6 +36,9 @@ pub struct Links {
     pub gpu: Vec<u32>,
     /// Per API call (index of `FileData::apis`): the operator it ran in, or `NONE`.
     pub api: Vec<u32>,
+    /// Per PyTorch allocation or free (index of `FileData::tensor_memory`): the innermost
+    /// operator open on its thread when it happened, or `NONE`.
+    pub tensor_memory: Vec<u32>,
 }
 
 impl Links {
@@ -118,6 +121,11 @@ pub fn links(f: &FileData) -> Option<Links> {
         }
     }
 
+    let tensor_memory = f
+        .tensor_memory
+        .iter()
+        .map(|m| innermost_at(&by_thread, ops, &parent, &rep, m.thread, m.ts))
+        .collect();
     let rule = AttributionRule::of(f);
     let mut api = vec![NONE; f.apis.len()];
     let mut gpu = vec![NONE; f.ops.len()];
@@ -168,6 +176,7 @@ pub fn links(f: &FileData) -> Option<Links> {
         rep,
         gpu,
         api,
+        tensor_memory,
     })
 }
 
@@ -270,6 +279,45 @@ pub struct OperatorRow {
     /// `flops` over `gpu_total_ns`, in TFLOP/s: what the GPU work the calls launched achieved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub achieved_tflops: Option<f64>,
+    /// PyTorch's allocations minus its frees in the calls, nested operators included, and in
+    /// the calls alone (torch's `key_averages` "CPU Mem", "Self CPU Mem", "CUDA Mem", "Self CUDA
+    /// Mem"); absent when the trace recorded no allocations (`MEM`, `profile_memory`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<OperatorMemory>,
+}
+
+/// An operator's net allocations, in bytes (see [`OperatorRow::memory`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorMemory {
+    pub cpu_bytes: i64,
+    pub self_cpu_bytes: i64,
+    /// On the GPU (CUDA, HIP, XPU, PrivateUse1).
+    pub device_bytes: i64,
+    pub self_device_bytes: i64,
+}
+
+impl OperatorMemory {
+    fn add(&mut self, on: TensorMemoryOn, bytes: i64, own: bool) {
+        let (total, this) = match on {
+            TensorMemoryOn::Cpu => (&mut self.cpu_bytes, &mut self.self_cpu_bytes),
+            TensorMemoryOn::Device => (&mut self.device_bytes, &mut self.self_device_bytes),
+        };
+        total.add_sat(bytes);
+        if own {
+            this.add_sat(bytes);
+        }
+    }
+}
+
+/// `summary.json`'s `operators.tensor_memory`: PyTorch's allocations and frees in the trace.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TensorMemoryTotals {
+    /// `[memory]` events counted (on the CPU or a GPU).
+    pub events: u64,
+    /// Net bytes allocated outside every operator (torch's `[memory]` row), on the CPU.
+    pub outside_operators_cpu_bytes: i64,
+    /// The same on the GPU.
+    pub outside_operators_device_bytes: i64,
 }
 
 /// `summary.json`'s `operators`, present when a trace has `cpu_op` events.
@@ -285,6 +333,9 @@ pub struct Operators {
     pub top: Vec<OperatorRow>,
     /// Per operator name and input shapes, same order; empty when no shapes were recorded.
     pub by_input_dims: Vec<OperatorRow>,
+    /// Present when the trace recorded PyTorch's allocations (then every row has `memory`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_memory: Option<TensorMemoryTotals>,
 }
 
 /// Per kernel name id: the operator name that launched most of its time, and that time.
@@ -299,6 +350,7 @@ struct Acc {
     gpu_ops: u64,
     gpu_total: i64,
     flops: u64,
+    memory: OperatorMemory,
 }
 
 /// The operators' figures over `files` (with their `links`), and for each kernel name id the
@@ -319,9 +371,15 @@ pub fn summarize(
     // (kernel name id, operator name id or NO_NAME) -> time.
     let mut kernel_ops: FxHashMap<(u32, u32), i64> = FxHashMap::default();
     let (mut calls, mut gpu_all, mut gpu_none) = (0u64, 0i64, 0i64);
+    let mut memory = TensorMemoryTotals::default();
+    let mut outside = OperatorMemory::default();
     let mut chain = Vec::new();
     for (f, l) in files.iter().zip(links) {
+        memory.events += f.tensor_memory.len() as u64;
         let Some(l) = l else {
+            for m in &f.tensor_memory {
+                outside.add(m.on, m.bytes, true);
+            }
             for o in &f.ops {
                 gpu_all.add_sat(o.end - o.start);
                 gpu_none.add_sat(o.end - o.start);
@@ -382,7 +440,33 @@ pub fn summarize(
                     .add_sat(d);
             }
         }
+        // An allocation counts as its innermost operator's own, and in the total of every
+        // operator that encloses it, as torch's tables count it.
+        for (m, &op) in f.tensor_memory.iter().zip(&l.tensor_memory) {
+            if op == NONE {
+                outside.add(m.on, m.bytes, true);
+                continue;
+            }
+            l.chain(op, &mut chain);
+            for &c in &chain {
+                let own = c == op;
+                let c = &f.cpu_ops[c as usize];
+                by_name
+                    .entry(c.name)
+                    .or_default()
+                    .memory
+                    .add(m.on, m.bytes, own);
+                by_dims
+                    .entry((c.name, c.dims))
+                    .or_default()
+                    .memory
+                    .add(m.on, m.bytes, own);
+            }
+        }
     }
+    let has_memory = memory.events > 0;
+    memory.outside_operators_cpu_bytes = outside.self_cpu_bytes;
+    memory.outside_operators_device_bytes = outside.self_device_bytes;
     let row = |name: u32, dims: Option<u32>, a: Acc| OperatorRow {
         name: names.name(name).to_string(),
         input_dims: dims.map(|d| names.name(d).to_string()),
@@ -397,6 +481,7 @@ pub fn summarize(
         // FLOPs per ns are GFLOP/s.
         achieved_tflops: (a.flops > 0 && a.gpu_total > 0)
             .then(|| a.flops as f64 / a.gpu_total as f64 / 1e3),
+        memory: has_memory.then_some(a.memory),
     };
     let order = |a: &OperatorRow, b: &OperatorRow| {
         b.gpu_ns
@@ -437,6 +522,7 @@ pub fn summarize(
             gpu_without_operator_ns: gpu_none,
             top,
             by_input_dims,
+            tensor_memory: has_memory.then_some(memory),
         },
         best,
     ))
@@ -603,6 +689,73 @@ mod tests {
         assert_eq!(mm.achieved_tflops, Some(1.0));
         let add = row("aten::add");
         assert_eq!((add.flops, add.achieved_tflops), (None, None));
+    }
+
+    #[test]
+    fn allocations_count_in_their_innermost_operator_and_those_around_it() {
+        use crate::analysis::load::{TensorMemory, TensorMemoryOn::*};
+        let mut names = Interner::default();
+        let (linear, mm, empty) = (
+            names.id("aten::linear"),
+            names.id("aten::mm"),
+            names.id("aten::empty"),
+        );
+        let named = |o: CpuOp, name| CpuOp { name, ..o };
+        // Thread 0: linear [0,100] holds mm [10,60] (holding only mm [10,50], folded into it,
+        // which holds empty [20,30]). Thread 1: empty [0,100].
+        let mut f = file(vec![
+            named(op(0, 0, 100, 1), linear),
+            named(op(0, 10, 60, 2), mm),
+            named(op(0, 10, 50, 3), mm),
+            named(op(0, 20, 30, 4), empty),
+            named(op(1, 0, 100, 5), empty),
+        ]);
+        let m = |thread, ts, bytes, on| TensorMemory {
+            thread,
+            ts,
+            bytes,
+            on,
+        };
+        f.tensor_memory = vec![
+            // In empty (its end counts as inside), then in the folded mm: the outer mm's own.
+            m(0, 30, 64, Cpu),
+            m(0, 40, 1000, Device),
+            // In linear, after mm ended; a free in linear.
+            m(0, 70, 16, Cpu),
+            m(0, 80, -64, Cpu),
+            // Outside every operator of its thread, though thread 1's empty spans it.
+            m(0, 150, 8, Cpu),
+            m(1, 50, 4, Cpu),
+        ];
+        let l = links(&f).unwrap();
+        assert_eq!(l.tensor_memory, [3, 1, 0, 0, NONE, 4]);
+        let (o, _) = summarize(&names, &[f], &[Some(l)]).unwrap();
+        let mem = |n: &str| o.top.iter().find(|r| r.name == n).unwrap().memory.unwrap();
+        let bytes = |m: OperatorMemory| {
+            [
+                m.cpu_bytes,
+                m.self_cpu_bytes,
+                m.device_bytes,
+                m.self_device_bytes,
+            ]
+        };
+        assert_eq!(bytes(mem("aten::linear")), [16, -48, 1000, 0]);
+        assert_eq!(bytes(mem("aten::mm")), [64, 0, 1000, 1000]);
+        // Both empty calls: 64 on thread 0, 4 on thread 1.
+        assert_eq!(bytes(mem("aten::empty")), [68, 68, 0, 0]);
+        assert_eq!(
+            o.tensor_memory,
+            Some(TensorMemoryTotals {
+                events: 6,
+                outside_operators_cpu_bytes: 8,
+                outside_operators_device_bytes: 0
+            })
+        );
+        // Without allocations in the trace, no row says anything of memory.
+        let f = file(vec![op(0, 0, 10, 1)]);
+        let l = links(&f);
+        let (o, _) = summarize(&names, &[f], &[l]).unwrap();
+        assert_eq!((o.tensor_memory, o.top[0].memory), (None, None));
     }
 
     /// An older torch.profiler trace: every launch's and copy's `External id` is its own

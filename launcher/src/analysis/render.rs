@@ -1,7 +1,7 @@
 //! Tables for the terminal and for `report.md`.
 
 use super::model::{Breakdown, StepStats, Summary};
-use super::operators::{OperatorRow, Operators};
+use super::operators::{OperatorMemory, OperatorRow, Operators};
 use super::torch_compile::{TorchCompile, SHOWN_PHASES};
 
 /// A table rendered either as aligned text or as a Markdown table.
@@ -443,7 +443,7 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
 fn operators(o: &Operators, top: usize, md: bool, name_max: usize) -> String {
     let render = |t: &Table| if md { t.markdown() } else { t.text() };
     let mut text = format!(
-        "{} operator calls; GPU time launched outside every operator: {} ({})\n\n",
+        "{} operator calls; GPU time launched outside every operator: {} ({})\n",
         o.calls,
         dur(o.gpu_without_operator_ns as f64),
         pct(super::model::ratio(
@@ -451,6 +451,15 @@ fn operators(o: &Operators, top: usize, md: bool, name_max: usize) -> String {
             o.gpu_ns as f64
         ))
     );
+    if let Some(m) = &o.tensor_memory {
+        text.push_str(&format!(
+            "{} PyTorch allocations and frees; allocated net outside every operator: {} CPU, {} GPU\n",
+            m.events,
+            bytes(m.outside_operators_cpu_bytes),
+            bytes(m.outside_operators_device_bytes)
+        ));
+    }
+    text.push('\n');
     let tables: [(&[OperatorRow], bool); 2] = [(&o.top, false), (&o.by_input_dims, true)];
     for (rows, dims) in tables {
         if rows.is_empty() {
@@ -465,6 +474,19 @@ fn operators(o: &Operators, top: usize, md: bool, name_max: usize) -> String {
         let flops = rows.iter().any(|r| r.flops.is_some());
         if flops {
             headers.push(">TFLOP/s");
+        }
+        // PyTorch's net allocations in the calls themselves (torch's "Self CPU Mem" and "Self
+        // CUDA Mem"), each where any row has some.
+        let mem = |f: fn(&OperatorMemory) -> i64| {
+            rows.iter()
+                .any(|r| r.memory.as_ref().is_some_and(|m| f(m) != 0))
+        };
+        let (cpu_mem, device_mem) = (mem(|m| m.self_cpu_bytes), mem(|m| m.self_device_bytes));
+        if cpu_mem {
+            headers.push(">self CPU mem");
+        }
+        if device_mem {
+            headers.push(">self GPU mem");
         }
         let mut t = Table::new(&headers);
         for (i, r) in rows.iter().take(top).enumerate() {
@@ -484,6 +506,13 @@ fn operators(o: &Operators, top: usize, md: bool, name_max: usize) -> String {
                     Some(t) => format!("{t:.2}"),
                     None => String::new(),
                 });
+            }
+            let m = r.memory.unwrap_or_default();
+            if cpu_mem {
+                row.push(bytes(m.self_cpu_bytes));
+            }
+            if device_mem {
+                row.push(bytes(m.self_device_bytes));
             }
             t.row(row);
         }

@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use super::super::load::is_comm_kernel;
 use super::super::model::Summary;
-use super::super::render::{dur, pct};
+use super::super::render::{bytes, dur, pct};
 use super::svg::{self, data, esc, f, Scale};
 
 const W: f64 = 760.0;
@@ -224,14 +224,21 @@ pub fn operators(s: &Summary, top: usize) -> String {
         .map(|(i, (r, label))| Row {
             label,
             title: format!(
-                "{}\n{} calls; GPU {} ({} of GPU time), with nested operators {}; CPU total {}, self {}",
+                "{}\n{} calls; GPU {} ({} of GPU time), with nested operators {}; CPU total {}, self {}{}",
                 r.name,
                 r.count,
                 dur(r.gpu_ns as f64),
                 pct(r.gpu_share),
                 dur(r.gpu_total_ns as f64),
                 dur(r.cpu_ns as f64),
-                dur(r.self_cpu_ns as f64)
+                dur(r.self_cpu_ns as f64),
+                r.memory.map_or(String::new(), |m| format!(
+                    "\nallocated net: CPU {} (self {}), GPU {} (self {})",
+                    bytes(m.cpu_bytes),
+                    bytes(m.self_cpu_bytes),
+                    bytes(m.device_bytes),
+                    bytes(m.self_device_bytes)
+                ))
             ),
             bars: vec![
                 Bar {
