@@ -726,3 +726,73 @@ fn the_observer_compiles_against_torch_2_11s_headers() {
     );
     assert!(out.status.success());
 }
+
+/// `cuprof flame --memory` on a causal LM's training step recorded with `MEM` and
+/// `--with-stack`: the bytes PyTorch allocated, under the model's Python lines and operators.
+#[test]
+fn flame_memory_draws_the_python_lines_that_allocated() {
+    let dir = TempDir::new("native-flame-memory");
+    let (_, _, trace) = traced(
+        "llama",
+        dir.path(),
+        &[("CUPROF_ACTIVITIES", "CPU,MEM"), ("CUPROF_WITH_STACK", "1")],
+    );
+    let allocated: u64 = memory_events(&trace)
+        .iter()
+        .filter_map(|(m, _)| m["args"]["Bytes"].as_i64())
+        .filter(|&b| b > 0)
+        .map(|b| b as u64)
+        .sum();
+    let folded = dir.path().join("memory.folded");
+    let out = Command::new(cuprof_bin())
+        .arg("flame")
+        .arg(dir.path().join("t-rank0.trace.json.gz"))
+        .arg("--memory")
+        .arg("-o")
+        .arg(dir.path().join("memory.svg"))
+        .arg("--folded")
+        .arg(&folded)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let folded = std::fs::read_to_string(&folded).unwrap();
+    let stacks: Vec<(&str, u64)> = folded
+        .lines()
+        .map(|l| {
+            let (s, w) = l.rsplit_once(' ').unwrap();
+            (s, w.parse().unwrap())
+        })
+        .collect();
+    // Every byte allocated is drawn once; frees are not drawn.
+    assert_eq!(stacks.iter().map(|s| s.1).sum::<u64>(), allocated);
+    assert_eq!(allocated, 1_719_432);
+    assert_eq!(stacks[0], ("(no operator);[CPU allocations]", 1_808));
+    // The rest hang under the program's lines, then the model's, then the operators.
+    for (stack, _) in &stacks[1..] {
+        assert!(
+            stack.contains("/tests/apps/real_models.py(")
+                && stack.contains("/tests/apps/real_models_lib.py(")
+                && stack.ends_with(";[CPU allocations]"),
+            "{stack}"
+        );
+    }
+    // The embedding's lookup, under the model's forward.
+    let embedding: Vec<&(&str, u64)> = stacks
+        .iter()
+        .filter(|(s, _)| s.ends_with(";aten::embedding;aten::index_select;[CPU allocations]"))
+        .collect();
+    assert_eq!(embedding.len(), 1);
+    assert_eq!(embedding[0].1, 6_144);
+    assert!(
+        embedding[0].0.contains("modeling_llama.py("),
+        "{}",
+        embedding[0].0
+    );
+    assert!(std::fs::read_to_string(dir.path().join("memory.svg"))
+        .unwrap()
+        .contains("bytes PyTorch allocated"));
+}

@@ -226,6 +226,124 @@ fn flame_python_line_operator_kernel() {
     );
 }
 
+/// PyTorch's allocations (`[memory]`, torch.profiler's `profile_memory`) in the report's
+/// operator figures, and in `flame --memory`.
+#[test]
+fn allocations_by_operator_and_python_line() {
+    let dir = tempdir("ops-memory");
+    let trace = dir.join("run-rank0.trace.json.gz");
+    with_allocations().write_gz(&trace);
+    let out = dir.join("out");
+    let stdout = cuprof_ok(&[
+        "report",
+        trace.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let s = read_json(&out.join("summary.json"));
+    let o = &s["operators"];
+    // (CPU, self CPU, GPU, self GPU): linear holds t's 256 B and frees them itself, and holds
+    // addmm's 4 KiB; the MPS allocation counts nowhere.
+    let memory: Vec<(&str, [i64; 4])> = o["top"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let m = &r["memory"];
+            (
+                r["name"].as_str().unwrap(),
+                [
+                    i(&m["cpu_bytes"]),
+                    i(&m["self_cpu_bytes"]),
+                    i(&m["device_bytes"]),
+                    i(&m["self_device_bytes"]),
+                ],
+            )
+        })
+        .collect();
+    assert_eq!(
+        memory,
+        [
+            ("aten::addmm", [0, 0, 12_288, 12_288]),
+            ("aten::copy_", [0, 0, 0, 0]),
+            ("aten::linear", [0, -256, 4096, 0]),
+            ("aten::mul", [64, 64, 0, 0]),
+            ("aten::t", [256, 256, 0, 0]),
+        ]
+    );
+    assert_eq!(
+        o["tensor_memory"],
+        serde_json::json!({"events": 6, "outside_operators_cpu_bytes": 1024, "outside_operators_device_bytes": 0})
+    );
+    assert_eq!(
+        o["by_input_dims"][0]["memory"],
+        serde_json::json!({"cpu_bytes": 0, "self_cpu_bytes": 0, "device_bytes": 4096, "self_device_bytes": 4096})
+    );
+    assert!(
+        stdout.contains(
+            "6 PyTorch allocations and frees; allocated net outside every operator: 1.0 KiB CPU, 0 B GPU\n"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  CPU self  self CPU mem  self GPU mem\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  300.000 µs           0 B      12.0 KiB\n"),
+        "{stdout}"
+    );
+    // The trace without allocations: no memory anywhere.
+    let plain = dir.join("plain-rank0.trace.json.gz");
+    with_operators(300_000, true).write_gz(&plain);
+    let out = dir.join("out-plain");
+    let stdout = cuprof_ok(&[
+        "report",
+        plain.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let s = read_json(&out.join("summary.json"));
+    assert!(s["operators"].get("tensor_memory").is_none());
+    assert!(s["operators"]["top"][0].get("memory").is_none());
+    assert!(
+        !stdout.contains("self CPU mem") && !stdout.contains("PyTorch allocations"),
+        "{stdout}"
+    );
+
+    // Bytes allocated (frees are not drawn) by Python line, operator and device.
+    assert_eq!(
+        folded(&trace, &["--memory"]),
+        "(no operator);[CPU allocations] 1024\n\
+         aten::mul;[CPU allocations] 64\n\
+         train.py(40): <module>;model.py(12): forward;aten::linear;aten::addmm;[GPU allocations] 4096\n\
+         train.py(40): <module>;model.py(12): forward;aten::linear;aten::t;[CPU allocations] 256\n\
+         train.py(40): <module>;model.py(20): head;aten::addmm;[GPU allocations] 8192\n"
+    );
+    let svg = std::fs::read_to_string(dir.join("f.svg")).unwrap();
+    assert!(svg.contains("bytes PyTorch allocated, by Python line and operator"));
+    // Nothing to draw, and --memory with --cpu: one line each.
+    let o = cuprof(&[
+        "flame",
+        plain.to_str().unwrap(),
+        "--memory",
+        "-o",
+        dir.join("p.svg").to_str().unwrap(),
+    ]);
+    assert_eq!(
+        stderr_of(&o),
+        format!("cuprof: {}: no PyTorch allocations (`[memory]` events) in the trace(s); nothing to draw (record them with the MEM activity, `cuprof run --activities CPU MEM`, or torch.profiler's profile_memory=True)\n", plain.display())
+    );
+    assert!(!dir.join("p.svg").exists());
+    let o = cuprof(&["flame", trace.to_str().unwrap(), "--memory", "--cpu"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr_of(&o).contains("cannot be used with"),
+        "{}",
+        stderr_of(&o)
+    );
+}
+
 #[test]
 fn compare_operators() {
     let dir = tempdir("ops-compare");

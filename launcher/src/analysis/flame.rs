@@ -1,5 +1,6 @@
 //! `cuprof flame`: NVTX ranges -> kernel, weighted by GPU time (or API calls by CPU time); when
-//! the trace has PyTorch operators, Python lines -> operators -> kernel instead.
+//! the trace has PyTorch operators, Python lines -> operators -> kernel instead, or (`--memory`)
+//! Python lines -> operators -> the bytes PyTorch allocated in them.
 
 use super::saturating::{self, AddSat};
 use std::collections::BTreeMap;
@@ -8,7 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
-use super::load::NO_NAME;
+use super::load::{TensorMemoryOn, NO_NAME};
 use super::model::{Analysis, Paths, NO_LAUNCH};
 use super::operators::{NONE, NO_OPERATOR};
 use crate::console::outln;
@@ -25,7 +26,13 @@ pub struct FlameArgs {
     /// Weight CUDA runtime/driver API calls by their CPU time instead of GPU work by GPU time.
     #[arg(long)]
     pub cpu: bool,
-    /// Also write the folded stacks (`frame;frame;leaf nanoseconds` per line).
+    /// Weight PyTorch's tensor allocations by their bytes instead (the trace's `[memory]`
+    /// events: the MEM activity with the native observer, or torch.profiler's
+    /// `profile_memory`), under the Python lines and operators that made them.
+    #[arg(long, conflicts_with_all = ["cpu", "nvtx"])]
+    pub memory: bool,
+    /// Also write the folded stacks (`frame;frame;leaf weight` per line: nanoseconds, or
+    /// bytes with `--memory`).
     #[arg(long, value_name = "FILE")]
     pub folded: Option<PathBuf>,
     /// Stack by NVTX ranges even when the trace has PyTorch operators.
@@ -46,6 +53,42 @@ fn frame(s: &str) -> String {
         .collect()
 }
 
+/// What a flame graph weighs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Weigh {
+    /// GPU operations, by GPU time (ns).
+    GpuTime,
+    /// CUDA runtime/driver API calls, by CPU time (ns).
+    ApiTime,
+    /// PyTorch's allocations, by bytes (frees are not drawn: a flame graph adds its weights).
+    Allocated,
+}
+
+impl Weigh {
+    fn unit(self) -> &'static str {
+        match self {
+            Weigh::Allocated => "bytes",
+            _ => "ns",
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Weigh::GpuTime => "GPU operations",
+            Weigh::ApiTime => "CUDA API calls",
+            Weigh::Allocated => "PyTorch allocations",
+        }
+    }
+}
+
+/// A stack's last frame: an operation or API call (its name id), or what PyTorch allocated on
+/// the CPU or a GPU.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Leaf {
+    Name(u32),
+    Allocated(TensorMemoryOn),
+}
+
 /// Where a leaf hangs: under its operators, or (no operator) under its NVTX ranges.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Under {
@@ -55,11 +98,12 @@ enum Under {
     Ranges { path: u32, found: bool },
 }
 
-/// Folded stacks with their weights in nanoseconds, sorted by stack. Stacks go through the
+/// Folded stacks with their weights (nanoseconds, or bytes for [`Weigh::Allocated`]), sorted
+/// by stack. Stacks go through the
 /// operators when a file has any (unless `nvtx`): the outermost operator's Python call stack
 /// (outermost frame first), the operators outermost first, the leaf; work no operator launched
 /// is under `(no operator)`, then its NVTX ranges.
-pub(crate) fn folded(an: &Analysis, cpu: bool, nvtx: bool) -> BTreeMap<String, u64> {
+pub(crate) fn folded(an: &Analysis, weigh: Weigh, nvtx: bool) -> BTreeMap<String, u64> {
     let multi = {
         let mut r = an.ranks.clone();
         r.sort_unstable();
@@ -68,8 +112,8 @@ pub(crate) fn folded(an: &Analysis, cpu: bool, nvtx: bool) -> BTreeMap<String, u
     };
     let by_op = !nvtx && an.links.iter().any(Option::is_some);
     let mut chains = Paths::default();
-    // (rank, where, leaf name id) -> weight
-    let mut acc: BTreeMap<(i64, Under, u32), u64> = BTreeMap::new();
+    // (rank, where, leaf) -> weight
+    let mut acc: BTreeMap<(i64, Under, Leaf), u64> = BTreeMap::new();
     let mut chain = Vec::new();
     let mut key = Vec::new();
     for (fi, f) in an.files.iter().enumerate() {
@@ -99,19 +143,35 @@ pub(crate) fn folded(an: &Analysis, cpu: bool, nvtx: bool) -> BTreeMap<String, u
                 found: path.is_some(),
             },
         };
-        if cpu {
-            for (ai, (a, &p)) in f.apis.iter().zip(&an.api_paths[fi]).enumerate() {
-                let op = links.map_or(NONE, |l| l.api[ai]);
-                acc.entry((rank, under(op, Some(p)), a.name))
-                    .or_default()
-                    .add_sat((a.end - a.start) as u64);
+        match weigh {
+            Weigh::ApiTime => {
+                for (ai, (a, &p)) in f.apis.iter().zip(&an.api_paths[fi]).enumerate() {
+                    let op = links.map_or(NONE, |l| l.api[ai]);
+                    acc.entry((rank, under(op, Some(p)), Leaf::Name(a.name)))
+                        .or_default()
+                        .add_sat((a.end - a.start) as u64);
+                }
             }
-        } else {
-            for (oi, (o, p)) in f.ops.iter().zip(&an.op_paths[fi]).enumerate() {
-                let op = links.map_or(NONE, |l| l.gpu[oi]);
-                acc.entry((rank, under(op, *p), o.name))
-                    .or_default()
-                    .add_sat((o.end - o.start) as u64);
+            Weigh::GpuTime => {
+                for (oi, (o, p)) in f.ops.iter().zip(&an.op_paths[fi]).enumerate() {
+                    let op = links.map_or(NONE, |l| l.gpu[oi]);
+                    acc.entry((rank, under(op, *p), Leaf::Name(o.name)))
+                        .or_default()
+                        .add_sat((o.end - o.start) as u64);
+                }
+            }
+            Weigh::Allocated => {
+                for (k, m) in f.tensor_memory.iter().enumerate() {
+                    if m.bytes <= 0 {
+                        continue;
+                    }
+                    // Outside every operator: `(no operator)`, with no NVTX path (allocations
+                    // are not placed in ranges).
+                    let op = links.map_or(NONE, |l| l.tensor_memory[k]);
+                    acc.entry((rank, under(op, Some(0)), Leaf::Allocated(m.on)))
+                        .or_default()
+                        .add_sat(m.bytes as u64);
+                }
             }
         }
     }
@@ -145,7 +205,11 @@ pub(crate) fn folded(an: &Analysis, cpu: bool, nvtx: bool) -> BTreeMap<String, u
                 }
             }
         }
-        stack.push(frame(an.names.name(leaf)));
+        stack.push(match leaf {
+            Leaf::Name(n) => frame(an.names.name(n)),
+            Leaf::Allocated(TensorMemoryOn::Cpu) => "[CPU allocations]".to_string(),
+            Leaf::Allocated(TensorMemoryOn::Device) => "[GPU allocations]".to_string(),
+        });
         *out.entry(stack.join(";")).or_default() += w;
     }
     out
@@ -160,20 +224,21 @@ fn lines(stacks: &BTreeMap<String, u64>) -> Vec<String> {
 /// the subtitle.
 fn draw(
     lines: &[String],
-    cpu: bool,
+    weigh: Weigh,
     by_op: bool,
     paths: &[PathBuf],
     w: &mut impl std::io::Write,
 ) -> Result<()> {
     let mut opt = inferno::flamegraph::Options::default();
-    opt.title = match (cpu, by_op) {
-        (true, false) => "cuprof: CPU time of CUDA API calls by NVTX range",
-        (false, false) => "cuprof: GPU time by NVTX range and kernel",
-        (true, true) => "cuprof: CPU time of CUDA API calls by Python line and operator",
-        (false, true) => "cuprof: GPU time by Python line, operator and kernel",
+    opt.title = match (weigh, by_op) {
+        (Weigh::ApiTime, false) => "cuprof: CPU time of CUDA API calls by NVTX range",
+        (Weigh::GpuTime, false) => "cuprof: GPU time by NVTX range and kernel",
+        (Weigh::ApiTime, true) => "cuprof: CPU time of CUDA API calls by Python line and operator",
+        (Weigh::GpuTime, true) => "cuprof: GPU time by Python line, operator and kernel",
+        (Weigh::Allocated, _) => "cuprof: bytes PyTorch allocated, by Python line and operator",
     }
     .to_string();
-    opt.count_name = "ns".to_string();
+    opt.count_name = weigh.unit().to_string();
     opt.subtitle = Some(
         paths
             .iter()
@@ -188,13 +253,13 @@ fn draw(
 /// The SVG `cuprof flame PATHS` draws (GPU time; by operator when the traces have operators),
 /// or `None` when there is no GPU work to draw.
 pub(crate) fn svg(an: &Analysis, paths: &[PathBuf]) -> Result<Option<String>> {
-    let stacks = folded(an, false, false);
+    let stacks = folded(an, Weigh::GpuTime, false);
     if stacks.is_empty() {
         return Ok(None);
     }
     let by_op = an.links.iter().any(Option::is_some);
     let mut out = Vec::new();
-    draw(&lines(&stacks), false, by_op, paths, &mut out)?;
+    draw(&lines(&stacks), Weigh::GpuTime, by_op, paths, &mut out)?;
     Ok(Some(String::from_utf8(out)?))
 }
 
@@ -211,21 +276,30 @@ pub fn flame(args: FlameArgs) -> Result<()> {
         }
     }
     let an = args.jobs.install(|| super::analyse(&args.paths))??;
-    let stacks = folded(&an, args.cpu, args.nvtx);
-    let by_op = !args.nvtx && an.links.iter().any(Option::is_some);
-    let what = if args.cpu {
-        "CUDA API calls"
-    } else {
-        "GPU operations"
+    let weigh = match (args.cpu, args.memory) {
+        (true, _) => Weigh::ApiTime,
+        (_, true) => Weigh::Allocated,
+        _ => Weigh::GpuTime,
     };
+    let stacks = folded(&an, weigh, args.nvtx);
+    let by_op = !args.nvtx && an.links.iter().any(Option::is_some);
+    let what = weigh.what();
     if stacks.is_empty() {
+        let inputs = args
+            .paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        if weigh == Weigh::Allocated {
+            bail!(
+                "{inputs}: no PyTorch allocations (`[memory]` events) in the trace(s); nothing \
+                 to draw (record them with the MEM activity, `cuprof run --activities CPU MEM`, \
+                 or torch.profiler's profile_memory=True)"
+            );
+        }
         bail!(
-            "{}: no {what} with a duration in the trace(s); nothing to draw (try {})",
-            args.paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
+            "{inputs}: no {what} with a duration in the trace(s); nothing to draw (try {})",
             if args.cpu { "without --cpu" } else { "--cpu" }
         );
     }
@@ -236,7 +310,7 @@ pub fn flame(args: FlameArgs) -> Result<()> {
     }
     let (staged, file) = Staged::create(&args.out)?;
     let mut w = BufWriter::new(file);
-    draw(&lines, args.cpu, by_op, &args.paths, &mut w)
+    draw(&lines, weigh, by_op, &args.paths, &mut w)
         .with_context(|| format!("{}: cannot draw the flame graph", args.out.display()))?;
     let file = w
         .into_inner()
@@ -244,10 +318,13 @@ pub fn flame(args: FlameArgs) -> Result<()> {
         .with_context(|| format!("{}: cannot write the SVG", args.out.display()))?;
     staged.commit(file)?;
     let total: u64 = saturating::sum(stacks.values().copied());
+    let total = match weigh {
+        Weigh::Allocated => super::render::bytes(total.min(i64::MAX as u64) as i64),
+        _ => super::render::dur(total as f64),
+    };
     outln!(
-        "wrote {} ({} stacks, {} of {what})",
+        "wrote {} ({} stacks, {total} of {what})",
         args.out.display(),
         stacks.len(),
-        super::render::dur(total as f64)
     )
 }

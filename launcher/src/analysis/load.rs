@@ -139,7 +139,7 @@ pub struct CpuOp {
 
 /// Where a PyTorch allocation lives, as torch's tables count it (`Device Type` of a `[memory]`
 /// event: c10's `DeviceType`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum TensorMemoryOn {
     /// CPU, MKLDNN, IDEEP: torch's "CPU Mem".
     Cpu,

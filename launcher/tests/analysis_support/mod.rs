@@ -221,6 +221,16 @@ impl Trace {
         c
     }
 
+    /// A PyTorch allocation (`bytes` > 0) or free on thread `tid`, as Kineto writes it
+    /// (`device_type`: c10's, 0 CPU, 1 CUDA).
+    pub fn tensor_memory(&mut self, tid: i64, at: i64, bytes: i64, device_type: i64) {
+        let device = if device_type == 0 { -1 } else { 0 };
+        self.events.push(format!(
+            "{{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\", \"pid\": {PID}, \"tid\": {tid}, \"ts\": {}, \"args\": {{\"Total Reserved\": 0, \"Total Allocated\": 0, \"Bytes\": {bytes}, \"Device Id\": {device}, \"Device Type\": {device_type}, \"Addr\": 1}}}}",
+            us(at)
+        ));
+    }
+
     pub fn range(&mut self, name: &str, tid: i64, start: i64, dur: i64) {
         self.x("user_annotation", name, PID, tid, start, dur, "");
     }
@@ -581,6 +591,22 @@ pub fn with_operators(gemm: i64, mul: bool) -> Trace {
 }
 
 /// The names in directory `d`, sorted.
+/// [`with_operators`] with PyTorch's allocations and frees: in `aten::t` (256 B CPU), in the
+/// first `aten::addmm` (4 KiB on the GPU), a free of 256 B in `aten::linear` itself, in the
+/// second `aten::addmm` (8 KiB GPU), in `aten::mul` on the other thread (64 B CPU), outside
+/// every operator (1 KiB CPU), and one on a device torch's tables do not count (MPS).
+pub fn with_allocations() -> Trace {
+    let mut t = with_operators(300_000, true);
+    t.tensor_memory(MAIN, 120_000, 256, 0);
+    t.tensor_memory(MAIN, 160_000, 4096, 1);
+    t.tensor_memory(MAIN, 390_000, -256, 0);
+    t.tensor_memory(MAIN, 1_010_000, 8192, 1);
+    t.tensor_memory(OTHER, 150_000, 64, 0);
+    t.tensor_memory(MAIN, 5_000_000, 1024, 0);
+    t.tensor_memory(MAIN, 2_050_000, 512, 13);
+    t
+}
+
 pub fn listing(d: &std::path::Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(d)
         .unwrap()
