@@ -265,6 +265,18 @@ fn allocations_equal_torch_profilers_profile_memory() {
         allocating += (ours[1] != 0) as usize;
     }
     assert_eq!((rows.len(), allocating), (119, 42));
+    // The report reads torch.profiler's own trace to the same figures.
+    let from_torch = report_summary(&dir.path().join("torch.json"), dir.path());
+    assert_eq!(
+        from_torch["operators"]["top"].as_array().unwrap().len(),
+        119
+    );
+    for r in from_torch["operators"]["top"].as_array().unwrap() {
+        let m = &r["memory"];
+        let name = r["name"].as_str().unwrap();
+        let bytes = [m["cpu_bytes"].as_i64(), m["self_cpu_bytes"].as_i64()];
+        assert_eq!(bytes, theirs[name].map(Some), "{name}");
+    }
     let mm = rows.iter().find(|r| r["name"] == "aten::mm").unwrap();
     assert_eq!(mm["memory"]["self_cpu_bytes"], 407_552);
     // The report's table shows it (398.0 KiB).

@@ -212,7 +212,8 @@ def check_torch_memory():
     r = run([CUPROF, "run", "--dir", d, "--name", "tm", "--activities", "CPU", "GPU", "MEM", "--step-nvtx", "step", "--wait", "3", "--active", "1", "--",
              sys.executable, os.path.join(HERE, "transformer_step.py"), "5"], timeout=600)
     tp = fresh("torchmem_torch")
-    r2 = run([sys.executable, os.path.join(HERE, "transformer_step.py"), "5", "--torch-profiler", tp, "--wait", "3", "--active", "1", "--profile-memory"], timeout=600)
+    r2 = run([sys.executable, os.path.join(HERE, "transformer_step.py"), "5", "--torch-profiler", tp, "--wait", "3", "--active", "1", "--profile-memory",
+              "--key-averages", os.path.join(WORK, "torchmem_key_averages.json")], timeout=600)
     files, tfiles = glob.glob(f"{d}/*.trace.json.gz"), glob.glob(f"{tp}/*.json*")
     if not files or not tfiles:
         record("issue25.torch_memory", False, rc=r.returncode, rc_torch=r2.returncode, stderr=r.stderr[-800:], stderr_torch=r2.stderr[-400:])
@@ -224,6 +225,21 @@ def check_torch_memory():
     ours, theirs = cuda_reports(load(files[0])), cuda_reports(load(tfiles[0]))
     record("issue25.torch_memory_cuda_vs_torch_profiler", ours and ours == theirs, cuprof=len(ours), torch_profiler=len(theirs),
            allocated=sum(b for b, *_ in ours if b > 0), first_differing=next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), None))
+    # `cuprof report`'s per-operator memory against torch's key_averages() on the same step
+    # (CUDA Mem, Self CUDA Mem; operator names both list).
+    rep = fresh("torchmem_report")
+    run([CUPROF, "report", files[0], "-o", rep])
+    try:
+        rows = json.load(open(os.path.join(rep, "summary.json")))["operators"]["top"]
+        avg = json.load(open(os.path.join(WORK, "torchmem_key_averages.json")))
+    except (OSError, KeyError, ValueError) as e:
+        record("issue25.report_memory_vs_key_averages", False, error=str(e))
+        return
+    both = [r for r in rows if r["name"] in avg and "memory" in r]
+    differ = [(r["name"], [r["memory"]["device_bytes"], r["memory"]["self_device_bytes"]], avg[r["name"]][2:])
+              for r in both if [r["memory"]["device_bytes"], r["memory"]["self_device_bytes"]] != avg[r["name"]][2:]]
+    record("issue25.report_memory_vs_key_averages", len(both) > 0 and not differ, operators=len(both),
+           allocating=sum(1 for r in both if r["memory"]["self_device_bytes"] != 0), differing=differ[:5])
 
 
 def check_compiled():

@@ -1,8 +1,11 @@
 """A 12-layer transformer training step, marked with NVTX `step` ranges (cuprof's step source).
 
-Usage: python3 transformer_step.py STEPS [--torch-profiler DIR --wait W --active A [--profile-memory]]
+Usage: python3 transformer_step.py STEPS [--torch-profiler DIR --wait W --active A
+                                          [--profile-memory [--key-averages FILE]]]
                                          [--cuprof-step] [--stop-file PATH]
 --profile-memory: torch.profiler also records allocations (profile_memory);
+--key-averages: then writes key_averages' memory per operator name to FILE, as JSON:
+  {name: [CPU Mem, Self CPU Mem, CUDA Mem, Self CUDA Mem]};
 --cuprof-step: each step also ends with cuprof_step() (the step source of on-demand captures);
 --stop-file: the loop ends early once PATH exists (a long-running job, stopped from outside).
 Prints one JSON line: {"steps": N, "copy_bytes": B, "max_reserved": R}.
@@ -15,6 +18,7 @@ p.add_argument("--torch-profiler")
 p.add_argument("--wait", type=int, default=3)
 p.add_argument("--active", type=int, default=1)
 p.add_argument("--profile-memory", action="store_true")
+p.add_argument("--key-averages")
 p.add_argument("--cuprof-step", action="store_true")
 p.add_argument("--stop-file")
 a = p.parse_args()
@@ -62,5 +66,9 @@ for i in range(a.steps):
         cuprof_step()
 if prof:
     prof.stop()
+    if a.profile_memory and a.key_averages:
+        with open(a.key_averages, "w") as f:
+            json.dump({e.key: [e.cpu_memory_usage, e.self_cpu_memory_usage, e.device_memory_usage,
+                               e.self_device_memory_usage] for e in prof.key_averages()}, f)
 print(json.dumps({"steps": done, "copy_bytes": copy_bytes,
                   "max_reserved": torch.cuda.max_memory_reserved()}), flush=True)
