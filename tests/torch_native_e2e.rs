@@ -740,9 +740,10 @@ fn the_observer_compiles_against_torch_2_11s_headers() {
 }
 
 /// `cuprof flame --memory` on a causal LM's training step recorded with `MEM` and
-/// `--with-stack`: the bytes PyTorch allocated, under the model's Python lines and operators.
+/// `--with-stack`: the bytes PyTorch allocated, under the model's Python lines and operators;
+/// then the report's operators by the Python line that called them.
 #[test]
-fn flame_memory_draws_the_python_lines_that_allocated() {
+fn flame_memory_and_report_show_the_python_lines_that_allocated() {
     let dir = TempDir::new("native-flame-memory");
     let (_, _, trace) = traced(
         "llama",
@@ -807,4 +808,53 @@ fn flame_memory_draws_the_python_lines_that_allocated() {
     assert!(std::fs::read_to_string(dir.path().join("memory.svg"))
         .unwrap()
         .contains("bytes PyTorch allocated"));
+
+    // The report's operators by the Python line that called them: every operator's self time
+    // and every allocation in an operator counted at one line.
+    let summary = report_summary(&dir.path().join("t-rank0.trace.json.gz"), dir.path());
+    let o = &summary["operators"];
+    let sites = o["by_call_site"].as_array().unwrap();
+    let sum = |rows: &Value, f: &dyn Fn(&Value) -> i64| -> i64 {
+        rows.as_array().unwrap().iter().map(f).sum()
+    };
+    assert_eq!(
+        sum(&o["by_call_site"], &|r| r["self_cpu_ns"].as_i64().unwrap()),
+        sum(&o["top"], &|r| r["self_cpu_ns"].as_i64().unwrap())
+    );
+    let net: i64 = memory_events(&trace)
+        .iter()
+        .map(|(m, _)| m["args"]["Bytes"].as_i64().unwrap())
+        .sum();
+    assert_eq!(
+        sum(&o["by_call_site"], &|r| r["memory"]["cpu_bytes"]
+            .as_i64()
+            .unwrap())
+            + o["tensor_memory"]["outside_operators_cpu_bytes"]
+                .as_i64()
+                .unwrap(),
+        net
+    );
+    // The training step's backward and optimizer lines (in torch's own code past them), and
+    // the model's own lines for the forward pass.
+    let calls = |line: &str| {
+        sites
+            .iter()
+            .find(|r| r["call_site"].as_str().unwrap().ends_with(line))
+            .map(|r| r["calls"].as_u64().unwrap())
+    };
+    assert_eq!(calls("/tests/apps/real_models_lib.py(44): step"), Some(354));
+    assert_eq!(calls("/tests/apps/real_models_lib.py(45): step"), Some(420));
+    assert!(sites
+        .iter()
+        .all(|r| !r["call_site"].as_str().unwrap().contains("/torch/")));
+    let model_lines = sites
+        .iter()
+        .filter(|r| {
+            r["call_site"]
+                .as_str()
+                .unwrap()
+                .contains("/transformers/models/llama/modeling_llama.py(")
+        })
+        .count();
+    assert!(model_lines >= 10, "{model_lines}");
 }

@@ -344,6 +344,60 @@ fn allocations_by_operator_and_python_line() {
     );
 }
 
+/// The operators grouped by the Python line that called them (their `Call stack`): an operator
+/// without a stack is at its enclosing operator's line; one with neither is at none.
+#[test]
+fn operators_by_the_python_line_that_called_them() {
+    let dir = tempdir("ops-sites");
+    let trace = dir.join("run-rank0.trace.json.gz");
+    with_allocations().write_gz(&trace);
+    let out = dir.join("out");
+    let stdout = cuprof_ok(&[
+        "report",
+        trace.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let s = read_json(&out.join("summary.json"));
+    // model.py(12): linear (80 µs self), t in it (20) and the first addmm (200, launching 350
+    // µs of GPU work); model.py(20): the second addmm. copy_ and mul have no stack.
+    assert_eq!(
+        s["operators"]["by_call_site"],
+        serde_json::json!([
+            {"call_site": "model.py(12): forward", "calls": 1, "gpu_ns": 350_000,
+             "gpu_share": 350_000.0 / 600_000.0, "self_cpu_ns": 300_000,
+             "memory": {"cpu_bytes": 0, "device_bytes": 4096}},
+            {"call_site": "model.py(20): head", "calls": 1, "gpu_ns": 100_000,
+             "gpu_share": 100_000.0 / 600_000.0, "self_cpu_ns": 100_000,
+             "memory": {"cpu_bytes": 0, "device_bytes": 8192}},
+        ])
+    );
+    assert!(
+        stdout.contains(
+            "  #  Python line            calls         GPU  GPU share    CPU self  self GPU mem\n\
+             \x20 1  model.py(12): forward      1  350.000 µs      58.3%  300.000 µs       4.0 KiB\n\
+             \x20 2  model.py(20): head         1  100.000 µs      16.7%  100.000 µs       8.0 KiB\n"
+        ),
+        "{stdout}"
+    );
+    // Without stacks, no such table.
+    let plain = dir.join("plain-rank0.trace.json.gz");
+    let mut t = with_operators(300_000, true);
+    t.events.retain(|e| !e.contains("Call stack"));
+    t.write_gz(&plain);
+    let out = dir.join("out-plain");
+    let stdout = cuprof_ok(&[
+        "report",
+        plain.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(read_json(&out.join("summary.json"))["operators"]
+        .get("by_call_site")
+        .is_none());
+    assert!(!stdout.contains("Python line"), "{stdout}");
+}
+
 #[test]
 fn compare_operators() {
     let dir = tempdir("ops-compare");

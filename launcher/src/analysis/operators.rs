@@ -309,6 +309,55 @@ impl OperatorMemory {
     }
 }
 
+/// One Python line that called into PyTorch (see [`call_site`]): what the operators it ran did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CallSiteRow {
+    /// The frame, as the trace writes it: `file(line): function`.
+    pub call_site: String,
+    /// Operators entered from this line: those whose enclosing operator is at another line, or
+    /// which have none.
+    pub calls: u64,
+    /// GPU time launched by the operators at this line (as the innermost operator).
+    pub gpu_ns: i64,
+    /// `gpu_ns / all GPU time`.
+    pub gpu_share: f64,
+    /// Self CPU time of the operators at this line (every operator's time counts once).
+    pub self_cpu_ns: i64,
+    /// The net allocations made with an operator at this line the innermost one open (the
+    /// self figures of [`OperatorMemory`]); absent when the trace recorded none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<CallSiteMemory>,
+}
+
+/// A call site's net allocations, in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallSiteMemory {
+    pub cpu_bytes: i64,
+    pub device_bytes: i64,
+}
+
+/// The Python line an operator was called from, in its `Call stack` (innermost frame first,
+/// `;` between frames): the innermost frame that is neither PyTorch's own code (a `/torch/`
+/// directory: `nn/modules/module.py`'s call machinery, `nn/functional.py`, `_tensor.py`) nor
+/// Python's standard library (`/lib/pythonX.Y/` outside `site-packages`, `<frozen ...>`), so
+/// that an operator run through `nn.Linear` lands on the model's line that called the layer
+/// (a Hugging Face model's own `modeling_*.py` line, or the user's). A stack of nothing else
+/// gives its innermost frame; an empty one, `None`.
+pub fn call_site(stack: &str) -> Option<&str> {
+    let frames = stack.split(';').map(str::trim).filter(|f| !f.is_empty());
+    let is_own = |f: &&str| {
+        let path = f.rsplit_once('(').map_or(*f, |(p, _)| p);
+        let library = path.contains("/site-packages/") || path.contains("/dist-packages/");
+        let torch = path.contains("/torch/");
+        let stdlib = path.starts_with("<frozen") || (!library && path.contains("/lib/python"));
+        !torch && !stdlib
+    };
+    frames
+        .clone()
+        .find(is_own)
+        .or_else(|| frames.clone().next())
+}
+
 /// `summary.json`'s `operators.tensor_memory`: PyTorch's allocations and frees in the trace.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TensorMemoryTotals {
@@ -336,6 +385,11 @@ pub struct Operators {
     /// Present when the trace recorded PyTorch's allocations (then every row has `memory`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tensor_memory: Option<TensorMemoryTotals>,
+    /// Per Python line that called into PyTorch ([`call_site`] of the operators' `Call stack`:
+    /// `--with-stack`, or torch.profiler's `with_stack`), by `gpu_ns` then `self_cpu_ns`;
+    /// empty when no operator has a stack.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_call_site: Vec<CallSiteRow>,
 }
 
 /// Per kernel name id: the operator name that launched most of its time, and that time.
@@ -351,6 +405,114 @@ struct Acc {
     gpu_total: i64,
     flops: u64,
     memory: OperatorMemory,
+}
+
+/// The per-call-site figures ([`CallSiteRow`]), gathered file by file.
+#[derive(Default)]
+struct CallSites<'n> {
+    index: FxHashMap<&'n str, u32>,
+    /// Per `Call stack` name id: its call site's id, or `NONE`.
+    of_stack: FxHashMap<u32, u32>,
+    rows: Vec<(&'n str, Acc)>,
+}
+
+impl<'n> CallSites<'n> {
+    fn id(&mut self, site: &'n str) -> u32 {
+        let next = self.rows.len() as u32;
+        *self.index.entry(site).or_insert_with(|| {
+            self.rows.push((site, Acc::default()));
+            next
+        })
+    }
+
+    /// Adds `f`'s operators, their GPU work and allocations to their lines.
+    fn add_file(&mut self, names: &'n Interner, f: &FileData, l: &Links) {
+        let ops = &f.cpu_ops;
+        if ops.iter().all(|o| o.stack == NO_NAME) {
+            return;
+        }
+        // Each counted operator's line: its own stack's, else the nearest enclosing
+        // operator's that has one.
+        let mut site = vec![NONE; ops.len()];
+        let mut any = false;
+        for (i, line) in site.iter_mut().enumerate() {
+            if l.rep[i] != i as u32 {
+                continue;
+            }
+            let mut at = i as u32;
+            while at != NONE && ops[at as usize].stack == NO_NAME {
+                at = l.parent[at as usize];
+            }
+            if at != NONE {
+                // Operators share few stacks: each is read once.
+                let stack = ops[at as usize].stack;
+                let id = match self.of_stack.get(&stack) {
+                    Some(&id) => id,
+                    None => {
+                        let id = call_site(names.name(stack)).map_or(NONE, |s| self.id(s));
+                        self.of_stack.insert(stack, id);
+                        id
+                    }
+                };
+                *line = id;
+                any |= id != NONE;
+            }
+        }
+        if !any {
+            return;
+        }
+        for i in 0..ops.len() {
+            let s = site[i];
+            if s == NONE {
+                continue;
+            }
+            let p = l.parent[i];
+            let a = &mut self.rows[s as usize].1;
+            a.count += (p == NONE || site[p as usize] != s) as u64;
+            a.self_cpu.add_sat(l.self_ns[i]);
+        }
+        for (g, &op) in f.ops.iter().zip(&l.gpu) {
+            if op != NONE && site[op as usize] != NONE {
+                self.rows[site[op as usize] as usize]
+                    .1
+                    .gpu
+                    .add_sat(g.end - g.start);
+            }
+        }
+        for (m, &op) in f.tensor_memory.iter().zip(&l.tensor_memory) {
+            if op != NONE && site[op as usize] != NONE {
+                self.rows[site[op as usize] as usize]
+                    .1
+                    .memory
+                    .add(m.on, m.bytes, true);
+            }
+        }
+    }
+
+    fn rows(self, gpu_all: i64, memory: bool) -> Vec<CallSiteRow> {
+        let mut rows: Vec<CallSiteRow> = self
+            .rows
+            .into_iter()
+            .map(|(site, a)| CallSiteRow {
+                call_site: site.to_string(),
+                calls: a.count,
+                gpu_ns: a.gpu,
+                gpu_share: ratio(a.gpu as f64, gpu_all as f64),
+                self_cpu_ns: a.self_cpu,
+                memory: memory.then_some(CallSiteMemory {
+                    cpu_bytes: a.memory.self_cpu_bytes,
+                    device_bytes: a.memory.self_device_bytes,
+                }),
+            })
+            .collect();
+        rows.sort_by(|a, b| {
+            b.gpu_ns
+                .cmp(&a.gpu_ns)
+                .then(b.self_cpu_ns.cmp(&a.self_cpu_ns))
+                .then_with(|| a.call_site.cmp(&b.call_site))
+        });
+        rows
+    }
 }
 
 /// The operators' figures over `files` (with their `links`), and for each kernel name id the
@@ -373,6 +535,7 @@ pub fn summarize(
     let (mut calls, mut gpu_all, mut gpu_none) = (0u64, 0i64, 0i64);
     let mut memory = TensorMemoryTotals::default();
     let mut outside = OperatorMemory::default();
+    let mut sites = CallSites::default();
     let mut chain = Vec::new();
     for (f, l) in files.iter().zip(links) {
         memory.events += f.tensor_memory.len() as u64;
@@ -440,6 +603,7 @@ pub fn summarize(
                     .add_sat(d);
             }
         }
+        sites.add_file(names, f, l);
         // An allocation counts as its innermost operator's own, and in the total of every
         // operator that encloses it, as torch's tables count it.
         for (m, &op) in f.tensor_memory.iter().zip(&l.tensor_memory) {
@@ -523,6 +687,7 @@ pub fn summarize(
             top,
             by_input_dims,
             tensor_memory: has_memory.then_some(memory),
+            by_call_site: sites.rows(gpu_all, has_memory),
         },
         best,
     ))
@@ -756,6 +921,37 @@ mod tests {
         let l = links(&f);
         let (o, _) = summarize(&names, &[f], &[l]).unwrap();
         assert_eq!((o.tensor_memory, o.top[0].memory), (None, None));
+    }
+
+    #[test]
+    fn call_site_is_the_innermost_frame_outside_torch_and_the_standard_library() {
+        let venv = "/home/u/.venv/lib/python3.11/site-packages";
+        let stack = format!(
+            "{venv}/torch/nn/functional.py(2621): embedding;{venv}/torch/nn/modules/sparse.py(189): forward;\
+             {venv}/torch/nn/modules/module.py(1798): _call_impl;\
+             {venv}/transformers/models/llama/modeling_llama.py(372): forward;\
+             /usr/lib/python3.11/contextlib.py(81): inner;/home/u/train.py(40): <module>"
+        );
+        let model = format!("{venv}/transformers/models/llama/modeling_llama.py(372): forward");
+        assert_eq!(call_site(&stack), Some(model.as_str()));
+        // The user's own line, past the standard library's frames.
+        assert_eq!(
+            call_site("/usr/lib/python3.11/contextlib.py(81): inner; /home/u/train.py(40): step"),
+            Some("/home/u/train.py(40): step")
+        );
+        assert_eq!(
+            call_site("<frozen runpy>(88): _run_code;/srv/m.py(3): <module>"),
+            Some("/srv/m.py(3): <module>")
+        );
+        // Nothing but torch: its innermost frame.
+        let only =
+            format!("{venv}/torch/nn/functional.py(2621): embedding;{venv}/torch/_tensor.py(9): f");
+        assert_eq!(
+            call_site(&only),
+            Some(format!("{venv}/torch/nn/functional.py(2621): embedding").as_str())
+        );
+        assert_eq!(call_site(""), None);
+        assert_eq!(call_site(" ; "), None);
     }
 
     /// An older torch.profiler trace: every launch's and copy's `External id` is its own

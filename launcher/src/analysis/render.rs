@@ -1,7 +1,7 @@
 //! Tables for the terminal and for `report.md`.
 
 use super::model::{Breakdown, StepStats, Summary};
-use super::operators::{OperatorMemory, OperatorRow, Operators};
+use super::operators::{CallSiteMemory, CallSiteRow, OperatorMemory, OperatorRow, Operators};
 use super::torch_compile::{TorchCompile, SHOWN_PHASES};
 
 /// A table rendered either as aligned text or as a Markdown table.
@@ -122,6 +122,18 @@ pub fn bytes(b: i64) -> String {
     // GiB with two decimals: memcpy totals of a few GiB differ in the second.
     let decimals = if b >= 1 << 30 { 2 } else { 1 };
     cuprof_core::byte_size::format_upto(b, decimals, 3)
+}
+
+/// A long path cut to its last `max` characters (where a frame's file, line and function are).
+pub fn short_tail(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max {
+        s.to_string()
+    } else {
+        let mut t = String::from('…');
+        t.extend(s.chars().skip(n - (max - 1)));
+        t
+    }
 }
 
 /// Long C++ names cut to `max` characters for the terminal.
@@ -524,6 +536,57 @@ fn operators(o: &Operators, top: usize, md: bool, name_max: usize) -> String {
         if more > 0 {
             text.push_str(&format!("({more} more in summary.json)\n"));
         }
+    }
+    if !o.by_call_site.is_empty() {
+        text.push_str("\nBy the Python line that called them (the innermost frame of the call stack outside PyTorch and the standard library):\n");
+        text.push_str(&call_sites(&o.by_call_site, top, md, name_max));
+    }
+    text
+}
+
+fn call_sites(rows: &[CallSiteRow], top: usize, md: bool, name_max: usize) -> String {
+    let mut headers = vec![
+        "#",
+        "Python line",
+        ">calls",
+        ">GPU",
+        ">GPU share",
+        ">CPU self",
+    ];
+    let mem = |f: fn(&CallSiteMemory) -> i64| {
+        rows.iter()
+            .any(|r| r.memory.as_ref().is_some_and(|m| f(m) != 0))
+    };
+    let (cpu_mem, device_mem) = (mem(|m| m.cpu_bytes), mem(|m| m.device_bytes));
+    if cpu_mem {
+        headers.push(">self CPU mem");
+    }
+    if device_mem {
+        headers.push(">self GPU mem");
+    }
+    let mut t = Table::new(&headers);
+    for (i, r) in rows.iter().take(top).enumerate() {
+        let mut row = vec![
+            (i + 1).to_string(),
+            short_tail(&r.call_site, name_max),
+            r.calls.to_string(),
+            dur(r.gpu_ns as f64),
+            pct(r.gpu_share),
+            dur(r.self_cpu_ns as f64),
+        ];
+        let m = r.memory.unwrap_or_default();
+        if cpu_mem {
+            row.push(bytes(m.cpu_bytes));
+        }
+        if device_mem {
+            row.push(bytes(m.device_bytes));
+        }
+        t.row(row);
+    }
+    let mut text = if md { t.markdown() } else { t.text() };
+    let more = rows.len().saturating_sub(top);
+    if more > 0 {
+        text.push_str(&format!("({more} more in summary.json)\n"));
     }
     text
 }
