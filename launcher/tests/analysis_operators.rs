@@ -380,6 +380,12 @@ fn operators_by_the_python_line_that_called_them() {
         ),
         "{stdout}"
     );
+    // The page's chart of them, its marks carrying summary.json's values.
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<h3>By the Python line that called them</h3>"));
+    assert!(html.contains(r#"data-key="operators.by_call_site.0.gpu_ns" data-value="350000""#));
+    assert!(html.contains(r#"data-key="operators.by_call_site.1.self_cpu_ns" data-value="100000""#));
+    assert!(html.contains("<title>model.py(20): head\n1 calls entered; GPU 100.000 µs (16.7% of GPU time); self CPU 100.000 µs\nallocated net: CPU 0 B, GPU 8.0 KiB</title>"), "{html}");
     // Without stacks, no such table.
     let plain = dir.join("plain-rank0.trace.json.gz");
     let mut t = with_operators(300_000, true);
@@ -396,6 +402,8 @@ fn operators_by_the_python_line_that_called_them() {
         .get("by_call_site")
         .is_none());
     assert!(!stdout.contains("Python line"), "{stdout}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(!html.contains("by_call_site"));
 }
 
 #[test]

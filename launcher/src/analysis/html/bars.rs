@@ -265,8 +265,72 @@ pub fn operators(s: &Summary, top: usize) -> String {
         &["GPU time", "self CPU time"],
     );
     more(&mut out, o.top.len(), top);
+    call_sites(&mut out, &o.by_call_site, top);
     out.push_str("</section>");
     out
+}
+
+/// The operators by the Python line that called them (with stacks), as the operators' chart.
+fn call_sites(out: &mut String, sites: &[super::super::operators::CallSiteRow], top: usize) {
+    if sites.is_empty() {
+        return;
+    }
+    out.push_str("<h3>By the Python line that called them</h3>");
+    let lines: Vec<&str> = sites
+        .iter()
+        .take(top)
+        .map(|r| r.call_site.as_str())
+        .collect();
+    // A frame's end (file, line, function) is what tells two apart.
+    let short: Vec<String> = lines
+        .iter()
+        .map(|l| super::super::render::short_tail(l, NAME_MAX))
+        .collect();
+    let rows: Vec<Row> = sites
+        .iter()
+        .take(top)
+        .zip(short)
+        .enumerate()
+        .map(|(i, (r, label))| Row {
+            label,
+            title: format!(
+                "{}\n{} calls entered; GPU {} ({} of GPU time); self CPU {}{}",
+                r.call_site,
+                r.calls,
+                dur(r.gpu_ns as f64),
+                pct(r.gpu_share),
+                dur(r.self_cpu_ns as f64),
+                r.memory.map_or(String::new(), |m| format!(
+                    "\nallocated net: CPU {}, GPU {}",
+                    bytes(m.cpu_bytes),
+                    bytes(m.device_bytes)
+                ))
+            ),
+            bars: vec![
+                Bar {
+                    class: "compute",
+                    key: format!("operators.by_call_site.{i}.gpu_ns"),
+                    ns: r.gpu_ns,
+                },
+                Bar {
+                    class: "cpu",
+                    key: format!("operators.by_call_site.{i}.self_cpu_ns"),
+                    ns: r.self_cpu_ns,
+                },
+            ],
+        })
+        .collect();
+    chart(
+        out,
+        &rows,
+        "operators by the Python line that called them",
+        &[
+            ("compute", "GPU time launched (innermost operator)"),
+            ("cpu", "self CPU time"),
+        ],
+        &["GPU time", "self CPU time"],
+    );
+    more(out, sites.len(), top);
 }
 
 /// Per compilation: its compile time (when recorded) beside the CPU and GPU time of its
