@@ -117,6 +117,32 @@ pub fn short(s: &Summary) -> Vec<String> {
                 ));
             }
         }
+        // With stacks: the lines of the program that called them, the same way.
+        let sites = &ops.by_call_site;
+        let gpu: Vec<_> = sites.iter().filter(|c| c.gpu_ns > 0).take(TOP).collect();
+        if !gpu.is_empty() {
+            out.push("cuprof: top Python lines (GPU time their operators launched):".to_string());
+            for c in gpu {
+                out.push(format!(
+                    "cuprof:   {:>12}  {:>7}x  {}",
+                    render::dur(c.gpu_ns as f64),
+                    c.calls,
+                    render::short_tail(&c.call_site, 80)
+                ));
+            }
+        } else if !sites.is_empty() {
+            out.push("cuprof: top Python lines by their operators' CPU time:".to_string());
+            let mut by_cpu: Vec<_> = sites.iter().collect();
+            by_cpu.sort_by_key(|c| std::cmp::Reverse(c.self_cpu_ns));
+            for c in by_cpu.into_iter().take(TOP) {
+                out.push(format!(
+                    "cuprof:   {:>12}  {:>7}x  {}",
+                    render::dur(c.self_cpu_ns as f64),
+                    c.calls,
+                    render::short_tail(&c.call_site, 80)
+                ));
+            }
+        }
     }
     out
 }
@@ -171,6 +197,46 @@ mod tests {
             lines[0],
             "cuprof: GPU busy 100.0% of 250.000 µs (compute 40.0%, communication outside compute \
              40.0%, copies and sets outside both 20.0%)"
+        );
+    }
+
+    /// With stacks, the Python lines that called the operators follow them: by the GPU time
+    /// their operators launched, else by the operators' CPU time.
+    #[test]
+    fn the_python_lines_that_called_the_operators_follow_them() {
+        let op = |name: &str, ts: i64, dur: i64, stack: &str| {
+            format!(
+                r#"{{"ph": "X", "cat": "cpu_op", "name": "{name}", "pid": 1, "tid": 1, "ts": {ts}, "dur": {dur}, "args": {{"External id": {ts}, "Call stack": "{stack}"}}}}"#
+            )
+        };
+        let torch = "/v/site-packages/torch/nn/functional.py(9): linear";
+        let (a, b, c) = (
+            op("aten::add", 0, 5, "m.py(3): f;m.py(9): <module>"),
+            op(
+                "aten::mm",
+                10,
+                30,
+                &format!("{torch};m.py(4): g;m.py(9): <module>"),
+            ),
+            op("aten::add", 50, 7, "m.py(3): f;m.py(9): <module>"),
+        );
+        assert_eq!(
+            summary_of("sites", &[&a, &b, &c])[3..],
+            [
+                "cuprof: top Python lines by their operators' CPU time:",
+                "cuprof:      30.000 µs        1x  m.py(4): g",
+                "cuprof:      12.000 µs        2x  m.py(3): f",
+            ]
+        );
+        let launch = r#"{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 55, "dur": 1, "args": {"External id": 50, "correlation": 1}}"#;
+        let kernel = r#"{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 60, "dur": 4, "args": {"device": 0, "External id": 50, "correlation": 1}}"#;
+        let lines = summary_of("sites-gpu", &[&a, &b, &c, launch, kernel]);
+        assert_eq!(
+            lines[lines.len() - 2..],
+            [
+                "cuprof: top Python lines (GPU time their operators launched):",
+                "cuprof:       4.000 µs        2x  m.py(3): f",
+            ]
         );
     }
 
