@@ -1,7 +1,7 @@
 //! Tables for the terminal and for `report.md`.
 
 use super::model::{Breakdown, StepStats, Summary};
-use super::operators::{CallSiteMemory, CallSiteRow, OperatorMemory, OperatorRow, Operators};
+use super::operators::{CallSiteRow, OperatorRow, Operators};
 use super::torch_compile::{TorchCompile, SHOWN_PHASES};
 
 /// A table rendered either as aligned text or as a Markdown table.
@@ -487,19 +487,10 @@ fn operators(o: &Operators, top: usize, md: bool, name_max: usize) -> String {
         if flops {
             headers.push(">TFLOP/s");
         }
-        // PyTorch's net allocations in the calls themselves (torch's "Self CPU Mem" and "Self
-        // CUDA Mem"), each where any row has some.
-        let mem = |f: fn(&OperatorMemory) -> i64| {
-            rows.iter()
-                .any(|r| r.memory.as_ref().is_some_and(|m| f(m) != 0))
-        };
-        let (cpu_mem, device_mem) = (mem(|m| m.self_cpu_bytes), mem(|m| m.self_device_bytes));
-        if cpu_mem {
-            headers.push(">self CPU mem");
-        }
-        if device_mem {
-            headers.push(">self GPU mem");
-        }
+        let self_memory =
+            |r: &OperatorRow| r.memory.map(|m| (m.self_cpu_bytes, m.self_device_bytes));
+        let mem = MemoryColumns::of(rows.iter().map(self_memory));
+        mem.headers(&mut headers);
         let mut t = Table::new(&headers);
         for (i, r) in rows.iter().take(top).enumerate() {
             let mut row = vec![(i + 1).to_string(), short(&r.name, name_max)];
@@ -519,13 +510,7 @@ fn operators(o: &Operators, top: usize, md: bool, name_max: usize) -> String {
                     None => String::new(),
                 });
             }
-            let m = r.memory.unwrap_or_default();
-            if cpu_mem {
-                row.push(bytes(m.self_cpu_bytes));
-            }
-            if device_mem {
-                row.push(bytes(m.self_device_bytes));
-            }
+            mem.cells(&mut row, self_memory(r));
             t.row(row);
         }
         if dims {
@@ -544,6 +529,47 @@ fn operators(o: &Operators, top: usize, md: bool, name_max: usize) -> String {
     text
 }
 
+/// The operator tables' columns of PyTorch's net allocations in the calls themselves (torch's
+/// "Self CPU Mem" and "Self CUDA Mem"), each shown where some row has a figure in it.
+struct MemoryColumns {
+    cpu: bool,
+    device: bool,
+}
+
+impl MemoryColumns {
+    /// From each row's (CPU, GPU) bytes, `None` where the trace recorded no allocations.
+    fn of(rows: impl Iterator<Item = Option<(i64, i64)>>) -> MemoryColumns {
+        let mut c = MemoryColumns {
+            cpu: false,
+            device: false,
+        };
+        for (cpu, device) in rows.flatten() {
+            c.cpu |= cpu != 0;
+            c.device |= device != 0;
+        }
+        c
+    }
+
+    fn headers(&self, headers: &mut Vec<&str>) {
+        if self.cpu {
+            headers.push(">self CPU mem");
+        }
+        if self.device {
+            headers.push(">self GPU mem");
+        }
+    }
+
+    fn cells(&self, row: &mut Vec<String>, memory: Option<(i64, i64)>) {
+        let (cpu, device) = memory.unwrap_or_default();
+        if self.cpu {
+            row.push(bytes(cpu));
+        }
+        if self.device {
+            row.push(bytes(device));
+        }
+    }
+}
+
 fn call_sites(rows: &[CallSiteRow], top: usize, md: bool, name_max: usize) -> String {
     let mut headers = vec![
         "#",
@@ -553,17 +579,9 @@ fn call_sites(rows: &[CallSiteRow], top: usize, md: bool, name_max: usize) -> St
         ">GPU share",
         ">CPU self",
     ];
-    let mem = |f: fn(&CallSiteMemory) -> i64| {
-        rows.iter()
-            .any(|r| r.memory.as_ref().is_some_and(|m| f(m) != 0))
-    };
-    let (cpu_mem, device_mem) = (mem(|m| m.cpu_bytes), mem(|m| m.device_bytes));
-    if cpu_mem {
-        headers.push(">self CPU mem");
-    }
-    if device_mem {
-        headers.push(">self GPU mem");
-    }
+    let memory = |r: &CallSiteRow| r.memory.map(|m| (m.cpu_bytes, m.device_bytes));
+    let mem = MemoryColumns::of(rows.iter().map(memory));
+    mem.headers(&mut headers);
     let mut t = Table::new(&headers);
     for (i, r) in rows.iter().take(top).enumerate() {
         let mut row = vec![
@@ -574,13 +592,7 @@ fn call_sites(rows: &[CallSiteRow], top: usize, md: bool, name_max: usize) -> St
             pct(r.gpu_share),
             dur(r.self_cpu_ns as f64),
         ];
-        let m = r.memory.unwrap_or_default();
-        if cpu_mem {
-            row.push(bytes(m.cpu_bytes));
-        }
-        if device_mem {
-            row.push(bytes(m.device_bytes));
-        }
+        mem.cells(&mut row, memory(r));
         t.row(row);
     }
     let mut text = if md { t.markdown() } else { t.text() };

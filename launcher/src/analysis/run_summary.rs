@@ -95,56 +95,65 @@ pub fn short(s: &Summary) -> Vec<String> {
     if let Some(ops) = &s.operators {
         // `top` is ordered by GPU time, then CPU time: operators that launched nothing come
         // last, and are named only when none launched anything, by their CPU time.
-        let gpu: Vec<_> = ops.top.iter().filter(|o| o.gpu_ns > 0).take(TOP).collect();
-        if !gpu.is_empty() {
-            out.push("cuprof: top operators (GPU time of the kernels they launched):".to_string());
-            for o in gpu {
-                out.push(format!(
-                    "cuprof:   {:>12}  {:>7}x  {}",
-                    render::dur(o.gpu_ns as f64),
-                    o.count,
-                    render::short(&o.name, 80)
-                ));
-            }
-        } else if !ops.top.is_empty() {
-            out.push("cuprof: top operators by CPU time (none launched GPU work):".to_string());
-            for o in ops.top.iter().take(TOP) {
-                out.push(format!(
-                    "cuprof:   {:>12}  {:>7}x  {}",
-                    render::dur(o.cpu_ns as f64),
-                    o.count,
-                    render::short(&o.name, 80)
-                ));
-            }
-        }
+        let rows: Vec<Listed> = ops
+            .top
+            .iter()
+            .map(|o| (o.gpu_ns, o.cpu_ns, o.count, render::short(&o.name, 80)))
+            .collect();
+        list(
+            &mut out,
+            rows,
+            "cuprof: top operators (GPU time of the kernels they launched):",
+            "cuprof: top operators by CPU time (none launched GPU work):",
+        );
         // With stacks: the lines of the program that called them, the same way.
-        let sites = &ops.by_call_site;
-        let gpu: Vec<_> = sites.iter().filter(|c| c.gpu_ns > 0).take(TOP).collect();
-        if !gpu.is_empty() {
-            out.push("cuprof: top Python lines (GPU time their operators launched):".to_string());
-            for c in gpu {
-                out.push(format!(
-                    "cuprof:   {:>12}  {:>7}x  {}",
-                    render::dur(c.gpu_ns as f64),
+        let rows: Vec<Listed> = ops
+            .by_call_site
+            .iter()
+            .map(|c| {
+                (
+                    c.gpu_ns,
+                    c.self_cpu_ns,
                     c.calls,
-                    render::short_tail(&c.call_site, 80)
-                ));
-            }
-        } else if !sites.is_empty() {
-            out.push("cuprof: top Python lines by their operators' CPU time:".to_string());
-            let mut by_cpu: Vec<_> = sites.iter().collect();
-            by_cpu.sort_by_key(|c| std::cmp::Reverse(c.self_cpu_ns));
-            for c in by_cpu.into_iter().take(TOP) {
-                out.push(format!(
-                    "cuprof:   {:>12}  {:>7}x  {}",
-                    render::dur(c.self_cpu_ns as f64),
-                    c.calls,
-                    render::short_tail(&c.call_site, 80)
-                ));
-            }
-        }
+                    render::short_tail(&c.call_site, 80),
+                )
+            })
+            .collect();
+        list(
+            &mut out,
+            rows,
+            "cuprof: top Python lines (GPU time their operators launched):",
+            "cuprof: top Python lines by their operators' CPU time:",
+        );
     }
     out
+}
+
+/// A row of the summary's operator lists: GPU time, CPU time, calls, what it is.
+type Listed = (i64, i64, u64, String);
+
+/// The first [`TOP`] rows that launched GPU work, by it (`rows` come ordered by it), under
+/// `by_gpu`; when none did, the first by CPU time under `by_cpu`; nothing for no rows.
+fn list(out: &mut Vec<String>, mut rows: Vec<Listed>, by_gpu: &str, by_cpu: &str) {
+    let line = |ns: i64, count: u64, what: &str| {
+        format!(
+            "cuprof:   {:>12}  {:>7}x  {what}",
+            render::dur(ns as f64),
+            count
+        )
+    };
+    if rows.iter().any(|r| r.0 > 0) {
+        out.push(by_gpu.to_string());
+        for (gpu, _, count, what) in rows.iter().filter(|r| r.0 > 0).take(TOP) {
+            out.push(line(*gpu, *count, what));
+        }
+    } else if !rows.is_empty() {
+        out.push(by_cpu.to_string());
+        rows.sort_by_key(|r| std::cmp::Reverse(r.1));
+        for (_, cpu, count, what) in rows.iter().take(TOP) {
+            out.push(line(*cpu, *count, what));
+        }
+    }
 }
 
 /// `DIR/NAME-report/` for traces `DIR/NAME-rankR[...].trace.json.gz`.

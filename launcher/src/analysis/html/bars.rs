@@ -240,34 +240,45 @@ pub fn operators(s: &Summary, top: usize) -> String {
                     bytes(m.self_device_bytes)
                 ))
             ),
-            bars: vec![
-                Bar {
-                    class: "compute",
-                    key: format!("operators.top.{i}.gpu_ns"),
-                    ns: r.gpu_ns,
-                },
-                Bar {
-                    class: "cpu",
-                    key: format!("operators.top.{i}.self_cpu_ns"),
-                    ns: r.self_cpu_ns,
-                },
-            ],
+            bars: gpu_and_self_cpu(&format!("operators.top.{i}"), r.gpu_ns, r.self_cpu_ns),
         })
         .collect();
+    operator_chart(&mut out, &rows, "top operators by GPU time");
+    more(&mut out, o.top.len(), top);
+    call_sites(&mut out, &o.by_call_site, top);
+    out.push_str("</section>");
+    out
+}
+
+/// An operator row's two bars: the GPU time it launched and its self CPU time, keyed under
+/// `key` (its path in summary.json).
+fn gpu_and_self_cpu(key: &str, gpu_ns: i64, self_cpu_ns: i64) -> Vec<Bar> {
+    vec![
+        Bar {
+            class: "compute",
+            key: format!("{key}.gpu_ns"),
+            ns: gpu_ns,
+        },
+        Bar {
+            class: "cpu",
+            key: format!("{key}.self_cpu_ns"),
+            ns: self_cpu_ns,
+        },
+    ]
+}
+
+/// The operators' charts: [`gpu_and_self_cpu`] rows in two panels.
+fn operator_chart(out: &mut String, rows: &[Row], label: &str) {
     chart(
-        &mut out,
-        &rows,
-        "top operators by GPU time",
+        out,
+        rows,
+        label,
         &[
             ("compute", "GPU time launched (innermost operator)"),
             ("cpu", "self CPU time"),
         ],
         &["GPU time", "self CPU time"],
     );
-    more(&mut out, o.top.len(), top);
-    call_sites(&mut out, &o.by_call_site, top);
-    out.push_str("</section>");
-    out
 }
 
 /// The operators by the Python line that called them (with stacks), as the operators' chart.
@@ -306,30 +317,14 @@ fn call_sites(out: &mut String, sites: &[super::super::operators::CallSiteRow], 
                     bytes(m.device_bytes)
                 ))
             ),
-            bars: vec![
-                Bar {
-                    class: "compute",
-                    key: format!("operators.by_call_site.{i}.gpu_ns"),
-                    ns: r.gpu_ns,
-                },
-                Bar {
-                    class: "cpu",
-                    key: format!("operators.by_call_site.{i}.self_cpu_ns"),
-                    ns: r.self_cpu_ns,
-                },
-            ],
+            bars: gpu_and_self_cpu(
+                &format!("operators.by_call_site.{i}"),
+                r.gpu_ns,
+                r.self_cpu_ns,
+            ),
         })
         .collect();
-    chart(
-        out,
-        &rows,
-        "operators by the Python line that called them",
-        &[
-            ("compute", "GPU time launched (innermost operator)"),
-            ("cpu", "self CPU time"),
-        ],
-        &["GPU time", "self CPU time"],
-    );
+    operator_chart(out, &rows, "operators by the Python line that called them");
     more(out, sites.len(), top);
 }
 
