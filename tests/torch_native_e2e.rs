@@ -757,21 +757,20 @@ fn flame_memory_and_report_show_the_python_lines_that_allocated() {
         .map(|b| b as u64)
         .sum();
     let folded = dir.path().join("memory.folded");
-    let out = Command::new(cuprof_bin())
-        .arg("flame")
-        .arg(dir.path().join("t-rank0.trace.json.gz"))
-        .arg("--memory")
-        .arg("-o")
-        .arg(dir.path().join("memory.svg"))
-        .arg("--folded")
-        .arg(&folded)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (trace_path, svg) = (
+        dir.path().join("t-rank0.trace.json.gz"),
+        dir.path().join("memory.svg"),
     );
+    let args: [&std::ffi::OsStr; 7] = [
+        "flame".as_ref(),
+        trace_path.as_os_str(),
+        "--memory".as_ref(),
+        "-o".as_ref(),
+        svg.as_os_str(),
+        "--folded".as_ref(),
+        folded.as_os_str(),
+    ];
+    cuprof_ok(&args);
     let folded = std::fs::read_to_string(&folded).unwrap();
     let stacks: Vec<(&str, u64)> = folded
         .lines()

@@ -32,6 +32,17 @@ fn rows(v: &Value) -> Vec<Row> {
         .collect()
 }
 
+/// `cuprof report TRACE -o OUT`: its stdout and summary.json.
+fn report(trace: &std::path::Path, out: &std::path::Path) -> (String, Value) {
+    let stdout = cuprof_ok(&[
+        "report",
+        trace.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    (stdout, read_json(&out.join("summary.json")))
+}
+
 fn row(name: &str, dims: Option<&str>, n: [i64; 6]) -> Row {
     (
         name.to_string(),
@@ -51,13 +62,7 @@ fn report_tables_and_summary() {
     let trace = dir.join("run-rank0.trace.json.gz");
     with_operators(300_000, true).write_gz(&trace);
     let out = dir.join("out");
-    let stdout = cuprof_ok(&[
-        "report",
-        trace.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    let s = read_json(&out.join("summary.json"));
+    let (stdout, s) = report(&trace, &out);
     let o = &s["operators"];
     assert_eq!(i(&o["calls"]), 6);
     // gemm 300 + bias_add 50 + gemm 100 + memcpy 100 + gemm 50 outside every operator.
@@ -168,13 +173,7 @@ fn no_operators_no_operator_keys() {
     let trace = dir.join("run-rank0.trace.json.gz");
     sample().write_gz(&trace);
     let out = dir.join("out");
-    let stdout = cuprof_ok(&[
-        "report",
-        trace.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    let s = read_json(&out.join("summary.json"));
+    let (stdout, s) = report(&trace, &out);
     assert!(s.get("operators").is_none());
     assert!(s["top_kernels"][0].get("operator").is_none());
     assert!(!stdout.contains("operator"), "{stdout}");
@@ -234,13 +233,7 @@ fn allocations_by_operator_and_python_line() {
     let trace = dir.join("run-rank0.trace.json.gz");
     with_allocations().write_gz(&trace);
     let out = dir.join("out");
-    let stdout = cuprof_ok(&[
-        "report",
-        trace.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    let s = read_json(&out.join("summary.json"));
+    let (stdout, s) = report(&trace, &out);
     let o = &s["operators"];
     // (CPU, self CPU, GPU, self GPU): linear holds t's 256 B and frees them itself, and holds
     // addmm's 4 KiB; the MPS allocation counts nowhere.
@@ -297,13 +290,7 @@ fn allocations_by_operator_and_python_line() {
     let plain = dir.join("plain-rank0.trace.json.gz");
     with_operators(300_000, true).write_gz(&plain);
     let out = dir.join("out-plain");
-    let stdout = cuprof_ok(&[
-        "report",
-        plain.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    let s = read_json(&out.join("summary.json"));
+    let (stdout, s) = report(&plain, &out);
     assert!(s["operators"].get("tensor_memory").is_none());
     assert!(s["operators"]["top"][0].get("memory").is_none());
     assert!(
@@ -352,13 +339,7 @@ fn operators_by_the_python_line_that_called_them() {
     let trace = dir.join("run-rank0.trace.json.gz");
     with_allocations().write_gz(&trace);
     let out = dir.join("out");
-    let stdout = cuprof_ok(&[
-        "report",
-        trace.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    let s = read_json(&out.join("summary.json"));
+    let (stdout, s) = report(&trace, &out);
     // model.py(12): linear (80 µs self), t in it (20) and the first addmm (200, launching 350
     // µs of GPU work); model.py(20): the second addmm. copy_ and mul have no stack.
     assert_eq!(
@@ -392,15 +373,8 @@ fn operators_by_the_python_line_that_called_them() {
     t.events.retain(|e| !e.contains("Call stack"));
     t.write_gz(&plain);
     let out = dir.join("out-plain");
-    let stdout = cuprof_ok(&[
-        "report",
-        plain.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert!(read_json(&out.join("summary.json"))["operators"]
-        .get("by_call_site")
-        .is_none());
+    let (stdout, s) = report(&plain, &out);
+    assert!(s["operators"].get("by_call_site").is_none());
     assert!(!stdout.contains("Python line"), "{stdout}");
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(!html.contains("by_call_site"));

@@ -322,23 +322,29 @@ pub fn untraced_python(
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Runs `cuprof ARGS`, which must succeed; its stdout.
+pub fn cuprof_ok<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
+    let out = Command::new(cuprof_bin()).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// `cuprof report TRACE -o DIR/report-NAME`'s summary.json.
 pub fn report_summary(trace: &Path, dir: &Path) -> Value {
     let out_dir = dir.join(format!(
         "report-{}",
         trace.file_name().unwrap().to_string_lossy()
     ));
-    let out = Command::new(cuprof_bin())
-        .arg("report")
-        .arg(trace)
-        .arg("-o")
-        .arg(&out_dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let args: [&std::ffi::OsStr; 4] = [
+        "report".as_ref(),
+        trace.as_os_str(),
+        "-o".as_ref(),
+        out_dir.as_os_str(),
+    ];
+    cuprof_ok(&args);
     serde_json::from_slice(&std::fs::read(out_dir.join("summary.json")).unwrap()).unwrap()
 }
