@@ -34,7 +34,15 @@ fn rank_trace(rank: i64) -> Trace {
         };
         t.step(k, MAIN, s, d, None);
         let ext = 10 * k + 1;
-        t.cpu_op("aten::mm", MAIN, s + 10_000, 100_000, ext, None, None);
+        t.cpu_op(
+            "aten::mm",
+            MAIN,
+            s + 10_000,
+            100_000,
+            ext,
+            None,
+            Some("/srv/model/train.py(10): step;/srv/model/train.py(40): <module>"),
+        );
         t.launch_in(
             ext,
             "cudaLaunchKernel",
@@ -53,7 +61,7 @@ fn rank_trace(rank: i64) -> Trace {
             50_000,
             ext + 1,
             None,
-            None,
+            Some("/srv/model/train.py(12): step;/srv/model/train.py(40): <module>"),
         );
         t.launch_in(
             ext + 1,
@@ -272,8 +280,10 @@ fn page_has_every_section_with_summary_numbers() {
     let k = section(&html, "cp-kernels");
     assert!(k.contains(r#"data-key="top_kernels.0.total_ns" data-value="4800000""#));
     assert_eq!(k.matches(r#"<g class="row">"#).count(), 2);
+    // Three operators, then the two Python lines that called two of them.
     let o = section(&html, "cp-operators");
-    assert_eq!(o.matches(r#"<g class="row">"#).count(), 3);
+    assert_eq!(o.matches(r#"<g class="row">"#).count(), 5);
+    assert!(o.contains(r#"data-key="operators.by_call_site.0.gpu_ns" data-value="4800000""#));
     assert!(o.contains("<title>aten::mm\n16 calls; GPU 4.800 ms (54.5% of GPU time), with nested operators 4.800 ms; CPU total 1.600 ms, self 1.600 ms"));
 
     // Memory: one series per rank, peak 512 MiB.
@@ -436,7 +446,7 @@ fn chromium_renders_the_page_without_errors() {
         ("cp-gpu", r#"<rect class="part compute""#, 3),
         ("cp-heatmap", r#"<rect class="cell"#, 16),
         ("cp-kernels", r#"<rect class="bar"#, 4),
-        ("cp-operators", r#"<g class="row">"#, 3),
+        ("cp-operators", r#"<g class="row">"#, 5),
         ("cp-memory", r#"<path class="mem""#, 2),
         ("cp-memory", r#"<g class="peak">"#, 2),
     ] {
@@ -450,7 +460,7 @@ fn chromium_renders_the_page_without_errors() {
     // Laid out: operators' two panels, memory's peak label, the heatmap's scale (see
     // LAYOUT_CHECK).
     let report = layout(&page, &dir, "two");
-    assert!(report.starts_with("ok 8 charts"), "{report}");
+    assert!(report.starts_with("ok 9 charts"), "{report}");
 
     let shot = dir.join("shot.png");
     let (_, err) = chromium(
