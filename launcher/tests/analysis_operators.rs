@@ -380,6 +380,78 @@ fn operators_by_the_python_line_that_called_them() {
     assert!(!html.contains("by_call_site"));
 }
 
+/// `compare` puts each operator's own allocations of A and B side by side, GPU first.
+#[test]
+fn compare_operators_allocations() {
+    let dir = tempdir("ops-compare-memory");
+    let a = dir.join("a-rank0.trace.json.gz");
+    let b = dir.join("b-rank0.trace.json.gz");
+    let plain = dir.join("p-rank0.trace.json.gz");
+    with_allocations().write_gz(&a);
+    // B: the first addmm allocates 2 KiB on the GPU instead of 4.
+    let mut t = with_allocations();
+    t.events.retain(|e| !e.contains(r#""Bytes": 4096,"#));
+    t.tensor_memory(MAIN, 160_000, 2048, 1);
+    t.write_gz(&b);
+    with_operators(300_000, true).write_gz(&plain);
+    let (a, b, plain) = (
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        plain.to_str().unwrap(),
+    );
+    let mem = |c: &Value| -> Vec<(String, [Option<i64>; 4])> {
+        c["operators"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let k = [
+                    "a_self_cpu_mem_bytes",
+                    "b_self_cpu_mem_bytes",
+                    "a_self_device_mem_bytes",
+                    "b_self_device_mem_bytes",
+                ];
+                (
+                    r["name"].as_str().unwrap().to_string(),
+                    k.map(|k| r[k].as_i64()),
+                )
+            })
+            .collect()
+    };
+    let c: Value = serde_json::from_str(&cuprof_ok(&["compare", a, b, "--json"])).unwrap();
+    let n = |v: [i64; 4]| v.map(Some);
+    assert_eq!(
+        mem(&c),
+        [
+            ("aten::addmm".to_string(), n([0, 0, 12_288, 10_240])),
+            ("aten::copy_".to_string(), n([0, 0, 0, 0])),
+            ("aten::linear".to_string(), n([-256, -256, 0, 0])),
+            ("aten::mul".to_string(), n([64, 64, 0, 0])),
+            ("aten::t".to_string(), n([256, 256, 0, 0])),
+        ]
+    );
+    let text = cuprof_ok(&["compare", a, b]);
+    assert!(
+        text.contains("  CPU B-A  self GPU mem A  self GPU mem B\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  300.000 µs     0 ns        12.0 KiB        10.0 KiB\n"),
+        "{text}"
+    );
+    // B without allocations: its figures are absent, its cells empty.
+    let c: Value = serde_json::from_str(&cuprof_ok(&["compare", a, plain, "--json"])).unwrap();
+    assert_eq!(
+        mem(&c)[0],
+        (
+            "aten::addmm".to_string(),
+            [Some(0), None, Some(12_288), None]
+        )
+    );
+    let text = cuprof_ok(&["compare", plain, plain]);
+    assert!(!text.contains(" mem "), "{text}");
+}
+
 #[test]
 fn compare_operators() {
     let dir = tempdir("ops-compare");

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::model::{Breakdown, StepStats, Summary};
 use super::operators::Operators;
-use super::render::{dur, short, Table};
+use super::render::{bytes, dur, short, Table};
 use crate::console::outln;
 
 #[derive(clap::Args)]
@@ -85,6 +85,16 @@ pub struct OperatorRow {
     /// `b_gpu / a_gpu`; `null` when A launched no GPU work from it.
     pub gpu_ratio: Option<f64>,
     pub gpu_delta_ns: i64,
+    /// Net allocations made in the calls themselves (the report's `memory.self_cpu_bytes` and
+    /// `self_device_bytes`); absent for a side that recorded no allocations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub a_self_cpu_mem_bytes: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub b_self_cpu_mem_bytes: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub a_self_device_mem_bytes: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub b_self_device_mem_bytes: Option<i64>,
 }
 
 fn operator_rows(a: &Operators, b: &Operators) -> Vec<OperatorRow> {
@@ -95,6 +105,14 @@ fn operator_rows(a: &Operators, b: &Operators) -> Vec<OperatorRow> {
         o.a_cpu_ns.add_sat(r.cpu_ns);
         o.a_self_cpu_ns.add_sat(r.self_cpu_ns);
         o.a_gpu_ns.add_sat(r.gpu_ns);
+        if let Some(mem) = r.memory {
+            o.a_self_cpu_mem_bytes
+                .get_or_insert(0)
+                .add_sat(mem.self_cpu_bytes);
+            o.a_self_device_mem_bytes
+                .get_or_insert(0)
+                .add_sat(mem.self_device_bytes);
+        }
     }
     for r in &b.top {
         let o = m.entry(&r.name).or_default();
@@ -102,6 +120,26 @@ fn operator_rows(a: &Operators, b: &Operators) -> Vec<OperatorRow> {
         o.b_cpu_ns.add_sat(r.cpu_ns);
         o.b_self_cpu_ns.add_sat(r.self_cpu_ns);
         o.b_gpu_ns.add_sat(r.gpu_ns);
+        if let Some(mem) = r.memory {
+            o.b_self_cpu_mem_bytes
+                .get_or_insert(0)
+                .add_sat(mem.self_cpu_bytes);
+            o.b_self_device_mem_bytes
+                .get_or_insert(0)
+                .add_sat(mem.self_device_bytes);
+        }
+    }
+    // A side that recorded allocations has a figure for every name, 0 for those it lacks.
+    let (a_mem, b_mem) = (a.tensor_memory.is_some(), b.tensor_memory.is_some());
+    for o in m.values_mut() {
+        if a_mem {
+            o.a_self_cpu_mem_bytes.get_or_insert(0);
+            o.a_self_device_mem_bytes.get_or_insert(0);
+        }
+        if b_mem {
+            o.b_self_cpu_mem_bytes.get_or_insert(0);
+            o.b_self_device_mem_bytes.get_or_insert(0);
+        }
     }
     let mut v: Vec<OperatorRow> = m
         .into_iter()
@@ -249,11 +287,28 @@ pub(crate) fn text(c: &Comparison, top: usize, a_ops: bool, b_ops: bool) -> Stri
 }
 
 fn operator_table(rows: &[OperatorRow], top: usize) -> String {
-    let mut t = Table::new(&[
+    let mut headers = vec![
         "operator", ">GPU A", ">GPU B", ">B/A", ">GPU B-A", ">CPU A", ">CPU B", ">CPU B-A",
-    ]);
+    ];
+    // Allocations, when a side recorded them: on the GPU where there are any, else the CPU's.
+    let any = |f: fn(&OperatorRow) -> [Option<i64>; 2]| {
+        rows.iter()
+            .any(|r| f(r).iter().any(|b| b.is_some_and(|b| b != 0)))
+    };
+    let device = |r: &OperatorRow| [r.a_self_device_mem_bytes, r.b_self_device_mem_bytes];
+    let cpu = |r: &OperatorRow| [r.a_self_cpu_mem_bytes, r.b_self_cpu_mem_bytes];
+    let memory: Option<fn(&OperatorRow) -> [Option<i64>; 2]> = if any(device) {
+        headers.extend([">self GPU mem A", ">self GPU mem B"]);
+        Some(device)
+    } else if any(cpu) {
+        headers.extend([">self CPU mem A", ">self CPU mem B"]);
+        Some(cpu)
+    } else {
+        None
+    };
+    let mut t = Table::new(&headers);
     for r in rows.iter().take(top) {
-        t.row(vec![
+        let mut row = vec![
             short(&r.name, 70),
             dur(r.a_gpu_ns as f64),
             dur(r.b_gpu_ns as f64),
@@ -267,7 +322,11 @@ fn operator_table(rows: &[OperatorRow], top: usize) -> String {
             dur(r.a_cpu_ns as f64),
             dur(r.b_cpu_ns as f64),
             dur(r.cpu_delta_ns as f64),
-        ]);
+        ];
+        if let Some(f) = memory {
+            row.extend(f(r).map(|b| b.map_or(String::new(), bytes)));
+        }
+        t.row(row);
     }
     let mut s = t.text();
     if rows.len() > top {
