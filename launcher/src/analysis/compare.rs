@@ -286,18 +286,21 @@ pub(crate) fn text(c: &Comparison, top: usize, a_ops: bool, b_ops: bool) -> Stri
     out
 }
 
+/// One figure of a row in A and in B.
+type AandB = fn(&OperatorRow) -> [Option<i64>; 2];
+
 fn operator_table(rows: &[OperatorRow], top: usize) -> String {
     let mut headers = vec![
         "operator", ">GPU A", ">GPU B", ">B/A", ">GPU B-A", ">CPU A", ">CPU B", ">CPU B-A",
     ];
     // Allocations, when a side recorded them: on the GPU where there are any, else the CPU's.
-    let any = |f: fn(&OperatorRow) -> [Option<i64>; 2]| {
+    let any = |f: AandB| {
         rows.iter()
             .any(|r| f(r).iter().any(|b| b.is_some_and(|b| b != 0)))
     };
     let device = |r: &OperatorRow| [r.a_self_device_mem_bytes, r.b_self_device_mem_bytes];
     let cpu = |r: &OperatorRow| [r.a_self_cpu_mem_bytes, r.b_self_cpu_mem_bytes];
-    let memory: Option<fn(&OperatorRow) -> [Option<i64>; 2]> = if any(device) {
+    let memory: Option<AandB> = if any(device) {
         headers.extend([">self GPU mem A", ">self GPU mem B"]);
         Some(device)
     } else if any(cpu) {
