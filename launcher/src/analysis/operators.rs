@@ -1,5 +1,7 @@
-//! PyTorch operators (`cpu_op` events): how they nest on each thread, their self time, and which
-//! operator launched each GPU operation, then the per-operator figures of `cuprof report`.
+//! PyTorch operators (`cpu_op` events): how they nest on each thread, their self time, which
+//! operator launched each GPU operation and made each PyTorch allocation (`[memory]`: the
+//! innermost one open on the allocating thread), then the per-operator figures of `cuprof
+//! report`, by name, by input shapes and by the Python line that called them.
 //!
 //! Attribution follows the rule the trace's producer followed, decided per trace from its data
 //! ([`AttributionRule`]): in current Kineto traces (and cuprof's) a GPU operation belongs to the
@@ -363,7 +365,8 @@ pub fn call_site(stack: &str) -> Option<&str> {
 pub struct TensorMemoryTotals {
     /// `[memory]` events counted (on the CPU or a GPU).
     pub events: u64,
-    /// Net bytes allocated outside every operator (torch's `[memory]` row), on the CPU.
+    /// Net bytes allocated outside every operator, on the CPU (torch's tables count them in the
+    /// `record_function` labels and steps around them, else in a `[memory]` row).
     pub outside_operators_cpu_bytes: i64,
     /// The same on the GPU.
     pub outside_operators_device_bytes: i64,
