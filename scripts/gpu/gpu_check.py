@@ -171,15 +171,33 @@ def within(a, b, rel):
     return off <= rel * total, off
 
 
+_STEP_RUNS = {}
+
+
+def transformer_runs():
+    """The transformer step (5 steps, the 4th recorded) traced once by cuprof (operators with
+    stacks, and MEM: PyTorch's allocations) and once by torch.profiler (CPU+CUDA, record_shapes,
+    profile_memory, its key_averages saved), shared by the operator and memory checks: each run
+    takes about a minute of the lease."""
+    if not _STEP_RUNS:
+        d = fresh("ops")
+        r = run([CUPROF, "run", "--dir", d, "--name", "ops", "--activities", "CPU", "GPU", "MEM", "--with-stack",
+                 "--step-nvtx", "step", "--wait", "3", "--active", "1", "--",
+                 sys.executable, os.path.join(HERE, "transformer_step.py"), "5"], timeout=600)
+        tp = fresh("ops_torch")
+        key_averages = os.path.join(WORK, "ops_key_averages.json")
+        r2 = run([sys.executable, os.path.join(HERE, "transformer_step.py"), "5", "--torch-profiler", tp, "--wait", "3", "--active", "1",
+                  "--profile-memory", "--key-averages", key_averages], timeout=600)
+        _STEP_RUNS.update(r=r, r2=r2, key_averages=key_averages,
+                          files=glob.glob(f"{d}/*.trace.json.gz"), tfiles=glob.glob(f"{tp}/*.json*"))
+    return _STEP_RUNS
+
+
 def check_operators():
     # Issue 13: the transformer step's operators and kernels per operator, against
     # torch.profiler (CPU+CUDA, record_shapes) on the same step.
-    d = fresh("ops")
-    r = run([CUPROF, "run", "--dir", d, "--name", "ops", "--with-stack", "--step-nvtx", "step", "--wait", "3", "--active", "1", "--",
-             sys.executable, os.path.join(HERE, "transformer_step.py"), "5"], timeout=600)
-    tp = fresh("ops_torch")
-    r2 = run([sys.executable, os.path.join(HERE, "transformer_step.py"), "5", "--torch-profiler", tp, "--wait", "3", "--active", "1"], timeout=600)
-    files, tfiles = glob.glob(f"{d}/*.trace.json.gz"), glob.glob(f"{tp}/*.json*")
+    runs = transformer_runs()
+    r, r2, files, tfiles = runs["r"], runs["r2"], runs["files"], runs["tfiles"]
     if not files or not tfiles:
         record("issue13.operators", False, rc=r.returncode, rc_torch=r2.returncode, stderr=r.stderr[-800:], stderr_torch=r2.stderr[-400:])
         return
@@ -207,14 +225,10 @@ def check_operators():
 
 def check_torch_memory():
     """PyTorch's allocations with MEM (`[memory]`, torch.profiler's profile_memory) on the GPU:
-    the CUDA caching allocator's reports, equal to torch.profiler's on the same step."""
-    d = fresh("torchmem")
-    r = run([CUPROF, "run", "--dir", d, "--name", "tm", "--activities", "CPU", "GPU", "MEM", "--step-nvtx", "step", "--wait", "3", "--active", "1", "--",
-             sys.executable, os.path.join(HERE, "transformer_step.py"), "5"], timeout=600)
-    tp = fresh("torchmem_torch")
-    r2 = run([sys.executable, os.path.join(HERE, "transformer_step.py"), "5", "--torch-profiler", tp, "--wait", "3", "--active", "1", "--profile-memory",
-              "--key-averages", os.path.join(WORK, "torchmem_key_averages.json")], timeout=600)
-    files, tfiles = glob.glob(f"{d}/*.trace.json.gz"), glob.glob(f"{tp}/*.json*")
+    the CUDA caching allocator's reports, equal to torch.profiler's on the same step; then
+    `cuprof report`'s per-operator memory against torch's key_averages()."""
+    runs = transformer_runs()
+    r, r2, files, tfiles = runs["r"], runs["r2"], runs["files"], runs["tfiles"]
     if not files or not tfiles:
         record("issue25.torch_memory", False, rc=r.returncode, rc_torch=r2.returncode, stderr=r.stderr[-800:], stderr_torch=r2.stderr[-400:])
         return
@@ -225,13 +239,12 @@ def check_torch_memory():
     ours, theirs = cuda_reports(load(files[0])), cuda_reports(load(tfiles[0]))
     record("issue25.torch_memory_cuda_vs_torch_profiler", ours and ours == theirs, cuprof=len(ours), torch_profiler=len(theirs),
            allocated=sum(b for b, *_ in ours if b > 0), first_differing=next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), None))
-    # `cuprof report`'s per-operator memory against torch's key_averages() on the same step
-    # (CUDA Mem, Self CUDA Mem; operator names both list).
+    # CUDA Mem and Self CUDA Mem per operator name both list.
     rep = fresh("torchmem_report")
     run([CUPROF, "report", files[0], "-o", rep])
     try:
         rows = json.load(open(os.path.join(rep, "summary.json")))["operators"]["top"]
-        avg = json.load(open(os.path.join(WORK, "torchmem_key_averages.json")))
+        avg = json.load(open(runs["key_averages"]))
     except (OSError, KeyError, ValueError) as e:
         record("issue25.report_memory_vs_key_averages", False, error=str(e))
         return
