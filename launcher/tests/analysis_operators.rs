@@ -286,11 +286,26 @@ fn allocations_by_operator_and_python_line() {
         stdout.contains("  300.000 µs           0 B      12.0 KiB\n"),
         "{stdout}"
     );
+    // The page draws the allocations too, below the GPU time's flame graph, with ids of its
+    // own.
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let section = |id: &str| {
+        let at = html.find(&format!(r#"<section id="{id}""#)).unwrap();
+        &html[at..at + html[at..].find("</section>").unwrap()]
+    };
+    let (gpu, memory) = (section("cp-flame"), section("cp-flame-memory"));
+    assert!(gpu.contains(r#" id="frames""#) && !gpu.contains(r#"id="mem-"#));
+    assert!(memory.contains(r#" id="mem-frames""#) && !memory.contains(r#" id="frames""#));
+    assert!(memory.contains("[GPU allocations]") && memory.contains("model.py(20): head"));
+    assert!(html.contains(r##"<a href="#cp-flame-memory">Allocations by Python line</a>"##));
     // The trace without allocations: no memory anywhere.
     let plain = dir.join("plain-rank0.trace.json.gz");
     with_operators(300_000, true).write_gz(&plain);
     let out = dir.join("out-plain");
     let (stdout, s) = report(&plain, &out);
+    assert!(!std::fs::read_to_string(out.join("report.html"))
+        .unwrap()
+        .contains("cp-flame-memory"));
     assert!(s["operators"].get("tensor_memory").is_none());
     assert!(s["operators"]["top"][0].get("memory").is_none());
     assert!(

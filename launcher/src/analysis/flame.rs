@@ -253,13 +253,23 @@ fn draw(
 /// The SVG `cuprof flame PATHS` draws (GPU time; by operator when the traces have operators),
 /// or `None` when there is no GPU work to draw.
 pub(crate) fn svg(an: &Analysis, paths: &[PathBuf]) -> Result<Option<String>> {
-    let stacks = folded(an, Weigh::GpuTime, false);
+    svg_of(an, Weigh::GpuTime, paths)
+}
+
+/// The SVG `cuprof flame PATHS --memory` draws, or `None` when the traces recorded no PyTorch
+/// allocations.
+pub(crate) fn memory_svg(an: &Analysis, paths: &[PathBuf]) -> Result<Option<String>> {
+    svg_of(an, Weigh::Allocated, paths)
+}
+
+fn svg_of(an: &Analysis, weigh: Weigh, paths: &[PathBuf]) -> Result<Option<String>> {
+    let stacks = folded(an, weigh, false);
     if stacks.is_empty() {
         return Ok(None);
     }
     let by_op = an.links.iter().any(Option::is_some);
     let mut out = Vec::new();
-    draw(&lines(&stacks), Weigh::GpuTime, by_op, paths, &mut out)?;
+    draw(&lines(&stacks), weigh, by_op, paths, &mut out)?;
     Ok(Some(String::from_utf8(out)?))
 }
 

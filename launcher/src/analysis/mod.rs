@@ -174,7 +174,8 @@ pub fn report(args: ReportArgs) -> Result<()> {
             .map(|p| p.file_name().map_or_else(|| p.clone(), Into::into))
             .collect();
         let flame = flame::svg(&an, &names)?;
-        let page = html::page(&summary, flame.as_deref(), args.top);
+        let memory = flame::memory_svg(&an, &names)?;
+        let page = html::page(&summary, flame.as_deref(), memory.as_deref(), args.top);
         crate::output::write(h, page.as_bytes())?;
         outln!("wrote {}", h.display())?;
     }

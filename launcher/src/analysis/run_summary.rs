@@ -36,7 +36,8 @@ pub fn after_run(traces: &[PathBuf], write: bool) -> (Vec<String>, Option<PathBu
         let d = report_dir(&traces[0]);
         let written = write_report(&d, &summary, REPORT_TOP).and_then(|()| {
             let flame = flame::svg(&an, &traces)?;
-            let page = html::page(&summary, flame.as_deref(), REPORT_TOP);
+            let memory = flame::memory_svg(&an, &traces)?;
+            let page = html::page(&summary, flame.as_deref(), memory.as_deref(), REPORT_TOP);
             crate::output::write(&d.join(REPORT_HTML), page.as_bytes())
         });
         match written {

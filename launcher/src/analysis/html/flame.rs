@@ -26,6 +26,39 @@ pub fn inline(svg: &str) -> String {
     label_root(&s.replace("\ntext {", "\nsvg.flame text {"))
 }
 
+/// [`inline`], with every element id of the SVG prefixed by `prefix`, and what refers to one
+/// (`url(#id)`, and `#id` in its stylesheet), so that a second flame graph on the page repeats
+/// none of the first one's ids.
+pub fn inline_prefixed(svg: &str, prefix: &str) -> String {
+    let s = inline(svg);
+    let mut ids: Vec<&str> = s
+        .match_indices(" id=\"")
+        .filter_map(|(at, m)| {
+            let rest = &s[at + m.len()..];
+            rest.find('"').map(|end| &rest[..end])
+        })
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    // The stylesheet is rewritten apart: a frame's name may contain `#id` too.
+    let (head, style, tail) = match (s.find("<style"), s.find("</style>")) {
+        (Some(a), Some(b)) if a < b => (&s[..a], &s[a..b], &s[b..]),
+        _ => (s.as_str(), "", ""),
+    };
+    let (mut head, mut style, mut tail) = (head.to_string(), style.to_string(), tail.to_string());
+    for id in ids {
+        for part in [&mut head, &mut tail] {
+            *part = part
+                .replace(&format!(" id=\"{id}\""), &format!(" id=\"{prefix}{id}\""))
+                .replace(&format!("url(#{id})"), &format!("url(#{prefix}{id})"));
+        }
+        for after in [' ', ':', '{', ',', '.', '>'] {
+            style = style.replace(&format!("#{id}{after}"), &format!("#{prefix}{id}{after}"));
+        }
+    }
+    format!("{head}{style}{tail}")
+}
+
 /// inferno draws the root frame (every stack together) with an empty name, so its bar has
 /// no text: it gets one, saying what it sums.
 fn label_root(s: &str) -> String {
@@ -61,6 +94,15 @@ mod tests {
         assert_eq!(
             super::inline(svg),
             "<svg class=\"flame\" version=\"1.1\"><style>\nsvg.flame text { font-size:12px }</style><g id=\"frames\"><g><title>all (5 ns, 100%)</title><rect/><text x=\"1%\">all (every stack)</text></g></g></svg>"
+        );
+    }
+
+    #[test]
+    fn a_second_graphs_ids_are_its_own() {
+        let svg = "<svg version=\"1.1\"><defs><linearGradient id=\"background\"/></defs><style>\n#title { x:1 }\n#frames > *:hover { y:2 }\n#search:hover, #search.show { z:3 }</style><rect fill=\"url(#background)\"/><text id=\"title\">t</text><svg id=\"frames\"><g><title>a #title here</title></g></svg></svg>";
+        assert_eq!(
+            super::inline_prefixed(svg, "mem-"),
+            "<svg class=\"flame\" version=\"1.1\"><defs><linearGradient id=\"mem-background\"/></defs><style>\n#mem-title { x:1 }\n#mem-frames > *:hover { y:2 }\n#search:hover, #search.show { z:3 }</style><rect fill=\"url(#mem-background)\"/><text id=\"mem-title\">t</text><svg id=\"mem-frames\"><g><title>a #title here</title></g></svg></svg>"
         );
     }
 }

@@ -83,8 +83,14 @@ section.quality h2 { margin-top: 8px; border: none; }
 section.quality li { margin: 3px 0; }
 "#;
 
-/// The page for `s`; `flame_svg` is what `cuprof flame` would write (none: no GPU work).
-pub fn page(s: &Summary, flame_svg: Option<&str>, top: usize) -> String {
+/// The page for `s`; `flame_svg` is what `cuprof flame` would write (none: no GPU work),
+/// `memory_flame_svg` what `cuprof flame --memory` would (none: no PyTorch allocations).
+pub fn page(
+    s: &Summary,
+    flame_svg: Option<&str>,
+    memory_flame_svg: Option<&str>,
+    top: usize,
+) -> String {
     let mut out = String::with_capacity(64 * 1024);
     let events: u64 = s.files.iter().map(|f| f.events).sum();
     let _ = write!(
@@ -111,6 +117,7 @@ pub fn page(s: &Summary, flame_svg: Option<&str>, top: usize) -> String {
         bars::torch_compile(s, top),
         memory::section(s),
         flame_section(flame_svg),
+        memory_flame_section(memory_flame_svg),
     ];
     out.push_str("<nav>");
     for sec in sections.iter().filter(|x| !x.is_empty()) {
@@ -137,6 +144,20 @@ fn flame_section(svg: Option<&str>) -> String {
         }
         None => out.push_str(r#"<p class="none">no GPU work to draw</p>"#),
     }
+    out.push_str("</section>");
+    out
+}
+
+/// What `cuprof flame --memory` draws, when the traces recorded PyTorch's allocations (no
+/// section otherwise); its ids are prefixed, as the GPU flame graph above uses the same ones.
+fn memory_flame_section(svg: Option<&str>) -> String {
+    let Some(svg) = svg else {
+        return String::new();
+    };
+    let mut out = String::from(
+        r#"<section id="cp-flame-memory"><h2>Allocations by Python line</h2><p class="note">The bytes PyTorch allocated under each Python line and operator, as <code>cuprof flame --memory</code> draws them (frees are not drawn).</p>"#,
+    );
+    out.push_str(&flame::inline_prefixed(svg, "mem-"));
     out.push_str("</section>");
     out
 }
