@@ -856,4 +856,10 @@ fn flame_memory_and_report_show_the_python_lines_that_allocated() {
         })
         .count();
     assert!(model_lines >= 10, "{model_lines}");
+    // The page draws the allocations by line too (the run launched no GPU work to draw).
+    let page = std::fs::read_to_string(dir.path().join("report-t-rank0.trace.json.gz/report.html"))
+        .unwrap();
+    let at = page.find(r#"<section id="cp-flame-memory">"#).unwrap();
+    let memory = &page[at..at + page[at..].find("</section>").unwrap()];
+    assert!(memory.contains("modeling_llama.py(") && memory.contains("[CPU allocations]"));
 }
