@@ -98,48 +98,35 @@ pub struct OperatorRow {
 }
 
 fn operator_rows(a: &Operators, b: &Operators) -> Vec<OperatorRow> {
+    // A side that recorded allocations has a figure for every name, 0 for those it lacks.
+    let (a_mem, b_mem) = (a.tensor_memory.is_some(), b.tensor_memory.is_some());
+    let blank = || OperatorRow {
+        a_self_cpu_mem_bytes: a_mem.then_some(0),
+        b_self_cpu_mem_bytes: b_mem.then_some(0),
+        a_self_device_mem_bytes: a_mem.then_some(0),
+        b_self_device_mem_bytes: b_mem.then_some(0),
+        ..OperatorRow::default()
+    };
     let mut m: BTreeMap<&str, OperatorRow> = BTreeMap::new();
     for r in &a.top {
-        let o = m.entry(&r.name).or_default();
+        let o = m.entry(&r.name).or_insert_with(blank);
         o.a_count.add_sat(r.count);
         o.a_cpu_ns.add_sat(r.cpu_ns);
         o.a_self_cpu_ns.add_sat(r.self_cpu_ns);
         o.a_gpu_ns.add_sat(r.gpu_ns);
-        if let Some(mem) = r.memory {
-            o.a_self_cpu_mem_bytes
-                .get_or_insert(0)
-                .add_sat(mem.self_cpu_bytes);
-            o.a_self_device_mem_bytes
-                .get_or_insert(0)
-                .add_sat(mem.self_device_bytes);
-        }
+        let mem = r.memory.unwrap_or_default();
+        add_bytes(&mut o.a_self_cpu_mem_bytes, mem.self_cpu_bytes);
+        add_bytes(&mut o.a_self_device_mem_bytes, mem.self_device_bytes);
     }
     for r in &b.top {
-        let o = m.entry(&r.name).or_default();
+        let o = m.entry(&r.name).or_insert_with(blank);
         o.b_count.add_sat(r.count);
         o.b_cpu_ns.add_sat(r.cpu_ns);
         o.b_self_cpu_ns.add_sat(r.self_cpu_ns);
         o.b_gpu_ns.add_sat(r.gpu_ns);
-        if let Some(mem) = r.memory {
-            o.b_self_cpu_mem_bytes
-                .get_or_insert(0)
-                .add_sat(mem.self_cpu_bytes);
-            o.b_self_device_mem_bytes
-                .get_or_insert(0)
-                .add_sat(mem.self_device_bytes);
-        }
-    }
-    // A side that recorded allocations has a figure for every name, 0 for those it lacks.
-    let (a_mem, b_mem) = (a.tensor_memory.is_some(), b.tensor_memory.is_some());
-    for o in m.values_mut() {
-        if a_mem {
-            o.a_self_cpu_mem_bytes.get_or_insert(0);
-            o.a_self_device_mem_bytes.get_or_insert(0);
-        }
-        if b_mem {
-            o.b_self_cpu_mem_bytes.get_or_insert(0);
-            o.b_self_device_mem_bytes.get_or_insert(0);
-        }
+        let mem = r.memory.unwrap_or_default();
+        add_bytes(&mut o.b_self_cpu_mem_bytes, mem.self_cpu_bytes);
+        add_bytes(&mut o.b_self_device_mem_bytes, mem.self_device_bytes);
     }
     let mut v: Vec<OperatorRow> = m
         .into_iter()
@@ -159,6 +146,13 @@ fn operator_rows(a: &Operators, b: &Operators) -> Vec<OperatorRow> {
             .then_with(|| x.name.cmp(&y.name))
     });
     v
+}
+
+/// Adds `bytes` to a side's figure, which is `None` when that side recorded no allocations.
+fn add_bytes(figure: &mut Option<i64>, bytes: i64) {
+    if let Some(f) = figure {
+        f.add_sat(bytes);
+    }
 }
 
 fn rows(

@@ -16,7 +16,7 @@ use super::saturating::AddSat;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use super::load::{FileData, Interner, TensorMemoryOn, NO_NAME};
+use super::load::{CpuOp, FileData, Interner, TensorMemoryOn, NO_NAME};
 use super::model::ratio;
 
 /// Bucket of GPU work that no operator launched.
@@ -518,6 +518,18 @@ impl<'n> CallSites<'n> {
     }
 }
 
+/// Operator `o`'s figures by name and by name and input shapes (`summarize`'s two tables).
+fn accs<'a>(
+    by_name: &'a mut FxHashMap<u32, Acc>,
+    by_dims: &'a mut FxHashMap<(u32, u32), Acc>,
+    o: &CpuOp,
+) -> [&'a mut Acc; 2] {
+    [
+        by_name.entry(o.name).or_default(),
+        by_dims.entry((o.name, o.dims)).or_default(),
+    ]
+}
+
 /// The operators' figures over `files` (with their `links`), and for each kernel name id the
 /// operator name (`NO_OPERATOR` included) that launched most of its time, with that time.
 /// `None` when no file has operators.
@@ -564,10 +576,7 @@ pub fn summarize(
             }
             calls += 1;
             shapes |= o.dims != NO_NAME;
-            for a in [
-                by_name.entry(o.name).or_default(),
-                by_dims.entry((o.name, o.dims)).or_default(),
-            ] {
+            for a in accs(&mut by_name, &mut by_dims, o) {
                 a.count += 1;
                 a.cpu.add_sat(o.end - o.start);
                 a.self_cpu.add_sat(l.self_ns[i]);
@@ -588,22 +597,15 @@ pub fn summarize(
             if g.kind.is_kernel() {
                 kernel_ops.entry((g.name, o.name)).or_default().add_sat(d);
             }
-            for a in [
-                by_name.entry(o.name).or_default(),
-                by_dims.entry((o.name, o.dims)).or_default(),
-            ] {
+            for a in accs(&mut by_name, &mut by_dims, o) {
                 a.gpu.add_sat(d);
                 a.gpu_ops += 1;
             }
             l.chain(op, &mut chain);
             for &c in &chain {
-                let c = &f.cpu_ops[c as usize];
-                by_name.entry(c.name).or_default().gpu_total.add_sat(d);
-                by_dims
-                    .entry((c.name, c.dims))
-                    .or_default()
-                    .gpu_total
-                    .add_sat(d);
+                for a in accs(&mut by_name, &mut by_dims, &f.cpu_ops[c as usize]) {
+                    a.gpu_total.add_sat(d);
+                }
             }
         }
         sites.add_file(names, f, l);
@@ -616,18 +618,9 @@ pub fn summarize(
             }
             l.chain(op, &mut chain);
             for &c in &chain {
-                let own = c == op;
-                let c = &f.cpu_ops[c as usize];
-                by_name
-                    .entry(c.name)
-                    .or_default()
-                    .memory
-                    .add(m.on, m.bytes, own);
-                by_dims
-                    .entry((c.name, c.dims))
-                    .or_default()
-                    .memory
-                    .add(m.on, m.bytes, own);
+                for a in accs(&mut by_name, &mut by_dims, &f.cpu_ops[c as usize]) {
+                    a.memory.add(m.on, m.bytes, c == op);
+                }
             }
         }
     }

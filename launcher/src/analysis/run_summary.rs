@@ -99,11 +99,12 @@ pub fn short(s: &Summary) -> Vec<String> {
         let rows: Vec<Listed> = ops
             .top
             .iter()
-            .map(|o| (o.gpu_ns, o.cpu_ns, o.count, render::short(&o.name, 80)))
+            .map(|o| (o.gpu_ns, o.cpu_ns, o.count, o.name.as_str()))
             .collect();
         list(
             &mut out,
             rows,
+            render::short,
             "cuprof: top operators (GPU time of the kernels they launched):",
             "cuprof: top operators by CPU time (none launched GPU work):",
         );
@@ -111,18 +112,12 @@ pub fn short(s: &Summary) -> Vec<String> {
         let rows: Vec<Listed> = ops
             .by_call_site
             .iter()
-            .map(|c| {
-                (
-                    c.gpu_ns,
-                    c.self_cpu_ns,
-                    c.calls,
-                    render::short_tail(&c.call_site, 80),
-                )
-            })
+            .map(|c| (c.gpu_ns, c.self_cpu_ns, c.calls, c.call_site.as_str()))
             .collect();
         list(
             &mut out,
             rows,
+            render::short_tail,
             "cuprof: top Python lines (GPU time their operators launched):",
             "cuprof: top Python lines by their operators' CPU time:",
         );
@@ -131,16 +126,24 @@ pub fn short(s: &Summary) -> Vec<String> {
 }
 
 /// A row of the summary's operator lists: GPU time, CPU time, calls, what it is.
-type Listed = (i64, i64, u64, String);
+type Listed<'a> = (i64, i64, u64, &'a str);
 
 /// The first [`TOP`] rows that launched GPU work, by it (`rows` come ordered by it), under
-/// `by_gpu`; when none did, the first by CPU time under `by_cpu`; nothing for no rows.
-fn list(out: &mut Vec<String>, mut rows: Vec<Listed>, by_gpu: &str, by_cpu: &str) {
+/// `by_gpu`; when none did, the first by CPU time under `by_cpu`; nothing for no rows. What a
+/// shown row is goes through `shorten` (to 80 characters).
+fn list(
+    out: &mut Vec<String>,
+    mut rows: Vec<Listed>,
+    shorten: fn(&str, usize) -> String,
+    by_gpu: &str,
+    by_cpu: &str,
+) {
     let line = |ns: i64, count: u64, what: &str| {
         format!(
-            "cuprof:   {:>12}  {:>7}x  {what}",
+            "cuprof:   {:>12}  {:>7}x  {}",
             render::dur(ns as f64),
-            count
+            count,
+            shorten(what, 80)
         )
     };
     if rows.iter().any(|r| r.0 > 0) {

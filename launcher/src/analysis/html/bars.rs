@@ -287,23 +287,13 @@ fn call_sites(out: &mut String, sites: &[super::super::operators::CallSiteRow], 
         return;
     }
     out.push_str("<h3>By the Python line that called them</h3>");
-    let lines: Vec<&str> = sites
-        .iter()
-        .take(top)
-        .map(|r| r.call_site.as_str())
-        .collect();
-    // A frame's end (file, line, function) is what tells two apart.
-    let short: Vec<String> = lines
-        .iter()
-        .map(|l| super::super::render::short_tail(l, NAME_MAX))
-        .collect();
     let rows: Vec<Row> = sites
         .iter()
         .take(top)
-        .zip(short)
         .enumerate()
-        .map(|(i, (r, label))| Row {
-            label,
+        .map(|(i, r)| Row {
+            // A frame's end (file, line, function) is what tells two apart.
+            label: super::super::render::short_tail(&r.call_site, NAME_MAX),
             title: format!(
                 "{}\n{} calls entered; GPU {} ({} of GPU time); self CPU {}{}",
                 r.call_site,
