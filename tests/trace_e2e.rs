@@ -480,3 +480,39 @@ fn event_syncs_name_where_their_event_was_recorded() {
         assert_eq!(syncs.len(), 3);
     }
 }
+
+/// The traced workload, read back by `cuprof report`: its pageable copy (1 MiB from pageable
+/// memory, 20 µs), its stream synchronization (the double's call lasts the 50 µs sync and 1 µs
+/// more) and its one kernel shorter than its launch (the 1 µs `weird` kernel; the double's
+/// launches last 2 µs) are findings, from what the tracer wrote.
+#[test]
+fn report_finds_the_workloads_pageable_copy_and_sync() {
+    let dir = TempDir::new("workload-findings");
+    let (_corr, _) = Run::python("workload.py", &[], dir.path()).ok_json();
+    let s = report_summary(&dir.path().join("t-rank0.trace.json.gz"), dir.path());
+    let found = |rule: &str| -> Value {
+        let f = s["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["rule"] == rule)
+            .unwrap_or_else(|| panic!("no {rule} in {}", s["findings"]))
+            .clone();
+        let mut f = f.as_object().unwrap().clone();
+        f.remove("share_of_wall");
+        f.remove("sources");
+        Value::Object(f)
+    };
+    assert_eq!(
+        found("pageable_copy"),
+        serde_json::json!({"rule": "pageable_copy", "count": 1, "time_ns": 20_000, "longest_ns": 20_000, "bytes": 1 << 20})
+    );
+    assert_eq!(
+        found("synchronize"),
+        serde_json::json!({"rule": "synchronize", "count": 1, "time_ns": 51_000, "longest_ns": 51_000})
+    );
+    assert_eq!(
+        found("short_kernels"),
+        serde_json::json!({"rule": "short_kernels", "count": 1, "time_ns": 2_000, "longest_ns": 2_000, "gpu_ns": 1_000})
+    );
+}

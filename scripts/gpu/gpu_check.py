@@ -255,6 +255,44 @@ def check_torch_memory():
            allocating=sum(1 for r in both if r["memory"]["self_device_bytes"] != 0), differing=differ[:5])
 
 
+def check_findings():
+    """`cuprof report`'s findings on a real GPU loop (scripts/gpu/findings_step.py): its pageable
+    copy and its `.item()` synchronization, each tied to its operator and to the script's line
+    (the `# PAGEABLE` and `# SYNC` markers), and kernels shorter than their launch counted."""
+    d = fresh("findings")
+    script = os.path.join(HERE, "findings_step.py")
+    r = run([CUPROF, "run", "--dir", d, "--name", "findings", "--with-stack", "--", sys.executable, script, "20"], timeout=300)
+    files = glob.glob(f"{d}/*.trace.json.gz")
+    if r.returncode != 0 or not files:
+        record("findings.report", False, rc=r.returncode, stderr=r.stderr[-800:])
+        return
+    rep = fresh("findings_report")
+    run([CUPROF, "report", d, "-o", rep])
+    s = json.load(open(os.path.join(rep, "summary.json")))
+    found = {f["rule"]: f for f in s.get("findings", [])}
+    lines = open(script).read().splitlines()
+    line_of = {m: next(i + 1 for i, l in enumerate(lines) if l.rstrip().endswith(f"# {m}")) for m in ("PAGEABLE", "SYNC")}
+
+    def top(rule):
+        f = found.get(rule)
+        return (f["count"], f["sources"][0]) if f and f["sources"] else (0, {})
+
+    n, src = top("pageable_copy")
+    at = f"findings_step.py({line_of['PAGEABLE']})"
+    record("findings.pageable_copy_names_its_line", n == 20 and at in src.get("call_site", "") and src.get("operator") == "aten::copy_",
+           count=n, source=src, expected_line=at)
+    n, src = top("synchronize")
+    at = f"findings_step.py({line_of['SYNC']})"
+    record("findings.item_sync_names_its_line", n >= 20 and at in src.get("call_site", "") and src.get("operator") == "aten::_local_scalar_dense",
+           count=n, source=src, expected_line=at)
+    short = found.get("short_kernels", {})
+    record("findings.short_kernels_counted", short.get("count", 0) > 0, count=short.get("count"), launch_ns=short.get("time_ns"),
+           gpu_ns=short.get("gpu_ns"), top=short.get("sources", [])[:3])
+    out = r.stdout + r.stderr
+    record("findings.run_summary_says_what_to_look_at", "what to look at" in out, tail=out[-1200:])
+    shutil.copy(os.path.join(rep, "summary.json"), os.path.join(OUT, "findings-summary.json"))
+
+
 def check_compiled():
     """Issue 25: a torch.compile'd model's Triton kernels are attributed to their compiled
     region (`cuprof report`'s torch.compile section), in the counts torch.profiler records."""
@@ -493,7 +531,7 @@ def main():
     print("torch", torch.__version__, "cuda", torch.version.cuda, flush=True)
     only = sys.argv[1:]
     for name, fn in [("basic", check_basic), ("inject", check_injection_only), ("dump", dump_buffers),
-                     ("transformer", check_transformer), ("operators", check_operators), ("torchmem", check_torch_memory), ("compiled", check_compiled), ("ondemand", check_on_demand), ("window", check_window), ("api", check_api_selection), ("memory", check_memory),
+                     ("transformer", check_transformer), ("operators", check_operators), ("torchmem", check_torch_memory), ("compiled", check_compiled), ("findings", check_findings), ("ondemand", check_on_demand), ("window", check_window), ("api", check_api_selection), ("memory", check_memory),
                      ("faults", check_faults), ("offline", check_offline_scaling)]:
         if only and name not in only:
             continue

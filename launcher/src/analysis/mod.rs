@@ -33,6 +33,8 @@
 //!   time = duration minus the operators directly inside. A GPU operation belongs to the
 //!   operator its `External id` names, else to the one its launch's `External id` names (by
 //!   correlation), else to `(no operator)`.
+//! * **Findings** ([`findings`]): host synchronizations, pageable copies, the GPU's host-bound
+//!   gaps and kernels shorter than their launch, each tied to operators and Python lines.
 //! * **Series** ([`series`]): each rank's step durations, and each device's memory counter
 //!   (`reserved_bytes`) thinned to at most 2,000 points keeping each time bucket's extremes;
 //!   `report --html` ([`html`]) plots these and the figures above.
@@ -42,6 +44,7 @@
 //!   together / total communication time (union).
 
 mod compare;
+mod findings;
 mod flame;
 mod html;
 pub(crate) mod load;

@@ -41,6 +41,8 @@ pub struct Links {
     /// Per PyTorch allocation or free (index of `FileData::tensor_memory`): the innermost
     /// operator open on its thread when it happened, or `NONE`.
     pub tensor_memory: Vec<u32>,
+    /// Per thread: its operators, outer first (by start, then longer first).
+    by_thread: Vec<Vec<u32>>,
 }
 
 impl Links {
@@ -52,6 +54,22 @@ impl Links {
             op = self.parent[op as usize];
         }
         out.reverse();
+    }
+
+    /// The innermost counted operator of `thread` open at time `t` in `ops` (the file's
+    /// `cpu_ops`), or `NONE`.
+    pub fn innermost_at(&self, ops: &[CpuOp], thread: u32, t: i64) -> u32 {
+        innermost_at(&self.by_thread, ops, &self.parent, &self.rep, thread, t)
+    }
+
+    /// The Python line `op` was called from: [`call_site`] of its own `Call stack`, else of the
+    /// nearest enclosing operator's that has one; `None` without stacks (or for `NONE`).
+    pub fn call_site<'n>(&self, names: &'n Interner, ops: &[CpuOp], op: u32) -> Option<&'n str> {
+        let mut at = op;
+        while at != NONE && ops[at as usize].stack == NO_NAME {
+            at = self.parent[at as usize];
+        }
+        (at != NONE).then(|| call_site(names.name(ops[at as usize].stack)))?
     }
 }
 
@@ -179,6 +197,7 @@ pub fn links(f: &FileData) -> Option<Links> {
         gpu,
         api,
         tensor_memory,
+        by_thread,
     })
 }
 

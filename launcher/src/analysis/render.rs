@@ -1,5 +1,6 @@
 //! Tables for the terminal and for `report.md`.
 
+use super::findings::Finding;
 use super::model::{Breakdown, StepStats, Summary};
 use super::operators::{CallSiteRow, OperatorRow, Operators};
 use super::torch_compile::{TorchCompile, SHOWN_PHASES};
@@ -280,6 +281,13 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
                    comm under compute the part of it that ran with compute.\n"
         },
     ));
+
+    if !s.findings.is_empty() {
+        out.push((
+            "What to look at".to_string(),
+            findings(&s.findings, top, md, name_max),
+        ));
+    }
 
     let by_op = s.operators.is_some();
     let mut t = if by_op {
@@ -600,6 +608,59 @@ fn call_sites(rows: &[CallSiteRow], top: usize, md: bool, name_max: usize) -> St
     if more > 0 {
         text.push_str(&format!("({more} more in summary.json)\n"));
     }
+    text
+}
+
+/// Each finding, costliest first: what it cost, the operators and lines behind it (up to 5, or
+/// `top`), and what to do.
+fn findings(list: &[Finding], top: usize, md: bool, name_max: usize) -> String {
+    let mut text = String::new();
+    for (i, f) in list.iter().enumerate() {
+        let headline = super::findings::headline(f, |_, text| text);
+        let title = super::findings::title(f);
+        text.push_str(&if md {
+            format!("**{}. {title}**: {headline}.\n\n", i + 1)
+        } else {
+            format!("{}. {title}: {headline}.\n", i + 1)
+        });
+        if !f.has_operators() {
+            text.push_str(super::findings::advice(f));
+            text.push_str("\n\n");
+            continue;
+        }
+        let copies = f.sources.iter().any(|s| s.bytes.is_some());
+        let lines = f.sources.iter().any(|s| s.call_site.is_some());
+        let mut headers = vec!["operator"];
+        if lines {
+            headers.push("Python line");
+        }
+        let time = format!(">{}", super::findings::time_column(f));
+        headers.extend([">count", time.as_str()]);
+        if copies {
+            headers.push(">bytes");
+        }
+        let mut t = Table::new(&headers);
+        let shown = top.min(5);
+        for src in f.sources.iter().take(shown) {
+            let mut row = vec![short(&src.operator, name_max / 2)];
+            if lines {
+                row.push(short_tail(src.call_site.as_deref().unwrap_or(""), name_max));
+            }
+            row.extend([src.count.to_string(), dur(src.time_ns as f64)]);
+            if copies {
+                row.push(bytes(src.bytes.unwrap_or(0)));
+            }
+            t.row(row);
+        }
+        text.push_str(&if md { t.markdown() } else { t.text() });
+        let more = f.sources.len().saturating_sub(shown);
+        if more > 0 {
+            text.push_str(&format!("({more} more in summary.json)\n"));
+        }
+        text.push_str(super::findings::advice(f));
+        text.push_str("\n\n");
+    }
+    text.pop();
     text
 }
 

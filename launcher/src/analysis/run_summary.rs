@@ -122,7 +122,39 @@ pub fn short(s: &Summary) -> Vec<String> {
             "cuprof: top Python lines by their operators' CPU time:",
         );
     }
+    look_at(&mut out, &s.findings);
     out
+}
+
+/// The findings that cost at least this share of the GPU window are named at the end of a run.
+const FINDING_SHARE: f64 = 0.01;
+
+/// The report's findings worth a look (at least [`FINDING_SHARE`] of the GPU window), each in
+/// one line with the operator (and line) behind most of it.
+fn look_at(out: &mut Vec<String>, findings: &[super::findings::Finding]) {
+    let worth: Vec<_> = findings
+        .iter()
+        .filter(|f| f.share_of_wall >= FINDING_SHARE)
+        .take(TOP)
+        .collect();
+    if worth.is_empty() {
+        return;
+    }
+    out.push("cuprof: what to look at (report.md says what to do):".to_string());
+    for f in worth {
+        let mut line = format!(
+            "cuprof:   {}: {}",
+            super::findings::title(f),
+            super::findings::headline(f, |_, text| text)
+        );
+        if let Some(src) = f.sources.first().filter(|_| f.has_operators()) {
+            line.push_str(&format!("; most in {}", render::short(&src.operator, 60)));
+            if let Some(site) = &src.call_site {
+                line.push_str(&format!(" at {}", render::short_tail(site, 80)));
+            }
+        }
+        out.push(line);
+    }
 }
 
 /// A row of the summary's operator lists: GPU time, CPU time, calls, what it is.
@@ -273,6 +305,45 @@ mod tests {
                 "cuprof: top operators by CPU time (none launched GPU work):",
                 "cuprof:      30.000 µs        1x  aten::mm",
                 "cuprof:      12.000 µs        2x  aten::add",
+            ]
+        );
+    }
+
+    /// A finding of at least 1% of the GPU window ends the summary, with the operator and line
+    /// behind most of it; one below 1% is left to the report.
+    #[test]
+    fn findings_worth_a_look_end_the_summary() {
+        let op = r#"{"ph": "X", "cat": "cpu_op", "name": "aten::item", "pid": 1, "tid": 1, "ts": 0, "dur": 1500, "args": {"External id": 7, "Call stack": "m.py(8): f"}}"#;
+        let sync = r#"{"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 1, "ts": 10, "dur": 1000, "args": {"correlation": 2}}"#;
+        let kernel = |ts: i64| {
+            format!(
+                r#"{{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": {ts}, "dur": 100, "args": {{"device": 0}}}}"#
+            )
+        };
+        // Kernels 0-100 and 200-300 and pageable copies at 300 and 30,300 µs (1 µs each): a
+        // window of 30,301 µs whose gaps are host-bound past the sync's end at 1,010 µs
+        // (29,290 µs, 96.7%); the sync, 1,000 µs (3.3%), is in `aten::item`; the copies, 2 µs,
+        // are not named.
+        let (a, b) = (kernel(0), kernel(200));
+        let copy = |ts: i64| {
+            format!(
+                r#"{{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pageable)", "pid": 0, "tid": 7, "ts": {ts}, "dur": 1, "args": {{"device": 0, "bytes": 4}}}}"#
+            )
+        };
+        let (c, d) = (copy(300), copy(30_300));
+        let lines = summary_of("look-at", &[op, sync, &a, &b, &c, &d]);
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("cuprof: what to look at"))
+            .expect("a look-at line");
+        assert_eq!(
+            lines[at..],
+            [
+                "cuprof: what to look at (report.md says what to do):",
+                "cuprof:   GPU waiting for the host: the GPU sat idle 29.290 ms (96.7% of the GPU \
+                 window) waiting for work from the host, in 1 gap, the longest 29.290 ms",
+                "cuprof:   Host synchronization: 1 synchronizing call blocked the CPU for 1.000 ms \
+                 (3.3% of the GPU window), the longest 1.000 ms; most in aten::item at m.py(8): f",
             ]
         );
     }

@@ -4,6 +4,8 @@
 //!
 //! * a data-quality panel first, when records were lost, events skipped or files cut short
 //!   ([`quality`]);
+//! * what to look at: the report's findings, with the operators and lines behind them
+//!   ([`findings`]);
 //! * step latency over the step number per rank, and its distribution with p50/p90/p99
 //!   ([`steps`]);
 //! * GPU time per rank as stacked bars, with every figure in a table ([`breakdown`]);
@@ -20,6 +22,7 @@
 
 mod bars;
 mod breakdown;
+mod findings;
 mod flame;
 mod heatmap;
 mod memory;
@@ -35,6 +38,7 @@ use svg::esc;
 const STYLE: &str = r#"
 body { font: 14px/1.45 system-ui, sans-serif; margin: 20px 28px; color: #222; }
 h1 { font-size: 22px; margin: 0 0 4px; }
+h3 { font-size: 15px; margin: 16px 0 4px; }
 h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid #ddd; padding-bottom: 2px; }
 header p, p.note { color: #555; margin: 2px 0; }
 p.none { color: #777; font-style: italic; }
@@ -109,6 +113,7 @@ pub fn page(
     );
     let sections = [
         quality::section(s),
+        findings::section(s, top),
         steps::section(s),
         breakdown::section(s),
         heatmap::section(s),

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
+use super::findings;
 use super::load::{number_ranks, FileData, GpuOp, Interner, OpKind, NO_NAME};
 use super::operators::{self, Links};
 use super::saturating::{self, AddSat};
@@ -184,6 +185,7 @@ impl Analysis {
         memcpy.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.kind.cmp(&b.kind)));
 
         let cross_rank = self.cross_rank(&ranks, &by_rank);
+        let findings = findings::find(&self.names, &self.files, &self.links, gpu.wall_ns);
         let memory = by_rank
             .iter()
             .flat_map(|(&rank, idx)| series::memory(rank, &self.files, idx))
@@ -200,6 +202,7 @@ impl Analysis {
             memcpy,
             dropped,
             cross_rank,
+            findings,
             torch_compile: torch_compile::summarize(
                 &self.names,
                 &self.files,

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{Breakdown, StepStats};
+use crate::analysis::findings::Finding;
 use crate::analysis::operators::Operators;
 use crate::analysis::saturating::AddSat;
 use crate::analysis::series::{MemorySeries, StepTime};
@@ -186,6 +187,10 @@ pub struct Summary {
     pub memcpy: Vec<MemcpyRow>,
     pub dropped: Dropped,
     pub cross_rank: CrossRank,
+    /// What to look at first: host synchronizations, pageable copies, the GPU waiting for the
+    /// host, kernels shorter than their launch; by cost, absent when none was found.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
     /// PyTorch operators (`cpu_op` events); absent when no trace has any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operators: Option<Operators>,

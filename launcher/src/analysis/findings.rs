@@ -1,0 +1,441 @@
+//! What to look at first (`summary.json`'s `findings`): four patterns that cost GPU programs
+//! time, the ones Nsight Systems' expert rules and HTA's kernel-launch statistics flag, each
+//! found in the trace and tied to the operators, and the Python lines, that caused it.
+//!
+//! * **`synchronize`**: CPU calls that block until the GPU has finished (`cudaDeviceSynchronize`,
+//!   `cudaStreamSynchronize`, `cudaEventSynchronize` and the driver's twins: what `.item()`,
+//!   `.cpu()`, `.tolist()`, `print` of a CUDA tensor and `torch.cuda.synchronize()` run). Cost:
+//!   the calls' CPU time. Each call belongs to the innermost operator open on its thread when it
+//!   started.
+//! * **`pageable_copy`**: copies between a GPU and pageable (unpinned) host memory (`Memcpy HtoD
+//!   (Pageable -> Device)`, `Memcpy DtoH (Device -> Pageable)`): the driver stages them through a
+//!   pinned buffer of its own, the host waits for them, and `non_blocking=True` cannot overlap
+//!   them with compute. Cost: their GPU time. Each belongs to the operator that launched it.
+//! * **`host_bound_idle`**: the gaps of a device's window (between its first and last operation)
+//!   in which no operation ran on any stream, less the time inside a synchronization: the GPU
+//!   waited for the host to submit work. Cost: that time, so the findings' sum over every device
+//!   is the breakdown's `idle_host_bound_ns`. A gap belongs to the operator that launched the
+//!   operation that ended it (the first to start at its end).
+//! * **`short_kernels`**: kernels that ran for less time than the CPU call that launched them,
+//!   a call of at most 50 µs (HTA's "short GPU kernels", `get_cuda_kernel_launch_stats` with its
+//!   default `runtime_cutoff`: a longer launch is a one-off, such as a first call loading a
+//!   module, not launch overhead). A launch is a one-kernel call, `cudaLaunchKernel` and its kin,
+//!   matched to its kernel by correlation id. A run of such kernels keeps the GPU waiting on the
+//!   CPU's launches. Cost: the launches' CPU time (`gpu_ns`: the kernels' own). Each belongs to
+//!   the operator that launched it.
+//!
+//! A trace without operators (or without a rule's link) puts everything under
+//! [`NO_OPERATOR`]. Findings are ordered by cost, the largest first; a rule that found nothing
+//! is left out.
+
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+
+use super::load::{FileData, GpuOp, Interner, OpKind};
+use super::model::{ratio, union};
+use super::operators::{Links, NONE, NO_OPERATOR};
+use super::render::{bytes, dur, pct};
+use super::saturating::AddSat;
+
+/// One pattern found in the traces ([`find`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// `synchronize`, `pageable_copy`, `host_bound_idle` or `short_kernels`.
+    pub rule: String,
+    /// Calls, copies, gaps or kernels found.
+    pub count: u64,
+    /// What they cost (per rule: see the module documentation).
+    pub time_ns: i64,
+    /// `time_ns` over the summed wall time of every device's window (`gpu.wall_ns`).
+    pub share_of_wall: f64,
+    /// The costliest one.
+    pub longest_ns: i64,
+    /// `pageable_copy`: the bytes copied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<i64>,
+    /// `short_kernels`: the kernels' own GPU time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_ns: Option<i64>,
+    /// Per operator and Python line, by cost (then count, operator, line).
+    pub sources: Vec<FindingSource>,
+}
+
+/// The part of a finding one operator, called from one Python line, is the cause of.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FindingSource {
+    /// The operator's name, or `(no operator)`.
+    pub operator: String,
+    /// Its Python line (`file(line): function`), when the trace recorded stacks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_site: Option<String>,
+    pub count: u64,
+    pub time_ns: i64,
+    /// `pageable_copy`: the bytes copied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<i64>,
+}
+
+/// The rules, in the order their accumulators are kept.
+const RULES: [&str; 4] = [
+    "synchronize",
+    "pageable_copy",
+    "host_bound_idle",
+    "short_kernels",
+];
+const SYNCHRONIZE: usize = 0;
+const PAGEABLE_COPY: usize = 1;
+const HOST_BOUND_IDLE: usize = 2;
+const SHORT_KERNELS: usize = 3;
+
+/// A source's key: the operator's name id (`None`: no operator) and its line.
+type SourceKey<'n> = (Option<u32>, Option<&'n str>);
+
+#[derive(Default, Clone, Copy)]
+struct Cost {
+    count: u64,
+    time: i64,
+    bytes: i64,
+}
+
+#[derive(Default)]
+struct Rule<'n> {
+    total: Cost,
+    longest: i64,
+    gpu: i64,
+    sources: FxHashMap<SourceKey<'n>, Cost>,
+}
+
+impl<'n> Rule<'n> {
+    fn add(&mut self, source: SourceKey<'n>, time: i64, bytes: i64) {
+        for c in [&mut self.total, self.sources.entry(source).or_default()] {
+            c.count += 1;
+            c.time.add_sat(time);
+            c.bytes.add_sat(bytes);
+        }
+        self.longest = self.longest.max(time);
+    }
+}
+
+/// The operator (and line) an event of file `f` belongs to, given its operator index.
+struct Sources<'a, 'n> {
+    names: &'n Interner,
+    f: &'a FileData,
+    links: Option<&'a Links>,
+}
+
+impl<'a, 'n> Sources<'a, 'n> {
+    fn of(&self, op: u32) -> SourceKey<'n> {
+        match self.links {
+            Some(l) if op != NONE => (
+                Some(self.f.cpu_ops[op as usize].name),
+                l.call_site(self.names, &self.f.cpu_ops, op),
+            ),
+            _ => (None, None),
+        }
+    }
+
+    /// The operator that launched GPU operation `i` of the file.
+    fn of_gpu(&self, i: usize) -> SourceKey<'n> {
+        self.of(self.links.map_or(NONE, |l| l.gpu[i]))
+    }
+}
+
+/// The longest launch whose kernel can count as short (HTA's default `runtime_cutoff`).
+const LAUNCH_CUTOFF_NS: i64 = 50_000;
+
+/// A CUDA call that launches exactly one kernel, its GPU work found by correlation id.
+fn is_kernel_launch(name: &str) -> bool {
+    name.starts_with("cudaLaunchKernel")
+        || name.starts_with("cuLaunchKernel")
+        || name.starts_with("cudaLaunchCooperativeKernel")
+        || name.starts_with("cuLaunchCooperativeKernel")
+}
+
+/// The findings of `files` (with their operators' `links`); `wall_ns` is the summed wall of
+/// every device's window.
+pub fn find(
+    names: &Interner,
+    files: &[FileData],
+    links: &[Option<Links>],
+    wall_ns: i64,
+) -> Vec<Finding> {
+    let mut rules: Vec<Rule<'_>> = RULES.iter().map(|_| Rule::default()).collect();
+    for (f, l) in files.iter().zip(links) {
+        let src = Sources {
+            names,
+            f,
+            links: l.as_ref(),
+        };
+        synchronize(&src, &mut rules[SYNCHRONIZE]);
+        pageable_copies(&src, &mut rules[PAGEABLE_COPY]);
+        host_bound_idle(&src, &mut rules[HOST_BOUND_IDLE]);
+        short_kernels(&src, &mut rules[SHORT_KERNELS]);
+    }
+    let mut out: Vec<Finding> = rules
+        .into_iter()
+        .enumerate()
+        .filter(|(_, r)| r.total.count > 0)
+        .map(|(i, r)| finding(names, i, r, wall_ns))
+        .collect();
+    out.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.rule.cmp(&b.rule)));
+    out
+}
+
+fn finding(names: &Interner, rule: usize, r: Rule<'_>, wall_ns: i64) -> Finding {
+    let copies = rule == PAGEABLE_COPY;
+    let mut sources: Vec<FindingSource> = r
+        .sources
+        .into_iter()
+        .map(|((op, site), c)| FindingSource {
+            operator: op.map_or(NO_OPERATOR, |n| names.name(n)).to_string(),
+            call_site: site.map(str::to_string),
+            count: c.count,
+            time_ns: c.time,
+            bytes: copies.then_some(c.bytes),
+        })
+        .collect();
+    sources.sort_by(|a, b| {
+        b.time_ns
+            .cmp(&a.time_ns)
+            .then(b.count.cmp(&a.count))
+            .then_with(|| a.operator.cmp(&b.operator))
+            .then_with(|| a.call_site.cmp(&b.call_site))
+    });
+    Finding {
+        rule: RULES[rule].to_string(),
+        count: r.total.count,
+        time_ns: r.total.time,
+        share_of_wall: ratio(r.total.time as f64, wall_ns as f64),
+        longest_ns: r.longest,
+        bytes: copies.then_some(r.total.bytes),
+        gpu_ns: (rule == SHORT_KERNELS).then_some(r.gpu),
+        sources,
+    }
+}
+
+fn synchronize<'n>(src: &Sources<'_, 'n>, rule: &mut Rule<'n>) {
+    for a in src.f.apis.iter().filter(|a| a.sync) {
+        let op = src
+            .links
+            .map_or(NONE, |l| l.innermost_at(&src.f.cpu_ops, a.thread, a.start));
+        rule.add(src.of(op), a.end - a.start, 0);
+    }
+}
+
+fn pageable_copies<'n>(src: &Sources<'_, 'n>, rule: &mut Rule<'n>) {
+    for (i, o) in src.f.ops.iter().enumerate() {
+        if o.kind == OpKind::Memcpy && src.names.name(o.name).contains("Pageable") {
+            rule.add(src.of_gpu(i), o.end - o.start, o.bytes);
+        }
+    }
+}
+
+/// Each device's idle gaps, less their time inside a synchronization (the intervals the
+/// breakdown counts as sync wait: the process's CPU sync calls and the device's `cuda_sync`
+/// events).
+fn host_bound_idle<'n>(src: &Sources<'_, 'n>, rule: &mut Rule<'n>) {
+    let f = src.f;
+    let mut by_device: FxHashMap<i64, Vec<usize>> = FxHashMap::default();
+    for (i, o) in f.ops.iter().enumerate() {
+        by_device.entry(o.device).or_default().push(i);
+    }
+    let cpu_syncs: Vec<(i64, i64)> = f
+        .apis
+        .iter()
+        .filter(|a| a.sync)
+        .map(|a| (a.start, a.end))
+        .collect();
+    for (dev, mut idx) in by_device {
+        let mut s = cpu_syncs.clone();
+        s.extend(
+            f.gpu_syncs
+                .iter()
+                .filter(|g| g.0 == dev)
+                .map(|g| (g.1, g.2)),
+        );
+        let syncs = union(s);
+        idx.sort_by_key(|&i| (f.ops[i].start, f.ops[i].end, i));
+        let mut next_sync = 0;
+        let mut busy_until = f.ops[idx[0]].start;
+        for &i in &idx {
+            let o: &GpuOp = &f.ops[i];
+            if o.start > busy_until {
+                let gap = o.start - busy_until;
+                let host = gap - overlap(&syncs, &mut next_sync, busy_until, o.start);
+                if host > 0 {
+                    rule.add(src.of_gpu(i), host, 0);
+                }
+            }
+            busy_until = busy_until.max(o.end);
+        }
+    }
+}
+
+/// The length of `[from, to)` covered by `syncs` (sorted, disjoint); `next` is the first
+/// interval that can still reach a later gap, so that a pass over increasing gaps is linear.
+fn overlap(syncs: &[(i64, i64)], next: &mut usize, from: i64, to: i64) -> i64 {
+    while *next < syncs.len() && syncs[*next].1 <= from {
+        *next += 1;
+    }
+    let mut covered = 0i64;
+    for &(s, e) in &syncs[*next..] {
+        if s >= to {
+            break;
+        }
+        covered.add_sat(e.min(to) - s.max(from));
+    }
+    covered
+}
+
+fn short_kernels<'n>(src: &Sources<'_, 'n>, rule: &mut Rule<'n>) {
+    let f = src.f;
+    let mut launch: FxHashMap<i64, usize> = FxHashMap::default();
+    for (i, a) in f.apis.iter().enumerate() {
+        if a.corr >= 0 && is_kernel_launch(src.names.name(a.name)) {
+            launch.insert(a.corr, i);
+        }
+    }
+    if launch.is_empty() {
+        return;
+    }
+    for (i, o) in f.ops.iter().enumerate() {
+        if !o.kind.is_kernel() || o.corr < 0 {
+            continue;
+        }
+        let Some(&a) = launch.get(&o.corr) else {
+            continue;
+        };
+        let (cpu, gpu) = (f.apis[a].end - f.apis[a].start, o.end - o.start);
+        if gpu < cpu && cpu <= LAUNCH_CUTOFF_NS {
+            rule.add(src.of_gpu(i), cpu, 0);
+            rule.gpu.add_sat(gpu);
+        }
+    }
+}
+
+/// A finding's name where people read it.
+pub fn title(f: &Finding) -> &'static str {
+    match f.rule.as_str() {
+        "synchronize" => "Host synchronization",
+        "pageable_copy" => "Copies with pageable host memory",
+        "host_bound_idle" => "GPU waiting for the host",
+        "short_kernels" => "Kernels shorter than their launch",
+        _ => "Finding",
+    }
+}
+
+/// What a finding's figures say, in one sentence. `mark(field, text)` gives each figure as it
+/// is to be shown (`field`: its name in the finding, `text`: the report's units); the words
+/// around the figures need no escaping in HTML.
+pub fn headline(f: &Finding, mark: impl Fn(&str, String) -> String) -> String {
+    let n = f.count;
+    let s = if n == 1 { "" } else { "s" };
+    let count = mark("count", n.to_string());
+    let time = mark("time_ns", dur(f.time_ns as f64));
+    let share = mark("share_of_wall", pct(f.share_of_wall));
+    let longest = mark("longest_ns", dur(f.longest_ns as f64));
+    match f.rule.as_str() {
+        "synchronize" => format!(
+            "{count} synchronizing call{s} blocked the CPU for {time} ({share} of the GPU \
+             window), the longest {longest}"
+        ),
+        "pageable_copy" => format!(
+            "{count} cop{} of {} to or from pageable host memory took {time} of GPU time \
+             ({share} of the GPU window), the longest {longest}",
+            if n == 1 { "y" } else { "ies" },
+            mark("bytes", bytes(f.bytes.unwrap_or(0))),
+        ),
+        "host_bound_idle" => format!(
+            "the GPU sat idle {time} ({share} of the GPU window) waiting for work from the \
+             host, in {count} gap{s}, the longest {longest}"
+        ),
+        "short_kernels" => format!(
+            "{count} kernel{s} ran {} on the GPU and took {time} of CPU time to launch ({share} \
+             of the GPU window)",
+            mark("gpu_ns", dur(f.gpu_ns.unwrap_or(0) as f64)),
+        ),
+        _ => format!("{count} found, {time}"),
+    }
+}
+
+impl Finding {
+    /// Whether its sources say more than `(no operator)`: a trace without operators gets no
+    /// table of them.
+    pub fn has_operators(&self) -> bool {
+        self.sources.iter().any(|s| s.operator != NO_OPERATOR)
+    }
+}
+
+/// What a source's `time_ns` is, as a column header.
+pub fn time_column(f: &Finding) -> &'static str {
+    match f.rule.as_str() {
+        "synchronize" => "CPU blocked",
+        "pageable_copy" => "GPU time",
+        "host_bound_idle" => "GPU idle before",
+        "short_kernels" => "launch CPU",
+        _ => "time",
+    }
+}
+
+/// What to do about a finding.
+pub fn advice(f: &Finding) -> &'static str {
+    match f.rule.as_str() {
+        "synchronize" => {
+            "Each waits until the GPU has run all the work queued before it: `.item()`, \
+             `.cpu()`, `.tolist()`, `print` or a Python `if` on a CUDA tensor, \
+             `torch.cuda.synchronize()`. Keep values on the GPU, read them less often or \
+             together; `torch.cuda.set_sync_debug_mode(\"warn\")` makes PyTorch name each one."
+        }
+        "pageable_copy" => {
+            "The driver stages these through a pinned buffer of its own and the host waits, even \
+             with `non_blocking=True`. Pin the host tensors (`DataLoader(pin_memory=True)`, \
+             `tensor.pin_memory()`) and copy with `non_blocking=True`."
+        }
+        "host_bound_idle" => {
+            "Each gap ended when the host launched the next work; the host was busy before \
+             that (Python code, data loading, a long run of small launches). Look at the CPU \
+             time just before those launches; torch.compile and CUDA graphs cut the number of \
+             launches."
+        }
+        "short_kernels" => {
+            "A run of kernels shorter than their launch is paced by the CPU, not the GPU. Fuse \
+             them (torch.compile) or replay them (CUDA graphs: \
+             `torch.compile(mode=\"reduce-overhead\")`, `torch.cuda.graph`)."
+        }
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlap_walks_forward_once() {
+        let syncs = [(10, 20), (30, 40), (50, 60)];
+        let mut next = 0;
+        assert_eq!(overlap(&syncs, &mut next, 0, 5), 0);
+        assert_eq!(overlap(&syncs, &mut next, 15, 35), 10);
+        assert_eq!(next, 0);
+        assert_eq!(overlap(&syncs, &mut next, 38, 70), 12);
+        assert_eq!(next, 1);
+        assert_eq!(overlap(&syncs, &mut next, 60, 80), 0);
+        assert_eq!(next, 3);
+    }
+
+    #[test]
+    fn one_kernel_launches() {
+        for n in [
+            "cudaLaunchKernel",
+            "cudaLaunchKernelExC_v11060",
+            "cuLaunchKernel",
+            "cuLaunchKernelEx",
+            "cudaLaunchCooperativeKernel",
+        ] {
+            assert!(is_kernel_launch(n), "{n}");
+        }
+        for n in ["cudaGraphLaunch", "cudaMemcpyAsync", "cudaLaunchHostFunc"] {
+            assert!(!is_kernel_launch(n), "{n}");
+        }
+    }
+}
