@@ -28,12 +28,14 @@
 //! [`NO_OPERATOR`]. Findings are ordered by cost, the largest first; a rule that found nothing
 //! is left out.
 
+use std::cell::RefCell;
+
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use super::load::{FileData, GpuOp, Interner, OpKind};
+use super::load::{FileData, GpuOp, Interner, OpKind, NO_NAME};
 use super::model::{ratio, union};
-use super::operators::{Links, NONE, NO_OPERATOR};
+use super::operators::{call_site, Links, NONE, NO_OPERATOR};
 use super::render::{bytes, dur, pct};
 use super::saturating::AddSat;
 
@@ -121,17 +123,27 @@ struct Sources<'a, 'n> {
     names: &'n Interner,
     f: &'a FileData,
     links: Option<&'a Links>,
+    /// Per `Call stack` name id: its line (a trace has few stacks and may have a gap or a
+    /// launch per operator).
+    lines: RefCell<FxHashMap<u32, Option<&'n str>>>,
 }
 
 impl<'a, 'n> Sources<'a, 'n> {
     fn of(&self, op: u32) -> SourceKey<'n> {
-        match self.links {
-            Some(l) if op != NONE => (
-                Some(self.f.cpu_ops[op as usize].name),
-                l.call_site(self.names, &self.f.cpu_ops, op),
-            ),
-            _ => (None, None),
-        }
+        let Some(l) = self.links.filter(|_| op != NONE) else {
+            return (None, None);
+        };
+        let stack = l.stack_of(&self.f.cpu_ops, op);
+        let line = if stack == NO_NAME {
+            None
+        } else {
+            *self
+                .lines
+                .borrow_mut()
+                .entry(stack)
+                .or_insert_with(|| call_site(self.names.name(stack)))
+        };
+        (Some(self.f.cpu_ops[op as usize].name), line)
     }
 
     /// The operator that launched GPU operation `i` of the file.
@@ -165,6 +177,7 @@ pub fn find(
             names,
             f,
             links: l.as_ref(),
+            lines: RefCell::default(),
         };
         synchronize(&src, &mut rules[SYNCHRONIZE]);
         pageable_copies(&src, &mut rules[PAGEABLE_COPY]);

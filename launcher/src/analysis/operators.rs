@@ -62,14 +62,19 @@ impl Links {
         innermost_at(&self.by_thread, ops, &self.parent, &self.rep, thread, t)
     }
 
-    /// The Python line `op` was called from: [`call_site`] of its own `Call stack`, else of the
-    /// nearest enclosing operator's that has one; `None` without stacks (or for `NONE`).
-    pub fn call_site<'n>(&self, names: &'n Interner, ops: &[CpuOp], op: u32) -> Option<&'n str> {
+    /// The `Call stack` (name id) `op` was called with: its own, else the nearest enclosing
+    /// operator's that has one; `NO_NAME` without (or for `NONE`). [`call_site`] of it is the
+    /// operator's Python line.
+    pub fn stack_of(&self, ops: &[CpuOp], op: u32) -> u32 {
         let mut at = op;
         while at != NONE && ops[at as usize].stack == NO_NAME {
             at = self.parent[at as usize];
         }
-        (at != NONE).then(|| call_site(names.name(ops[at as usize].stack)))?
+        if at == NONE {
+            NO_NAME
+        } else {
+            ops[at as usize].stack
+        }
     }
 }
 

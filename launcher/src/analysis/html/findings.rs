@@ -10,6 +10,9 @@ use super::super::model::Summary;
 use super::super::render::{bytes, dur};
 use super::svg::{data, esc};
 
+/// Sources shown per finding at most (summary.json has them all).
+const ROWS: usize = 8;
+
 pub fn section(s: &Summary, top: usize) -> String {
     if s.findings.is_empty() {
         return String::new();
@@ -17,8 +20,10 @@ pub fn section(s: &Summary, top: usize) -> String {
     let mut out = String::from(
         r#"<section id="cp-findings"><h2>What to look at</h2><p class="note">Patterns that cost time, costliest first, with the operators and Python lines behind them.</p>"#,
     );
+    // The section comes before the plots: a few rows each keep them in sight.
+    let rows = top.min(ROWS);
     for (i, f) in s.findings.iter().enumerate() {
-        finding(&mut out, i, f, top);
+        finding(&mut out, i, f, rows);
     }
     out.push_str("</section>");
     out
