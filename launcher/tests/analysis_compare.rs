@@ -3,7 +3,7 @@
 mod analysis_support;
 
 use analysis_support::*;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// Steps of 1 ms; gemm 3 x 150 µs in `forward`, the all-reduce 500 µs in `backward`, and a
 /// kernel A does not have.
@@ -124,4 +124,71 @@ fn compare_says_no_difference_when_the_means_are_equal() {
     ]))
     .unwrap();
     assert_eq!(json["step_time_speedup"], 1.0);
+}
+
+/// The findings of each side, rule by rule, are the report's own (`findings[]`'s count and
+/// cost), largest first, with a table under the step and GPU lines.
+#[test]
+fn compare_puts_the_findings_side_by_side() {
+    let dir = tempdir("compare-findings");
+    let a = dir.join("a-rank0.trace.json.gz");
+    let b = dir.join("b-rank0.trace.json.gz");
+    sample().write_gz(&a);
+    faster().write_gz(&b);
+    let report = |t: &std::path::Path, out: &str| {
+        let out = dir.join(out);
+        cuprof_ok(&["report", t.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        read_json(&out.join("summary.json"))["findings"].clone()
+    };
+    let side = |f: &Value, rule: &str| -> (u64, i64) {
+        f.as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["rule"] == rule)
+            .map_or((0, 0), |x| {
+                (x["count"].as_u64().unwrap(), x["time_ns"].as_i64().unwrap())
+            })
+    };
+    let (fa, fb) = (report(&a, "ra"), report(&b, "rb"));
+    let c: Value = serde_json::from_str(&cuprof_ok(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+    ]))
+    .unwrap();
+    let rows = c["findings"].as_array().unwrap();
+    // sample() has host-bound gaps, a device sync and a pageable copy; faster() only gaps.
+    let rules: Vec<&str> = rows.iter().map(|r| r["rule"].as_str().unwrap()).collect();
+    assert_eq!(rules, ["host_bound_idle", "synchronize", "pageable_copy"]);
+    for r in rows {
+        let rule = r["rule"].as_str().unwrap();
+        let ((ac, an), (bc, bn)) = (side(&fa, rule), side(&fb, rule));
+        assert_eq!(
+            (
+                r["a_count"].as_u64(),
+                r["a_ns"].as_i64(),
+                r["b_count"].as_u64(),
+                r["b_ns"].as_i64()
+            ),
+            (Some(ac), Some(an), Some(bc), Some(bn)),
+            "{rule}"
+        );
+        assert_eq!(r["delta_ns"].as_i64(), Some(bn - an));
+    }
+    assert!(rows[0]["a_ns"].as_i64().unwrap() > 0 && rows[0]["b_ns"].as_i64().unwrap() > 0);
+    assert_eq!(
+        (&rows[1]["b_count"], &rows[2]["b_count"]),
+        (&json!(0), &json!(0))
+    );
+    let table = cuprof_ok(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let header = table
+        .lines()
+        .find(|l| l.trim_start().starts_with("what to look at"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        header.contains("count A") && header.contains("B-A"),
+        "{header}"
+    );
+    assert!(table.contains("Host synchronization"), "{table}");
 }

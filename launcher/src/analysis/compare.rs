@@ -65,6 +65,79 @@ pub struct Comparison {
     /// CPU time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub operators: Option<Vec<OperatorRow>>,
+    /// The report's findings by rule, when either side has one: largest `max(a, b)` cost first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<FindingRow>,
+}
+
+/// One finding's rule in A and B (the report's `findings[]`: count and cost, `time_ns`).
+#[derive(Debug, Default, Serialize)]
+pub struct FindingRow {
+    pub rule: String,
+    pub a_count: u64,
+    pub b_count: u64,
+    pub a_ns: i64,
+    pub b_ns: i64,
+    /// `b / a`; `null` when A has none of it.
+    pub ratio: Option<f64>,
+    pub delta_ns: i64,
+}
+
+fn finding_rows(a: &Summary, b: &Summary) -> Vec<FindingRow> {
+    let mut m: BTreeMap<&str, FindingRow> = BTreeMap::new();
+    for (side, s) in [(0, a), (1, b)] {
+        for f in &s.findings {
+            let r = m.entry(&f.rule).or_default();
+            let (count, ns) = if side == 0 {
+                (&mut r.a_count, &mut r.a_ns)
+            } else {
+                (&mut r.b_count, &mut r.b_ns)
+            };
+            *count = count.saturating_add(f.count);
+            ns.add_sat(f.time_ns);
+        }
+    }
+    let mut v: Vec<FindingRow> = m
+        .into_iter()
+        .map(|(rule, mut r)| {
+            r.rule = rule.to_string();
+            r.ratio = (r.a_ns != 0).then(|| r.b_ns as f64 / r.a_ns as f64);
+            r.delta_ns = r.b_ns - r.a_ns;
+            r
+        })
+        .collect();
+    v.sort_by(|x, y| {
+        y.a_ns
+            .max(y.b_ns)
+            .cmp(&x.a_ns.max(x.b_ns))
+            .then_with(|| x.rule.cmp(&y.rule))
+    });
+    v
+}
+
+/// The findings side by side, titled as the report titles them.
+fn finding_table(rows: &[FindingRow]) -> String {
+    let mut t = Table::new(&[
+        "what to look at",
+        ">count A",
+        ">count B",
+        ">A",
+        ">B",
+        ">B/A",
+        ">B-A",
+    ]);
+    for r in rows {
+        t.row(vec![
+            super::findings::rule_title(&r.rule).to_string(),
+            r.a_count.to_string(),
+            r.b_count.to_string(),
+            dur(r.a_ns as f64),
+            dur(r.b_ns as f64),
+            ratio_cell(r.ratio),
+            dur(r.delta_ns as f64),
+        ]);
+    }
+    t.text()
 }
 
 /// One operator name in A and B (the report's `operators.top` figures).
@@ -212,6 +285,7 @@ pub(crate) fn comparison(a: &Summary, b: &Summary) -> Comparison {
             (Some(x), Some(y)) => Some(operator_rows(x, y)),
             _ => None,
         },
+        findings: finding_rows(a, b),
     }
 }
 
@@ -265,6 +339,10 @@ pub(crate) fn text(c: &Comparison, top: usize, a_ops: bool, b_ops: bool) -> Stri
         dur(c.a.gpu.idle_ns as f64),
         dur(c.b.gpu.idle_ns as f64)
     ));
+    if !c.findings.is_empty() {
+        out.push_str(&finding_table(&c.findings));
+        out.push('\n');
+    }
     out.push_str(&table("kernel", &c.kernels, top));
     out.push('\n');
     out.push_str(&table("NVTX range", &c.nvtx_buckets, top));

@@ -328,7 +328,12 @@ fn short_kernels<'n>(src: &Sources<'_, 'n>, rule: &mut Rule<'n>) {
 
 /// A finding's name where people read it.
 pub fn title(f: &Finding) -> &'static str {
-    match f.rule.as_str() {
+    rule_title(&f.rule)
+}
+
+/// A rule's name where people read it.
+pub fn rule_title(rule: &str) -> &'static str {
+    match rule {
         "synchronize" => "Host synchronization",
         "pageable_copy" => "Copies with pageable host memory",
         "host_bound_idle" => "GPU waiting for the host",
