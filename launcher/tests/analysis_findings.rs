@@ -155,13 +155,7 @@ fn each_finding_names_its_operators_and_python_lines() {
     let trace = dir.join("fwd-rank0.trace.json.gz");
     forward_pass().write_gz(&trace);
     let out = dir.join("out");
-    let stdout = cuprof_ok(&[
-        "report",
-        trace.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    let s = read_json(&out.join("summary.json"));
+    let (stdout, s) = report(&trace, &out);
     let wall = 700 * US;
     assert_eq!(s["gpu"]["wall_ns"], json!(wall));
     let (l30, l50, l60, l70) = (
@@ -274,13 +268,7 @@ fn without_operators_everything_is_under_no_operator() {
     let trace = dir.join("t-rank0.trace.json.gz");
     t.write_gz(&trace);
     let out = dir.join("out");
-    cuprof_ok(&[
-        "report",
-        trace.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    let s = read_json(&out.join("summary.json"));
+    let (_, s) = report(&trace, &out);
     let rules: Vec<(&str, &Value)> = s["findings"]
         .as_array()
         .unwrap()
@@ -317,13 +305,7 @@ fn a_trace_with_nothing_to_flag_has_no_findings() {
     let trace = dir.join("t-rank0.trace.json.gz");
     t.write_gz(&trace);
     let out = dir.join("out");
-    let stdout = cuprof_ok(&[
-        "report",
-        trace.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    let s = read_json(&out.join("summary.json"));
+    let (stdout, s) = report(&trace, &out);
     assert!(s.get("findings").is_none(), "{}", s["findings"]);
     assert!(!stdout.contains("What to look at"), "{stdout}");
 }
@@ -339,13 +321,7 @@ fn real_torch_profiler_traces() {
     let summary = |name: &str| {
         let out = dir.join(name);
         let trace = data.join(format!("{name}.trace.json.gz"));
-        cuprof_ok(&[
-            "report",
-            trace.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ]);
-        read_json(&out.join("summary.json"))
+        report(&trace, &out).1
     };
     let figures = |s: &Value| -> Vec<(String, u64, i64, Option<i64>, String)> {
         s["findings"]
@@ -420,12 +396,7 @@ fn short_kernels_agree_with_hta() {
         let file = format!("{name}.trace.json.gz");
         std::fs::copy(data.join(&file), traces.join(&file)).unwrap();
         let out = dir.join(format!("{name}-out"));
-        cuprof_ok(&[
-            "report",
-            traces.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ]);
+        report(&traces, &out);
         let o = Command::new("python3")
             .arg(&script)
             .arg(&traces)

@@ -32,17 +32,6 @@ fn rows(v: &Value) -> Vec<Row> {
         .collect()
 }
 
-/// `cuprof report TRACE -o OUT`: its stdout and summary.json.
-fn report(trace: &std::path::Path, out: &std::path::Path) -> (String, Value) {
-    let stdout = cuprof_ok(&[
-        "report",
-        trace.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    (stdout, read_json(&out.join("summary.json")))
-}
-
 fn row(name: &str, dims: Option<&str>, n: [i64; 6]) -> Row {
     (
         name.to_string(),

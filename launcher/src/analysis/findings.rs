@@ -34,7 +34,7 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use super::load::{FileData, GpuOp, Interner, OpKind, NO_NAME};
-use super::model::{ratio, union};
+use super::model::{ratio, sync_wait};
 use super::operators::{call_site, Links, NONE, NO_OPERATOR};
 use super::render::{bytes, dur, pct};
 use super::saturating::AddSat;
@@ -252,21 +252,8 @@ fn host_bound_idle<'n>(src: &Sources<'_, 'n>, rule: &mut Rule<'n>) {
     for (i, o) in f.ops.iter().enumerate() {
         by_device.entry(o.device).or_default().push(i);
     }
-    let cpu_syncs: Vec<(i64, i64)> = f
-        .apis
-        .iter()
-        .filter(|a| a.sync)
-        .map(|a| (a.start, a.end))
-        .collect();
     for (dev, mut idx) in by_device {
-        let mut s = cpu_syncs.clone();
-        s.extend(
-            f.gpu_syncs
-                .iter()
-                .filter(|g| g.0 == dev)
-                .map(|g| (g.1, g.2)),
-        );
-        let syncs = union(s);
+        let syncs = sync_wait(f, dev);
         idx.sort_by_key(|&i| (f.ops[i].start, f.ops[i].end, i));
         let mut next_sync = 0;
         let mut busy_until = f.ops[idx[0]].start;

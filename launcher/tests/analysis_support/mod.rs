@@ -403,6 +403,17 @@ pub fn cuprof_ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `cuprof report INPUT -o OUT`: its stdout and summary.json.
+pub fn report(input: &Path, out: &Path) -> (String, serde_json::Value) {
+    let stdout = cuprof_ok(&[
+        "report",
+        input.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    (stdout, read_json(&out.join("summary.json")))
+}
+
 pub fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::load::{GpuOp, OpKind};
+use crate::analysis::load::{FileData, GpuOp, OpKind};
 use crate::analysis::saturating::AddSat;
 
 /// Time breakdown of one device, integer nanoseconds. The window is from the start of the
@@ -61,6 +61,18 @@ pub fn union(mut iv: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
         }
     }
     out
+}
+
+/// The intervals in which device `dev`'s idle time of file `f` is sync wait: the process's CPU
+/// sync calls (on any thread) and the device's `cuda_sync` events, as a sorted disjoint union.
+pub fn sync_wait(f: &FileData, dev: i64) -> Vec<(i64, i64)> {
+    let cpu = f.apis.iter().filter(|a| a.sync).map(|a| (a.start, a.end));
+    let gpu = f
+        .gpu_syncs
+        .iter()
+        .filter(|g| g.0 == dev)
+        .map(|g| (g.1, g.2));
+    union(cpu.chain(gpu).collect())
 }
 
 /// Total length of the intersection of two sorted disjoint interval lists.

@@ -23,7 +23,7 @@ use super::series;
 use super::torch_compile;
 
 pub use attribution::{api_paths, op_paths, Paths, NO_LAUNCH, NO_RANGE};
-pub use intervals::{breakdown, union, Breakdown};
+pub use intervals::{breakdown, sync_wait, Breakdown};
 pub use schema::*;
 pub use steps::{step_stats, StepStats};
 
@@ -220,25 +220,12 @@ impl Analysis {
         let mut per_device: BTreeMap<i64, DeviceSummary> = BTreeMap::new();
         for &fi in idx {
             let f = &self.files[fi];
-            let cpu_syncs: Vec<(i64, i64)> = f
-                .apis
-                .iter()
-                .filter(|a| a.sync)
-                .map(|a| (a.start, a.end))
-                .collect();
             let mut ops_by: BTreeMap<i64, Vec<&GpuOp>> = BTreeMap::new();
             for o in &f.ops {
                 ops_by.entry(o.device).or_default().push(o);
             }
             for (dev, ops) in ops_by {
-                let mut s = cpu_syncs.clone();
-                s.extend(
-                    f.gpu_syncs
-                        .iter()
-                        .filter(|g| g.0 == dev)
-                        .map(|g| (g.1, g.2)),
-                );
-                let b = breakdown(&ops, &union(s));
+                let b = breakdown(&ops, &sync_wait(f, dev));
                 let start = ops.iter().map(|o| o.start).min().unwrap_or(0);
                 let end = ops.iter().map(|o| o.end).max().unwrap_or(0);
                 let d = per_device.entry(dev).or_insert_with(|| DeviceSummary {
