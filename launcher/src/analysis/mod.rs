@@ -33,6 +33,8 @@
 //!   time = duration minus the operators directly inside. A GPU operation belongs to the
 //!   operator its `External id` names, else to the one its launch's `External id` names (by
 //!   correlation), else to `(no operator)`.
+//! * **CUDA API calls** ([`api_calls`]): per call name, count, total, share, mean, median, min
+//!   and max, as Nsight Systems' `cuda_api_sum`.
 //! * **Findings** ([`findings`]): host synchronizations, pageable copies, the GPU's host-bound
 //!   gaps and kernels shorter than their launch, each tied to operators and Python lines.
 //! * **Series** ([`series`]): each rank's step durations, and each device's memory counter
@@ -43,6 +45,7 @@
 //!   (ties: lowest rank); comm/compute overlap = time communication and compute kernels ran
 //!   together / total communication time (union).
 
+mod api_calls;
 mod compare;
 mod findings;
 mod flame;

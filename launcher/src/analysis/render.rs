@@ -1,5 +1,6 @@
 //! Tables for the terminal and for `report.md`.
 
+use super::api_calls::ApiRow;
 use super::findings::Finding;
 use super::model::{Breakdown, StepStats, Summary};
 use super::operators::{CallSiteRow, OperatorRow, Operators};
@@ -373,6 +374,13 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
         },
     ));
 
+    if !s.api_calls.is_empty() {
+        out.push((
+            "CUDA API calls".to_string(),
+            api_calls(&s.api_calls, top, md, name_max),
+        ));
+    }
+
     let d = &s.dropped;
     let mut text = format!(
         "{} records dropped (channel {}, CUPTI {}, buffers {}); {} kernels without timestamps; {} memory events dropped\n",
@@ -602,6 +610,32 @@ fn call_sites(rows: &[CallSiteRow], top: usize, md: bool, name_max: usize) -> St
         ];
         mem.cells(&mut row, memory(r));
         t.row(row);
+    }
+    let mut text = if md { t.markdown() } else { t.text() };
+    let more = rows.len().saturating_sub(top);
+    if more > 0 {
+        text.push_str(&format!("({more} more in summary.json)\n"));
+    }
+    text
+}
+
+/// The runtime and driver calls by total time, as `nsys stats`' `cuda_api_sum` lists them.
+fn api_calls(rows: &[ApiRow], top: usize, md: bool, name_max: usize) -> String {
+    let mut t = Table::new(&[
+        "#", "call", ">count", ">total", ">share", ">mean", ">median", ">min", ">max",
+    ]);
+    for (i, r) in rows.iter().take(top).enumerate() {
+        t.row(vec![
+            (i + 1).to_string(),
+            short(&r.name, name_max / 2),
+            r.count.to_string(),
+            dur(r.total_ns as f64),
+            pct(r.share),
+            dur(r.mean_ns),
+            dur(r.median_ns),
+            dur(r.min_ns as f64),
+            dur(r.max_ns as f64),
+        ]);
     }
     let mut text = if md { t.markdown() } else { t.text() };
     let more = rows.len().saturating_sub(top);

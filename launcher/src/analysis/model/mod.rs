@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
+use super::api_calls;
 use super::findings;
 use super::load::{number_ranks, FileData, GpuOp, Interner, OpKind, NO_NAME};
 use super::operators::{self, Links};
@@ -25,7 +26,7 @@ use super::torch_compile;
 pub use attribution::{api_paths, op_paths, Paths, NO_LAUNCH, NO_RANGE};
 pub use intervals::{breakdown, sync_wait, Breakdown};
 pub use schema::*;
-pub use steps::{step_stats, StepStats};
+pub use steps::{percentile, step_stats, StepStats};
 
 /// Loaded files and what was derived from them once.
 pub struct Analysis {
@@ -202,6 +203,7 @@ impl Analysis {
             memcpy,
             dropped,
             cross_rank,
+            api_calls: api_calls::summarize(&self.names, &self.files),
             findings,
             torch_compile: torch_compile::summarize(
                 &self.names,

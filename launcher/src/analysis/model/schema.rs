@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{Breakdown, StepStats};
+use crate::analysis::api_calls::ApiRow;
 use crate::analysis::findings::Finding;
 use crate::analysis::operators::Operators;
 use crate::analysis::saturating::AddSat;
@@ -187,6 +188,9 @@ pub struct Summary {
     pub memcpy: Vec<MemcpyRow>,
     pub dropped: Dropped,
     pub cross_rank: CrossRank,
+    /// CUDA runtime and driver calls by name, by total time; absent when the traces have none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub api_calls: Vec<ApiRow>,
     /// What to look at first: host synchronizations, pageable copies, the GPU waiting for the
     /// host, kernels shorter than their launch; by cost, absent when none was found.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
