@@ -244,6 +244,10 @@ fn page_has_every_section_with_summary_numbers() {
         "{f}"
     );
     assert!(html.find("cp-findings") < html.find("cp-steps"));
+    // CUDA API calls: per name, every figure marked (2 ranks x 8 steps: 32 launches, 16 copies).
+    let api = section(&html, "cp-api");
+    assert!(api.contains(r#"<tr><td><code>cudaLaunchKernel</code></td><td data-key="api_calls.0.count" data-value="32">32</td>"#), "{api}");
+    assert!(api.contains(r#"<td><code>cudaMemcpyAsync</code></td><td data-key="api_calls.1.count" data-value="16">16</td>"#), "{api}");
     // Steps: one dot per step and rank over the steps, and (16 step times: fewer than 30) one
     // point each in the distribution, no histogram; the straggler in summary.json.
     let steps = section(&html, "cp-steps");

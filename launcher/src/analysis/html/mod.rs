@@ -11,6 +11,7 @@
 //! * GPU time per rank as stacked bars, with every figure in a table ([`breakdown`]);
 //! * a rank × step heatmap of step time, with several ranks ([`heatmap`]);
 //! * top kernels and top operators as bars ([`bars`]);
+//! * the CUDA API calls by name ([`api_calls`]);
 //! * device memory over time with its peak, when the traces have the memory counter
 //!   ([`memory`]);
 //! * the flame graph of `cuprof flame` ([`flame`]).
@@ -20,6 +21,7 @@
 //! the page against summary.json mark by mark. The SVG is written by hand ([`svg`]): see that
 //! module for why no plotting crate.
 
+mod api_calls;
 mod bars;
 mod breakdown;
 mod findings;
@@ -120,6 +122,7 @@ pub fn page(
         bars::kernels(s, top),
         bars::operators(s, top),
         bars::torch_compile(s, top),
+        api_calls::section(s, top),
         memory::section(s),
         flame_section(flame_svg),
         memory_flame_section(memory_flame_svg),
