@@ -6,7 +6,7 @@
 
 mod common;
 use common::*;
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -509,4 +509,56 @@ fn operators_finished_inside_one_open_across_the_cycles_end_are_in_the_cycle() {
     assert_eq!(names.get("cuproftest::nested"), Some(&10), "{names:?}");
     assert_eq!(out["nested_before_the_end"], 10);
     assert_eq!(names.get("cuproftest::after"), None, "{names:?}");
+}
+
+/// Real PyTorch operators (custom operators that copy and synchronize through the double, which
+/// PyTorch records as their autograd nodes), recorded with stacks, read back by `cuprof report`: the synchronizations and the pageable
+/// copies are findings, each tied to its operator and to the program's line that called it.
+#[test]
+fn findings_name_the_operators_and_lines_of_a_torch_program() {
+    let dir = TempDir::new("torch-findings");
+    require_torch();
+    one_recorded_step("findings_torch.py", &[], dir.path())
+        .env("CUPROF_WITH_STACK", "1")
+        .ok_json();
+    let s = report_summary(&dir.path().join("t-rank0.trace.json.gz"), dir.path());
+    let app = apps().join("findings_torch.py");
+    let at = |code: &str| {
+        format!(
+            "{}({}): <module>",
+            app.display(),
+            app_line("findings_torch.py", code)
+        )
+    };
+    let finding = |rule: &str| -> Value {
+        s["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["rule"] == rule)
+            .unwrap_or_else(|| panic!("no {rule} in {}", s["findings"]))
+            .clone()
+    };
+    // The double's stream sync call lasts its 40 µs and 1 µs more.
+    let sync = finding("synchronize");
+    assert_eq!(
+        (&sync["count"], &sync["time_ns"]),
+        (&json!(3), &json!(123_000))
+    );
+    assert_eq!(
+        sync["sources"],
+        json!([{"operator": "GeneratedBackwardFor_cuproftest_read_back_default", "call_site": at("z = read_back(y)"), "count": 3, "time_ns": 123_000}])
+    );
+    let copies = finding("pageable_copy");
+    assert_eq!(
+        (&copies["count"], &copies["time_ns"], &copies["bytes"]),
+        (&json!(6), &json!(24_000), &json!(3 * 4096 + 3 * 65536))
+    );
+    assert_eq!(
+        copies["sources"],
+        json!([
+            {"operator": "GeneratedBackwardFor_cuproftest_upload_default", "call_site": at("y = upload(x)"), "count": 3, "time_ns": 15_000, "bytes": 3 * 65536},
+            {"operator": "GeneratedBackwardFor_cuproftest_read_back_default", "call_site": at("z = read_back(y)"), "count": 3, "time_ns": 9_000, "bytes": 3 * 4096},
+        ])
+    );
 }
