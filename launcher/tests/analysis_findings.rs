@@ -411,3 +411,55 @@ fn short_kernels_agree_with_hta() {
         );
     }
 }
+
+/// With several ranks each finding says how its cost spreads over them, every rank listed.
+#[test]
+fn several_ranks_each_finding_says_where_it_is_worst() {
+    let dir = tempdir("findings-ranks");
+    let traces = dir.join("traces");
+    std::fs::create_dir_all(&traces).unwrap();
+    forward_pass().write_gz(&traces.join("fwd-rank0.trace.json.gz"));
+    // Rank 1: one kernel, then a 50 µs device sync outside every operator.
+    let mut t = Trace::new(1, 2);
+    t.metadata(&[0], &[(0, 7)], &[MAIN]);
+    t.launch("k", MAIN, 0, 0, 7, 10 * US, 20 * US);
+    let c = t.corr();
+    t.runtime("cudaDeviceSynchronize", MAIN, 40 * US, 50 * US, c);
+    t.write_gz(&traces.join("fwd-rank1.trace.json.gz"));
+    let (stdout, s) = report(&traces, &dir.join("out"));
+    let sync = s["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "synchronize")
+        .unwrap();
+    assert_eq!(
+        sync["ranks"],
+        json!([
+            {"rank": 0, "count": 2, "time_ns": 400 * US},
+            {"rank": 1, "count": 1, "time_ns": 50 * US},
+        ])
+    );
+    let copies = s["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "pageable_copy")
+        .unwrap();
+    assert_eq!(
+        copies["ranks"],
+        json!([
+            {"rank": 0, "count": 2, "time_ns": 15 * US},
+            {"rank": 1, "count": 0, "time_ns": 0},
+        ])
+    );
+    assert!(
+        stdout.contains(
+            "   per rank: the most on rank 0 (400.000 µs, 2x), the least on rank 1 (50.000 µs, 1x), median 225.000 µs.\n"
+        ),
+        "{stdout}"
+    );
+    // One rank: no per-rank figures.
+    let (_, one) = report(&traces.join("fwd-rank0.trace.json.gz"), &dir.join("one"));
+    assert!(one["findings"][0].get("ranks").is_none());
+}

@@ -243,6 +243,17 @@ fn page_has_every_section_with_summary_numbers() {
         f.contains("Pin the host tensors (<code>DataLoader(pin_memory=True)</code>"),
         "{f}"
     );
+    // Two ranks: each finding's spread over them, its figures marked (checked below with the
+    // page's every other number).
+    assert_eq!(
+        f.matches("<p>Per rank: the most on rank ").count(),
+        2,
+        "{f}"
+    );
+    assert!(
+        f.contains(r#"data-key="findings.1.ranks.0.time_ns" data-value="400000">400.000 µs</b>"#),
+        "{f}"
+    );
     assert!(html.find("cp-findings") < html.find("cp-steps"));
     // CUDA API calls: per name, every figure marked (2 ranks x 8 steps: 32 launches, 16 copies).
     let api = section(&html, "cp-api");

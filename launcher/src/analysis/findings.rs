@@ -29,12 +29,13 @@
 //! is left out.
 
 use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use super::load::{FileData, GpuOp, Interner, OpKind, NO_NAME};
-use super::model::{ratio, sync_wait};
+use super::model::{percentile, ratio, sync_wait};
 use super::operators::{call_site, Links, NONE, NO_OPERATOR};
 use super::render::{bytes, dur, pct};
 use super::saturating::AddSat;
@@ -60,6 +61,17 @@ pub struct Finding {
     pub gpu_ns: Option<i64>,
     /// Per operator and Python line, by cost (then count, operator, line).
     pub sources: Vec<FindingSource>,
+    /// With several ranks: every rank's part, by rank (0 for a rank without any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<FindingRank>,
+}
+
+/// One rank's part of a finding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FindingRank {
+    pub rank: i64,
+    pub count: u64,
+    pub time_ns: i64,
 }
 
 /// The part of a finding one operator, called from one Python line, is the cause of.
@@ -105,11 +117,17 @@ struct Rule<'n> {
     longest: i64,
     gpu: i64,
     sources: FxHashMap<SourceKey<'n>, Cost>,
+    by_rank: BTreeMap<i64, Cost>,
 }
 
 impl<'n> Rule<'n> {
-    fn add(&mut self, source: SourceKey<'n>, time: i64, bytes: i64) {
-        for c in [&mut self.total, self.sources.entry(source).or_default()] {
+    fn add(&mut self, rank: i64, source: SourceKey<'n>, time: i64, bytes: i64) {
+        let per_rank = self.by_rank.entry(rank).or_default();
+        for c in [
+            &mut self.total,
+            self.sources.entry(source).or_default(),
+            per_rank,
+        ] {
             c.count += 1;
             c.time.add_sat(time);
             c.bytes.add_sat(bytes);
@@ -122,6 +140,8 @@ impl<'n> Rule<'n> {
 struct Sources<'a, 'n> {
     names: &'n Interner,
     f: &'a FileData,
+    /// The rank the file counts under.
+    rank: i64,
     links: Option<&'a Links>,
     /// Per `Call stack` name id: its line (a trace has few stacks and may have a gap or a
     /// launch per operator).
@@ -163,19 +183,21 @@ fn is_kernel_launch(name: &str) -> bool {
         || name.starts_with("cuLaunchCooperativeKernel")
 }
 
-/// The findings of `files` (with their operators' `links`); `wall_ns` is the summed wall of
-/// every device's window.
+/// The findings of `files` (with their operators' `links` and the ranks they count under);
+/// `wall_ns` is the summed wall of every device's window.
 pub fn find(
     names: &Interner,
     files: &[FileData],
     links: &[Option<Links>],
+    ranks: &[i64],
     wall_ns: i64,
 ) -> Vec<Finding> {
     let mut rules: Vec<Rule<'_>> = RULES.iter().map(|_| Rule::default()).collect();
-    for (f, l) in files.iter().zip(links) {
+    for ((f, l), &rank) in files.iter().zip(links).zip(ranks) {
         let src = Sources {
             names,
             f,
+            rank,
             links: l.as_ref(),
             lines: RefCell::default(),
         };
@@ -188,14 +210,29 @@ pub fn find(
         .into_iter()
         .enumerate()
         .filter(|(_, r)| r.total.count > 0)
-        .map(|(i, r)| finding(names, i, r, wall_ns))
+        .map(|(i, r)| finding(names, i, r, ranks, wall_ns))
         .collect();
     out.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.rule.cmp(&b.rule)));
     out
 }
 
-fn finding(names: &Interner, rule: usize, r: Rule<'_>, wall_ns: i64) -> Finding {
+fn finding(names: &Interner, rule: usize, r: Rule<'_>, ranks: &[i64], wall_ns: i64) -> Finding {
     let copies = rule == PAGEABLE_COPY;
+    let all: BTreeSet<i64> = ranks.iter().copied().collect();
+    let per_rank = if all.len() > 1 {
+        all.into_iter()
+            .map(|rank| {
+                let c = r.by_rank.get(&rank).copied().unwrap_or_default();
+                FindingRank {
+                    rank,
+                    count: c.count,
+                    time_ns: c.time,
+                }
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut sources: Vec<FindingSource> = r
         .sources
         .into_iter()
@@ -223,6 +260,7 @@ fn finding(names: &Interner, rule: usize, r: Rule<'_>, wall_ns: i64) -> Finding 
         bytes: copies.then_some(r.total.bytes),
         gpu_ns: (rule == SHORT_KERNELS).then_some(r.gpu),
         sources,
+        ranks: per_rank,
     }
 }
 
@@ -231,14 +269,14 @@ fn synchronize<'n>(src: &Sources<'_, 'n>, rule: &mut Rule<'n>) {
         let op = src
             .links
             .map_or(NONE, |l| l.innermost_at(&src.f.cpu_ops, a.thread, a.start));
-        rule.add(src.of(op), a.end - a.start, 0);
+        rule.add(src.rank, src.of(op), a.end - a.start, 0);
     }
 }
 
 fn pageable_copies<'n>(src: &Sources<'_, 'n>, rule: &mut Rule<'n>) {
     for (i, o) in src.f.ops.iter().enumerate() {
         if o.kind == OpKind::Memcpy && src.names.name(o.name).contains("Pageable") {
-            rule.add(src.of_gpu(i), o.end - o.start, o.bytes);
+            rule.add(src.rank, src.of_gpu(i), o.end - o.start, o.bytes);
         }
     }
 }
@@ -263,7 +301,7 @@ fn host_bound_idle<'n>(src: &Sources<'_, 'n>, rule: &mut Rule<'n>) {
                 let gap = o.start - busy_until;
                 let host = gap - overlap(&syncs, &mut next_sync, busy_until, o.start);
                 if host > 0 {
-                    rule.add(src.of_gpu(i), host, 0);
+                    rule.add(src.rank, src.of_gpu(i), host, 0);
                 }
             }
             busy_until = busy_until.max(o.end);
@@ -307,7 +345,7 @@ fn short_kernels<'n>(src: &Sources<'_, 'n>, rule: &mut Rule<'n>) {
         };
         let (cpu, gpu) = (f.apis[a].end - f.apis[a].start, o.end - o.start);
         if gpu < cpu && cpu <= LAUNCH_CUTOFF_NS {
-            rule.add(src.of_gpu(i), cpu, 0);
+            rule.add(src.rank, src.of_gpu(i), cpu, 0);
             rule.gpu.add_sat(gpu);
         }
     }
@@ -369,6 +407,52 @@ impl Finding {
     pub fn has_operators(&self) -> bool {
         self.sources.iter().any(|s| s.operator != NO_OPERATOR)
     }
+}
+
+/// With several ranks, how a finding's cost spreads over them: the indexes in `ranks` of the
+/// rank with the most and of the one with the least (the lowest rank on a tie), and the median
+/// of the ranks; `None` with one rank.
+pub fn rank_spread(f: &Finding) -> Option<(usize, usize, f64)> {
+    if f.ranks.len() < 2 {
+        return None;
+    }
+    let by_time = |pick: fn(i64, i64) -> bool| {
+        (0..f.ranks.len()).fold(0, |best, i| {
+            if pick(f.ranks[i].time_ns, f.ranks[best].time_ns) {
+                i
+            } else {
+                best
+            }
+        })
+    };
+    let mut times: Vec<i64> = f.ranks.iter().map(|r| r.time_ns).collect();
+    times.sort_unstable();
+    Some((
+        by_time(|a, b| a > b),
+        by_time(|a, b| a < b),
+        percentile(&times, 50),
+    ))
+}
+
+/// [`rank_spread`] in words; `mark(key, text)` gives each figure as it is to be shown (`key`:
+/// its path under the finding, as `ranks.3.time_ns`).
+pub fn rank_spread_line(f: &Finding, mark: impl Fn(&str, String) -> String) -> Option<String> {
+    let (most, least, median) = rank_spread(f)?;
+    let part = |i: usize| {
+        let r = &f.ranks[i];
+        format!(
+            "rank {} ({}, {}x)",
+            r.rank,
+            mark(&format!("ranks.{i}.time_ns"), dur(r.time_ns as f64)),
+            mark(&format!("ranks.{i}.count"), r.count.to_string()),
+        )
+    };
+    Some(format!(
+        "per rank: the most on {}, the least on {}, median {}",
+        part(most),
+        part(least),
+        dur(median)
+    ))
 }
 
 /// What a source's `time_ns` is, as a column header.

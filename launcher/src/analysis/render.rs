@@ -657,6 +657,13 @@ fn findings(list: &[Finding], top: usize, md: bool, name_max: usize) -> String {
         } else {
             format!("{}. {title}: {headline}.\n", i + 1)
         });
+        if let Some(spread) = super::findings::rank_spread_line(f, |_, text| text) {
+            text.push_str(&if md {
+                format!("{spread}.\n\n")
+            } else {
+                format!("   {spread}.\n")
+            });
+        }
         if !f.has_operators() {
             text.push_str(super::findings::advice(f));
             text.push_str("\n\n");

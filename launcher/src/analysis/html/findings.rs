@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::super::findings::{advice, headline, time_column, title, Finding};
+use super::super::findings::{advice, headline, rank_spread_line, time_column, title, Finding};
 use super::super::model::Summary;
 use super::super::render::{bytes, dur};
 use super::svg::{data, esc};
@@ -45,6 +45,19 @@ fn finding(out: &mut String, i: usize, f: &Finding, top: usize) {
         title(f),
         capitalized(&headline(f, mark))
     );
+    let key = |path: &str| format!("findings.{i}.{path}");
+    let spread = rank_spread_line(f, |path, text| {
+        let at = path
+            .split('.')
+            .fold(&value, |v, k| match k.parse::<usize>() {
+                Ok(n) => &v[n],
+                Err(_) => &v[k],
+            });
+        format!("<b{}>{}</b>", data(&key(path), at), esc(&text))
+    });
+    if let Some(spread) = spread {
+        let _ = write!(out, "<p>{}.</p>", capitalized(&spread));
+    }
     if f.has_operators() {
         sources(out, i, f, top);
     }

@@ -186,7 +186,13 @@ impl Analysis {
         memcpy.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.kind.cmp(&b.kind)));
 
         let cross_rank = self.cross_rank(&ranks, &by_rank);
-        let findings = findings::find(&self.names, &self.files, &self.links, gpu.wall_ns);
+        let findings = findings::find(
+            &self.names,
+            &self.files,
+            &self.links,
+            &self.ranks,
+            gpu.wall_ns,
+        );
         let memory = by_rank
             .iter()
             .flat_map(|(&rank, idx)| series::memory(rank, &self.files, idx))
