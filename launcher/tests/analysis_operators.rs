@@ -151,7 +151,7 @@ fn report_tables_and_summary() {
     );
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(
-        md.contains("| 1 | gemm | 3 | 450.000 µs | 150.000 µs | 90.0% | aten::addmm |"),
+        md.contains("| 1 | gemm | 3 | 450.000 µs | 150.000 µs | 100.000 µs | 300.000 µs | 90.0% | aten::addmm |"),
         "{md}"
     );
 }

@@ -138,7 +138,7 @@ fn single_rank_every_section() {
     assert!(stdout.contains("5 records dropped"), "{stdout}");
     let md = std::fs::read_to_string(dir.join("out/report.md")).unwrap();
     assert!(
-        md.contains("| 1 | gemm | 3 | 900.000 µs | 300.000 µs | 56.2% |"),
+        md.contains("| 1 | gemm | 3 | 900.000 µs | 300.000 µs | 300.000 µs | 300.000 µs | 56.2% |"),
         "{md}"
     );
 }
@@ -200,4 +200,48 @@ fn errors_name_the_file_and_what_to_do() {
     let out = cuprof(&["report", empty.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no trace files"), "{err}");
+}
+
+/// Each kernel's spread, as Nsight Systems' `cuda_gpu_kern_sum` gives it: median (the mean of
+/// the two middle durations for an even count), min and max.
+#[test]
+fn kernels_have_their_median_min_and_max() {
+    let mut t = Trace::new(0, 1);
+    t.metadata(&[0], &[(0, 7)], &[MAIN]);
+    let mut at = 0;
+    for dur in [100_000, 400_000, 250_000, 50_000] {
+        t.launch("gemm", MAIN, at, 0, 7, at + 10_000, dur);
+        at += 1_000_000;
+    }
+    t.launch("relu", MAIN, at, 0, 7, at + 10_000, 7_000);
+    let dir = tempdir("kernel-spread");
+    let trace = dir.join("t-rank0.trace.json.gz");
+    t.write_gz(&trace);
+    let (stdout, s) = report(&dir, &[&trace]);
+    let spread: Vec<(String, f64, i64, i64)> = s["top_kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["name"].as_str().unwrap().to_string(),
+                k["median_ns"].as_f64().unwrap(),
+                k["min_ns"].as_i64().unwrap(),
+                k["max_ns"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        spread,
+        [
+            ("gemm".to_string(), 175_000.0, 50_000, 400_000),
+            ("relu".to_string(), 7_000.0, 7_000, 7_000),
+        ]
+    );
+    assert!(
+        stdout.contains(
+            "  1  gemm        4  800.000 µs  200.000 µs  175.000 µs  400.000 µs  99.1%\n"
+        ),
+        "{stdout}"
+    );
 }

@@ -8,8 +8,8 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use super::load::{FileData, Interner};
-use super::model::{percentile, ratio};
-use super::saturating::{self, AddSat};
+use super::model::{ratio, Spread};
+use super::saturating::AddSat;
 
 /// One API call name over every file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -38,18 +38,17 @@ pub fn summarize(names: &Interner, files: &[FileData]) -> Vec<ApiRow> {
     let mut rows: Vec<ApiRow> = by_name
         .into_iter()
         .map(|(name, mut durs)| {
-            durs.sort_unstable();
-            let total = saturating::sum(durs.iter().copied());
-            total_all.add_sat(total);
+            let s = Spread::of(&mut durs);
+            total_all.add_sat(s.total);
             ApiRow {
                 name: names.name(name).to_string(),
-                count: durs.len() as u64,
-                total_ns: total,
+                count: s.count,
+                total_ns: s.total,
                 share: 0.0,
-                mean_ns: total as f64 / durs.len() as f64,
-                median_ns: percentile(&durs, 50),
-                min_ns: durs[0],
-                max_ns: durs[durs.len() - 1],
+                mean_ns: s.mean,
+                median_ns: s.median,
+                min_ns: s.min,
+                max_ns: s.max,
             }
         })
         .collect();

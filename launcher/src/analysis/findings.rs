@@ -35,7 +35,7 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use super::load::{FileData, GpuOp, Interner, OpKind, NO_NAME};
-use super::model::{percentile, ratio, sync_wait};
+use super::model::{median, ratio, sync_wait};
 use super::operators::{call_site, Links, NONE, NO_OPERATOR};
 use super::render::{bytes, dur, pct};
 use super::saturating::AddSat;
@@ -426,11 +426,10 @@ pub fn rank_spread(f: &Finding) -> Option<(usize, usize, f64)> {
         })
     };
     let mut times: Vec<i64> = f.ranks.iter().map(|r| r.time_ns).collect();
-    times.sort_unstable();
     Some((
         by_time(|a, b| a > b),
         by_time(|a, b| a < b),
-        percentile(&times, 50),
+        median(&mut times),
     ))
 }
 

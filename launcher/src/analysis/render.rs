@@ -293,10 +293,12 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
     let by_op = s.operators.is_some();
     let mut t = if by_op {
         Table::new(&[
-            "#", "kernel", ">count", ">total", ">mean", ">share", "operator",
+            "#", "kernel", ">count", ">total", ">mean", ">median", ">max", ">share", "operator",
         ])
     } else {
-        Table::new(&["#", "kernel", ">count", ">total", ">mean", ">share"])
+        Table::new(&[
+            "#", "kernel", ">count", ">total", ">mean", ">median", ">max", ">share",
+        ])
     };
     for (i, k) in s.top_kernels.iter().take(top).enumerate() {
         let mut row = vec![
@@ -305,6 +307,8 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
             k.count.to_string(),
             dur(k.total_ns as f64),
             dur(k.mean_ns),
+            dur(k.median_ns),
+            dur(k.max_ns as f64),
             pct(k.share),
         ];
         if by_op {

@@ -26,7 +26,7 @@ use super::torch_compile;
 pub use attribution::{api_paths, op_paths, Paths, NO_LAUNCH, NO_RANGE};
 pub use intervals::{breakdown, sync_wait, Breakdown};
 pub use schema::*;
-pub use steps::{percentile, step_stats, StepStats};
+pub use steps::{median, step_stats, Spread, StepStats};
 
 /// Loaded files and what was derived from them once.
 pub struct Analysis {
@@ -118,19 +118,15 @@ impl Analysis {
         }
         let steps = step_stats(self.files.iter().flat_map(|f| f.steps.iter()));
 
-        // Top kernels: per-kernel sums (overlaps counted in full for each kernel).
-        let mut kernels: FxHashMap<u32, (u64, i64)> = FxHashMap::default();
+        // Top kernels: per-kernel durations (overlaps counted in full for each kernel).
+        let mut kernels: FxHashMap<u32, Vec<i64>> = FxHashMap::default();
         let mut buckets: FxHashMap<&str, (u64, i64)> = FxHashMap::default();
         let mut memcpy: FxHashMap<u32, (u64, i64, i64)> = FxHashMap::default();
         for (fi, f) in self.files.iter().enumerate() {
             for (o, path) in f.ops.iter().zip(&self.op_paths[fi]) {
                 let d = o.end - o.start;
                 match o.kind {
-                    OpKind::Compute | OpKind::Comm => {
-                        let k = kernels.entry(o.name).or_default();
-                        k.0 += 1;
-                        k.1.add_sat(d);
-                    }
+                    OpKind::Compute | OpKind::Comm => kernels.entry(o.name).or_default().push(d),
                     OpKind::Memcpy | OpKind::Memset => {
                         let m = memcpy.entry(o.name).or_default();
                         m.0 += 1;
@@ -143,17 +139,24 @@ impl Analysis {
                 b.1.add_sat(d);
             }
         }
-        let kernel_total: i64 = saturating::sum(kernels.values().map(|k| k.1));
+        let kernels: Vec<(u32, Spread)> = kernels
+            .into_iter()
+            .map(|(name, mut durs)| (name, Spread::of(&mut durs)))
+            .collect();
+        let kernel_total: i64 = saturating::sum(kernels.iter().map(|k| k.1.total));
         let ops = operators::summarize(&self.names, &self.files, &self.links);
         let launcher = |name: u32| ops.as_ref().and_then(|(_, by)| by.get(&name)).cloned();
         let mut top_kernels: Vec<KernelRow> = kernels
             .into_iter()
-            .map(|(name, (count, total))| KernelRow {
+            .map(|(name, k)| KernelRow {
                 name: self.names.name(name).to_string(),
-                count,
-                total_ns: total,
-                mean_ns: total as f64 / count as f64,
-                share: ratio(total as f64, kernel_total as f64),
+                count: k.count,
+                total_ns: k.total,
+                mean_ns: k.mean,
+                median_ns: k.median,
+                min_ns: k.min,
+                max_ns: k.max,
+                share: ratio(k.total as f64, kernel_total as f64),
                 operator: launcher(name).map(|l| l.0),
                 operator_ns: launcher(name).map(|l| l.1),
             })

@@ -104,6 +104,14 @@ pub struct KernelRow {
     pub count: u64,
     pub total_ns: i64,
     pub mean_ns: f64,
+    /// The middle duration (the mean of the two middle ones for an even count), the shortest
+    /// and the longest: Nsight Systems' `cuda_gpu_kern_sum` figures.
+    #[serde(default)]
+    pub median_ns: f64,
+    #[serde(default)]
+    pub min_ns: i64,
+    #[serde(default)]
+    pub max_ns: i64,
     /// `total / sum of all kernels' totals`.
     pub share: f64,
     /// When the traces have operators: the operator that launched most of this kernel's time

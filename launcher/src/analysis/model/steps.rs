@@ -41,6 +41,54 @@ pub fn percentile(sorted: &[i64], p: u32) -> f64 {
     sorted[lo] as f64 + (diff as i128 * rem as i128) as f64 / 100.0
 }
 
+/// [`percentile`] 50 of `values` in any order (they are reordered), in linear time: the middle
+/// value, or the mean of the two middle ones for an even count.
+pub fn median(values: &mut [i64]) -> f64 {
+    let n = values.len();
+    if n == 0 {
+        return 0.0;
+    }
+    let (left, &mut upper, _) = values.select_nth_unstable(n / 2);
+    if n % 2 == 1 {
+        return upper as f64;
+    }
+    let lower = left.iter().copied().max().unwrap_or(upper);
+    lower as f64 + (upper - lower) as f64 / 2.0
+}
+
+/// The figures of a set of durations that the kernel and API tables give (Nsight Systems'
+/// `cuda_gpu_kern_sum` and `cuda_api_sum`), in linear time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    pub count: u64,
+    /// Saturating at the 64-bit limit.
+    pub total: i64,
+    pub mean: f64,
+    pub median: f64,
+    pub min: i64,
+    pub max: i64,
+}
+
+impl Spread {
+    /// The spread of `durations` (reordered); all 0 for none.
+    pub fn of(durations: &mut [i64]) -> Spread {
+        let total = saturating::sum(durations.iter().copied());
+        let count = durations.len() as u64;
+        Spread {
+            count,
+            total,
+            mean: if count == 0 {
+                0.0
+            } else {
+                total as f64 / count as f64
+            },
+            min: durations.iter().copied().min().unwrap_or(0),
+            max: durations.iter().copied().max().unwrap_or(0),
+            median: median(durations),
+        }
+    }
+}
+
 pub fn step_stats<'a>(steps: impl Iterator<Item = &'a Step>) -> StepStats {
     let mut durs = Vec::new();
     let mut s = StepStats::default();
@@ -81,6 +129,17 @@ mod tests {
         assert_eq!(percentile(&v, 90), 910.0);
         assert_eq!(percentile(&v, 99), 991.0);
         assert_eq!(percentile(&[7], 99), 7.0);
+        for v in [
+            vec![5],
+            vec![9, 1],
+            vec![3, 1, 2],
+            vec![400, 100, 250, 50],
+            vec![],
+        ] {
+            let mut sorted = v.clone();
+            sorted.sort_unstable();
+            assert_eq!(median(&mut v.clone()), percentile(&sorted, 50), "{v:?}");
+        }
         let steps: Vec<Step> = [300, 100, 200]
             .iter()
             .enumerate()
