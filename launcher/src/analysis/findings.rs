@@ -28,7 +28,6 @@
 //! [`NO_OPERATOR`]. Findings are ordered by cost, the largest first; a rule that found nothing
 //! is left out.
 
-use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use rustc_hash::FxHashMap;
@@ -101,8 +100,10 @@ const PAGEABLE_COPY: usize = 1;
 const HOST_BOUND_IDLE: usize = 2;
 const SHORT_KERNELS: usize = 3;
 
-/// A source's key: the operator's name id (`None`: no operator) and its line.
-type SourceKey<'n> = (Option<u32>, Option<&'n str>);
+/// A source's key while counting: the operator's name id (`None`: no operator) and the name id
+/// of the `Call stack` it was called with (`NO_NAME`: none); stacks become lines at the end,
+/// once each.
+type SourceKey = (Option<u32>, u32);
 
 #[derive(Default, Clone, Copy)]
 struct Cost {
@@ -111,63 +112,57 @@ struct Cost {
     bytes: i64,
 }
 
+impl Cost {
+    fn add(&mut self, o: Cost) {
+        self.count = self.count.saturating_add(o.count);
+        self.time.add_sat(o.time);
+        self.bytes.add_sat(o.bytes);
+    }
+}
+
 #[derive(Default)]
-struct Rule<'n> {
+struct Rule {
     total: Cost,
     longest: i64,
     gpu: i64,
-    sources: FxHashMap<SourceKey<'n>, Cost>,
+    sources: FxHashMap<SourceKey, Cost>,
+    /// Added file by file: what the rule's total gained in each of the rank's files.
     by_rank: BTreeMap<i64, Cost>,
 }
 
-impl<'n> Rule<'n> {
-    fn add(&mut self, rank: i64, source: SourceKey<'n>, time: i64, bytes: i64) {
-        let per_rank = self.by_rank.entry(rank).or_default();
-        for c in [
-            &mut self.total,
-            self.sources.entry(source).or_default(),
-            per_rank,
-        ] {
-            c.count += 1;
-            c.time.add_sat(time);
-            c.bytes.add_sat(bytes);
-        }
+impl Rule {
+    fn add(&mut self, source: SourceKey, time: i64, bytes: i64) {
+        let one = Cost {
+            count: 1,
+            time,
+            bytes,
+        };
+        self.total.add(one);
+        self.sources.entry(source).or_default().add(one);
         self.longest = self.longest.max(time);
     }
 }
 
-/// The operator (and line) an event of file `f` belongs to, given its operator index.
-struct Sources<'a, 'n> {
-    names: &'n Interner,
+/// The operator (and stack) an event of file `f` belongs to, given its operator index.
+struct Sources<'a> {
+    names: &'a Interner,
     f: &'a FileData,
-    /// The rank the file counts under.
-    rank: i64,
     links: Option<&'a Links>,
-    /// Per `Call stack` name id: its line (a trace has few stacks and may have a gap or a
-    /// launch per operator).
-    lines: RefCell<FxHashMap<u32, Option<&'n str>>>,
 }
 
-impl<'a, 'n> Sources<'a, 'n> {
-    fn of(&self, op: u32) -> SourceKey<'n> {
-        let Some(l) = self.links.filter(|_| op != NONE) else {
-            return (None, None);
-        };
-        let stack = l.stack_of(&self.f.cpu_ops, op);
-        let line = if stack == NO_NAME {
-            None
-        } else {
-            *self
-                .lines
-                .borrow_mut()
-                .entry(stack)
-                .or_insert_with(|| call_site(self.names.name(stack)))
-        };
-        (Some(self.f.cpu_ops[op as usize].name), line)
+impl Sources<'_> {
+    fn of(&self, op: u32) -> SourceKey {
+        match self.links {
+            Some(l) if op != NONE => (
+                Some(self.f.cpu_ops[op as usize].name),
+                l.stack_of(&self.f.cpu_ops, op),
+            ),
+            _ => (None, NO_NAME),
+        }
     }
 
     /// The operator that launched GPU operation `i` of the file.
-    fn of_gpu(&self, i: usize) -> SourceKey<'n> {
+    fn of_gpu(&self, i: usize) -> SourceKey {
         self.of(self.links.map_or(NONE, |l| l.gpu[i]))
     }
 }
@@ -192,19 +187,25 @@ pub fn find(
     ranks: &[i64],
     wall_ns: i64,
 ) -> Vec<Finding> {
-    let mut rules: Vec<Rule<'_>> = RULES.iter().map(|_| Rule::default()).collect();
+    let mut rules: Vec<Rule> = RULES.iter().map(|_| Rule::default()).collect();
     for ((f, l), &rank) in files.iter().zip(links).zip(ranks) {
         let src = Sources {
             names,
             f,
-            rank,
             links: l.as_ref(),
-            lines: RefCell::default(),
         };
+        let before: Vec<Cost> = rules.iter().map(|r| r.total).collect();
         synchronize(&src, &mut rules[SYNCHRONIZE]);
         pageable_copies(&src, &mut rules[PAGEABLE_COPY]);
         host_bound_idle(&src, &mut rules[HOST_BOUND_IDLE]);
         short_kernels(&src, &mut rules[SHORT_KERNELS]);
+        for (r, b) in rules.iter_mut().zip(before) {
+            r.by_rank.entry(rank).or_default().add(Cost {
+                count: r.total.count - b.count,
+                time: r.total.time.saturating_sub(b.time),
+                bytes: r.total.bytes.saturating_sub(b.bytes),
+            });
+        }
     }
     let mut out: Vec<Finding> = rules
         .into_iter()
@@ -216,7 +217,7 @@ pub fn find(
     out
 }
 
-fn finding(names: &Interner, rule: usize, r: Rule<'_>, ranks: &[i64], wall_ns: i64) -> Finding {
+fn finding(names: &Interner, rule: usize, r: Rule, ranks: &[i64], wall_ns: i64) -> Finding {
     let copies = rule == PAGEABLE_COPY;
     let all: BTreeSet<i64> = ranks.iter().copied().collect();
     let per_rank = if all.len() > 1 {
@@ -233,8 +234,18 @@ fn finding(names: &Interner, rule: usize, r: Rule<'_>, ranks: &[i64], wall_ns: i
     } else {
         Vec::new()
     };
-    let mut sources: Vec<FindingSource> = r
-        .sources
+    // Stacks to lines, each stack once; several stacks can share a line.
+    let mut lines: FxHashMap<u32, Option<&str>> = FxHashMap::default();
+    let mut by_line: FxHashMap<(Option<u32>, Option<&str>), Cost> = FxHashMap::default();
+    for ((op, stack), c) in r.sources {
+        let line = *lines.entry(stack).or_insert_with(|| {
+            (stack != NO_NAME)
+                .then(|| call_site(names.name(stack)))
+                .flatten()
+        });
+        by_line.entry((op, line)).or_default().add(c);
+    }
+    let mut sources: Vec<FindingSource> = by_line
         .into_iter()
         .map(|((op, site), c)| FindingSource {
             operator: op.map_or(NO_OPERATOR, |n| names.name(n)).to_string(),
@@ -264,19 +275,19 @@ fn finding(names: &Interner, rule: usize, r: Rule<'_>, ranks: &[i64], wall_ns: i
     }
 }
 
-fn synchronize<'n>(src: &Sources<'_, 'n>, rule: &mut Rule<'n>) {
+fn synchronize(src: &Sources<'_>, rule: &mut Rule) {
     for a in src.f.apis.iter().filter(|a| a.sync) {
         let op = src
             .links
             .map_or(NONE, |l| l.innermost_at(&src.f.cpu_ops, a.thread, a.start));
-        rule.add(src.rank, src.of(op), a.end - a.start, 0);
+        rule.add(src.of(op), a.end - a.start, 0);
     }
 }
 
-fn pageable_copies<'n>(src: &Sources<'_, 'n>, rule: &mut Rule<'n>) {
+fn pageable_copies(src: &Sources<'_>, rule: &mut Rule) {
     for (i, o) in src.f.ops.iter().enumerate() {
         if o.kind == OpKind::Memcpy && src.names.name(o.name).contains("Pageable") {
-            rule.add(src.rank, src.of_gpu(i), o.end - o.start, o.bytes);
+            rule.add(src.of_gpu(i), o.end - o.start, o.bytes);
         }
     }
 }
@@ -284,7 +295,7 @@ fn pageable_copies<'n>(src: &Sources<'_, 'n>, rule: &mut Rule<'n>) {
 /// Each device's idle gaps, less their time inside a synchronization (the intervals the
 /// breakdown counts as sync wait: the process's CPU sync calls and the device's `cuda_sync`
 /// events).
-fn host_bound_idle<'n>(src: &Sources<'_, 'n>, rule: &mut Rule<'n>) {
+fn host_bound_idle(src: &Sources<'_>, rule: &mut Rule) {
     let f = src.f;
     let mut by_device: FxHashMap<i64, Vec<usize>> = FxHashMap::default();
     for (i, o) in f.ops.iter().enumerate() {
@@ -301,7 +312,7 @@ fn host_bound_idle<'n>(src: &Sources<'_, 'n>, rule: &mut Rule<'n>) {
                 let gap = o.start - busy_until;
                 let host = gap - overlap(&syncs, &mut next_sync, busy_until, o.start);
                 if host > 0 {
-                    rule.add(src.rank, src.of_gpu(i), host, 0);
+                    rule.add(src.of_gpu(i), host, 0);
                 }
             }
             busy_until = busy_until.max(o.end);
@@ -325,7 +336,7 @@ fn overlap(syncs: &[(i64, i64)], next: &mut usize, from: i64, to: i64) -> i64 {
     covered
 }
 
-fn short_kernels<'n>(src: &Sources<'_, 'n>, rule: &mut Rule<'n>) {
+fn short_kernels(src: &Sources<'_>, rule: &mut Rule) {
     let f = src.f;
     let mut launch: FxHashMap<i64, usize> = FxHashMap::default();
     for (i, a) in f.apis.iter().enumerate() {
@@ -345,7 +356,7 @@ fn short_kernels<'n>(src: &Sources<'_, 'n>, rule: &mut Rule<'n>) {
         };
         let (cpu, gpu) = (f.apis[a].end - f.apis[a].start, o.end - o.start);
         if gpu < cpu && cpu <= LAUNCH_CUTOFF_NS {
-            rule.add(src.rank, src.of_gpu(i), cpu, 0);
+            rule.add(src.of_gpu(i), cpu, 0);
             rule.gpu.add_sat(gpu);
         }
     }

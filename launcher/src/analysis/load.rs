@@ -554,6 +554,7 @@ impl Builder<'_> {
         }
     }
 
+    #[inline(always)]
     fn event(&mut self, e: &Event<'_>) {
         if !e.is_complete() {
             if e.ph == "C" && e.cat == "cuda_memory" {
