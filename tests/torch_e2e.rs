@@ -549,6 +549,16 @@ fn findings_name_the_operators_and_lines_of_a_torch_program() {
         sync["sources"],
         json!([{"operator": "GeneratedBackwardFor_cuproftest_read_back_default", "call_site": at("z = read_back(y)"), "count": 3, "time_ns": 123_000}])
     );
+    // The double's cudaMalloc and cudaFree calls last 2 µs each, inside the recorded step.
+    let alloc = finding("device_allocation");
+    assert_eq!(
+        (&alloc["count"], &alloc["time_ns"]),
+        (&json!(6), &json!(12_000))
+    );
+    assert_eq!(
+        alloc["sources"],
+        json!([{"operator": "GeneratedBackwardFor_cuproftest_read_back_default", "call_site": at("z = read_back(y)"), "count": 6, "time_ns": 12_000}])
+    );
     let copies = finding("pageable_copy");
     assert_eq!(
         (&copies["count"], &copies["time_ns"], &copies["bytes"]),

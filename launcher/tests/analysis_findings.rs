@@ -463,3 +463,71 @@ fn several_ranks_each_finding_says_where_it_is_worst() {
     let (_, one) = report(&traces.join("fwd-rank0.trace.json.gz"), &dir.join("one"));
     assert!(one["findings"][0].get("ranks").is_none());
 }
+
+/// The driver's allocations and frees inside steps (not stream-ordered ones, not outside every
+/// step); a trace without steps has no such finding.
+#[test]
+fn driver_allocations_inside_steps() {
+    let build = |steps: bool| {
+        let mut t = Trace::new(0, 1);
+        t.metadata(&[0], &[(0, 7)], &[MAIN]);
+        if steps {
+            t.step(0, MAIN, 0, 1000 * US, None);
+        }
+        t.launch("k", MAIN, 5 * US, 0, 7, 10 * US, 20 * US);
+        t.cpu_op(
+            "aten::empty",
+            MAIN,
+            100 * US,
+            50 * US,
+            100,
+            None,
+            Some("model.py(7): forward"),
+        );
+        let mut call = |name: &str, at: i64, dur: i64| {
+            let c = t.corr();
+            t.runtime(name, MAIN, at, dur, c);
+        };
+        call("cudaMalloc", 110 * US, 30 * US);
+        call("cudaFree", 300 * US, 80 * US);
+        call("cudaMallocAsync", 400 * US, 5 * US);
+        call("cudaMalloc", 1200 * US, 40 * US);
+        t
+    };
+    let dir = tempdir("findings-alloc");
+    for (steps, tag) in [(true, "steps"), (false, "no-steps")] {
+        let trace = dir.join(format!("{tag}-rank0.trace.json.gz"));
+        build(steps).write_gz(&trace);
+        let (stdout, s) = report(&trace, &dir.join(tag));
+        let found = s["findings"]
+            .as_array()
+            .map(|v| v.iter().find(|f| f["rule"] == "device_allocation").cloned())
+            .unwrap_or_default();
+        if !steps {
+            assert_eq!(found, None);
+            continue;
+        }
+        let f = found.expect("a device_allocation finding");
+        assert_eq!(
+            (&f["count"], &f["time_ns"], &f["longest_ns"]),
+            (&json!(2), &json!(110 * US), &json!(80 * US))
+        );
+        assert_eq!(
+            f["sources"],
+            json!([
+                source("(no operator)", None, 1, 80 * US, None),
+                source(
+                    "aten::empty",
+                    Some("model.py(7): forward"),
+                    1,
+                    30 * US,
+                    None
+                ),
+            ])
+        );
+        assert!(
+            stdout.contains(". Device memory allocated or freed inside steps: 2 cudaMalloc/cudaFree-type calls inside steps took 110.000 µs of CPU time"),
+            "{stdout}"
+        );
+    }
+}

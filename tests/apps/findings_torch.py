@@ -1,9 +1,10 @@
-"""PyTorch operators that make two of the patterns `cuprof report`'s findings name, on the
-libcupti double: `cuproftest::read_back` copies 4 KiB to pageable host memory and synchronizes
-its stream (what `.item()` does), `cuproftest::upload` copies 64 KiB from pageable memory; each
-called 3 times from its own line. PyTorch records a custom operator as the autograd node that
-runs it (`GeneratedBackwardFor_cuproftest_read_back_default`, as torch.profiler shows it) when
-its input requires grad, so it does. Traced by cuprof with --with-stack, one recorded step.
+"""PyTorch operators that make three of the patterns `cuprof report`'s findings name, on the
+libcupti double: `cuproftest::read_back` copies 4 KiB to pageable host memory, synchronizes its
+stream (what `.item()` does), then allocates and frees 1 MiB through the driver;
+`cuproftest::upload` copies 64 KiB from pageable memory; each called 3 times from its own line.
+PyTorch records a custom operator as the autograd node that runs it
+(`GeneratedBackwardFor_cuproftest_read_back_default`, as torch.profiler shows it) when its input
+requires grad, so it does. Traced by cuprof with --with-stack, one recorded step.
 
     python3 findings_torch.py   # under libcuprof.so + the libcupti double
 """
@@ -23,6 +24,7 @@ step_boundary = ctypes.CDLL(None).cuprof_step
 def read_back(x: torch.Tensor) -> torch.Tensor:
     d.memcpy(double.DTOH, 4096, stream=7, duration_ns=3_000, dst_kind=double.MEM_PAGEABLE)
     d.sync(double.SYNC_STREAM, stream=7, duration_ns=40_000)
+    d.free(d.malloc(1 << 20))
     return x.clone()
 
 

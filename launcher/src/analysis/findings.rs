@@ -1,6 +1,7 @@
-//! What to look at first (`summary.json`'s `findings`): four patterns that cost GPU programs
-//! time, the ones Nsight Systems' expert rules and HTA's kernel-launch statistics flag, each
-//! found in the trace and tied to the operators, and the Python lines, that caused it.
+//! What to look at first (`summary.json`'s `findings`): five patterns that cost GPU programs
+//! time, most of them ones Nsight Systems' expert rules and HTA's kernel-launch statistics
+//! flag, each found in the trace and tied to the operators, and the Python lines, that caused
+//! it.
 //!
 //! * **`synchronize`**: CPU calls that block until the GPU has finished (`cudaDeviceSynchronize`,
 //!   `cudaStreamSynchronize`, `cudaEventSynchronize` and the driver's twins: what `.item()`,
@@ -16,6 +17,14 @@
 //!   waited for the host to submit work. Cost: that time, so the findings' sum over every device
 //!   is the breakdown's `idle_host_bound_ns`. A gap belongs to the operator that launched the
 //!   operation that ended it (the first to start at its end).
+//! * **`device_allocation`**: the driver's allocations and frees (`cudaMalloc`, `cudaFree`,
+//!   `cudaHostAlloc`, `cudaFreeHost`, `cuMemAlloc`, `cuMemFree` and their kin; not the
+//!   stream-ordered `...Async` ones) made inside a step (`ProfilerStep#N`, on any thread). In a
+//!   steady state PyTorch's caching allocator serves every tensor from memory it holds: a call
+//!   inside a step means it had to grow or give memory back (memory pressure, an
+//!   `empty_cache()`), and `cudaFree` waits for the whole device. Cost: the calls' CPU time. Each
+//!   belongs to the innermost operator open on its thread. A trace without steps has no such
+//!   finding (its allocations may be the program's start).
 //! * **`short_kernels`**: kernels that ran for less time than the CPU call that launched them,
 //!   a call of at most 50 µs (HTA's "short GPU kernels", `get_cuda_kernel_launch_stats` with its
 //!   default `runtime_cutoff`: a longer launch is a one-off, such as a first call loading a
@@ -34,7 +43,7 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use super::load::{FileData, GpuOp, Interner, OpKind, NO_NAME};
-use super::model::{median, ratio, sync_wait};
+use super::model::{median, ratio, sync_wait, union};
 use super::operators::{call_site, Links, NONE, NO_OPERATOR};
 use super::render::{bytes, dur, pct};
 use super::saturating::AddSat;
@@ -42,7 +51,8 @@ use super::saturating::AddSat;
 /// One pattern found in the traces ([`find`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
-    /// `synchronize`, `pageable_copy`, `host_bound_idle` or `short_kernels`.
+    /// `synchronize`, `pageable_copy`, `host_bound_idle`, `device_allocation` or
+    /// `short_kernels`.
     pub rule: String,
     /// Calls, copies, gaps or kernels found.
     pub count: u64,
@@ -89,16 +99,18 @@ pub struct FindingSource {
 }
 
 /// The rules, in the order their accumulators are kept.
-const RULES: [&str; 4] = [
+const RULES: [&str; 5] = [
     "synchronize",
     "pageable_copy",
     "host_bound_idle",
     "short_kernels",
+    "device_allocation",
 ];
 const SYNCHRONIZE: usize = 0;
 const PAGEABLE_COPY: usize = 1;
 const HOST_BOUND_IDLE: usize = 2;
 const SHORT_KERNELS: usize = 3;
+const DEVICE_ALLOCATION: usize = 4;
 
 /// A source's key while counting: the operator's name id (`None`: no operator) and the name id
 /// of the `Call stack` it was called with (`NO_NAME`: none); stacks become lines at the end,
@@ -199,6 +211,7 @@ pub fn find(
         pageable_copies(&src, &mut rules[PAGEABLE_COPY]);
         host_bound_idle(&src, &mut rules[HOST_BOUND_IDLE]);
         short_kernels(&src, &mut rules[SHORT_KERNELS]);
+        device_allocations(&src, &mut rules[DEVICE_ALLOCATION]);
         for (r, b) in rules.iter_mut().zip(before) {
             r.by_rank.entry(rank).or_default().add(Cost {
                 count: r.total.count - b.count,
@@ -281,6 +294,40 @@ fn synchronize(src: &Sources<'_>, rule: &mut Rule) {
             .links
             .map_or(NONE, |l| l.innermost_at(&src.f.cpu_ops, a.thread, a.start));
         rule.add(src.of(op), a.end - a.start, 0);
+    }
+}
+
+/// A call that allocates or frees through the driver (not stream-ordered).
+fn is_driver_allocation(name: &str) -> bool {
+    const CALLS: [&str; 7] = [
+        "cudaMalloc",
+        "cudaFree",
+        "cudaHostAlloc",
+        "cuMemAlloc",
+        "cuMemFree",
+        "cuMemHostAlloc",
+        "cuMemHostFree",
+    ];
+    CALLS.iter().any(|c| name.starts_with(c)) && !name.contains("Async")
+}
+
+fn device_allocations(src: &Sources<'_>, rule: &mut Rule) {
+    let f = src.f;
+    if f.steps.is_empty() {
+        return;
+    }
+    let steps = union(f.steps.iter().map(|s| (s.start, s.start + s.dur)).collect());
+    for a in &f.apis {
+        let in_step = steps
+            .partition_point(|&(start, _)| start <= a.start)
+            .checked_sub(1)
+            .is_some_and(|k| a.start < steps[k].1);
+        if in_step && is_driver_allocation(src.names.name(a.name)) {
+            let op = src
+                .links
+                .map_or(NONE, |l| l.innermost_at(&f.cpu_ops, a.thread, a.start));
+            rule.add(src.of(op), a.end - a.start, 0);
+        }
     }
 }
 
@@ -374,6 +421,7 @@ pub fn rule_title(rule: &str) -> &'static str {
         "pageable_copy" => "Copies with pageable host memory",
         "host_bound_idle" => "GPU waiting for the host",
         "short_kernels" => "Kernels shorter than their launch",
+        "device_allocation" => "Device memory allocated or freed inside steps",
         _ => "Finding",
     }
 }
@@ -402,6 +450,10 @@ pub fn headline(f: &Finding, mark: impl Fn(&str, String) -> String) -> String {
         "host_bound_idle" => format!(
             "the GPU sat idle {time} ({share} of the GPU window) waiting for work from the \
              host, in {count} gap{s}, the longest {longest}"
+        ),
+        "device_allocation" => format!(
+            "{count} cudaMalloc/cudaFree-type call{s} inside steps took {time} of CPU time \
+             ({share} of the GPU window), the longest {longest}"
         ),
         "short_kernels" => format!(
             "{count} kernel{s} ran {} on the GPU and took {time} of CPU time to launch ({share} \
@@ -472,6 +524,7 @@ pub fn time_column(f: &Finding) -> &'static str {
         "pageable_copy" => "GPU time",
         "host_bound_idle" => "GPU idle before",
         "short_kernels" => "launch CPU",
+        "device_allocation" => "CPU time",
         _ => "time",
     }
 }
@@ -495,6 +548,13 @@ pub fn advice(f: &Finding) -> &'static str {
              that (Python code, data loading, a long run of small launches). Look at the CPU \
              time just before those launches; torch.compile and CUDA graphs cut the number of \
              launches."
+        }
+        "device_allocation" => {
+            "PyTorch's caching allocator serves tensors from memory it holds; these calls mean \
+             it had to grow, or to give memory back (memory pressure, `torch.cuda.empty_cache()` \
+             in the loop), and `cudaFree` waits for the whole device. Lower the peak, drop \
+             `empty_cache()` from the loop, or try `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`; \
+             `torch.cuda.memory_stats()[\"num_alloc_retries\"]` counts the allocator's retries."
         }
         "short_kernels" => {
             "A run of kernels shorter than their launch is paced by the CPU, not the GPU. Fuse \
@@ -520,6 +580,29 @@ mod tests {
         assert_eq!(next, 1);
         assert_eq!(overlap(&syncs, &mut next, 60, 80), 0);
         assert_eq!(next, 3);
+    }
+
+    #[test]
+    fn driver_allocations() {
+        for n in [
+            "cudaMalloc",
+            "cudaMalloc_v3020",
+            "cudaFree",
+            "cudaHostAlloc",
+            "cudaFreeHost",
+            "cuMemAlloc_v2",
+            "cuMemFree_v2",
+        ] {
+            assert!(is_driver_allocation(n), "{n}");
+        }
+        for n in [
+            "cudaMallocAsync",
+            "cudaFreeAsync",
+            "cuMemAllocAsync",
+            "cudaMemcpy",
+        ] {
+            assert!(!is_driver_allocation(n), "{n}");
+        }
     }
 
     #[test]

@@ -36,7 +36,8 @@
 //! * **CUDA API calls** ([`api_calls`]): per call name, count, total, share, mean, median, min
 //!   and max, as Nsight Systems' `cuda_api_sum`.
 //! * **Findings** ([`findings`]): host synchronizations, pageable copies, the GPU's host-bound
-//!   gaps and kernels shorter than their launch, each tied to operators and Python lines.
+//!   gaps, kernels shorter than their launch and driver allocations inside steps, each tied to
+//!   operators and Python lines.
 //! * **Series** ([`series`]): each rank's step durations, and each device's memory counter
 //!   (`reserved_bytes`) thinned to at most 2,000 points keeping each time bucket's extremes;
 //!   `report --html` ([`html`]) plots these and the figures above.

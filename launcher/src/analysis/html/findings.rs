@@ -1,5 +1,6 @@
 //! *What to look at*: the report's findings (host synchronizations, pageable copies, the GPU
-//! waiting for the host, kernels shorter than their launch), costliest first, each with the
+//! waiting for the host, kernels shorter than their launch, driver allocations inside steps),
+//! costliest first, each with the
 //! operators and Python lines behind it and what to do. Absent when nothing was found. Every
 //! figure carries `data-key` (its path in summary.json's `findings`).
 

@@ -24,7 +24,7 @@ use super::series;
 use super::torch_compile;
 
 pub use attribution::{api_paths, op_paths, Paths, NO_LAUNCH, NO_RANGE};
-pub use intervals::{breakdown, sync_wait, Breakdown};
+pub use intervals::{breakdown, sync_wait, union, Breakdown};
 pub use schema::*;
 pub use steps::{median, step_stats, Spread, StepStats};
 

@@ -200,7 +200,8 @@ pub struct Summary {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub api_calls: Vec<ApiRow>,
     /// What to look at first: host synchronizations, pageable copies, the GPU waiting for the
-    /// host, kernels shorter than their launch; by cost, absent when none was found.
+    /// host, kernels shorter than their launch, driver allocations inside steps; by cost,
+    /// absent when none was found.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
     /// PyTorch operators (`cpu_op` events); absent when no trace has any.
