@@ -42,7 +42,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use super::load::{FileData, GpuOp, Interner, OpKind, NO_NAME};
+use super::load::{ApiCall, FileData, GpuOp, Interner, OpKind, NO_NAME};
 use super::model::{median, ratio, sync_wait, union};
 use super::operators::{call_site, Links, NONE, NO_OPERATOR};
 use super::render::{bytes, dur, pct};
@@ -173,6 +173,13 @@ impl Sources<'_> {
         }
     }
 
+    /// The innermost operator open on API call `a`'s thread when it started.
+    fn of_call(&self, a: &ApiCall) -> SourceKey {
+        self.of(self
+            .links
+            .map_or(NONE, |l| l.innermost_at(&self.f.cpu_ops, a.thread, a.start)))
+    }
+
     /// The operator that launched GPU operation `i` of the file.
     fn of_gpu(&self, i: usize) -> SourceKey {
         self.of(self.links.map_or(NONE, |l| l.gpu[i]))
@@ -290,10 +297,7 @@ fn finding(names: &Interner, rule: usize, r: Rule, ranks: &[i64], wall_ns: i64) 
 
 fn synchronize(src: &Sources<'_>, rule: &mut Rule) {
     for a in src.f.apis.iter().filter(|a| a.sync) {
-        let op = src
-            .links
-            .map_or(NONE, |l| l.innermost_at(&src.f.cpu_ops, a.thread, a.start));
-        rule.add(src.of(op), a.end - a.start, 0);
+        rule.add(src.of_call(a), a.end - a.start, 0);
     }
 }
 
@@ -318,15 +322,15 @@ fn device_allocations(src: &Sources<'_>, rule: &mut Rule) {
     }
     let steps = union(f.steps.iter().map(|s| (s.start, s.start + s.dur)).collect());
     for a in &f.apis {
+        if !is_driver_allocation(src.names.name(a.name)) {
+            continue;
+        }
         let in_step = steps
             .partition_point(|&(start, _)| start <= a.start)
             .checked_sub(1)
             .is_some_and(|k| a.start < steps[k].1);
-        if in_step && is_driver_allocation(src.names.name(a.name)) {
-            let op = src
-                .links
-                .map_or(NONE, |l| l.innermost_at(&f.cpu_ops, a.thread, a.start));
-            rule.add(src.of(op), a.end - a.start, 0);
+        if in_step {
+            rule.add(src.of_call(a), a.end - a.start, 0);
         }
     }
 }

@@ -466,13 +466,9 @@ impl<'n> CallSites<'n> {
             if l.rep[i] != i as u32 {
                 continue;
             }
-            let mut at = i as u32;
-            while at != NONE && ops[at as usize].stack == NO_NAME {
-                at = l.parent[at as usize];
-            }
-            if at != NONE {
+            let stack = l.stack_of(ops, i as u32);
+            if stack != NO_NAME {
                 // Operators share few stacks: each is read once.
-                let stack = ops[at as usize].stack;
                 let id = match self.of_stack.get(&stack) {
                     Some(&id) => id,
                     None => {

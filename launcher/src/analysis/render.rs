@@ -668,44 +668,47 @@ fn findings(list: &[Finding], top: usize, md: bool, name_max: usize) -> String {
                 format!("   {spread}.\n")
             });
         }
-        if !f.has_operators() {
-            text.push_str(super::findings::advice(f));
-            text.push_str("\n\n");
-            continue;
-        }
-        let copies = f.sources.iter().any(|s| s.bytes.is_some());
-        let lines = f.sources.iter().any(|s| s.call_site.is_some());
-        let mut headers = vec!["operator"];
-        if lines {
-            headers.push("Python line");
-        }
-        let time = format!(">{}", super::findings::time_column(f));
-        headers.extend([">count", time.as_str()]);
-        if copies {
-            headers.push(">bytes");
-        }
-        let mut t = Table::new(&headers);
-        let shown = top.min(5);
-        for src in f.sources.iter().take(shown) {
-            let mut row = vec![short(&src.operator, name_max / 2)];
-            if lines {
-                row.push(short_tail(src.call_site.as_deref().unwrap_or(""), name_max));
-            }
-            row.extend([src.count.to_string(), dur(src.time_ns as f64)]);
-            if copies {
-                row.push(bytes(src.bytes.unwrap_or(0)));
-            }
-            t.row(row);
-        }
-        text.push_str(&if md { t.markdown() } else { t.text() });
-        let more = f.sources.len().saturating_sub(shown);
-        if more > 0 {
-            text.push_str(&format!("({more} more in summary.json)\n"));
+        if f.has_operators() {
+            text.push_str(&finding_sources(f, top, md, name_max));
         }
         text.push_str(super::findings::advice(f));
         text.push_str("\n\n");
     }
     text.pop();
+    text
+}
+
+/// A finding's operators and lines, up to 5 (or `top`).
+fn finding_sources(f: &Finding, top: usize, md: bool, name_max: usize) -> String {
+    let copies = f.sources.iter().any(|s| s.bytes.is_some());
+    let lines = f.sources.iter().any(|s| s.call_site.is_some());
+    let mut headers = vec!["operator"];
+    if lines {
+        headers.push("Python line");
+    }
+    let time = format!(">{}", super::findings::time_column(f));
+    headers.extend([">count", time.as_str()]);
+    if copies {
+        headers.push(">bytes");
+    }
+    let mut t = Table::new(&headers);
+    let shown = top.min(5);
+    for src in f.sources.iter().take(shown) {
+        let mut row = vec![short(&src.operator, name_max / 2)];
+        if lines {
+            row.push(short_tail(src.call_site.as_deref().unwrap_or(""), name_max));
+        }
+        row.extend([src.count.to_string(), dur(src.time_ns as f64)]);
+        if copies {
+            row.push(bytes(src.bytes.unwrap_or(0)));
+        }
+        t.row(row);
+    }
+    let mut text = if md { t.markdown() } else { t.text() };
+    let more = f.sources.len().saturating_sub(shown);
+    if more > 0 {
+        text.push_str(&format!("({more} more in summary.json)\n"));
+    }
     text
 }
 

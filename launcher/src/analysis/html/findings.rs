@@ -31,11 +31,18 @@ pub fn section(s: &Summary, top: usize) -> String {
 }
 
 fn finding(out: &mut String, i: usize, f: &Finding, top: usize) {
+    // A figure marked with its path under the finding (`count`, `ranks.3.time_ns`).
     let value = serde_json::to_value(f).unwrap_or_default();
-    let mark = |field: &str, text: String| {
+    let mark = |path: &str, text: String| {
+        let at = path
+            .split('.')
+            .fold(&value, |v, k| match k.parse::<usize>() {
+                Ok(n) => &v[n],
+                Err(_) => &v[k],
+            });
         format!(
             "<b{}>{}</b>",
-            data(&format!("findings.{i}.{field}"), &value[field]),
+            data(&format!("findings.{i}.{path}"), at),
             esc(&text)
         )
     };
@@ -46,17 +53,7 @@ fn finding(out: &mut String, i: usize, f: &Finding, top: usize) {
         title(f),
         capitalized(&headline(f, mark))
     );
-    let key = |path: &str| format!("findings.{i}.{path}");
-    let spread = rank_spread_line(f, |path, text| {
-        let at = path
-            .split('.')
-            .fold(&value, |v, k| match k.parse::<usize>() {
-                Ok(n) => &v[n],
-                Err(_) => &v[k],
-            });
-        format!("<b{}>{}</b>", data(&key(path), at), esc(&text))
-    });
-    if let Some(spread) = spread {
+    if let Some(spread) = rank_spread_line(f, mark) {
         let _ = write!(out, "<p>{}.</p>", capitalized(&spread));
     }
     if f.has_operators() {
