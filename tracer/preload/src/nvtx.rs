@@ -94,21 +94,23 @@ impl Message<'_> {
 enum OpenName {
     /// A PyTorch operator's: its bytes are in this thread's `op_names`, from `at`.
     /// `native`: the bytes are the native observer's record, not an NVTX observer range name.
-    Op {
-        at: usize,
-        len: usize,
-        native: bool,
-    },
-    Other(Name),
+    Op { at: u32, len: u32, native: bool },
+    /// Any other range's, with its domain and payload: boxed, so that an operator's `Open`,
+    /// which the program thread moves at every operator's start and end, stays small.
+    Other(Box<OtherName>),
+}
+
+struct OtherName {
+    name: Name,
+    domain: Option<Name>,
+    payload: Option<f64>,
 }
 
 struct Open {
     id: u64,
     parent: u64,
     name: OpenName,
-    domain: Option<Name>,
     start: u64,
-    payload: Option<f64>,
     is_step: bool,
     /// A PyTorch operator (the NVTX observer's range), correlated on its own stack.
     correlated: Correlated,
@@ -162,6 +164,49 @@ impl ThreadRanges {
     fn innermost_op(&self) -> Option<&Open> {
         self.innermost_op_at().map(|at| &self.open[at])
     }
+
+    /// Takes the range at `at` off the open ranges: what recording it needs, if it is an
+    /// operator whose name waits on `op_names`. Only what an operator's end reads is moved (an
+    /// `Open` moved whole was copied three times on every operator's end).
+    fn take_op(&mut self, at: usize) -> Option<ClosedOp> {
+        let o = &mut self.open[at];
+        let closed = match o.name {
+            OpenName::Op { at, len, native } => Some(ClosedOp {
+                id: o.id,
+                parent: o.parent,
+                start: o.start,
+                at,
+                len,
+                native,
+                stack: o.stack.take(),
+            }),
+            OpenName::Other(_) => None,
+        };
+        if at + 1 == self.open.len() {
+            self.open.pop();
+        } else {
+            self.open.remove(at);
+        }
+        closed
+    }
+}
+
+/// An operator as it ends: what [`record_op`] needs of its [`Open`].
+struct ClosedOp {
+    id: u64,
+    parent: u64,
+    start: u64,
+    /// Its name's bytes in the thread's `op_names`.
+    at: u32,
+    len: u32,
+    native: bool,
+    stack: Option<PyStack>,
+}
+
+/// Whether a name's length fits an [`OpenName::Op`]'s (4 GiB: no NVTX message or operator
+/// record comes near it).
+fn fits_u32(bytes: &[u8]) -> bool {
+    u32::try_from(bytes.len()).is_ok()
 }
 
 impl Open {
@@ -269,21 +314,28 @@ fn open(
     let t = running();
     let is_op = native || message.is_op();
     let name = match message {
-        Message::Bytes(b) if is_op && batched && domain.is_none() && payload.is_none() => THREAD
-            .with(|th| {
+        Message::Bytes(b)
+            if is_op && batched && domain.is_none() && payload.is_none() && fits_u32(b) =>
+        {
+            THREAD.with(|th| {
                 let names = &mut th.borrow_mut().op_names;
-                let at = names.len();
+                let at = names.len() as u32;
                 names.extend_from_slice(b);
                 OpenName::Op {
                     at,
-                    len: b.len(),
+                    len: b.len() as u32,
                     native,
                 }
-            }),
-        m => OpenName::Other(m.into_name()),
+            })
+        }
+        m => OpenName::Other(Box::new(OtherName {
+            name: m.into_name(),
+            domain,
+            payload,
+        })),
     };
     let is_step = match &name {
-        OpenName::Other(n) if !is_op => window::is_step_range(n),
+        OpenName::Other(o) if !is_op => window::is_step_range(&o.name),
         _ => false,
     };
     if let Some(t) = t.filter(|_| is_step) {
@@ -304,9 +356,7 @@ fn open(
         id,
         parent,
         name,
-        domain,
         start,
-        payload,
         is_step,
         correlated,
         pushed_correlation,
@@ -318,33 +368,45 @@ fn close(o: Open, kind: RangeKind) {
     let end = now_ns();
     let t = running();
     o.pop_correlation(t);
-    let is_step = o.is_step;
-    let name = match o.name {
-        OpenName::Other(name) => name,
-        name @ OpenName::Op { .. } => {
-            let o = Open { name, ..o };
-            THREAD.with(|th| record_op(t, &mut th.borrow_mut(), o, end));
+    let other = match o.name {
+        OpenName::Other(other) => other,
+        OpenName::Op { at, len, native } => {
+            let op = ClosedOp {
+                id: o.id,
+                parent: o.parent,
+                start: o.start,
+                at,
+                len,
+                native,
+                stack: o.stack,
+            };
+            THREAD.with(|th| record_op(t, &mut th.borrow_mut(), op, end));
             return;
         }
     };
     let Some(t) = t else { return };
+    let OtherName {
+        name,
+        domain,
+        payload,
+    } = *other;
     window::send_range(
         t,
         Range {
             name,
-            domain: o.domain,
+            domain,
             start: o.start,
             end,
             pid: pid(),
             tid: tid(),
             id: o.id,
             parent: o.parent,
-            payload: o.payload,
+            payload,
             kind,
             stack: o.stack,
         },
     );
-    if is_step {
+    if o.is_step {
         window::step_end(t, end);
     }
 }
@@ -352,10 +414,8 @@ fn close(o: Open, kind: RangeKind) {
 /// Hands a finished operator `o` (its name in the thread's `op_names`) to this thread's batch
 /// while the window records operators, and takes its name off `op_names` either way (the
 /// tracer may have stopped while the operator ran).
-fn record_op(t: Option<&Tracer>, th: &mut ThreadRanges, o: Open, end: u64) {
-    let OpenName::Op { at, len, native } = o.name else {
-        return;
-    };
+fn record_op(t: Option<&Tracer>, th: &mut ThreadRanges, o: ClosedOp, end: u64) {
+    let (at, len) = (o.at as usize, o.len as usize);
     if let Some(t) = t.filter(|_| window::records_ranges()) {
         let tid = th.tid();
         op_batch::record(
@@ -369,7 +429,11 @@ fn record_op(t: Option<&Tracer>, th: &mut ThreadRanges, o: Open, end: u64) {
                 id: o.id,
                 parent: o.parent,
                 stack: o.stack,
-                kind: if native { OpKind::Native } else { OpKind::Nvtx },
+                kind: if o.native {
+                    OpKind::Native
+                } else {
+                    OpKind::Nvtx
+                },
             },
             // No operator encloses this one on this thread.
             at == 0,
@@ -395,9 +459,10 @@ pub fn open_operators() -> (Vec<Name>, Option<PyStack>) {
             .collect();
         let stack = ops.first().and_then(|o| o.stack.clone());
         let names = ops.iter().map(|o| match &o.name {
-            OpenName::Other(n) => n.clone(),
+            OpenName::Other(o) => o.name.clone(),
             OpenName::Op { at, len, native } => {
-                let mut name = &th.op_names[*at..at + len];
+                let (at, len) = (*at as usize, *len as usize);
+                let mut name = &th.op_names[at..at + len];
                 if *native {
                     name = cuprof_core::torch_op::native_record_name(name);
                 }
@@ -475,9 +540,11 @@ fn open_native_op(
     start: u64,
     stack: Option<PyStack>,
 ) {
+    // An empty record, which the writer leaves out, keeps the operators balanced.
+    let record = if fits_u32(record) { record } else { &[] };
     let id = th.next_id();
     let parent = th.open.last().map_or(0, |o| o.id);
-    let at = th.op_names.len();
+    let at = th.op_names.len() as u32;
     th.op_names.extend_from_slice(record);
     let correlated = Correlated::TorchOp;
     th.open.push(Open {
@@ -485,12 +552,10 @@ fn open_native_op(
         parent,
         name: OpenName::Op {
             at,
-            len: record.len(),
+            len: record.len() as u32,
             native: true,
         },
-        domain: None,
         start,
-        payload: None,
         is_step: false,
         correlated,
         pushed_correlation: t.is_some_and(|t| window::push_correlation(t, correlated, id)),
@@ -509,9 +574,10 @@ pub fn native_op_end() {
         let Some(at) = th.innermost_op_at() else {
             return;
         };
-        let o = th.open.remove(at);
-        o.pop_correlation(t);
-        record_op(t, th, o, end);
+        th.open[at].pop_correlation(t);
+        if let Some(op) = th.take_op(at) {
+            record_op(t, th, op, end);
+        }
     });
 }
 
