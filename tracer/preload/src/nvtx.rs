@@ -169,19 +169,7 @@ impl ThreadRanges {
     /// operator whose name waits on `op_names`. Only what an operator's end reads is moved (an
     /// `Open` moved whole was copied three times on every operator's end).
     fn take_op(&mut self, at: usize) -> Option<ClosedOp> {
-        let o = &mut self.open[at];
-        let closed = match o.name {
-            OpenName::Op { at, len, native } => Some(ClosedOp {
-                id: o.id,
-                parent: o.parent,
-                start: o.start,
-                at,
-                len,
-                native,
-                stack: o.stack.take(),
-            }),
-            OpenName::Other(_) => None,
-        };
+        let closed = self.open[at].take_closed_op();
         if at + 1 == self.open.len() {
             self.open.pop();
         } else {
@@ -210,6 +198,23 @@ fn fits_u32(bytes: &[u8]) -> bool {
 }
 
 impl Open {
+    /// What recording this range as an operator needs (its stack taken), if it is an operator
+    /// whose name waits on `op_names`.
+    fn take_closed_op(&mut self) -> Option<ClosedOp> {
+        let OpenName::Op { at, len, native } = self.name else {
+            return None;
+        };
+        Some(ClosedOp {
+            id: self.id,
+            parent: self.parent,
+            start: self.start,
+            at,
+            len,
+            native,
+            stack: self.stack.take(),
+        })
+    }
+
     /// Pops the external correlation id this range pushed, if it pushed one.
     fn pop_correlation(&self, t: Option<&Tracer>) {
         if let Some(t) = t.filter(|_| self.pushed_correlation) {
@@ -364,25 +369,16 @@ fn open(
     }
 }
 
-fn close(o: Open, kind: RangeKind) {
+fn close(mut o: Open, kind: RangeKind) {
     let end = now_ns();
     let t = running();
     o.pop_correlation(t);
-    let other = match o.name {
-        OpenName::Other(other) => other,
-        OpenName::Op { at, len, native } => {
-            let op = ClosedOp {
-                id: o.id,
-                parent: o.parent,
-                start: o.start,
-                at,
-                len,
-                native,
-                stack: o.stack,
-            };
-            THREAD.with(|th| record_op(t, &mut th.borrow_mut(), op, end));
-            return;
-        }
+    if let Some(op) = o.take_closed_op() {
+        THREAD.with(|th| record_op(t, &mut th.borrow_mut(), op, end));
+        return;
+    }
+    let OpenName::Other(other) = o.name else {
+        return;
     };
     let Some(t) = t else { return };
     let OtherName {
