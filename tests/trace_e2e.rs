@@ -515,4 +515,23 @@ fn report_finds_the_workloads_pageable_copy_and_sync() {
         found("short_kernels"),
         serde_json::json!({"rule": "short_kernels", "count": 1, "time_ns": 2_000, "longest_ns": 2_000, "gpu_ns": 1_000})
     );
+    // Its NVTX ranges (the real NVTX3 loader's, timed by cuprof's clock): one of each name,
+    // `train` at least as long as `inner`, which it encloses.
+    let mut ranges: Vec<(&str, u64, i64)> = s["ranges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let name = r["name"].as_str().unwrap();
+            (
+                name,
+                r["count"].as_u64().unwrap(),
+                r["total_ns"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    ranges.sort();
+    let names: Vec<(&str, u64)> = ranges.iter().map(|r| (r.0, r.1)).collect();
+    assert_eq!(names, [("inner", 1), ("train", 1), ("worker", 1)]);
+    assert!(ranges[1].2 >= ranges[0].2, "{}", s["ranges"]);
 }

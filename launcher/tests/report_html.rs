@@ -33,6 +33,7 @@ fn rank_trace(rank: i64) -> Trace {
             800_000 + 10_000 * k
         };
         t.step(k, MAIN, s, d, None);
+        t.range("forward", MAIN, s + 5_000, 200_000 + 1_000 * rank);
         let ext = 10 * k + 1;
         t.cpu_op(
             "aten::mm",
@@ -259,6 +260,18 @@ fn page_has_every_section_with_summary_numbers() {
     let api = section(&html, "cp-api");
     assert!(api.contains(r#"<tr><td><code>cudaLaunchKernel</code></td><td data-key="api_calls.0.count" data-value="32">32</td>"#), "{api}");
     assert!(api.contains(r#"<td><code>cudaMemcpyAsync</code></td><td data-key="api_calls.1.count" data-value="16">16</td>"#), "{api}");
+    // NVTX ranges and labels: per name over both ranks, every figure marked.
+    let ranges = section(&html, "cp-ranges");
+    assert!(
+        ranges.contains(
+            r#"<section id="cp-ranges"><h2>NVTX ranges and labels</h2><table><tr><th>range</th>"#
+        ),
+        "{ranges}"
+    );
+    assert_eq!(s["ranges"][0]["name"], "forward");
+    assert!(ranges.contains(r#"<tr><td><code>forward</code></td><td data-key="ranges.0.count" data-value="16">16</td><td data-key="ranges.0.total_ns" data-value="3208000">3.208 ms</td>"#), "{ranges}");
+    assert!(ranges.contains(r#"<td data-key="ranges.0.min_ns" data-value="200000">200.000 µs</td><td data-key="ranges.0.max_ns" data-value="201000">201.000 µs</td>"#), "{ranges}");
+    assert!(html.find("cp-api") < html.find("cp-ranges"));
     // Steps: one dot per step and rank over the steps, and (16 step times: fewer than 30) one
     // point each in the distribution, no histogram; the straggler in summary.json.
     let steps = section(&html, "cp-steps");

@@ -33,8 +33,9 @@
 //!   time = duration minus the operators directly inside. A GPU operation belongs to the
 //!   operator its `External id` names, else to the one its launch's `External id` names (by
 //!   correlation), else to `(no operator)`.
-//! * **CUDA API calls** ([`api_calls`]): per call name, count, total, share, mean, median, min
-//!   and max, as Nsight Systems' `cuda_api_sum`.
+//! * **CUDA API calls, NVTX ranges and labels** ([`durations`]): per call name and per range
+//!   name, count, total, share, mean, median, min and max, as Nsight Systems' `cuda_api_sum`
+//!   and `nvtx_sum`.
 //! * **Findings** ([`findings`]): host synchronizations, pageable copies, the GPU's host-bound
 //!   gaps, kernels shorter than their launch and driver allocations inside steps, each tied to
 //!   operators and Python lines.
@@ -46,8 +47,8 @@
 //!   (ties: lowest rank); comm/compute overlap = time communication and compute kernels ran
 //!   together / total communication time (union).
 
-mod api_calls;
 mod compare;
+mod durations;
 mod findings;
 mod flame;
 mod html;

@@ -1,6 +1,6 @@
 //! Tables for the terminal and for `report.md`.
 
-use super::api_calls::ApiRow;
+use super::durations::DurationRow;
 use super::findings::Finding;
 use super::model::{Breakdown, StepStats, Summary};
 use super::operators::{CallSiteRow, OperatorRow, Operators};
@@ -381,7 +381,13 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
     if !s.api_calls.is_empty() {
         out.push((
             "CUDA API calls".to_string(),
-            api_calls(&s.api_calls, top, md, name_max),
+            durations(&s.api_calls, "call", top, md, name_max),
+        ));
+    }
+    if !s.ranges.is_empty() {
+        out.push((
+            "NVTX ranges and labels".to_string(),
+            durations(&s.ranges, "range", top, md, name_max),
         ));
     }
 
@@ -623,10 +629,11 @@ fn call_sites(rows: &[CallSiteRow], top: usize, md: bool, name_max: usize) -> St
     text
 }
 
-/// The runtime and driver calls by total time, as `nsys stats`' `cuda_api_sum` lists them.
-fn api_calls(rows: &[ApiRow], top: usize, md: bool, name_max: usize) -> String {
+/// Named durations by total time, as `nsys stats`' `cuda_api_sum` and `nvtx_sum` list them;
+/// `what` heads the names' column.
+fn durations(rows: &[DurationRow], what: &str, top: usize, md: bool, name_max: usize) -> String {
     let mut t = Table::new(&[
-        "#", "call", ">count", ">total", ">share", ">mean", ">median", ">min", ">max",
+        "#", what, ">count", ">total", ">share", ">mean", ">median", ">min", ">max",
     ]);
     for (i, r) in rows.iter().take(top).enumerate() {
         t.row(vec![

@@ -11,7 +11,7 @@
 //! * GPU time per rank as stacked bars, with every figure in a table ([`breakdown`]);
 //! * a rank × step heatmap of step time, with several ranks ([`heatmap`]);
 //! * top kernels and top operators as bars ([`bars`]);
-//! * the CUDA API calls by name ([`api_calls`]);
+//! * the CUDA API calls, and the NVTX ranges and labels, by name ([`durations`]);
 //! * device memory over time with its peak, when the traces have the memory counter
 //!   ([`memory`]);
 //! * the flame graph of `cuprof flame` ([`flame`]).
@@ -21,9 +21,9 @@
 //! the page against summary.json mark by mark. The SVG is written by hand ([`svg`]): see that
 //! module for why no plotting crate.
 
-mod api_calls;
 mod bars;
 mod breakdown;
+mod durations;
 mod findings;
 mod flame;
 mod heatmap;
@@ -122,7 +122,8 @@ pub fn page(
         bars::kernels(s, top),
         bars::operators(s, top),
         bars::torch_compile(s, top),
-        api_calls::section(s, top),
+        durations::api_calls(s, top),
+        durations::ranges(s, top),
         memory::section(s),
         flame_section(flame_svg),
         memory_flame_section(memory_flame_svg),

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use super::api_calls;
+use super::durations;
 use super::findings;
 use super::load::{number_ranks, FileData, GpuOp, Interner, OpKind, NO_NAME};
 use super::operators::{self, Links};
@@ -212,7 +212,8 @@ impl Analysis {
             memcpy,
             dropped,
             cross_rank,
-            api_calls: api_calls::summarize(&self.names, &self.files),
+            api_calls: durations::api_calls(&self.names, &self.files),
+            ranges: durations::ranges(&self.names, &self.files),
             findings,
             torch_compile: torch_compile::summarize(
                 &self.names,

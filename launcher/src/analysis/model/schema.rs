@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{Breakdown, StepStats};
-use crate::analysis::api_calls::ApiRow;
+use crate::analysis::durations::DurationRow;
 use crate::analysis::findings::Finding;
 use crate::analysis::operators::Operators;
 use crate::analysis::saturating::AddSat;
@@ -198,7 +198,11 @@ pub struct Summary {
     pub cross_rank: CrossRank,
     /// CUDA runtime and driver calls by name, by total time; absent when the traces have none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub api_calls: Vec<ApiRow>,
+    pub api_calls: Vec<DurationRow>,
+    /// NVTX ranges and `record_function` labels (not the steps) by name, by total time; absent
+    /// when the traces have none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranges: Vec<DurationRow>,
     /// What to look at first: host synchronizations, pageable copies, the GPU waiting for the
     /// host, kernels shorter than their launch, driver allocations inside steps; by cost,
     /// absent when none was found.
