@@ -94,6 +94,27 @@ fn compare_json_and_table() {
             (s("(no launch record)"), 50_000, 0, Some(0.0)),
         ]
     );
+    // Ranges by their own time: A's forward 600 µs (attention 200 µs inside it), backward
+    // 900 µs, a 10 ms range on another thread; B's forward 500 µs, backward 400 µs.
+    assert_eq!(
+        rows(&c["ranges"]),
+        [
+            (s("other_thread"), 10_000_000, 0, Some(0.0)),
+            (s("backward"), 900_000, 400_000, Some(400.0 / 900.0)),
+            (s("forward"), 600_000, 500_000, Some(500.0 / 600.0)),
+            (s("attention"), 200_000, 0, Some(0.0)),
+        ]
+    );
+    // API calls by total: A's 500 µs device sync, 5 launches and a copy call of 1 µs each; B's 5
+    // launches.
+    assert_eq!(
+        rows(&c["api_calls"]),
+        [
+            (s("cudaDeviceSynchronize"), 500_000, 0, Some(0.0)),
+            (s("cudaLaunchKernel"), 5_000, 5_000, Some(1.0)),
+            (s("cudaMemcpyAsync"), 1_000, 0, Some(0.0)),
+        ]
+    );
 
     let table = cuprof_ok(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
     assert!(
@@ -102,6 +123,42 @@ fn compare_json_and_table() {
     );
     assert!(table.contains("gemm"), "{table}");
     assert!(table.contains("0.500x"), "{table}");
+    let ranges = table
+        .split("NVTX range or label, own time")
+        .nth(1)
+        .and_then(|r| r.split("\n\n").next())
+        .expect("a ranges table");
+    assert_eq!(ranges.lines().count(), 5, "{table}");
+    assert!(ranges.contains("other_thread"), "{table}");
+    assert!(table.contains("CUDA API call"), "{table}");
+}
+
+/// Traces without ranges or API calls on either side have no such rows.
+#[test]
+fn compare_leaves_out_what_neither_side_has() {
+    let dir = tempdir("compare-none");
+    let mut t = Trace::new(0, 1);
+    t.kernel("k", 0, 7, 0, 1_000, 1);
+    let a = dir.join("a-rank0.trace.json.gz");
+    let b = dir.join("b-rank0.trace.json.gz");
+    t.write_gz(&a);
+    t.write_gz(&b);
+    let out = cuprof_ok(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+    ]);
+    let c: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        c.get("ranges").is_none() && c.get("api_calls").is_none(),
+        "{c}"
+    );
+    let table = cuprof_ok(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert!(
+        !table.contains("own time") && !table.contains("CUDA API call"),
+        "{table}"
+    );
 }
 
 #[test]

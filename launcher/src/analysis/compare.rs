@@ -1,5 +1,5 @@
-//! `cuprof compare A B`: kernel by kernel, bucket by bucket and (when both have them) PyTorch
-//! operator by operator, with the step-time speedup.
+//! `cuprof compare A B`: kernel by kernel, bucket by bucket, range by range, API call by API
+//! call and (when both have them) PyTorch operator by operator, with the step-time speedup.
 
 use super::saturating::AddSat;
 use std::collections::BTreeMap;
@@ -61,6 +61,14 @@ pub struct Comparison {
     pub kernels: Vec<Row>,
     /// NVTX buckets (innermost range at launch), largest first.
     pub nvtx_buckets: Vec<Row>,
+    /// NVTX ranges and `record_function` labels by name, their own (CPU) time: the report's
+    /// `ranges`, largest first; absent when neither side has any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ranges: Vec<Row>,
+    /// CUDA API calls by name, their total time: the report's `api_calls`, largest first;
+    /// absent when neither side has any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub api_calls: Vec<Row>,
     /// Operators by name, when both sides have them: largest `max(a, b)` GPU time first, then
     /// CPU time.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -281,6 +289,14 @@ pub(crate) fn comparison(a: &Summary, b: &Summary) -> Comparison {
             a.nvtx_buckets.iter().map(|k| (k.name.clone(), k.total_ns)),
             b.nvtx_buckets.iter().map(|k| (k.name.clone(), k.total_ns)),
         ),
+        ranges: rows(
+            a.ranges.iter().map(|r| (r.name.clone(), r.total_ns)),
+            b.ranges.iter().map(|r| (r.name.clone(), r.total_ns)),
+        ),
+        api_calls: rows(
+            a.api_calls.iter().map(|r| (r.name.clone(), r.total_ns)),
+            b.api_calls.iter().map(|r| (r.name.clone(), r.total_ns)),
+        ),
         operators: match (&a.operators, &b.operators) {
             (Some(x), Some(y)) => Some(operator_rows(x, y)),
             _ => None,
@@ -347,6 +363,15 @@ pub(crate) fn text(c: &Comparison, top: usize, a_ops: bool, b_ops: bool) -> Stri
     out.push('\n');
     out.push_str(&table("NVTX range", &c.nvtx_buckets, top));
     out.push('\n');
+    for (title, rows) in [
+        ("NVTX range or label, own time", &c.ranges),
+        ("CUDA API call", &c.api_calls),
+    ] {
+        if !rows.is_empty() {
+            out.push_str(&table(title, rows, top));
+            out.push('\n');
+        }
+    }
     out.push_str(&match &c.operators {
         Some(rows) => operator_table(rows, top),
         None => match (a_ops, b_ops) {
