@@ -2,6 +2,8 @@
 
 mod analysis_support;
 
+use std::path::Path;
+
 use analysis_support::*;
 use serde_json::{json, Value};
 
@@ -53,6 +55,22 @@ fn rows(v: &Value) -> Vec<(String, i64, i64, Option<f64>)> {
         .collect()
 }
 
+/// `cuprof compare A B --json`'s object.
+fn compare_json(a: &Path, b: &Path) -> Value {
+    let out = cuprof_ok(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+    ]);
+    serde_json::from_str(&out).unwrap()
+}
+
+/// `cuprof compare A B`'s tables.
+fn compare_table(a: &Path, b: &Path) -> String {
+    cuprof_ok(&["compare", a.to_str().unwrap(), b.to_str().unwrap()])
+}
+
 #[test]
 fn compare_json_and_table() {
     let dir = tempdir("compare");
@@ -60,13 +78,7 @@ fn compare_json_and_table() {
     let b = dir.join("b-rank0.trace.json.gz");
     sample().write_gz(&a);
     faster().write_gz(&b);
-    let out = cuprof_ok(&[
-        "compare",
-        a.to_str().unwrap(),
-        b.to_str().unwrap(),
-        "--json",
-    ]);
-    let c: Value = serde_json::from_str(&out).unwrap();
+    let c = compare_json(&a, &b);
     assert_eq!(c["step_time_speedup"], 2.5);
     assert_eq!(c["total_step_time_speedup"], 2.5);
     let s = |n: &str| n.to_string();
@@ -116,7 +128,7 @@ fn compare_json_and_table() {
         ]
     );
 
-    let table = cuprof_ok(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let table = compare_table(&a, &b);
     assert!(
         table.contains("step time speedup 2.500x (B faster)"),
         "{table}"
@@ -143,18 +155,12 @@ fn compare_leaves_out_what_neither_side_has() {
     let b = dir.join("b-rank0.trace.json.gz");
     t.write_gz(&a);
     t.write_gz(&b);
-    let out = cuprof_ok(&[
-        "compare",
-        a.to_str().unwrap(),
-        b.to_str().unwrap(),
-        "--json",
-    ]);
-    let c: Value = serde_json::from_str(&out).unwrap();
+    let c = compare_json(&a, &b);
     assert!(
         c.get("ranges").is_none() && c.get("api_calls").is_none(),
         "{c}"
     );
-    let table = cuprof_ok(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let table = compare_table(&a, &b);
     assert!(
         !table.contains("own time") && !table.contains("CUDA API call"),
         "{table}"
@@ -168,18 +174,12 @@ fn compare_says_no_difference_when_the_means_are_equal() {
     let b = dir.join("b.trace.json.gz");
     sample().write_gz(&a);
     sample().write_gz(&b);
-    let out = cuprof_ok(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let out = compare_table(&a, &b);
     assert!(
         out.contains("step time speedup 1.000x (no difference)"),
         "{out}"
     );
-    let json: Value = serde_json::from_str(&cuprof_ok(&[
-        "compare",
-        "--json",
-        a.to_str().unwrap(),
-        b.to_str().unwrap(),
-    ]))
-    .unwrap();
+    let json = compare_json(&a, &b);
     assert_eq!(json["step_time_speedup"], 1.0);
 }
 
@@ -207,13 +207,7 @@ fn compare_puts_the_findings_side_by_side() {
             })
     };
     let (fa, fb) = (report(&a, "ra"), report(&b, "rb"));
-    let c: Value = serde_json::from_str(&cuprof_ok(&[
-        "compare",
-        a.to_str().unwrap(),
-        b.to_str().unwrap(),
-        "--json",
-    ]))
-    .unwrap();
+    let c = compare_json(&a, &b);
     let rows = c["findings"].as_array().unwrap();
     // sample() has host-bound gaps, a device sync and a pageable copy; faster() only gaps.
     let rules: Vec<&str> = rows.iter().map(|r| r["rule"].as_str().unwrap()).collect();
@@ -238,7 +232,7 @@ fn compare_puts_the_findings_side_by_side() {
         (&rows[1]["b_count"], &rows[2]["b_count"]),
         (&json!(0), &json!(0))
     );
-    let table = cuprof_ok(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let table = compare_table(&a, &b);
     let header = table
         .lines()
         .find(|l| l.trim_start().starts_with("what to look at"))
