@@ -359,7 +359,17 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
         },
     ));
 
-    let mut t = Table::new(&["kind", ">count", ">bytes", ">time", ">GB/s"]);
+    let mut t = Table::new(&[
+        "kind",
+        ">count",
+        ">bytes",
+        ">time",
+        ">GB/s",
+        ">median size",
+        ">max size",
+        ">median time",
+        ">max time",
+    ]);
     for m in &s.memcpy {
         t.row(vec![
             m.kind.clone(),
@@ -367,6 +377,10 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
             bytes(m.bytes),
             dur(m.total_ns as f64),
             format!("{:.2}", m.bandwidth_gbps),
+            bytes(m.median_bytes.round() as i64),
+            bytes(m.max_bytes),
+            dur(m.median_ns),
+            dur(m.max_ns as f64),
         ]);
     }
     out.push((

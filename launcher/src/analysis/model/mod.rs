@@ -121,7 +121,8 @@ impl Analysis {
         // Top kernels: per-kernel durations (overlaps counted in full for each kernel).
         let mut kernels: FxHashMap<u32, Vec<i64>> = FxHashMap::default();
         let mut buckets: FxHashMap<&str, (u64, i64)> = FxHashMap::default();
-        let mut memcpy: FxHashMap<u32, (u64, i64, i64)> = FxHashMap::default();
+        // Copies and sets: each one's size and time, per name.
+        let mut memcpy: FxHashMap<u32, (Vec<i64>, Vec<i64>)> = FxHashMap::default();
         for (fi, f) in self.files.iter().enumerate() {
             for (o, path) in f.ops.iter().zip(&self.op_paths[fi]) {
                 let d = o.end - o.start;
@@ -129,9 +130,8 @@ impl Analysis {
                     OpKind::Compute | OpKind::Comm => kernels.entry(o.name).or_default().push(d),
                     OpKind::Memcpy | OpKind::Memset => {
                         let m = memcpy.entry(o.name).or_default();
-                        m.0 += 1;
-                        m.1.add_sat(o.bytes);
-                        m.2.add_sat(d);
+                        m.0.push(o.bytes);
+                        m.1.push(d);
                     }
                 }
                 let b = buckets.entry(self.bucket_name(*path)).or_default();
@@ -175,14 +175,21 @@ impl Analysis {
         nvtx_buckets.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
         let mut memcpy: Vec<MemcpyRow> = memcpy
             .into_iter()
-            .map(|(name, (count, bytes, total))| {
+            .map(|(name, (mut sizes, mut durs))| {
                 let n = self.names.name(name);
+                let (size, time) = (Spread::of(&mut sizes), Spread::of(&mut durs));
                 MemcpyRow {
                     kind: n.strip_prefix("Memcpy ").unwrap_or(n).to_string(),
-                    count,
-                    bytes,
-                    total_ns: total,
-                    bandwidth_gbps: ratio(bytes as f64, total as f64),
+                    count: time.count,
+                    bytes: size.total,
+                    total_ns: time.total,
+                    bandwidth_gbps: ratio(size.total as f64, time.total as f64),
+                    median_bytes: size.median,
+                    min_bytes: size.min,
+                    max_bytes: size.max,
+                    median_ns: time.median,
+                    min_ns: time.min,
+                    max_ns: time.max,
                 }
             })
             .collect();

@@ -140,6 +140,20 @@ pub struct MemcpyRow {
     pub total_ns: i64,
     /// `bytes / total time` (bytes per nanosecond = GB/s).
     pub bandwidth_gbps: f64,
+    /// The spread of one operation's size and time, as Nsight Systems'
+    /// `cuda_gpu_mem_size_sum` and `cuda_gpu_mem_time_sum` give them (medians as numpy's).
+    #[serde(default)]
+    pub median_bytes: f64,
+    #[serde(default)]
+    pub min_bytes: i64,
+    #[serde(default)]
+    pub max_bytes: i64,
+    #[serde(default)]
+    pub median_ns: f64,
+    #[serde(default)]
+    pub min_ns: i64,
+    #[serde(default)]
+    pub max_ns: i64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
