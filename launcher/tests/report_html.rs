@@ -260,6 +260,16 @@ fn page_has_every_section_with_summary_numbers() {
     let api = section(&html, "cp-api");
     assert!(api.contains(r#"<tr><td><code>cudaLaunchKernel</code></td><td data-key="api_calls.0.count" data-value="32">32</td>"#), "{api}");
     assert!(api.contains(r#"<td><code>cudaMemcpyAsync</code></td><td data-key="api_calls.1.count" data-value="16">16</td>"#), "{api}");
+    // Copies: 2 ranks x 8 steps of one 50 µs copy, every figure marked.
+    let copies = section(&html, "cp-copies");
+    assert!(copies.contains(r#"<tr><td><code>"#), "{copies}");
+    assert_eq!(s["memcpy"][0]["count"], 16);
+    assert!(
+        copies.contains(r#"<td data-key="memcpy.0.count" data-value="16">16</td>"#),
+        "{copies}"
+    );
+    assert!(copies.contains(r#"<td data-key="memcpy.0.median_ns" data-value="50000.0">50.000 µs</td><td data-key="memcpy.0.max_ns" data-value="50000">50.000 µs</td>"#), "{copies}");
+    assert!(html.find("cp-copies") < html.find("cp-api"));
     // NVTX ranges and labels: per name over both ranks, every figure marked.
     let ranges = section(&html, "cp-ranges");
     assert!(

@@ -11,6 +11,7 @@
 //! * GPU time per rank as stacked bars, with every figure in a table ([`breakdown`]);
 //! * a rank × step heatmap of step time, with several ranks ([`heatmap`]);
 //! * top kernels and top operators as bars ([`bars`]);
+//! * the memory copies and sets, with their size and time spreads ([`copies`]);
 //! * the CUDA API calls, and the NVTX ranges and labels, by name ([`durations`]);
 //! * device memory over time with its peak, when the traces have the memory counter
 //!   ([`memory`]);
@@ -23,6 +24,7 @@
 
 mod bars;
 mod breakdown;
+mod copies;
 mod durations;
 mod findings;
 mod flame;
@@ -122,6 +124,7 @@ pub fn page(
         bars::kernels(s, top),
         bars::operators(s, top),
         bars::torch_compile(s, top),
+        copies::section(s),
         durations::api_calls(s, top),
         durations::ranges(s, top),
         memory::section(s),
