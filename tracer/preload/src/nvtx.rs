@@ -171,7 +171,8 @@ impl ThreadRanges {
     fn take_op(&mut self, at: usize) -> Option<ClosedOp> {
         let closed = self.open[at].take_closed_op();
         if at + 1 == self.open.len() {
-            self.open.pop();
+            // Dropped in place: `pop` would copy it out first.
+            self.open.truncate(at);
         } else {
             self.open.remove(at);
         }
