@@ -106,6 +106,14 @@ fn compare_json_and_table() {
             (s("(no launch record)"), 50_000, 0, Some(0.0)),
         ]
     );
+    // Copies by GPU time: A's pageable upload of 100 µs and its 50 µs memset; B has none.
+    assert_eq!(
+        rows(&c["copies"]),
+        [
+            (s("HtoD (Pageable -> Device)"), 100_000, 0, Some(0.0)),
+            (s("Memset (Device)"), 50_000, 0, Some(0.0)),
+        ]
+    );
     // Ranges by their own time: A's forward 600 µs (attention 200 µs inside it), backward
     // 900 µs, a 10 ms range on another thread; B's forward 500 µs, backward 400 µs.
     assert_eq!(
@@ -143,6 +151,7 @@ fn compare_json_and_table() {
     assert_eq!(ranges.lines().count(), 5, "{table}");
     assert!(ranges.contains("other_thread"), "{table}");
     assert!(table.contains("CUDA API call"), "{table}");
+    assert!(table.contains("copy or set"), "{table}");
 }
 
 /// Traces without ranges or API calls on either side have no such rows.
@@ -156,13 +165,14 @@ fn compare_leaves_out_what_neither_side_has() {
     t.write_gz(&a);
     t.write_gz(&b);
     let c = compare_json(&a, &b);
-    assert!(
-        c.get("ranges").is_none() && c.get("api_calls").is_none(),
-        "{c}"
-    );
+    for key in ["copies", "ranges", "api_calls"] {
+        assert!(c.get(key).is_none(), "{key}: {c}");
+    }
     let table = compare_table(&a, &b);
     assert!(
-        !table.contains("own time") && !table.contains("CUDA API call"),
+        !table.contains("own time")
+            && !table.contains("CUDA API call")
+            && !table.contains("copy or set"),
         "{table}"
     );
 }

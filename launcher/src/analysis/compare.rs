@@ -1,5 +1,6 @@
-//! `cuprof compare A B`: kernel by kernel, bucket by bucket, range by range, API call by API
-//! call and (when both have them) PyTorch operator by operator, with the step-time speedup.
+//! `cuprof compare A B`: kernel by kernel, bucket by bucket, copy kind by copy kind, range by
+//! range, API call by API call and (when both have them) PyTorch operator by operator, with the
+//! step-time speedup.
 
 use super::saturating::AddSat;
 use std::collections::BTreeMap;
@@ -61,6 +62,10 @@ pub struct Comparison {
     pub kernels: Vec<Row>,
     /// NVTX buckets (innermost range at launch), largest first.
     pub nvtx_buckets: Vec<Row>,
+    /// Memory copies and sets by kind (`HtoD (Pageable -> Device)`, `Memset (Device)`), their
+    /// GPU time: the report's `memcpy`, largest first; absent when neither side has any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub copies: Vec<Row>,
     /// NVTX ranges and `record_function` labels by name, their own (CPU) time: the report's
     /// `ranges`, largest first; absent when neither side has any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -289,6 +294,10 @@ pub(crate) fn comparison(a: &Summary, b: &Summary) -> Comparison {
             a.nvtx_buckets.iter().map(|k| (k.name.clone(), k.total_ns)),
             b.nvtx_buckets.iter().map(|k| (k.name.clone(), k.total_ns)),
         ),
+        copies: rows(
+            a.memcpy.iter().map(|m| (m.kind.clone(), m.total_ns)),
+            b.memcpy.iter().map(|m| (m.kind.clone(), m.total_ns)),
+        ),
         ranges: rows(
             a.ranges.iter().map(|r| (r.name.clone(), r.total_ns)),
             b.ranges.iter().map(|r| (r.name.clone(), r.total_ns)),
@@ -364,6 +373,7 @@ pub(crate) fn text(c: &Comparison, top: usize, a_ops: bool, b_ops: bool) -> Stri
     out.push_str(&table("NVTX range", &c.nvtx_buckets, top));
     out.push('\n');
     for (title, rows) in [
+        ("copy or set", &c.copies),
         ("NVTX range or label, own time", &c.ranges),
         ("CUDA API call", &c.api_calls),
     ] {
