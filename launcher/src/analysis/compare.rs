@@ -241,21 +241,20 @@ fn add_bytes(figure: &mut Option<i64>, bytes: i64) {
     }
 }
 
-fn rows(
-    a: impl Iterator<Item = (String, i64)>,
-    b: impl Iterator<Item = (String, i64)>,
-) -> Vec<Row> {
-    let mut m: BTreeMap<String, (i64, i64)> = BTreeMap::new();
-    for (n, t) in a {
+/// A's and B's rows of one report table side by side, by the name and time `figure` reads
+/// from each row.
+fn rows<T>(a: &[T], b: &[T], figure: fn(&T) -> (&str, i64)) -> Vec<Row> {
+    let mut m: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
+    for (n, t) in a.iter().map(figure) {
         m.entry(n).or_default().0.add_sat(t);
     }
-    for (n, t) in b {
+    for (n, t) in b.iter().map(figure) {
         m.entry(n).or_default().1.add_sat(t);
     }
     let mut v: Vec<Row> = m
         .into_iter()
         .map(|(name, (a, b))| Row {
-            name,
+            name: name.to_string(),
             a_ns: a,
             b_ns: b,
             ratio: (a != 0).then(|| b as f64 / a as f64),
@@ -286,26 +285,11 @@ pub(crate) fn comparison(a: &Summary, b: &Summary) -> Comparison {
         b: side(b),
         step_time_speedup: speedup(a.steps.mean_ns, b.steps.mean_ns),
         total_step_time_speedup: speedup(a.steps.total_ns as f64, b.steps.total_ns as f64),
-        kernels: rows(
-            a.top_kernels.iter().map(|k| (k.name.clone(), k.total_ns)),
-            b.top_kernels.iter().map(|k| (k.name.clone(), k.total_ns)),
-        ),
-        nvtx_buckets: rows(
-            a.nvtx_buckets.iter().map(|k| (k.name.clone(), k.total_ns)),
-            b.nvtx_buckets.iter().map(|k| (k.name.clone(), k.total_ns)),
-        ),
-        copies: rows(
-            a.memcpy.iter().map(|m| (m.kind.clone(), m.total_ns)),
-            b.memcpy.iter().map(|m| (m.kind.clone(), m.total_ns)),
-        ),
-        ranges: rows(
-            a.ranges.iter().map(|r| (r.name.clone(), r.total_ns)),
-            b.ranges.iter().map(|r| (r.name.clone(), r.total_ns)),
-        ),
-        api_calls: rows(
-            a.api_calls.iter().map(|r| (r.name.clone(), r.total_ns)),
-            b.api_calls.iter().map(|r| (r.name.clone(), r.total_ns)),
-        ),
+        kernels: rows(&a.top_kernels, &b.top_kernels, |k| (&k.name, k.total_ns)),
+        nvtx_buckets: rows(&a.nvtx_buckets, &b.nvtx_buckets, |k| (&k.name, k.total_ns)),
+        copies: rows(&a.memcpy, &b.memcpy, |m| (&m.kind, m.total_ns)),
+        ranges: rows(&a.ranges, &b.ranges, |r| (&r.name, r.total_ns)),
+        api_calls: rows(&a.api_calls, &b.api_calls, |r| (&r.name, r.total_ns)),
         operators: match (&a.operators, &b.operators) {
             (Some(x), Some(y)) => Some(operator_rows(x, y)),
             _ => None,
@@ -473,10 +457,7 @@ mod tests {
 
     #[test]
     fn rows_merge_and_ratio() {
-        let r = rows(
-            [("x".to_string(), 100), ("y".to_string(), 50)].into_iter(),
-            [("x".to_string(), 50), ("z".to_string(), 500)].into_iter(),
-        );
+        let r = rows(&[("x", 100), ("y", 50)], &[("x", 50), ("z", 500)], |r| *r);
         assert_eq!(r[0].name, "z");
         assert_eq!(r[0].ratio, None);
         assert_eq!(r[1].name, "x");

@@ -50,15 +50,10 @@ fn section(
     );
     for (i, r) in rows.iter().take(top).enumerate() {
         let key = |field: &str| format!("{key}.{i}.{field}");
-        let _ = write!(
-            out,
-            "<tr><td><code>{}</code></td><td{}>{}</td>",
-            esc(&r.name),
-            data(&key("count"), r.count),
-            r.count
-        );
+        let _ = write!(out, "<tr><td><code>{}</code></td>", esc(&r.name));
         // Each value as summary.json writes it: the integers as integers.
         for (field, value, text) in [
+            ("count", json!(r.count), r.count.to_string()),
             ("total_ns", json!(r.total_ns), dur(r.total_ns as f64)),
             ("share", json!(r.share), pct(r.share)),
             ("mean_ns", json!(r.mean_ns), dur(r.mean_ns)),
