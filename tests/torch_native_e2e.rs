@@ -149,6 +149,131 @@ fn flops_equal_torch_profilers_with_flops() {
     assert_eq!(mm.get("achieved_tflops"), None);
 }
 
+/// The metadata torch.profiler adds to a collective's `record_param_comms` operator (from the
+/// collective's description ProcessGroupNCCL leaves in the thread's debug info), with each
+/// value as torch formats it: `Collective name`, `dtype`, message sizes, split sizes (past 30,
+/// torch keeps the first 29 and the last), the process group's name, description, ranks and size, `Seq`, `Comms Id`... Chakra,
+/// PARAM's replay and HTA's communication views read them. collectives.cpp opens the operators
+/// as ProcessGroupNCCL does, through torch's own macro (gloo opens none, and NCCL needs GPUs).
+#[test]
+fn collectives_carry_torch_profilers_metadata() {
+    require_models();
+    let dir = TempDir::new("native-collectives");
+    let (_, stderr) = Run::python(
+        "collectives.py",
+        &["cuprof", dir.path().to_str().unwrap()],
+        dir.path(),
+    )
+    .env("CUPROF_WAIT", "1")
+    .env("CUPROF_WARMUP", "1")
+    .env("CUPROF_ACTIVE", "2")
+    .ok_json();
+    assert!(!stderr.contains("NVTX observer"), "{stderr}");
+    let trace = read_trace(&dir.path().join("t-rank0.trace.json.gz"));
+    let path = dir.path().join("torch.json");
+    untraced_python(
+        "collectives.py",
+        &["torch".as_ref(), dir.path().as_os_str(), path.as_os_str()],
+        &[],
+    );
+    // torch.profiler writes the description as it is, inside quotes: not JSON when it holds a
+    // quote. cuprof writes the same text escaped.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let unescaped = r#""Process Group Description": "my "tp" group""#;
+    assert_eq!(text.matches(unescaped).count(), 2);
+    let text = text.replace(
+        unescaped,
+        r#""Process Group Description": "my \"tp\" group""#,
+    );
+    let theirs: Value = serde_json::from_str(&text).unwrap();
+    let comms = |trace: &Value| -> Vec<serde_json::Map<String, Value>> {
+        torch_operators(trace)
+            .into_iter()
+            .filter(|e| e["name"] == "record_param_comms")
+            .map(|e| {
+                let mut args = e["args"].as_object().unwrap().clone();
+                for k in ["External id", "Ev Idx", "Record function id"] {
+                    args.remove(k);
+                }
+                args
+            })
+            .collect()
+    };
+    let (ours, theirs) = (comms(&trace), comms(&theirs));
+    assert_eq!((ours.len(), theirs.len()), (10, 10));
+    for (a, b) in ours.iter().zip(&theirs) {
+        assert_eq!(a, b);
+    }
+    let first = &ours[0];
+    assert_eq!(first["Collective name"], "allreduce");
+    assert_eq!(first["dtype"], "Float");
+    assert_eq!(first["In msg nelems"], 1024);
+    assert_eq!(first["Out msg nelems"], 8192);
+    assert_eq!(first["Group size"], 8);
+    assert_eq!(first["Seq"], 11);
+    assert_eq!(ours[2]["Process Group Description"], "my \"tp\" group");
+    assert_eq!(
+        ours[3]["In split size"]
+            .as_str()
+            .unwrap()
+            .matches(", ")
+            .count(),
+        30
+    );
+    assert!(ours[3]["In split size"]
+        .as_str()
+        .unwrap()
+        .ends_with(", 32, ..., 32]"));
+    assert_eq!(ours[1]["dtype"], "BFloat16");
+    // The operator inside each collective nests in it, as under torch.profiler.
+    let inside = torch_operators(&trace)
+        .windows(2)
+        .filter(|w| w[0]["name"] == "record_param_comms" && w[1]["name"] == "aten::add_")
+        .count();
+    assert_eq!(inside, 10);
+    // `cuprof report` sizes them as nccl-tests does (no GPU here: no kernels, no bandwidth).
+    let summary = report_summary(&dir.path().join("t-rank0.trace.json.gz"), dir.path());
+    let mut rows: Vec<(String, String, i64, u64, i64, i64)> = summary["collectives"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_string(),
+                r["dtype"].as_str().unwrap().to_string(),
+                r["group_size"].as_i64().unwrap(),
+                r["count"].as_u64().unwrap(),
+                r["bytes"].as_i64().unwrap(),
+                r["gpu_ns"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    rows.sort();
+    let row = |name: &str, dtype: &str, group, bytes| {
+        (name.to_string(), dtype.to_string(), group, 2, bytes, 0)
+    };
+    assert_eq!(
+        rows,
+        [
+            row("all_to_allv", "Float", 4, 2 * 5120 * 4),
+            row(
+                "allgather_into_tensor_coalesced",
+                "BFloat16",
+                8,
+                2 * 32768 * 2
+            ),
+            row("allreduce", "Float", 8, 2 * 8192 * 4),
+            row("broadcast", "Float", 2, 2 * 32 * 4),
+            row(
+                "reduce_scatter_tensor_coalesced",
+                "BFloat16",
+                8,
+                2 * 512 * 2
+            ),
+        ]
+    );
+}
+
 /// A trace's `[memory]` events, each with the innermost operator it happened in on its thread
 /// ("" outside every operator).
 fn memory_events(trace: &Value) -> Vec<(&Value, String)> {

@@ -328,6 +328,46 @@ def check_compiled():
            compilations=[(c["compile_id"], c["calls"], c["gpu_ns"]) for c in comp.get("compilations", [])])
 
 
+def check_collectives():
+    """Issue 25: NCCL collectives' `record_param_comms` operators carry the metadata
+    torch.profiler writes (Collective name, dtype, message sizes, process group...), equal to
+    its own on the same steps, and their NCCL kernels are attributed to an operator."""
+    d = fresh("nccl")
+    r = run([CUPROF, "run", "--dir", d, "--name", "nccl", "--no-report", "--wait", "2", "--active", "2", "--",
+             sys.executable, os.path.join(HERE, "nccl_step.py")], timeout=600)
+    tp = fresh("nccl_torch")
+    r2 = run([sys.executable, os.path.join(HERE, "nccl_step.py"), "--torch-profiler", tp], timeout=600)
+    files, tfiles = glob.glob(f"{d}/*.trace.json.gz"), glob.glob(f"{tp}/*.json*")
+    if not files or not tfiles:
+        record("issue25.collectives", False, rc=r.returncode, rc_torch=r2.returncode, stderr=r.stderr[-800:], stderr_torch=r2.stderr[-400:])
+        return
+    t, tt = load(files[0]), load(tfiles[0])
+    drop = {"External id", "Ev Idx", "Record function id"}
+    comms = lambda tr: [{k: v for k, v in e["args"].items() if k not in drop}
+                        for e in sorted(events(tr, "cpu_op"), key=lambda e: e["ts"]) if e["name"] == "record_param_comms"]
+    ours, theirs = comms(t), comms(tt)
+    differ = [(a, b) for a, b in zip(ours, theirs) if a != b]
+    record("issue25.collectives_metadata_vs_torch_profiler",
+           ours and len(ours) == len(theirs) and not differ and all("Collective name" in c for c in ours),
+           cuprof=len(ours), torch_profiler=len(theirs), names=sorted({c.get("Collective name") for c in ours}),
+           first_differing=differ[:1], example=ours[0] if ours else None)
+    ops = {e["args"].get("External id") for e in events(t, "cpu_op")}
+    nccl = [e for e in events(t, "kernel") if "nccl" in e["name"].lower()]
+    attributed = [e for e in nccl if e["args"].get("External id") in ops]
+    record("issue25.nccl_kernels_attributed", nccl and len(attributed) == len(nccl),
+           nccl_kernels=len(nccl), attributed=len(attributed),
+           torch_profiler=len([e for e in events(tt, "kernel") if "nccl" in e["name"].lower()]))
+    # `cuprof report`'s collectives: each one's kernels, GPU time and algorithm bandwidth.
+    rep = fresh("nccl_report")
+    run([CUPROF, "report", files[0], "-o", rep])
+    try:
+        rows = json.load(open(os.path.join(rep, "summary.json"))).get("collectives", [])
+    except (OSError, ValueError) as e:
+        rows, err = [], str(e)
+    record("issue25.report_collectives", len(rows) >= 4 and all(r["kernels"] > 0 and r["gpu_ns"] > 0 and r.get("algbw_gbps") for r in rows),
+           rows=[(r["name"], r["dtype"], r["count"], r["bytes"], r["gpu_ns"], r["kernels"], r.get("algbw_gbps")) for r in rows])
+
+
 def check_on_demand():
     """Issue 27: a running transformer step loop started ready (--on-demand), captured twice from
     outside (--steps 3 each): each capture's file holds the kernels torch.profiler records for 3
@@ -539,7 +579,7 @@ def main():
     print("torch", torch.__version__, "cuda", torch.version.cuda, flush=True)
     only = sys.argv[1:]
     for name, fn in [("basic", check_basic), ("inject", check_injection_only), ("dump", dump_buffers),
-                     ("transformer", check_transformer), ("operators", check_operators), ("torchmem", check_torch_memory), ("compiled", check_compiled), ("findings", check_findings), ("ondemand", check_on_demand), ("window", check_window), ("api", check_api_selection), ("memory", check_memory),
+                     ("transformer", check_transformer), ("operators", check_operators), ("torchmem", check_torch_memory), ("compiled", check_compiled), ("collectives", check_collectives), ("findings", check_findings), ("ondemand", check_on_demand), ("window", check_window), ("api", check_api_selection), ("memory", check_memory),
                      ("faults", check_faults), ("offline", check_offline_scaling)]:
         if only and name not in only:
             continue

@@ -137,6 +137,25 @@ pub struct CpuOp {
     pub flops: u64,
 }
 
+/// A collective's `record_param_comms` operator with its metadata (torch's `saveNcclMeta`).
+#[derive(Debug, Clone, Copy)]
+pub struct CollectiveCall {
+    pub start: i64,
+    pub end: i64,
+    /// The collective's operator (index of `FileData::cpu_ops`): its kernels are those
+    /// attributed to it.
+    pub op: u32,
+    /// `Collective name`, interned.
+    pub name: u32,
+    /// `dtype`, interned (`NO_NAME`: not written).
+    pub dtype: u32,
+    /// `In msg nelems` and `Out msg nelems` (-1: not written).
+    pub in_nelems: i64,
+    pub out_nelems: i64,
+    /// `Group size` (-1: not written).
+    pub group_size: i64,
+}
+
 /// Where a PyTorch allocation lives, as torch's tables count it (`Device Type` of a `[memory]`
 /// event: c10's `DeviceType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -208,6 +227,8 @@ pub struct FileData {
     /// (pid, tid) of each thread index used by `apis`, `ranges` and `cpu_ops`.
     pub threads: Vec<(Id<'static>, Id<'static>)>,
     pub cpu_ops: Vec<CpuOp>,
+    /// Collectives, from their `record_param_comms` operators.
+    pub collectives: Vec<CollectiveCall>,
     /// (index in `apis`, `External id`) of the API calls that carry one. Kept apart from
     /// `ApiCall` so that traces without operators pay nothing for it.
     pub api_ext: Vec<(u32, i64)>,
@@ -246,6 +267,10 @@ impl FileData {
             m(&mut c.name);
             m(&mut c.dims);
             m(&mut c.stack);
+        }
+        for c in &mut self.collectives {
+            m(&mut c.name);
+            m(&mut c.dtype);
         }
     }
 }
@@ -679,6 +704,19 @@ impl Builder<'_> {
                     stack,
                     flops: e.args.flops.map_or(0, |f| f.max(0) as u64),
                 });
+                let c = &e.args.collective;
+                if let Some(collective) = &c.name {
+                    self.data.collectives.push(CollectiveCall {
+                        start,
+                        end,
+                        op: self.data.cpu_ops.len() as u32 - 1,
+                        name: self.names.id(collective),
+                        dtype: c.dtype.as_deref().map_or(NO_NAME, |d| self.names.id(d)),
+                        in_nelems: c.in_nelems.unwrap_or(-1),
+                        out_nelems: c.out_nelems.unwrap_or(-1),
+                        group_size: c.group_size.unwrap_or(-1),
+                    });
+                }
             }
             "overhead" => {
                 self.data.overhead.0 += 1;

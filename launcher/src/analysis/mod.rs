@@ -36,6 +36,9 @@
 //! * **CUDA API calls, NVTX ranges and labels** ([`durations`]): per call name and per range
 //!   name, count, total, share, mean, median, min and max, as Nsight Systems' `cuda_api_sum`
 //!   and `nvtx_sum`.
+//! * **Collectives** ([`collectives`]): per collective name, dtype and group size (the metadata
+//!   on `record_param_comms` operators), nccl-tests' message bytes, the GPU time of the kernels
+//!   attributed to them, algorithm and bus bandwidth.
 //! * **Findings** ([`findings`]): host synchronizations, pageable copies, the GPU's host-bound
 //!   gaps, kernels shorter than their launch and driver allocations inside steps, each tied to
 //!   operators and Python lines.
@@ -47,6 +50,7 @@
 //!   (ties: lowest rank); comm/compute overlap = time communication and compute kernels ran
 //!   together / total communication time (union).
 
+mod collectives;
 mod compare;
 mod durations;
 mod findings;

@@ -1,5 +1,6 @@
 //! Tables for the terminal and for `report.md`.
 
+use super::collectives::CollectiveRow;
 use super::durations::DurationRow;
 use super::findings::Finding;
 use super::model::{Breakdown, StepStats, Summary};
@@ -404,6 +405,12 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
             durations(&s.ranges, "range", top, md, name_max),
         ));
     }
+    if !s.collectives.is_empty() {
+        out.push((
+            "Collectives (nccl-tests' figures)".to_string(),
+            collectives(&s.collectives, top, md, name_max),
+        ));
+    }
 
     let d = &s.dropped;
     let mut text = format!(
@@ -660,6 +667,43 @@ fn durations(rows: &[DurationRow], what: &str, top: usize, md: bool, name_max: u
             dur(r.median_ns),
             dur(r.min_ns as f64),
             dur(r.max_ns as f64),
+        ]);
+    }
+    let mut text = if md { t.markdown() } else { t.text() };
+    let more = rows.len().saturating_sub(top);
+    if more > 0 {
+        text.push_str(&format!("({more} more in summary.json)\n"));
+    }
+    text
+}
+
+/// Collectives by GPU time, with nccl-tests' size and bandwidths.
+fn collectives(rows: &[CollectiveRow], top: usize, md: bool, name_max: usize) -> String {
+    let mut t = Table::new(&[
+        "collective",
+        "dtype",
+        ">ranks",
+        ">calls",
+        ">bytes",
+        ">GPU time",
+        ">kernels",
+        ">algbw GB/s",
+        ">busbw GB/s",
+        ">CPU time",
+    ]);
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+    for r in rows.iter().take(top) {
+        t.row(vec![
+            short(&r.name, name_max / 2),
+            r.dtype.clone(),
+            r.group_size.map_or("-".to_string(), |n| n.to_string()),
+            r.count.to_string(),
+            r.bytes.map_or("-".to_string(), bytes),
+            dur(r.gpu_ns as f64),
+            r.kernels.to_string(),
+            opt(r.algbw_gbps),
+            opt(r.busbw_gbps),
+            dur(r.cpu_ns as f64),
         ]);
     }
     let mut text = if md { t.markdown() } else { t.text() };

@@ -9,7 +9,11 @@
 //! operators"). The layout (keep `observer.cpp` in step):
 //!
 //! ```text
-//! name 0x1f  seq:i64 fwd_thread:u64 handle:u64  counted:u8 flops:u64  shapes:u8 [inputs]
+//! name 0x1f  seq:i64 fwd_thread:u64 handle:u64  flags:u8 flops:u64 [comms]  shapes:u8 [inputs]
+//! flags:   1 flops counted, 2 comms follows
+//! comms:   count:u32, then per field key_len:u32 key value_len:u32 value (torch's
+//!          `saveNcclMeta` of a `record_param_comms` operator: each value JSON as Kineto
+//!          writes it)
 //! inputs:  count:u32, then per input a tag:u8 and its body
 //!   1 tensor        dtype_len:u8 dtype strided:u8 ndim:u32 sizes:i64[ndim] (strides:i64[ndim] if strided)
 //!   2 opaque tensor (undefined, nested or symbolic: no sizes)
@@ -39,6 +43,11 @@ const SCALAR_LIST: u8 = 5;
 const OTHER: u8 = 6;
 const INT: u8 = 7;
 const INT_LIST: u8 = 8;
+
+/// `flags`: the record's flop count is torch's (`--with-flops`).
+const FLOPS_COUNTED: u8 = 1;
+/// `flags`: a collective's metadata follows the flop count.
+const COMMS_META: u8 = 2;
 
 /// Bounds-checked reads from the front of a record.
 struct Reader<'a> {
@@ -233,8 +242,43 @@ fn input(r: &mut Reader<'_>, a: &mut Arrays) -> Option<()> {
     Some(())
 }
 
+/// A collective's metadata (`record_param_comms`: `Collective name`, `dtype`, `In msg nelems`,
+/// `Group size`, `Process Group Name`...) as the members of a JSON object (`"k": v, ...`), in
+/// torch's order. torch formats each value as Kineto writes it, without escaping what it quotes
+/// (a process group's description is the user's text): a value that is not JSON is written as
+/// the JSON string of the text torch quoted, so the trace stays JSON whatever the program named
+/// its groups (torch.profiler's own file does not, there).
+fn comms_meta(r: &mut Reader<'_>) -> Option<String> {
+    use serde::de::IgnoredAny;
+    let n = r.u32()?;
+    let mut out = String::new();
+    for i in 0..n {
+        let key_len = r.u32()? as usize;
+        let key = String::from_utf8_lossy(r.bytes(key_len)?);
+        let value_len = r.u32()? as usize;
+        let value = String::from_utf8_lossy(r.bytes(value_len)?);
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(&serde_json::to_string(key.as_ref()).ok()?);
+        out.push_str(": ");
+        if serde_json::from_str::<IgnoredAny>(&value).is_ok() {
+            out.push_str(value.trim());
+        } else {
+            // torch quoted the text without escaping it: the text, escaped.
+            let text = value
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .unwrap_or(&value);
+            out.push_str(&serde_json::to_string(text).ok()?);
+        }
+    }
+    Some(out)
+}
+
 /// The text record (`name 0x1f seq 0x1f fwd_thread 0x1f handle 0x1f dims 0x1f types 0x1f
-/// strides 0x1f concrete 0x1f flops`) of a binary one; `None` when it does not parse.
+/// strides 0x1f concrete 0x1f flops`, then `0x1f comms` for a collective with metadata) of a
+/// binary one; `None` when it does not parse.
 pub fn to_text(record: &[u8]) -> Option<String> {
     let at = memchr::memchr(NATIVE_SEPARATOR, record)?;
     let name = String::from_utf8_lossy(&record[..at]);
@@ -244,8 +288,16 @@ pub fn to_text(record: &[u8]) -> Option<String> {
     let seq = r.u64()? as i64;
     let fwd_thread = r.u64()?;
     let handle = r.u64()?;
-    let counted = r.u8()? != 0;
+    let flags = r.u8()?;
+    if flags & !(FLOPS_COUNTED | COMMS_META) != 0 {
+        return None;
+    }
+    let counted = flags & FLOPS_COUNTED != 0;
     let flops = r.u64()?;
+    let comms = match flags & COMMS_META {
+        0 => None,
+        _ => Some(comms_meta(&mut r)?).filter(|m| !m.is_empty()),
+    };
     let shapes = r.u8()? != 0;
     let mut a = Arrays::default();
     if shapes {
@@ -281,6 +333,10 @@ pub fn to_text(record: &[u8]) -> Option<String> {
     out.push(sep);
     if counted {
         out.push_str(buf.format(flops));
+    }
+    if let Some(comms) = comms {
+        out.push(sep);
+        out.push_str(&comms);
     }
     Some(out)
 }
@@ -400,13 +456,45 @@ pub(crate) mod encode {
         flops: Option<u64>,
         inputs: Option<&[Input<'_>]>,
     ) -> Vec<u8> {
+        collective(name, seq, fwd_thread, handle, flops, None, inputs)
+    }
+
+    /// The record of an operator, with a collective's metadata (`comms`, key and value pairs
+    /// as torch's `saveNcclMeta` gives them) when it has some.
+    pub fn collective(
+        name: &str,
+        seq: i64,
+        fwd_thread: u64,
+        handle: u64,
+        flops: Option<u64>,
+        comms: Option<&[(&str, &str)]>,
+        inputs: Option<&[Input<'_>]>,
+    ) -> Vec<u8> {
         let mut out = name.as_bytes().to_vec();
         out.push(crate::torch_op::NATIVE_SEPARATOR);
         for v in [seq as u64, fwd_thread, handle] {
             out.extend_from_slice(&v.to_ne_bytes());
         }
-        out.push(flops.is_some() as u8);
+        let flags = if flops.is_some() {
+            super::FLOPS_COUNTED
+        } else {
+            0
+        } | if comms.is_some() {
+            super::COMMS_META
+        } else {
+            0
+        };
+        out.push(flags);
         out.extend_from_slice(&flops.unwrap_or(0).to_ne_bytes());
+        if let Some(comms) = comms {
+            out.extend_from_slice(&(comms.len() as u32).to_ne_bytes());
+            for (key, value) in comms {
+                for text in [key, value] {
+                    out.extend_from_slice(&(text.len() as u32).to_ne_bytes());
+                    out.extend_from_slice(text.as_bytes());
+                }
+            }
+        }
         out.push(inputs.is_some() as u8);
         let Some(inputs) = inputs else { return out };
         out.extend_from_slice(&(inputs.len() as u32).to_ne_bytes());
@@ -448,7 +536,7 @@ pub(crate) mod encode {
 
 #[cfg(test)]
 mod tests {
-    use super::encode::{record, Input};
+    use super::encode::{collective, record, Input};
     use super::*;
     use crate::torch_op::TorchOp;
 
@@ -589,6 +677,66 @@ mod tests {
         assert_eq!(op.seq, Some(i64::MAX));
         assert_eq!(op.op_id, u64::MAX);
         assert_eq!(op.flops, Some(u64::MAX));
+    }
+
+    #[test]
+    fn a_collectives_metadata_is_written_after_its_flop_count() {
+        // As torch's saveNcclMeta formats them: strings quoted, lists quoted, numbers bare; a
+        // process group's description is the user's text, quoted by torch without escaping.
+        let comms = [
+            ("Collective name", "\"allreduce\""),
+            ("dtype", "\"Float\""),
+            ("In msg nelems", "1024"),
+            ("In split size", "\"[]\""),
+            ("Process Group Description", "\"my \"pg\"\""),
+            ("Process Group Ranks", "\"[0, 1]\""),
+        ];
+        let r = collective("record_param_comms", -1, 0, 9, None, Some(&comms), None);
+        let text = to_text(&r).unwrap();
+        assert_eq!(
+            text,
+            "record_param_comms\x1f-1\x1f0\x1f9\x1f\x1f\x1f\x1f\x1f\x1f\
+             \"Collective name\": \"allreduce\", \"dtype\": \"Float\", \"In msg nelems\": 1024, \
+             \"In split size\": \"[]\", \"Process Group Description\": \"my \\\"pg\\\"\", \
+             \"Process Group Ranks\": \"[0, 1]\""
+        );
+        let op = TorchOp::parse_native(&text).unwrap();
+        assert_eq!(op.name, "record_param_comms");
+        assert_eq!(op.flops, None);
+        let object: serde_json::Value =
+            serde_json::from_str(&format!("{{{}}}", op.comms.unwrap())).unwrap();
+        assert_eq!(object["Process Group Description"], "my \"pg\"");
+        assert_eq!(object["In msg nelems"], 1024);
+        // With a flop count and shapes, both keep their places.
+        let inputs = [Input::Int(3)];
+        let r = collective(
+            "record_param_comms",
+            2,
+            0,
+            9,
+            Some(5),
+            Some(&comms[..1]),
+            Some(&inputs),
+        );
+        let op_text = to_text(&r).unwrap();
+        let op = TorchOp::parse_native(&op_text).unwrap();
+        assert_eq!(op.flops, Some(5));
+        assert_eq!(op.sizes, Some("[[]]"));
+        assert_eq!(op.comms, Some("\"Collective name\": \"allreduce\""));
+        for len in 0..r.len() {
+            assert_eq!(to_text(&r[..len]), None, "cut at {len}");
+        }
+        // No metadata (torch found none on the thread): no field.
+        let r = collective("record_param_comms", -1, 0, 9, None, Some(&[]), None);
+        assert_eq!(
+            to_text(&r).unwrap(),
+            "record_param_comms\x1f-1\x1f0\x1f9\x1f\x1f\x1f\x1f\x1f"
+        );
+        // A flag this build does not know: refused.
+        let mut r = record("aten::add", -1, 0, 9, None, None);
+        let flags = "aten::add".len() + 1 + 24;
+        r[flags] = 4;
+        assert_eq!(to_text(&r), None);
     }
 
     #[test]

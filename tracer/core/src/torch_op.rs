@@ -24,11 +24,11 @@
 //! them:
 //!
 //! ```text
-//! name 0x1f seq 0x1f fwd_thread 0x1f handle 0x1f dims 0x1f types 0x1f strides 0x1f concrete 0x1f flops
+//! name 0x1f seq 0x1f fwd_thread 0x1f handle 0x1f dims 0x1f types 0x1f strides 0x1f concrete 0x1f flops [0x1f comms]
 //! ```
 //!
 //! (`seq` -1 when the operator has none; the four arrays empty without shapes; `flops` empty
-//! unless counted). [`TorchOp::parse_native`] reads it and checks every array before it is
+//! unless counted; `comms`, a collective's metadata, only on `record_param_comms`). [`TorchOp::parse_native`] reads it and checks every array before it is
 //! written as it stands; [`TorchOp::parse_made`] reads what `native_record` made, whose arrays
 //! are JSON by construction (it checks the only text the observer printed, scalars and dtype
 //! names, as it decodes them).
@@ -54,6 +54,9 @@ pub struct TorchOp<'a> {
     pub concrete: Option<&'a str>,
     /// Native records only, with `--with-flops`: torch's own FLOP count for the operator.
     pub flops: Option<u64>,
+    /// Native records only: a collective's metadata (`record_param_comms`), the members of a
+    /// JSON object (`"Collective name": "allreduce", ...`) as torch.profiler writes them.
+    pub comms: Option<&'a str>,
 }
 
 /// What records PyTorch operators in a process.
@@ -139,6 +142,7 @@ impl<'a> TorchOp<'a> {
             strides: None,
             concrete: None,
             flops: None,
+            comms: None,
         })
     }
 
@@ -154,7 +158,9 @@ impl<'a> TorchOp<'a> {
                     && is_string_array_json(concrete)
             }
             _ => true,
-        };
+        } && op.comms.is_none_or(|members| {
+            serde_json::from_str::<serde::de::IgnoredAny>(&format!("{{{members}}}")).is_ok()
+        });
         ok.then_some(op)
     }
 
@@ -172,7 +178,8 @@ impl<'a> TorchOp<'a> {
             "" => None,
             n => Some(n.parse().ok()?),
         };
-        if f.next().is_some() {
+        let comms = f.next();
+        if comms.is_some_and(str::is_empty) || f.next().is_some() {
             return None;
         }
         let [dims, types, strides, concrete] = arrays;
@@ -194,6 +201,7 @@ impl<'a> TorchOp<'a> {
             strides,
             concrete,
             flops,
+            comms,
         })
     }
 
@@ -345,6 +353,7 @@ mod tests {
                 strides: None,
                 concrete: None,
                 flops: None,
+                comms: None,
             }
         );
         assert!(!op.is_backward());
@@ -419,6 +428,7 @@ mod tests {
                 strides: Some("[[[3, 1], [3, 1]], []]"),
                 concrete: Some("[\"\", \"0\"]"),
                 flops: None,
+                comms: None,
             }
         );
         let bare =

@@ -668,6 +668,11 @@ impl<W: Write> TraceWriter<W> {
         if let Some(flops) = op.flops {
             self.arg_u64("flops", flops);
         }
+        if let Some(comms) = op.comms {
+            // JSON object members, checked by the record's reader (`native_record`).
+            self.buf.extend_from_slice(b", ");
+            self.buf.extend_from_slice(comms.as_bytes());
+        }
         if let Some(stack) = &r.stack {
             let mut text = std::mem::take(&mut self.scratch);
             text.clear();

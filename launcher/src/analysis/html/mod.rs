@@ -13,6 +13,7 @@
 //! * top kernels and top operators as bars ([`bars`]);
 //! * the memory copies and sets, with their size and time spreads ([`copies`]);
 //! * the CUDA API calls, and the NVTX ranges and labels, by name ([`durations`]);
+//! * the collectives, with nccl-tests' figures ([`collectives`]);
 //! * device memory over time with its peak, when the traces have the memory counter
 //!   ([`memory`]);
 //! * the flame graph of `cuprof flame` ([`flame`]).
@@ -24,6 +25,7 @@
 
 mod bars;
 mod breakdown;
+mod collectives;
 mod copies;
 mod durations;
 mod findings;
@@ -127,6 +129,7 @@ pub fn page(
         copies::section(s),
         durations::api_calls(s, top),
         durations::ranges(s, top),
+        collectives::section(s, top),
         memory::section(s),
         flame_section(flame_svg),
         memory_flame_section(memory_flame_svg),

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
+use super::collectives;
 use super::durations;
 use super::findings;
 use super::load::{number_ranks, FileData, GpuOp, Interner, OpKind, NO_NAME};
@@ -221,6 +222,7 @@ impl Analysis {
             cross_rank,
             api_calls: durations::api_calls(&self.names, &self.files),
             ranges: durations::ranges(&self.names, &self.files),
+            collectives: collectives::collectives(&self.names, &self.files, &self.links),
             findings,
             torch_compile: torch_compile::summarize(
                 &self.names,

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{Breakdown, StepStats};
+use crate::analysis::collectives::CollectiveRow;
 use crate::analysis::durations::DurationRow;
 use crate::analysis::findings::Finding;
 use crate::analysis::operators::Operators;
@@ -217,6 +218,10 @@ pub struct Summary {
     /// when the traces have none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ranges: Vec<DurationRow>,
+    /// Collectives (their `record_param_comms` operators) by name, element type and group
+    /// size, by GPU time; absent when the traces have none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub collectives: Vec<CollectiveRow>,
     /// What to look at first: host synchronizations, pageable copies, the GPU waiting for the
     /// host, kernels shorter than their launch, driver allocations inside steps; by cost,
     /// absent when none was found.

@@ -67,8 +67,26 @@ pub struct Args<'a> {
     pub flops: Option<i64>,
     /// A `cpu_op`'s `Call stack`: `file(line): function` frames, innermost first, `;` between.
     pub call_stack: Option<Cow<'a, str>>,
+    /// A collective's metadata, on its `record_param_comms` operator.
+    pub collective: Collective<'a>,
     /// Members found but not decoded (their JSON text), for tools that keep them.
     pub raw: RawMembers<'a>,
+}
+
+/// What a collective's `record_param_comms` operator says of it (torch's `saveNcclMeta`, in
+/// torch.profiler's traces and cuprof's): enough to size it and to name it.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Collective<'a> {
+    /// `Collective name`: `allreduce`, `allgather_into_tensor_coalesced`, `broadcast`...
+    pub name: Option<Cow<'a, str>>,
+    /// `dtype`: the element type's name as torch prints it (`Float`, `BFloat16`...).
+    pub dtype: Option<Cow<'a, str>>,
+    /// `In msg nelems`: elements sent by this rank.
+    pub in_nelems: Option<i64>,
+    /// `Out msg nelems`: elements received by this rank.
+    pub out_nelems: Option<i64>,
+    /// `Group size`: ranks in the process group.
+    pub group_size: Option<i64>,
 }
 
 /// Members of `args` that the reader delimits but leaves as JSON text (`External id` and
@@ -304,6 +322,16 @@ struct LeanArgs<'a> {
     _cbid: Option<IgnoredAny>,
     #[serde(default, rename = "domain")]
     _domain: Option<IgnoredAny>,
+    #[serde(default, rename = "Collective name")]
+    _collective_name: Option<IgnoredAny>,
+    #[serde(default, rename = "dtype")]
+    _dtype: Option<IgnoredAny>,
+    #[serde(default, rename = "In msg nelems")]
+    _in_msg_nelems: Option<IgnoredAny>,
+    #[serde(default, rename = "Out msg nelems")]
+    _out_msg_nelems: Option<IgnoredAny>,
+    #[serde(default, rename = "Group size")]
+    _group_size: Option<IgnoredAny>,
 }
 
 impl<'a> From<LeanFields<'a>> for Fields<'a> {
@@ -372,6 +400,16 @@ struct RawArgs<'a> {
     cbid: Option<&'a RawValue>,
     #[serde(borrow, default)]
     domain: Option<&'a RawValue>,
+    #[serde(rename = "Collective name", borrow, default)]
+    collective_name: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    dtype: Option<Text<'a>>,
+    #[serde(rename = "In msg nelems", default)]
+    in_msg_nelems: Option<Int>,
+    #[serde(rename = "Out msg nelems", default)]
+    out_msg_nelems: Option<Int>,
+    #[serde(rename = "Group size", default)]
+    group_size: Option<Int>,
 }
 
 impl<'a> RawArgs<'a> {
@@ -389,6 +427,13 @@ impl<'a> RawArgs<'a> {
             input_dims: self.input_dims.map(RawValue::get),
             flops: self.flops.and_then(|i| i.0),
             call_stack: self.call_stack.map(|t| t.0),
+            collective: Collective {
+                name: self.collective_name.map(|t| t.0),
+                dtype: self.dtype.map(|t| t.0),
+                in_nelems: self.in_msg_nelems.and_then(|i| i.0),
+                out_nelems: self.out_msg_nelems.and_then(|i| i.0),
+                group_size: self.group_size.and_then(|i| i.0),
+            },
             raw: RawMembers {
                 sequence_number: self.sequence_number.map(RawValue::get),
                 fwd_thread_id: self.fwd_thread_id.map(RawValue::get),

@@ -75,7 +75,7 @@ const EVENT_KEYS: [&[u8]; 9] = [
 ];
 
 /// The same for the members of `args` (`LeanArgs` in `event.rs`).
-const ARGS_KEYS: [&[u8]; 22] = [
+const ARGS_KEYS: [&[u8]; 27] = [
     b"name",
     b"sort_index",
     b"correlation",
@@ -98,6 +98,11 @@ const ARGS_KEYS: [&[u8]; 22] = [
     b"memory bandwidth (GB/s)",
     b"cbid",
     b"domain",
+    b"Collective name",
+    b"dtype",
+    b"In msg nelems",
+    b"Out msg nelems",
+    b"Group size",
 ];
 
 /// `key`'s bit among `keys` (its index), 0 for a key not among them.

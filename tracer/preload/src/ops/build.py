@@ -86,9 +86,27 @@ def compile_flags(include, abi):
         "-D_GLIBCXX_USE_CXX11_ABI=%d" % abi, "-w",
         "-isystem", include, "-isystem", os.path.join(include, "torch", "csrc", "api", "include"),
     ]
-    if os.path.isfile(os.path.join(include, "torch", "csrc", "profiler", "util.h")):
+    util = os.path.join(include, "torch", "csrc", "profiler", "util.h")
+    if os.path.isfile(util):
         flags.append("-DCUPROF_WITH_FLOPS")
+        # A collective's metadata, as torch.profiler records it: torch's saveNcclMeta and the
+        # RecordFunction flag that marks `record_param_comms` (torch 2.1 and later).
+        if _mentions(util, "saveNcclMeta") and _mentions(
+            os.path.join(include, "ATen", "record_function.h"), "isNcclMeta"
+        ):
+            flags.append("-DCUPROF_WITH_COMMS_META")
+            # torch 2.15 keeps the values typed, as torch.profiler writes them.
+            if _mentions(util, "saveNcclMetaTyped") and _mentions(util, "ncclMetaToStringMap"):
+                flags.append("-DCUPROF_WITH_TYPED_COMMS_META")
     return flags
+
+
+def _mentions(path, word):
+    try:
+        with open(path, errors="replace") as f:
+            return word in f.read()
+    except OSError:
+        return False
 
 
 def _compile(build, source, out, log):

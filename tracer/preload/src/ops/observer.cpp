@@ -36,11 +36,13 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <type_traits>
+#include <unordered_map>
 
 #include <torch/csrc/profiler/orchestration/observer.h>
 
-#ifdef CUPROF_WITH_FLOPS
+#if defined(CUPROF_WITH_FLOPS) || defined(CUPROF_WITH_COMMS_META)
 #include <torch/csrc/profiler/util.h>
 #endif
 
@@ -62,6 +64,10 @@ namespace {
 constexpr uint32_t kHooksVersion = 3;
 // Kineto's limit on the scalar lists it keeps as concrete inputs.
 constexpr size_t kScalarListLimit = 30;
+
+// The record's flags byte (native_record.rs: `FLOPS_COUNTED`, `COMMS_META`).
+constexpr char kFlopsCounted = 1;
+constexpr char kCommsMeta = 2;
 
 const CuprofHooks* g_hooks = nullptr;
 bool g_shapes = false;
@@ -232,13 +238,13 @@ void put_int(Buf& s, int64_t v) {
   s.append(tmp, r.ptr - tmp);
 }
 
-// A JSON string: the text as IValue prints it, with Kineto's one change (double quotes become
-// single ones) and whatever JSON needs escaped.
-void put_json_string(Buf& s, const std::string& text) {
+// A JSON string of `text`, whatever JSON needs escaped; `kineto_quotes`: with Kineto's one
+// change to the scalars it prints (double quotes become single ones).
+void put_json_string(Buf& s, std::string_view text, bool kineto_quotes = true) {
   s.push_back('"');
   for (unsigned char c : text) {
     if (c == '"') {
-      s.push_back('\'');
+      s.append(kineto_quotes ? "'" : "\\\"");
     } else if (c == '\\') {
       s.append("\\\\");
     } else if (c < 0x20 || c == 0x7f) {
@@ -410,6 +416,68 @@ void put_inputs(ThreadBufs& b, c10::ArrayRef<const c10::IValue> inputs) {
   }
 }
 
+#ifdef CUPROF_WITH_COMMS_META
+// A collective's metadata (`record_param_comms`, which ProcessGroupNCCL and its kin open around
+// each collective with the collective's description in the thread's debug info): what
+// torch.profiler adds to the operator, read by torch's own code with the configuration
+// torch.profiler passes (its defaults): Collective name, dtype, In/Out msg nelems, Group size,
+// Process Group Name/Description/Ranks, split sizes, Seq, Comms Id... Written as count:u32, then
+// key_len:u32 key value_len:u32 value per field, each value JSON. Only collectives pay for it;
+// a failure records the operator without it.
+//
+// torch 2.15 keeps the values typed (saveNcclMetaTyped) and torch.profiler writes them as they
+// are: strings inside quotes, unescaped (a quote in a process group's description makes its
+// file invalid JSON), numbers and bools bare. Its string map (ncclMetaToStringMap) writes "None"
+// for such a string instead, so it is used only for a type torch.profiler's export would print
+// itself. Older torch has only the string map (saveNcclMeta): its values as torch formats them,
+// which native_record.rs checks.
+void put_comms_field(Buf& r, const std::string& key, std::string_view value) {
+  r.put_raw(static_cast<uint32_t>(key.size()));
+  r.append(key.data(), key.size());
+  r.put_raw(static_cast<uint32_t>(value.size()));
+  r.append(value.data(), value.size());
+}
+
+__attribute__((noinline)) void put_comms_meta(ThreadBufs& b, const at::RecordFunction& fn) {
+  Buf& r = b.record;
+  size_t count_at = r.size();
+  r.put_raw(uint32_t{0});
+  uint32_t n = 0;
+  try {
+#ifdef CUPROF_WITH_TYPED_COMMS_META
+    auto typed = torch::profiler::impl::saveNcclMetaTyped(fn);
+    std::unordered_map<std::string, std::string> printed;
+    Buf value;
+    for (const auto& [key, v] : typed) {
+      value.clear();
+      if (v.isString()) {
+        put_json_string(value, v.toStringRef(), /*kineto_quotes=*/false);
+      } else if (v.isInt()) {
+        put_int(value, v.toInt());
+      } else if (v.isBool()) {
+        value.append(v.toBool() ? "true" : "false");
+      } else {
+        if (printed.empty()) printed = torch::profiler::impl::ncclMetaToStringMap(typed);
+        auto it = printed.find(key);
+        if (it == printed.end()) continue;
+        value.append(it->second.data(), it->second.size());
+      }
+      put_comms_field(r, key, std::string_view(value.data(), value.size()));
+      ++n;
+    }
+#else
+    for (const auto& [key, value] : torch::profiler::impl::saveNcclMeta(fn)) {
+      put_comms_field(r, key, value);
+      ++n;
+    }
+#endif
+  } catch (...) {
+    // What was written stays (each field whole); the count says how much.
+  }
+  r.patch_raw(count_at, n);
+}
+#endif
+
 struct Label : at::ObserverContext {
   explicit Label(uint64_t id) : id(id) {}
   uint64_t id;
@@ -445,8 +513,15 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
       }
     }
 #endif
-    r.push_back(counted ? 1 : 0);
+    bool comms = false;
+#ifdef CUPROF_WITH_COMMS_META
+    comms = fn.isNcclMeta();
+#endif
+    r.push_back(static_cast<char>((counted ? kFlopsCounted : 0) | (comms ? kCommsMeta : 0)));
     r.put_raw(flops);
+#ifdef CUPROF_WITH_COMMS_META
+    if (comms) put_comms_meta(b, fn);
+#endif
     // Kineto writes no input arrays for an operator without inputs.
     bool shapes = g_shapes && !fn.inputs().empty();
     r.push_back(shapes ? 1 : 0);
