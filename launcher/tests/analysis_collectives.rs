@@ -45,12 +45,16 @@ fn as_read(v: Value) -> Value {
     serde_json::from_str(&v.to_string()).unwrap()
 }
 
-#[test]
-fn collectives_with_nccl_tests_figures() {
+/// Two all-reduces (their kernels `allreduce_us` µs each), an all-gather, a send, a barrier,
+/// and a compute kernel in another operator.
+fn collectives_trace(allreduce_us: [i64; 2]) -> Trace {
     let mut t = Trace::new(0, 1);
     t.metadata(&[0], &[(0, 7)], &[MAIN]);
-    // Two all-reduces of 1 Mi floats (4 MiB) among 8 ranks, their kernels 100 and 300 µs.
-    for (i, (ext, kernel)) in [(11, 100_000), (12, 300_000)].into_iter().enumerate() {
+    // Two all-reduces of 1 Mi floats (4 MiB) among 8 ranks.
+    for (i, (ext, kernel)) in [(11, allreduce_us[0] * 1000), (12, allreduce_us[1] * 1000)]
+        .into_iter()
+        .enumerate()
+    {
         let at = i as i64 * 1_000_000;
         collective(
             &mut t,
@@ -135,6 +139,12 @@ fn collectives_with_nccl_tests_figures() {
         true,
     );
 
+    t
+}
+
+#[test]
+fn collectives_with_nccl_tests_figures() {
+    let t = collectives_trace([100, 300]);
     let dir = tempdir("collectives");
     let trace = dir.join("t-rank0.trace.json.gz");
     t.write_gz(&trace);
@@ -212,4 +222,47 @@ fn no_collectives_no_section() {
     let (stdout, s) = report(&trace, &dir.join("out"));
     assert_eq!(s.get("collectives"), None);
     assert!(!stdout.contains("Collectives"));
+}
+
+/// `cuprof compare` puts each collective's GPU time in A and B side by side.
+#[test]
+fn compare_puts_collectives_side_by_side() {
+    let dir = tempdir("collectives-compare");
+    let (a, b) = (
+        dir.join("a-rank0.trace.json.gz"),
+        dir.join("b-rank0.trace.json.gz"),
+    );
+    collectives_trace([100, 300]).write_gz(&a);
+    collectives_trace([100, 100]).write_gz(&b);
+    let out = cuprof_ok(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+    ]);
+    let c: Value = serde_json::from_str(&out).unwrap();
+    let rows: Vec<(&str, i64, i64)> = c["collectives"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap(),
+                r["a_ns"].as_i64().unwrap(),
+                r["b_ns"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("allreduce", 400_000, 200_000),
+            ("allgather_into_tensor_coalesced", 16_000, 16_000),
+            ("send", 2_000, 2_000),
+            ("barrier", 0, 0),
+        ]
+    );
+    assert_eq!(c["collectives"][0]["ratio"], 0.5);
+    let table = cuprof_ok(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert!(table.contains("collective, GPU time"), "{table}");
 }

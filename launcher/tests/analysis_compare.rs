@@ -165,14 +165,15 @@ fn compare_leaves_out_what_neither_side_has() {
     t.write_gz(&a);
     t.write_gz(&b);
     let c = compare_json(&a, &b);
-    for key in ["copies", "ranges", "api_calls"] {
+    for key in ["copies", "ranges", "api_calls", "collectives"] {
         assert!(c.get(key).is_none(), "{key}: {c}");
     }
     let table = compare_table(&a, &b);
     assert!(
         !table.contains("own time")
             && !table.contains("CUDA API call")
-            && !table.contains("copy or set"),
+            && !table.contains("copy or set")
+            && !table.contains("collective"),
         "{table}"
     );
 }

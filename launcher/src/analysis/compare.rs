@@ -74,6 +74,10 @@ pub struct Comparison {
     /// absent when neither side has any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub api_calls: Vec<Row>,
+    /// Collectives by name, the GPU time of their kernels: the report's `collectives`, largest
+    /// first; absent when neither side has any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub collectives: Vec<Row>,
     /// Operators by name, when both sides have them: largest `max(a, b)` GPU time first, then
     /// CPU time.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -290,6 +294,7 @@ pub(crate) fn comparison(a: &Summary, b: &Summary) -> Comparison {
         copies: rows(&a.memcpy, &b.memcpy, |m| (&m.kind, m.total_ns)),
         ranges: rows(&a.ranges, &b.ranges, |r| (&r.name, r.total_ns)),
         api_calls: rows(&a.api_calls, &b.api_calls, |r| (&r.name, r.total_ns)),
+        collectives: rows(&a.collectives, &b.collectives, |c| (&c.name, c.gpu_ns)),
         operators: match (&a.operators, &b.operators) {
             (Some(x), Some(y)) => Some(operator_rows(x, y)),
             _ => None,
@@ -360,6 +365,7 @@ pub(crate) fn text(c: &Comparison, top: usize, a_ops: bool, b_ops: bool) -> Stri
         ("copy or set", &c.copies),
         ("NVTX range or label, own time", &c.ranges),
         ("CUDA API call", &c.api_calls),
+        ("collective, GPU time", &c.collectives),
     ] {
         if !rows.is_empty() {
             out.push_str(&table(title, rows, top));
