@@ -3,8 +3,10 @@
 //! nccl-tests' figures: calls, message bytes, GPU time, algorithm and bus bandwidth.
 
 mod analysis_support;
+mod export_support;
 
 use analysis_support::*;
+use export_support::Rows;
 use serde_json::{json, Value};
 
 /// A collective's operator as torch.profiler and cuprof write it, `dtype` and `group` left out
@@ -265,4 +267,71 @@ fn compare_puts_collectives_side_by_side() {
     assert_eq!(c["collectives"][0]["ratio"], 0.5);
     let table = cuprof_ok(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
     assert!(table.contains("collective, GPU time"), "{table}");
+}
+
+/// `cuprof export`'s operators table carries each collective's metadata, for SQL over ranks.
+#[test]
+fn export_has_the_collectives_columns() {
+    let dir = tempdir("collectives-export");
+    let traces = dir.join("traces");
+    std::fs::create_dir_all(&traces).unwrap();
+    collectives_trace([100, 300]).write_gz(&traces.join("t-rank0.trace.json.gz"));
+    let out = dir.join("ds");
+    cuprof_ok(&[
+        "export",
+        traces.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let o = Rows::read(&out.join("operators/rank=0/cycle=1/t-rank0.parquet"));
+    let text = |v: &[&str]| v.iter().map(|s| Some(s.to_string())).collect::<Vec<_>>();
+    assert_eq!(
+        o.texts("collective"),
+        [
+            text(&[
+                "allreduce",
+                "allreduce",
+                "allgather_into_tensor_coalesced",
+                "send",
+                "barrier"
+            ]),
+            vec![None]
+        ]
+        .concat()
+    );
+    assert_eq!(
+        o.texts("dtype"),
+        [
+            text(&["Float", "Float", "BFloat16", "Float"]),
+            vec![None, None]
+        ]
+        .concat()
+    );
+    assert_eq!(
+        o.ints("in_msg_nelems"),
+        [
+            Some(1 << 20),
+            Some(1 << 20),
+            Some(4096),
+            Some(256),
+            Some(0),
+            None
+        ]
+    );
+    assert_eq!(
+        o.ints("out_msg_nelems"),
+        [
+            Some(1 << 20),
+            Some(1 << 20),
+            Some(32768),
+            Some(256),
+            Some(0),
+            None
+        ]
+    );
+    assert_eq!(
+        o.ints("group_size"),
+        [Some(8), Some(8), Some(8), Some(2), None, None]
+    );
+    assert_eq!(o.ints("flops"), [None; 6]);
 }

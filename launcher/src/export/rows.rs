@@ -221,6 +221,12 @@ impl FileTables {
                 .int(int(x.sequence_number))
                 .int(int(x.fwd_thread_id))
                 .text(e.args.input_dims)
+                .int(e.args.flops)
+                .text(e.args.collective.name.as_deref())
+                .text(e.args.collective.dtype.as_deref())
+                .int(e.args.collective.in_nelems)
+                .int(e.args.collective.out_nelems)
+                .int(e.args.collective.group_size)
                 .end(),
             "user_annotation" | "gpu_user_annotation" => {
                 let gpu = cat == "gpu_user_annotation";

@@ -104,6 +104,12 @@ pub const OPERATORS: &[Col] = &[
     col("sequence_number", Int, Delta, true),
     col("fwd_thread_id", Int, Dict, true),
     col("input_dims", Text, Dict, true),
+    col("flops", Int, Dict, true),
+    col("collective", Text, Dict, true),
+    col("dtype", Text, Dict, true),
+    col("in_msg_nelems", Int, Dict, true),
+    col("out_msg_nelems", Int, Dict, true),
+    col("group_size", Int, Dict, true),
 ];
 
 /// `user_annotation` (NVTX ranges, `record_function`) other than steps, and
