@@ -99,6 +99,10 @@ class Buf {
  public:
   ~Buf() { std::free(data_); }
   void clear() { len_ = 0; }
+  // Drops what was written past `n`.
+  void truncate(size_t n) {
+    if (n < len_) len_ = n;
+  }
   const char* data() const { return data_; }
   size_t size() const { return len_; }
   void push_back(char c) {
@@ -443,6 +447,7 @@ __attribute__((noinline)) void put_comms_meta(ThreadBufs& b, const at::RecordFun
   size_t count_at = r.size();
   r.put_raw(uint32_t{0});
   uint32_t n = 0;
+  size_t whole = r.size();  // the end of the last field written whole
   try {
 #ifdef CUPROF_WITH_TYPED_COMMS_META
     auto typed = torch::profiler::impl::saveNcclMetaTyped(fn);
@@ -464,15 +469,18 @@ __attribute__((noinline)) void put_comms_meta(ThreadBufs& b, const at::RecordFun
       }
       put_comms_field(r, key, std::string_view(value.data(), value.size()));
       ++n;
+      whole = r.size();
     }
 #else
     for (const auto& [key, value] : torch::profiler::impl::saveNcclMeta(fn)) {
       put_comms_field(r, key, value);
       ++n;
+      whole = r.size();
     }
 #endif
   } catch (...) {
-    // What was written stays (each field whole); the count says how much.
+    // The fields written whole stay; the count says how many.
+    r.truncate(whole);
   }
   r.patch_raw(count_at, n);
 }
