@@ -12,6 +12,12 @@
 //! reduce-scatter and all-to-all, 1 for broadcast and reduce), which makes it comparable with
 //! the link's speed whatever the group's size. A kernel's time includes its wait for the other
 //! ranks to arrive, as nccl-tests' does.
+//!
+//! That wait is also what [`waits`] measures per rank, with no clock shared between ranks: a
+//! collective's kernels end together on every rank of its group, so a rank whose kernel ran
+//! longer than the shortest of them waited for the others that long. The same collective is
+//! found on each rank by its group's name and its number in the group (`Process Group Name`,
+//! `Seq`). The rank that waits least is the one the others wait for.
 
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -42,6 +48,19 @@ pub struct CollectiveRow {
     /// `algbw_gbps` times nccl-tests' factor for the collective and group size; absent for a
     /// collective nccl-tests has no factor for (send, receive, barrier, gather...).
     pub busbw_gbps: Option<f64>,
+}
+
+/// One rank's waiting in the collectives it shares with other ranks of the traces.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CollectiveWait {
+    pub rank: i64,
+    /// Collectives found on this rank and on at least one other.
+    pub matched: u64,
+    /// The GPU time of this rank's kernels in them.
+    pub gpu_ns: i64,
+    /// Of it, the time beyond the shortest rank's kernel of each collective: waiting for the
+    /// ranks that came later.
+    pub wait_ns: i64,
 }
 
 /// Bytes of one element of a dtype as torch names it (`c10::toString` of the scalar type).
@@ -81,6 +100,71 @@ fn bus_factor(name: &str, n: i64) -> Option<f64> {
     })
 }
 
+/// Per operator that launched kernels (its `rep` index): their GPU time and count.
+fn kernels_by_operator(f: &FileData, links: &Links) -> FxHashMap<u32, (i64, u64)> {
+    let mut gpu: FxHashMap<u32, (i64, u64)> = FxHashMap::default();
+    for (op, g) in f.ops.iter().zip(&links.gpu) {
+        if *g != NONE && op.kind.is_kernel() {
+            let e = gpu.entry(*g).or_default();
+            e.0.add_sat(op.end - op.start);
+            e.1 += 1;
+        }
+    }
+    gpu
+}
+
+/// Each rank's waiting in the collectives found on two ranks or more (the same group name,
+/// `Seq` and collective name), by rank; empty when no collective is found twice.
+pub fn waits(files: &[FileData], links: &[Option<Links>]) -> Vec<CollectiveWait> {
+    // (group, seq, name) -> (rank, GPU time of its kernels in it)
+    let mut by: FxHashMap<(u32, i64, u32), Vec<(i64, i64)>> = FxHashMap::default();
+    for (f, links) in files.iter().zip(links) {
+        let (Some(rank), Some(links)) = (f.rank, links.as_ref()) else {
+            continue;
+        };
+        if f.collectives.is_empty() {
+            continue;
+        }
+        let gpu = kernels_by_operator(f, links);
+        for c in f
+            .collectives
+            .iter()
+            .filter(|c| c.seq >= 0 && c.group != NO_NAME)
+        {
+            let rep = links.rep.get(c.op as usize).copied().unwrap_or(NONE);
+            if let Some(&(ns, _)) = gpu.get(&rep) {
+                by.entry((c.group, c.seq, c.name))
+                    .or_default()
+                    .push((rank, ns));
+            }
+        }
+    }
+    let mut per: std::collections::BTreeMap<i64, CollectiveWait> = Default::default();
+    for ranks in by.values() {
+        let mut distinct: Vec<i64> = ranks.iter().map(|r| r.0).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        // On two ranks or more, each once (a rank with two traces of one collective cannot
+        // say which is which).
+        if distinct.len() < 2 || distinct.len() != ranks.len() {
+            continue;
+        }
+        let shortest = ranks.iter().map(|r| r.1).min().unwrap_or(0);
+        for &(rank, ns) in ranks {
+            let w = per.entry(rank).or_insert(CollectiveWait {
+                rank,
+                matched: 0,
+                gpu_ns: 0,
+                wait_ns: 0,
+            });
+            w.matched += 1;
+            w.gpu_ns.add_sat(ns);
+            w.wait_ns.add_sat(ns - shortest);
+        }
+    }
+    per.into_values().collect()
+}
+
 /// The collectives of `files` (`links`: each file's operator links), by GPU time (then name,
 /// dtype and group size).
 pub fn collectives(
@@ -101,15 +185,7 @@ pub fn collectives(
         let Some(links) = links.as_ref().filter(|_| !f.collectives.is_empty()) else {
             continue;
         };
-        // GPU time and kernels per operator that launched kernels.
-        let mut gpu: FxHashMap<u32, (i64, u64)> = FxHashMap::default();
-        for (op, g) in f.ops.iter().zip(&links.gpu) {
-            if *g != NONE && op.kind.is_kernel() {
-                let e = gpu.entry(*g).or_default();
-                e.0.add_sat(op.end - op.start);
-                e.1 += 1;
-            }
-        }
+        let gpu = kernels_by_operator(f, links);
         for c in &f.collectives {
             let a = by
                 .entry((c.name, c.dtype, c.group_size))

@@ -154,6 +154,10 @@ pub struct CollectiveCall {
     pub out_nelems: i64,
     /// `Group size` (-1: not written).
     pub group_size: i64,
+    /// `Process Group Name`, interned (`NO_NAME`: not written), and `Seq` (-1: not written):
+    /// together they name the same collective on every rank of its group.
+    pub group: u32,
+    pub seq: i64,
 }
 
 /// Where a PyTorch allocation lives, as torch's tables count it (`Device Type` of a `[memory]`
@@ -271,6 +275,7 @@ impl FileData {
         for c in &mut self.collectives {
             m(&mut c.name);
             m(&mut c.dtype);
+            m(&mut c.group);
         }
     }
 }
@@ -715,6 +720,8 @@ impl Builder<'_> {
                         in_nelems: c.in_nelems.unwrap_or(-1),
                         out_nelems: c.out_nelems.unwrap_or(-1),
                         group_size: c.group_size.unwrap_or(-1),
+                        group: c.group.as_deref().map_or(NO_NAME, |g| self.names.id(g)),
+                        seq: c.seq.unwrap_or(-1),
                     });
                 }
             }

@@ -38,7 +38,8 @@
 //!   and `nvtx_sum`.
 //! * **Collectives** ([`collectives`]): per collective name, dtype and group size (the metadata
 //!   on `record_param_comms` operators), nccl-tests' message bytes, the GPU time of the kernels
-//!   attributed to them, algorithm and bus bandwidth.
+//!   attributed to them, algorithm and bus bandwidth; per rank, the time its kernels in the
+//!   collectives it shares with other ranks ran beyond the shortest rank's (waiting for them).
 //! * **Findings** ([`findings`]): host synchronizations, pageable copies, the GPU's host-bound
 //!   gaps, kernels shorter than their launch and driver allocations inside steps, each tied to
 //!   operators and Python lines.

@@ -1,9 +1,9 @@
 //! Tables for the terminal and for `report.md`.
 
-use super::collectives::CollectiveRow;
+use super::collectives::{CollectiveRow, CollectiveWait};
 use super::durations::DurationRow;
 use super::findings::Finding;
-use super::model::{Breakdown, StepStats, Summary};
+use super::model::{self, Breakdown, StepStats, Summary};
 use super::operators::{CallSiteRow, OperatorRow, Operators};
 use super::torch_compile::{TorchCompile, SHOWN_PHASES};
 
@@ -411,6 +411,12 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
             collectives(&s.collectives, top, md, name_max),
         ));
     }
+    if !s.collective_waits.is_empty() {
+        out.push((
+            "Waiting in collectives (per rank)".to_string(),
+            collective_waits(&s.collective_waits, md),
+        ));
+    }
 
     let d = &s.dropped;
     let mut text = format!(
@@ -710,6 +716,30 @@ fn collectives(rows: &[CollectiveRow], top: usize, md: bool, name_max: usize) ->
     let more = rows.len().saturating_sub(top);
     if more > 0 {
         text.push_str(&format!("({more} more in summary.json)\n"));
+    }
+    text
+}
+
+/// Each rank's waiting in the collectives it shares with others, and the rank they wait for.
+fn collective_waits(rows: &[CollectiveWait], md: bool) -> String {
+    let mut t = Table::new(&[">rank", ">collectives", ">GPU time", ">waiting", ">share"]);
+    for w in rows {
+        t.row(vec![
+            w.rank.to_string(),
+            w.matched.to_string(),
+            dur(w.gpu_ns as f64),
+            dur(w.wait_ns as f64),
+            pct(model::ratio(w.wait_ns as f64, w.gpu_ns as f64)),
+        ]);
+    }
+    let mut text = if md { t.markdown() } else { t.text() };
+    let least = rows.iter().min_by_key(|w| (w.wait_ns, w.rank));
+    let most = rows.iter().map(|w| w.wait_ns).max().unwrap_or(0);
+    if let Some(least) = least.filter(|l| rows.len() > 1 && most > l.wait_ns) {
+        text.push_str(&format!(
+            "\nrank {} waits least: the other ranks wait for it in their collectives (waiting: a kernel's time beyond the shortest rank's kernel of the same collective)\n",
+            least.rank
+        ));
     }
     text
 }

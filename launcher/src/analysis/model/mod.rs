@@ -223,6 +223,7 @@ impl Analysis {
             api_calls: durations::api_calls(&self.names, &self.files),
             ranges: durations::ranges(&self.names, &self.files),
             collectives: collectives::collectives(&self.names, &self.files, &self.links),
+            collective_waits: collectives::waits(&self.files, &self.links),
             findings,
             torch_compile: torch_compile::summarize(
                 &self.names,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{Breakdown, StepStats};
-use crate::analysis::collectives::CollectiveRow;
+use crate::analysis::collectives::{CollectiveRow, CollectiveWait};
 use crate::analysis::durations::DurationRow;
 use crate::analysis::findings::Finding;
 use crate::analysis::operators::Operators;
@@ -222,6 +222,10 @@ pub struct Summary {
     /// size, by GPU time; absent when the traces have none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub collectives: Vec<CollectiveRow>,
+    /// Per rank, its waiting in the collectives it shares with other ranks of the traces;
+    /// absent when no collective is on two ranks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub collective_waits: Vec<CollectiveWait>,
     /// What to look at first: host synchronizations, pageable copies, the GPU waiting for the
     /// host, kernels shorter than their launch, driver allocations inside steps; by cost,
     /// absent when none was found.

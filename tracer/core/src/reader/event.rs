@@ -87,6 +87,10 @@ pub struct Collective<'a> {
     pub out_nelems: Option<i64>,
     /// `Group size`: ranks in the process group.
     pub group_size: Option<i64>,
+    /// `Process Group Name`: the group's id, the same on each of its ranks.
+    pub group: Option<Cow<'a, str>>,
+    /// `Seq`: the collective's number in its group, the same on each of its ranks.
+    pub seq: Option<i64>,
 }
 
 /// Members of `args` that the reader delimits but leaves as JSON text (`External id` and
@@ -332,6 +336,10 @@ struct LeanArgs<'a> {
     _out_msg_nelems: Option<IgnoredAny>,
     #[serde(default, rename = "Group size")]
     _group_size: Option<IgnoredAny>,
+    #[serde(default, rename = "Process Group Name")]
+    _process_group_name: Option<IgnoredAny>,
+    #[serde(default, rename = "Seq")]
+    _seq: Option<IgnoredAny>,
 }
 
 impl<'a> From<LeanFields<'a>> for Fields<'a> {
@@ -410,6 +418,10 @@ struct RawArgs<'a> {
     out_msg_nelems: Option<Int>,
     #[serde(rename = "Group size", default)]
     group_size: Option<Int>,
+    #[serde(rename = "Process Group Name", borrow, default)]
+    process_group_name: Option<Text<'a>>,
+    #[serde(rename = "Seq", default)]
+    seq: Option<Int>,
 }
 
 impl<'a> RawArgs<'a> {
@@ -433,6 +445,8 @@ impl<'a> RawArgs<'a> {
                 in_nelems: self.in_msg_nelems.and_then(|i| i.0),
                 out_nelems: self.out_msg_nelems.and_then(|i| i.0),
                 group_size: self.group_size.and_then(|i| i.0),
+                group: self.process_group_name.map(|t| t.0),
+                seq: self.seq.and_then(|i| i.0),
             },
             raw: RawMembers {
                 sequence_number: self.sequence_number.map(RawValue::get),

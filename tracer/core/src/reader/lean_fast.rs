@@ -75,7 +75,7 @@ const EVENT_KEYS: [&[u8]; 9] = [
 ];
 
 /// The same for the members of `args` (`LeanArgs` in `event.rs`).
-const ARGS_KEYS: [&[u8]; 27] = [
+const ARGS_KEYS: [&[u8]; 29] = [
     b"name",
     b"sort_index",
     b"correlation",
@@ -103,6 +103,8 @@ const ARGS_KEYS: [&[u8]; 27] = [
     b"In msg nelems",
     b"Out msg nelems",
     b"Group size",
+    b"Process Group Name",
+    b"Seq",
 ];
 
 /// `key`'s bit among `keys` (its index), 0 for a key not among them.
