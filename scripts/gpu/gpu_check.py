@@ -301,19 +301,28 @@ def check_findings():
     shutil.copy(os.path.join(rep, "summary.json"), os.path.join(OUT, "findings-summary.json"))
 
 
+def traced_both(name, script, check, timeout):
+    """`script` (its steps marked by cuprof_step or prof.step()) under `cuprof run` (wait=2,
+    active=2) and under torch.profiler: cuprof's trace files and both traces loaded, or
+    (files, None, None) after recording `check` as failed when either wrote nothing."""
+    d = fresh(name)
+    r = run([CUPROF, "run", "--dir", d, "--name", name, "--no-report", "--wait", "2", "--active", "2", "--",
+             sys.executable, os.path.join(HERE, script)], timeout=timeout)
+    tp = fresh(f"{name}_torch")
+    r2 = run([sys.executable, os.path.join(HERE, script), "--torch-profiler", tp], timeout=timeout)
+    files, tfiles = glob.glob(f"{d}/*.trace.json.gz"), glob.glob(f"{tp}/*.json*")
+    if not files or not tfiles:
+        record(check, False, rc=r.returncode, rc_torch=r2.returncode, stderr=r.stderr[-800:], stderr_torch=r2.stderr[-400:])
+        return files, None, None
+    return files, load(files[0]), load(tfiles[0])
+
+
 def check_compiled():
     """Issue 25: a torch.compile'd model's Triton kernels are attributed to their compiled
     region (`cuprof report`'s torch.compile section), in the counts torch.profiler records."""
-    d = fresh("compiled")
-    r = run([CUPROF, "run", "--dir", d, "--name", "compiled", "--no-report", "--wait", "2", "--active", "2", "--",
-             sys.executable, os.path.join(HERE, "compiled_step.py")], timeout=900)
-    tp = fresh("compiled_torch")
-    r2 = run([sys.executable, os.path.join(HERE, "compiled_step.py"), "--torch-profiler", tp], timeout=900)
-    files, tfiles = glob.glob(f"{d}/*.trace.json.gz"), glob.glob(f"{tp}/*.json*")
-    if not files or not tfiles:
-        record("issue25.compiled", False, rc=r.returncode, rc_torch=r2.returncode, stderr=r.stderr[-800:], stderr_torch=r2.stderr[-400:])
+    files, t, tt = traced_both("compiled", "compiled_step.py", "issue25.compiled", timeout=900)
+    if t is None:
         return
-    t, tt = load(files[0]), load(tfiles[0])
     triton = lambda tr: [e for e in events(tr, "kernel") if e["name"].startswith("triton")]
     ours, theirs = triton(t), triton(tt)
     rep = fresh("compiled_report")
@@ -332,16 +341,9 @@ def check_collectives():
     """Issue 25: NCCL collectives' `record_param_comms` operators carry the metadata
     torch.profiler writes (Collective name, dtype, message sizes, process group...), equal to
     its own on the same steps, and their NCCL kernels are attributed to an operator."""
-    d = fresh("nccl")
-    r = run([CUPROF, "run", "--dir", d, "--name", "nccl", "--no-report", "--wait", "2", "--active", "2", "--",
-             sys.executable, os.path.join(HERE, "nccl_step.py")], timeout=600)
-    tp = fresh("nccl_torch")
-    r2 = run([sys.executable, os.path.join(HERE, "nccl_step.py"), "--torch-profiler", tp], timeout=600)
-    files, tfiles = glob.glob(f"{d}/*.trace.json.gz"), glob.glob(f"{tp}/*.json*")
-    if not files or not tfiles:
-        record("issue25.collectives", False, rc=r.returncode, rc_torch=r2.returncode, stderr=r.stderr[-800:], stderr_torch=r2.stderr[-400:])
+    files, t, tt = traced_both("nccl", "nccl_step.py", "issue25.collectives", timeout=600)
+    if t is None:
         return
-    t, tt = load(files[0]), load(tfiles[0])
     drop = {"External id", "Ev Idx", "Record function id"}
     comms = lambda tr: [{k: v for k, v in e["args"].items() if k not in drop}
                         for e in sorted(events(tr, "cpu_op"), key=lambda e: e["ts"]) if e["name"] == "record_param_comms"]
@@ -361,11 +363,11 @@ def check_collectives():
     rep = fresh("nccl_report")
     run([CUPROF, "report", files[0], "-o", rep])
     try:
-        rows = json.load(open(os.path.join(rep, "summary.json"))).get("collectives", [])
+        rows, err = json.load(open(os.path.join(rep, "summary.json"))).get("collectives", []), None
     except (OSError, ValueError) as e:
         rows, err = [], str(e)
     record("issue25.report_collectives", len(rows) >= 4 and all(r["kernels"] > 0 and r["gpu_ns"] > 0 and r.get("algbw_gbps") for r in rows),
-           rows=[(r["name"], r["dtype"], r["count"], r["bytes"], r["gpu_ns"], r["kernels"], r.get("algbw_gbps")) for r in rows])
+           rows=[(r["name"], r["dtype"], r["count"], r["bytes"], r["gpu_ns"], r["kernels"], r.get("algbw_gbps")) for r in rows], error=err)
 
 
 def check_on_demand():

@@ -5,9 +5,9 @@
 //!
 //! Each collective's operator carries torch's `saveNcclMeta` fields in torch.profiler's traces
 //! and cuprof's (`Collective name`, `dtype`, `In msg nelems`, `Out msg nelems`, `Group size`);
-//! its kernels are those attributed to it as to any operator ([`super::operators::links`]). A message's size is nccl-tests' `size`: the larger of
-//! the elements sent and received (an all-gather's whole output, a reduce-scatter's whole
-//! input), times the element's size. Bus bandwidth is algorithm bandwidth times nccl-tests'
+//! its kernels are those attributed to it as to any operator ([`super::operators::links`]).
+//! A message's size is nccl-tests' `size`: the larger of the elements sent and received (an
+//! all-gather's whole output, a reduce-scatter's whole input), times the element's size. Bus bandwidth is algorithm bandwidth times nccl-tests'
 //! factor for the collective (`2(n-1)/n` for an all-reduce, `(n-1)/n` for all-gather,
 //! reduce-scatter and all-to-all, 1 for broadcast and reduce), which makes it comparable with
 //! the link's speed whatever the group's size. A kernel's time includes its wait for the other
@@ -22,7 +22,7 @@
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use super::load::{FileData, Interner, NO_NAME};
+use super::load::{CollectiveCall, FileData, Interner, NO_NAME};
 use super::operators::{Links, NONE};
 use super::saturating::AddSat;
 
@@ -94,23 +94,37 @@ fn bus_factor(name: &str, n: i64) -> Option<f64> {
     let share = (n - 1) as f64 / n as f64;
     Some(match base {
         "allreduce" => 2.0 * share,
-        "allgather" | "reducescatter" | "alltoall" | "alltoallv" | "alltoallbase" => share,
+        "allgather" | "reducescatter" | "alltoall" => share,
         "broadcast" | "reduce" => 1.0,
         _ => return None,
     })
 }
 
-/// Per operator that launched kernels (its `rep` index): their GPU time and count.
-fn kernels_by_operator(f: &FileData, links: &Links) -> FxHashMap<u32, (i64, u64)> {
-    let mut gpu: FxHashMap<u32, (i64, u64)> = FxHashMap::default();
-    for (op, g) in f.ops.iter().zip(&links.gpu) {
-        if *g != NONE && op.kind.is_kernel() {
-            let e = gpu.entry(*g).or_default();
-            e.0.add_sat(op.end - op.start);
-            e.1 += 1;
+/// The kernels of one file's collectives: per operator that launched kernels (its `rep`
+/// index), their GPU time and count.
+struct CollectiveKernels<'a> {
+    links: &'a Links,
+    by_operator: FxHashMap<u32, (i64, u64)>,
+}
+
+impl<'a> CollectiveKernels<'a> {
+    fn of_file(f: &FileData, links: &'a Links) -> Self {
+        let mut by_operator: FxHashMap<u32, (i64, u64)> = FxHashMap::default();
+        for (op, g) in f.ops.iter().zip(&links.gpu) {
+            if *g != NONE && op.kind.is_kernel() {
+                let e = by_operator.entry(*g).or_default();
+                e.0.add_sat(op.end - op.start);
+                e.1 += 1;
+            }
         }
+        CollectiveKernels { links, by_operator }
     }
-    gpu
+
+    /// The GPU time and count of the kernels attributed to `c`'s operator; `None`: none.
+    fn of(&self, c: &CollectiveCall) -> Option<(i64, u64)> {
+        let rep = self.links.rep.get(c.op as usize)?;
+        self.by_operator.get(rep).copied()
+    }
 }
 
 /// Each rank's waiting in the collectives found on two ranks or more (the same group name,
@@ -125,14 +139,13 @@ pub fn waits(files: &[FileData], links: &[Option<Links>]) -> Vec<CollectiveWait>
         if f.collectives.is_empty() {
             continue;
         }
-        let gpu = kernels_by_operator(f, links);
+        let kernels = CollectiveKernels::of_file(f, links);
         for c in f
             .collectives
             .iter()
             .filter(|c| c.seq >= 0 && c.group != NO_NAME)
         {
-            let rep = links.rep.get(c.op as usize).copied().unwrap_or(NONE);
-            if let Some(&(ns, _)) = gpu.get(&rep) {
+            if let Some((ns, _)) = kernels.of(c) {
                 by.entry((c.group, c.seq, c.name))
                     .or_default()
                     .push((rank, ns));
@@ -185,7 +198,7 @@ pub fn collectives(
         let Some(links) = links.as_ref().filter(|_| !f.collectives.is_empty()) else {
             continue;
         };
-        let gpu = kernels_by_operator(f, links);
+        let kernels = CollectiveKernels::of_file(f, links);
         for c in &f.collectives {
             let a = by
                 .entry((c.name, c.dtype, c.group_size))
@@ -194,7 +207,8 @@ pub fn collectives(
                     ..Acc::default()
                 });
             a.count += 1;
-            a.cpu_ns.add_sat(c.end - c.start);
+            let op = &f.cpu_ops[c.op as usize];
+            a.cpu_ns.add_sat(op.end - op.start);
             let size = if c.dtype == NO_NAME {
                 None
             } else {
@@ -207,8 +221,7 @@ pub fn collectives(
                 }
                 _ => None,
             };
-            let rep = links.rep.get(c.op as usize).copied().unwrap_or(NONE);
-            if let Some(&(ns, k)) = gpu.get(&rep) {
+            if let Some((ns, k)) = kernels.of(c) {
                 a.gpu_ns.add_sat(ns);
                 a.kernels += k;
             }

@@ -140,10 +140,8 @@ pub struct CpuOp {
 /// A collective's `record_param_comms` operator with its metadata (torch's `saveNcclMeta`).
 #[derive(Debug, Clone, Copy)]
 pub struct CollectiveCall {
-    pub start: i64,
-    pub end: i64,
-    /// The collective's operator (index of `FileData::cpu_ops`): its kernels are those
-    /// attributed to it.
+    /// The collective's operator (index of `FileData::cpu_ops`): its span, and its kernels
+    /// (those attributed to it).
     pub op: u32,
     /// `Collective name`, interned.
     pub name: u32,
@@ -712,8 +710,6 @@ impl Builder<'_> {
                 let c = &e.args.collective;
                 if let Some(collective) = &c.name {
                     self.data.collectives.push(CollectiveCall {
-                        start,
-                        end,
                         op: self.data.cpu_ops.len() as u32 - 1,
                         name: self.names.id(collective),
                         dtype: c.dtype.as_deref().map_or(NO_NAME, |d| self.names.id(d)),

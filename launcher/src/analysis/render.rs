@@ -121,6 +121,11 @@ pub fn pct(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
 
+/// A bandwidth in GB/s with two decimals, `-` when there is none.
+pub fn gbps(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), |v| format!("{v:.2}"))
+}
+
 pub fn bytes(b: i64) -> String {
     // GiB with two decimals: memcpy totals of a few GiB differ in the second.
     let decimals = if b >= 1 << 30 { 2 } else { 1 };
@@ -697,7 +702,6 @@ fn collectives(rows: &[CollectiveRow], top: usize, md: bool, name_max: usize) ->
         ">busbw GB/s",
         ">CPU time",
     ]);
-    let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
     for r in rows.iter().take(top) {
         t.row(vec![
             short(&r.name, name_max / 2),
@@ -707,8 +711,8 @@ fn collectives(rows: &[CollectiveRow], top: usize, md: bool, name_max: usize) ->
             r.bytes.map_or("-".to_string(), bytes),
             dur(r.gpu_ns as f64),
             r.kernels.to_string(),
-            opt(r.algbw_gbps),
-            opt(r.busbw_gbps),
+            gbps(r.algbw_gbps),
+            gbps(r.busbw_gbps),
             dur(r.cpu_ns as f64),
         ]);
     }

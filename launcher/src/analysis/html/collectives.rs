@@ -7,7 +7,7 @@ use std::fmt::Write;
 use serde_json::{json, Value};
 
 use super::super::model::Summary;
-use super::super::render::{bytes, dur};
+use super::super::render::{bytes, dur, gbps};
 use super::svg::{data, esc};
 
 pub fn section(s: &Summary, top: usize) -> String {
@@ -17,7 +17,6 @@ pub fn section(s: &Summary, top: usize) -> String {
     let mut out = String::from(
         r#"<section id="cp-collectives"><h2>Collectives</h2><table><tr><th>collective</th><th>dtype</th><th>ranks</th><th>calls</th><th>bytes</th><th>GPU time</th><th>kernels</th><th>algbw GB/s</th><th>busbw GB/s</th><th>CPU time</th></tr>"#,
     );
-    let gbps = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
     for (i, c) in s.collectives.iter().take(top).enumerate() {
         let _ = write!(
             out,

@@ -91,22 +91,24 @@ def compile_flags(include, abi):
         flags.append("-DCUPROF_WITH_FLOPS")
         # A collective's metadata, as torch.profiler records it: torch's saveNcclMeta and the
         # RecordFunction flag that marks `record_param_comms` (torch 2.1 and later).
-        if _mentions(util, "saveNcclMeta") and _mentions(
-            os.path.join(include, "ATen", "record_function.h"), "isNcclMeta"
+        util_h = _text(util)
+        if "saveNcclMeta" in util_h and "isNcclMeta" in _text(
+            os.path.join(include, "ATen", "record_function.h")
         ):
             flags.append("-DCUPROF_WITH_COMMS_META")
             # torch 2.15 keeps the values typed, as torch.profiler writes them.
-            if _mentions(util, "saveNcclMetaTyped") and _mentions(util, "ncclMetaToStringMap"):
+            if "saveNcclMetaTyped" in util_h and "ncclMetaToStringMap" in util_h:
                 flags.append("-DCUPROF_WITH_TYPED_COMMS_META")
     return flags
 
 
-def _mentions(path, word):
+def _text(path):
+    """A header's text, empty when it cannot be read."""
     try:
         with open(path, errors="replace") as f:
-            return word in f.read()
+            return f.read()
     except OSError:
-        return False
+        return ""
 
 
 def _compile(build, source, out, log):
