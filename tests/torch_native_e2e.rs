@@ -663,22 +663,150 @@ fn compiled_regions_appear_as_under_torch_profiler() {
     );
     let theirs = read_trace(&path);
     let names = |t: &Value| count_by_name(&torch_operators(t));
-    let ours = names(&ours);
-    assert_eq!(ours, names(&theirs));
+    let ours_ops = names(&ours);
+    assert_eq!(ours_ops, names(&theirs));
     for region in [
         "Torch-Compiled Region: 0/0",
         "Pregraph bytecode",
         "AOTDispatcher Runtime Wrapper Prologue",
         "CompiledFunction",
     ] {
-        assert_eq!(ours.get(region), Some(&2), "{region}: {ours:?}");
+        assert_eq!(ours_ops.get(region), Some(&2), "{region}: {ours_ops:?}");
     }
-    let calls: usize = ours
+    // The compiled graph's call is a label (its keyword value scope=user_scope) under both.
+    let labels = |t: &Value| count_by_name(&labels(t));
+    let ours_labels = labels(&ours);
+    assert_eq!(ours_labels, labels(&theirs));
+    let calls: usize = ours_labels
         .iter()
         .filter(|(n, _)| n.starts_with("## Call CompiledFxGraph ") && n.ends_with(" ##"))
         .map(|(_, c)| c)
         .sum();
     assert_eq!(calls, 2);
+}
+
+/// An operator's or label's category, name and args, less the ids that differ between two
+/// runs (`External id`, torch.profiler's `Ev Idx`).
+fn kineto_fields(e: &Value) -> (Value, Value, BTreeMap<String, Value>) {
+    let args = e["args"].as_object().map_or_else(BTreeMap::new, |a| {
+        a.iter()
+            .filter(|(k, _)| *k != "External id" && *k != "Ev Idx")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    });
+    (e["cat"].clone(), e["name"].clone(), args)
+}
+
+/// What torch.compile and record_function open around operators (`kineto_labels.py`): a Triton
+/// launch's keyword inputs (kernel file, hash, stream, warps, and values of every kind
+/// torch.profiler formats), a compiled graph's call (a label when shapes are recorded),
+/// `record_function` and TorchScript labels with their inputs: equal to torch.profiler's,
+/// field by field, with shapes and without. A label's `External id` is its projection's onto
+/// the GPU, and GPU work inside a Triton launch carries the launch's.
+#[test]
+fn labels_and_keyword_inputs_equal_torch_profilers() {
+    require_python("torch");
+    for shapes in [true, false] {
+        let dir = TempDir::new("native-labels");
+        let flag = if shapes { "1" } else { "0" };
+        let (_, stderr) = Run::python("kineto_labels.py", &["cuprof"], dir.path())
+            .env("CUPROF_WAIT", "1")
+            .env("CUPROF_WARMUP", "1")
+            .env("CUPROF_ACTIVE", "2")
+            .env("CUPROF_RECORD_SHAPES", flag)
+            .ok_json();
+        assert!(!stderr.contains("NVTX observer"), "{stderr}");
+        let ours = read_trace(&dir.path().join("t-rank0.trace.json.gz"));
+        let path = dir.path().join("torch.json");
+        untraced_python(
+            "kineto_labels.py",
+            &["torch".as_ref(), path.as_os_str()],
+            &[("CUPROF_TEST_SHAPES", flag.as_ref())],
+        );
+        let theirs = read_trace(&path);
+        let all = |t: &Value| -> Vec<(Value, Value, BTreeMap<String, Value>)> {
+            let mut evs = torch_operators(t);
+            evs.extend(labels(t));
+            evs.sort_by(|a, b| {
+                let key = |e: &Value| (e["ts"].as_f64().unwrap(), -e["dur"].as_f64().unwrap());
+                key(a).partial_cmp(&key(b)).unwrap()
+            });
+            evs.into_iter().map(kineto_fields).collect()
+        };
+        let (mine, reference) = (all(&ours), all(&theirs));
+        // Per step: 5 labels or Triton launches, 6 operators (relu's clamp_min inside it).
+        assert_eq!((mine.len(), reference.len()), (22, 22), "shapes {shapes}");
+        for (a, b) in mine.iter().zip(&reference) {
+            assert_eq!(a, b, "shapes {shapes}");
+        }
+        let label_names = count_by_name(&labels(&ours));
+        let call = "## Call CompiledFxGraph fx1234 ##";
+        assert_eq!(label_names.get(call), if shapes { Some(&2) } else { None });
+        if !shapes {
+            continue;
+        }
+        // The Triton launch's keyword inputs, as torch.profiler formats each kind.
+        let launch = torch_operators(&ours)
+            .into_iter()
+            .find(|e| e["name"] == "triton_poi_fused_add_0")
+            .unwrap();
+        let expected = serde_json::json!({
+            "kernel_backend": "triton", "stream": 0, "num_warps": 4, "kernel_num_gb": 0.000128,
+            "two": 2, "fixed": 100000, "big": 1e20, "small": 1e-05, "third": 0.3333333333333333,
+            "nan": "nan", "neg_inf": "-inf", "no": false, "path": "C:/kernels/k.py",
+            "quoted": "None", "lines": "ab", "names": ["a/b", "c"], "empty": [],
+        });
+        for (k, v) in expected.as_object().unwrap() {
+            assert_eq!(&launch["args"][k], v, "{k}");
+        }
+        assert!(launch["args"].get("ints").is_none());
+        // Numbers as torch.profiler's file spells them (a reader sees 2 and 2.0 alike).
+        let text = trace_text(&dir.path().join("t-rank0.trace.json.gz"));
+        for spelled in [
+            "\"two\": 2,",
+            "\"fixed\": 100000,",
+            "\"big\": 1e+20",
+            "\"neg_zero\": -0",
+        ] {
+            assert!(text.contains(spelled), "{spelled}");
+        }
+        // Labels' ids link their projection onto the GPU; a launch's kernel carries the
+        // launch's id, and the kernel inside the compiled call (a label, which Kineto does not
+        // push as an operator) none.
+        let gpu_labels = events(&ours, "gpu_user_annotation");
+        let calls: Vec<&Value> = labels(&ours)
+            .into_iter()
+            .filter(|e| e["name"] == call)
+            .collect();
+        assert_eq!(gpu_labels.len(), 2);
+        for (gpu, cpu) in gpu_labels.iter().zip(&calls) {
+            assert_eq!(gpu["name"], call);
+            assert_eq!(gpu["args"]["External id"], cpu["args"]["External id"]);
+        }
+        let kernels = events(&ours, "kernel");
+        let launches: Vec<&Value> = torch_operators(&ours)
+            .into_iter()
+            .filter(|e| e["name"].as_str().unwrap().starts_with("triton_"))
+            .collect();
+        assert_eq!((kernels.len(), launches.len()), (6, 4));
+        let linked = |k: &Value| k["args"].get("External id").cloned();
+        let ids: Vec<Option<Value>> = kernels.iter().map(|k| linked(k)).collect();
+        let launch_ids: Vec<Option<Value>> = launches
+            .iter()
+            .map(|l| Some(l["args"]["External id"].clone()))
+            .collect();
+        assert_eq!(
+            ids,
+            vec![
+                launch_ids[0].clone(),
+                launch_ids[1].clone(),
+                None,
+                launch_ids[2].clone(),
+                launch_ids[3].clone(),
+                None
+            ]
+        );
+    }
 }
 
 /// The report's torch.compile section, from a trace that recorded the compilations: a graph

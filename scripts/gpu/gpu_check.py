@@ -335,6 +335,19 @@ def check_compiled():
            ours and len(ours) == len(theirs) and region_gpu >= 0.99 * triton_ns,
            triton_kernels=len(ours), torch_profiler=len(theirs), triton_ns=triton_ns, region_gpu_ns=region_gpu,
            compilations=[(c["compile_id"], c["calls"], c["gpu_ns"]) for c in comp.get("compilations", [])])
+    # Each Triton launch is an operator carrying the keyword inputs torch.compile gives
+    # torch.profiler (kernel file, hash, warps...; the stream is a handle, different per run),
+    # and each Triton kernel carries its launch's External id.
+    keys = ("kernel_backend", "kernel_file", "kernel_hash", "num_warps", "num_stages", "kernel_kwargs")
+    launches = lambda tr: sorted((e for e in events(tr, "cpu_op") if e["name"].startswith("triton_")), key=lambda e: e["ts"])
+    kw = lambda tr: [(e["name"], [e["args"].get(k) for k in keys], isinstance(e["args"].get("stream"), int)) for e in launches(tr)]
+    ours_kw, theirs_kw = kw(t), kw(tt)
+    launch_ids = {e["args"]["External id"] for e in launches(t)}
+    linked = [e for e in ours if e["args"].get("External id") in launch_ids]
+    record("issue25.compiled_triton_launch_args",
+           ours_kw and ours_kw == theirs_kw and all(s for _, _, s in ours_kw) and len(linked) == len(ours),
+           launches=len(ours_kw), torch_profiler=len(theirs_kw), kernels_linked=len(linked), triton_kernels=len(ours),
+           example=ours_kw[:1], first_differing=[(a, b) for a, b in zip(ours_kw, theirs_kw) if a != b][:1])
 
 
 def check_collectives():

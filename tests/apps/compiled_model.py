@@ -1,7 +1,7 @@
 """A torch.compile'd model on the CPU, traced two ways for the compiled-region test.
 
     python3 compiled_model.py cuprof          # under libcuprof.so + the libcupti double
-    python3 compiled_model.py torch OUT.json  # under torch.profiler (CPU activity)
+    python3 compiled_model.py torch OUT.json  # under torch.profiler (CPU, record_shapes as cuprof's default)
 
 4 steps, schedule wait=1, warmup=1, active=2 (compilation happens in the first, unrecorded).
 Prints one JSON line.
@@ -31,6 +31,7 @@ if mode == "cuprof":
 else:
     with torch.profiler.profile(
         activities=[torch.profiler.ProfilerActivity.CPU],
+        record_shapes=True,
         schedule=torch.profiler.schedule(wait=1, warmup=1, active=2),
         on_trace_ready=lambda p: p.export_chrome_trace(sys.argv[2]),
     ) as prof:

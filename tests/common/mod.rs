@@ -142,18 +142,23 @@ impl Run {
     }
 }
 
+/// A gzip (or plain) trace's text.
+pub fn trace_text(path: &Path) -> String {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    if !bytes.starts_with(&[0x1f, 0x8b]) {
+        return String::from_utf8(bytes).unwrap();
+    }
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&bytes[..])
+        .read_to_string(&mut text)
+        .unwrap();
+    text
+}
+
 /// Reads a gzip (or plain) JSON trace; a cuprof trace must keep Perfetto's rules
 /// ([`rules::check_perfetto_rules`]).
 pub fn read_trace(path: &Path) -> Value {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut text = String::new();
-    if bytes.starts_with(&[0x1f, 0x8b]) {
-        flate2::read::GzDecoder::new(&bytes[..])
-            .read_to_string(&mut text)
-            .unwrap();
-    } else {
-        text = String::from_utf8(bytes).unwrap();
-    }
+    let text = trace_text(path);
     let trace: Value = serde_json::from_str(&text)
         .unwrap_or_else(|e| panic!("{} is not valid JSON: {e}", path.display()));
     // Every cuprof trace a test reads is held to the rules its viewers apply.
@@ -233,11 +238,7 @@ fn raw_field(line: &str, key: &str) -> String {
 
 /// The events of a cuprof trace (one event per line), with raw `ts`/`dur` text.
 pub fn raw_events(path: &Path) -> Vec<RawEvent> {
-    let bytes = std::fs::read(path).unwrap();
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(&bytes[..])
-        .read_to_string(&mut text)
-        .unwrap();
+    let text = trace_text(path);
     let start =
         text.find("\"traceEvents\": [\n").expect("traceEvents") + "\"traceEvents\": [\n".len();
     let end = text.rfind("\n],").expect("end of traceEvents");
@@ -284,6 +285,20 @@ pub fn torch_operators(trace: &Value) -> Vec<&Value> {
         key(a).partial_cmp(&key(b)).unwrap()
     });
     ops
+}
+
+/// The `user_annotation`s of a trace other than its steps (`record_function` labels, NVTX
+/// ranges), in start order, the enclosing one first.
+pub fn labels(trace: &Value) -> Vec<&Value> {
+    let mut labels: Vec<&Value> = events(trace, "user_annotation")
+        .into_iter()
+        .filter(|e| !e["name"].as_str().unwrap().starts_with("ProfilerStep#"))
+        .collect();
+    labels.sort_by(|a, b| {
+        let key = |e: &Value| (e["ts"].as_f64().unwrap(), -e["dur"].as_f64().unwrap());
+        key(a).partial_cmp(&key(b)).unwrap()
+    });
+    labels
 }
 
 /// Fails the test, naming the remedy, unless `python3` imports every module of `modules`

@@ -176,6 +176,9 @@ pub enum RangeKind {
     /// A PyTorch operator from cuprof's native observer: the name is its record
     /// ([`crate::torch_op::TorchOp::parse_native`]).
     NativeOp,
+    /// A `record_function` label from cuprof's native observer: the name is its record, as an
+    /// operator's ([`crate::torch_op::TorchOp::parse_made`]); Kineto's `user_annotation`.
+    NativeLabel,
     /// nvtxRangeStart/End: may cross threads.
     StartEnd,
     /// nvtxMark.

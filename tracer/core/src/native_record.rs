@@ -9,11 +9,11 @@
 //! operators"). The layout (keep `observer.cpp` in step):
 //!
 //! ```text
-//! name 0x1f  seq:i64 fwd_thread:u64 handle:u64  flags:u8 flops:u64 [comms]  shapes:u8 [inputs]
-//! flags:   1 flops counted, 2 comms follows
-//! comms:   count:u32, then per field key_len:u32 key value_len:u32 value (torch's
-//!          `saveNcclMeta` of a `record_param_comms` operator: each value JSON as Kineto
-//!          writes it)
+//! name 0x1f  seq:i64 fwd_thread:u64 handle:u64  flags:u8 flops:u64 [members]  shapes:u8 [inputs]
+//! flags:   1 flops counted, 2 members follow
+//! members: count:u32, then per field key_len:u32 key value_len:u32 value: more args, each value
+//!          JSON as Kineto writes it (torch's `saveNcclMeta` of a `record_param_comms`
+//!          operator, then the keyword inputs of a `_RecordFunctionFast`)
 //! inputs:  count:u32, then per input a tag:u8 and its body
 //!   1 tensor        dtype_len:u8 dtype strided:u8 ndim:u32 sizes:i64[ndim] (strides:i64[ndim] if strided)
 //!   2 opaque tensor (undefined, nested or symbolic: no sizes)
@@ -46,8 +46,8 @@ const INT_LIST: u8 = 8;
 
 /// `flags`: the record's flop count is torch's (`--with-flops`).
 const FLOPS_COUNTED: u8 = 1;
-/// `flags`: a collective's metadata follows the flop count.
-const COMMS_META: u8 = 2;
+/// `flags`: more args follow the flop count (a collective's metadata, keyword inputs).
+const MEMBERS: u8 = 2;
 
 /// Bounds-checked reads from the front of a record.
 struct Reader<'a> {
@@ -242,13 +242,14 @@ fn input(r: &mut Reader<'_>, a: &mut Arrays) -> Option<()> {
     Some(())
 }
 
-/// A collective's metadata (`record_param_comms`: `Collective name`, `dtype`, `In msg nelems`,
-/// `Group size`, `Process Group Name`...) as the members of a JSON object (`"k": v, ...`), in
-/// torch's order. torch formats each value as Kineto writes it, without escaping what it quotes
-/// (a process group's description is the user's text): a value that is not JSON is written as
-/// the JSON string of the text torch quoted, so the trace stays JSON whatever the program named
-/// its groups (torch.profiler's own file does not, there).
-fn comms_meta(r: &mut Reader<'_>) -> Option<String> {
+/// More args as the members of a JSON object (`"k": v, ...`), in torch's order: a collective's
+/// metadata (`record_param_comms`: `Collective name`, `dtype`, `In msg nelems`, `Group size`,
+/// `Process Group Name`...) and keyword inputs (a Triton launch's `kernel_file`, `stream`...).
+/// torch formats each value as Kineto writes it, without escaping what it quotes (a process
+/// group's description is the user's text): a value that is not JSON is written as the JSON
+/// string of the text torch quoted, so the trace stays JSON whatever the program named its
+/// groups (torch.profiler's own file does not, there).
+fn members(r: &mut Reader<'_>) -> Option<String> {
     use serde::de::IgnoredAny;
     let n = r.u32()?;
     let mut out = String::new();
@@ -277,7 +278,7 @@ fn comms_meta(r: &mut Reader<'_>) -> Option<String> {
 }
 
 /// The text record (`name 0x1f seq 0x1f fwd_thread 0x1f handle 0x1f dims 0x1f types 0x1f
-/// strides 0x1f concrete 0x1f flops`, then `0x1f comms` for a collective with metadata) of a
+/// strides 0x1f concrete 0x1f flops`, then `0x1f members` for more args) of a
 /// binary one; `None` when it does not parse.
 pub fn to_text(record: &[u8]) -> Option<String> {
     let at = memchr::memchr(NATIVE_SEPARATOR, record)?;
@@ -289,14 +290,14 @@ pub fn to_text(record: &[u8]) -> Option<String> {
     let fwd_thread = r.u64()?;
     let handle = r.u64()?;
     let flags = r.u8()?;
-    if flags & !(FLOPS_COUNTED | COMMS_META) != 0 {
+    if flags & !(FLOPS_COUNTED | MEMBERS) != 0 {
         return None;
     }
     let counted = flags & FLOPS_COUNTED != 0;
     let flops = r.u64()?;
-    let comms = match flags & COMMS_META {
+    let members = match flags & MEMBERS {
         0 => None,
-        _ => Some(comms_meta(&mut r)?).filter(|m| !m.is_empty()),
+        _ => Some(members(&mut r)?).filter(|m| !m.is_empty()),
     };
     let shapes = r.u8()? != 0;
     let mut a = Arrays::default();
@@ -334,9 +335,9 @@ pub fn to_text(record: &[u8]) -> Option<String> {
     if counted {
         out.push_str(buf.format(flops));
     }
-    if let Some(comms) = comms {
+    if let Some(members) = members {
         out.push(sep);
-        out.push_str(&comms);
+        out.push_str(&members);
     }
     Some(out)
 }
@@ -479,11 +480,7 @@ pub(crate) mod encode {
             super::FLOPS_COUNTED
         } else {
             0
-        } | if comms.is_some() {
-            super::COMMS_META
-        } else {
-            0
-        };
+        } | if comms.is_some() { super::MEMBERS } else { 0 };
         out.push(flags);
         out.extend_from_slice(&flops.unwrap_or(0).to_ne_bytes());
         if let Some(comms) = comms {
@@ -704,7 +701,7 @@ mod tests {
         assert_eq!(op.name, "record_param_comms");
         assert_eq!(op.flops, None);
         let object: serde_json::Value =
-            serde_json::from_str(&format!("{{{}}}", op.comms.unwrap())).unwrap();
+            serde_json::from_str(&format!("{{{}}}", op.members.unwrap())).unwrap();
         assert_eq!(object["Process Group Description"], "my \"pg\"");
         assert_eq!(object["In msg nelems"], 1024);
         // With a flop count and shapes, both keep their places.
@@ -722,7 +719,7 @@ mod tests {
         let op = TorchOp::parse_native(&op_text).unwrap();
         assert_eq!(op.flops, Some(5));
         assert_eq!(op.sizes, Some("[[]]"));
-        assert_eq!(op.comms, Some("\"Collective name\": \"allreduce\""));
+        assert_eq!(op.members, Some("\"Collective name\": \"allreduce\""));
         for len in 0..r.len() {
             assert_eq!(to_text(&r[..len]), None, "cut at {len}");
         }

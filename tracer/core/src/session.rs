@@ -224,8 +224,9 @@ struct OpenCycle {
     op_links: Links,
     /// More ranges than [`MAX_PROJECTED`] came (and that was said).
     too_many_ranges: bool,
-    /// NVTX range id -> (name, parent id), for ranges that ended in this cycle.
-    ranges: HashMap<u64, (Name, u64)>,
+    /// NVTX range id -> (name, parent id, a `record_function` label's), for ranges that ended
+    /// in this cycle.
+    ranges: HashMap<u64, (Name, u64, bool)>,
     /// NVTX range id -> (device, stream) -> first start and last end of its GPU work.
     extents: HashMap<u64, Spans>,
     /// GPU work whose call -> range link had not arrived yet, by correlation id: (device,
@@ -449,9 +450,18 @@ impl OpenCycle {
     }
 
     /// Remembers an ended NVTX range for the projection at the cycle's end, within bounds.
-    fn remember_range(&mut self, r: &Range, errors: &mut Vec<String>) {
+    /// A range whose GPU work is projected at the cycle's end: `label`, a `record_function`
+    /// label, whose projection carries its `External id` as Kineto's does.
+    fn remember_range(
+        &mut self,
+        id: u64,
+        name: Name,
+        parent: u64,
+        label: bool,
+        errors: &mut Vec<String>,
+    ) {
         if self.ranges.len() < MAX_PROJECTED {
-            self.ranges.insert(r.id, (r.name.clone(), r.parent));
+            self.ranges.insert(id, (name, parent, label));
         } else if !self.too_many_ranges {
             self.too_many_ranges = true;
             errors.push(format!(
@@ -491,7 +501,7 @@ impl OpenCycle {
         }
         let mut out: Vec<Projected> = Vec::new();
         for (id, spans) in &self.extents {
-            let Some((name, parent)) = self.ranges.get(id) else {
+            let Some((name, parent, label)) = self.ranges.get(id) else {
                 continue;
             };
             let depth = self.depth(*parent);
@@ -504,6 +514,7 @@ impl OpenCycle {
                     device: *d,
                     stream: *s,
                     name: name.clone(),
+                    label: *label,
                 });
             }
         }
@@ -529,7 +540,8 @@ impl OpenCycle {
                 true => p.end,
                 false => p.end.saturating_add(1),
             };
-            w.gpu_annotation(&p.name, p.device, p.stream, start, end);
+            let external = p.label.then_some(p.id);
+            w.gpu_annotation(&p.name, external, p.device, p.stream, start, end);
         }
     }
 
@@ -554,6 +566,8 @@ struct Projected {
     device: u32,
     stream: u32,
     name: Name,
+    /// A `record_function` label's: written with its `External id`.
+    label: bool,
 }
 
 fn open_trace(o: &mut Opener, cycle: u32) -> io::Result<(Writer, PathBuf)> {
@@ -950,7 +964,7 @@ impl Session {
                     return self.torch_op(r, &op);
                 }
             }
-            RangeKind::NativeOp => {
+            RangeKind::NativeOp | RangeKind::NativeLabel => {
                 // Made by cuprof's own observer: a record it cannot read is a bug, not input.
                 if let Some(op) = TorchOp::parse_made(&r.name) {
                     self.torch_op(r, &op);
@@ -970,13 +984,16 @@ impl Session {
         c.has_steps |= r.kind == RangeKind::Step;
         c.last_ts = c.last_ts.max(r.end);
         if r.id != 0 {
-            c.remember_range(r, o.errors);
+            c.remember_range(r.id, r.name.clone(), r.parent, false, o.errors);
         }
     }
 
     /// A PyTorch operator (an NVTX observer range): Kineto's `cpu_op`, never projected onto the
-    /// GPU (the NVTX ranges around it are, through their own correlation stack).
+    /// GPU (the NVTX ranges around it are, through their own correlation stack). Or a
+    /// `record_function` label from the native observer, with the same fields: Kineto's
+    /// `user_annotation`, projected onto the GPU as the NVTX ranges are.
     fn torch_op(&mut self, r: &Range, op: &TorchOp) {
+        let label = r.kind == RangeKind::NativeLabel;
         // The native observer has both from PyTorch; the NVTX observer's names lack them.
         let (seq, fwd_thread) = match op.fwd_thread {
             Some(_) => self.forward_threads.native(op, r.tid),
@@ -994,6 +1011,9 @@ impl Session {
             w.torch_op(r, op, fwd_thread);
         }
         c.last_ts = c.last_ts.max(r.end);
+        if label && r.id != 0 {
+            c.remember_range(r.id, Name::from(op.name), r.parent, true, o.errors);
+        }
     }
 
     /// A PyTorch allocation or free (`[memory]`); its args were made by the batch, and one

@@ -24,11 +24,12 @@
 //! them:
 //!
 //! ```text
-//! name 0x1f seq 0x1f fwd_thread 0x1f handle 0x1f dims 0x1f types 0x1f strides 0x1f concrete 0x1f flops [0x1f comms]
+//! name 0x1f seq 0x1f fwd_thread 0x1f handle 0x1f dims 0x1f types 0x1f strides 0x1f concrete 0x1f flops [0x1f members]
 //! ```
 //!
 //! (`seq` -1 when the operator has none; the four arrays empty without shapes; `flops` empty
-//! unless counted; `comms`, a collective's metadata, only on `record_param_comms`). [`TorchOp::parse_native`] reads it and checks every array before it is
+//! unless counted; `members`, more args: a collective's metadata on `record_param_comms`, the
+//! keyword inputs of a `_RecordFunctionFast`). [`TorchOp::parse_native`] reads it and checks every array before it is
 //! written as it stands; [`TorchOp::parse_made`] reads what `native_record` made, whose arrays
 //! are JSON by construction (it checks the only text the observer printed, scalars and dtype
 //! names, as it decodes them).
@@ -54,9 +55,10 @@ pub struct TorchOp<'a> {
     pub concrete: Option<&'a str>,
     /// Native records only, with `--with-flops`: torch's own FLOP count for the operator.
     pub flops: Option<u64>,
-    /// Native records only: a collective's metadata (`record_param_comms`), the members of a
-    /// JSON object (`"Collective name": "allreduce", ...`) as torch.profiler writes them.
-    pub comms: Option<&'a str>,
+    /// Native records only: more args, the members of a JSON object as torch.profiler writes
+    /// them: a collective's metadata (`record_param_comms`: `"Collective name": "allreduce",
+    /// ...`), keyword inputs (a Triton launch's `"kernel_file": ...`).
+    pub members: Option<&'a str>,
 }
 
 /// What records PyTorch operators in a process.
@@ -142,7 +144,7 @@ impl<'a> TorchOp<'a> {
             strides: None,
             concrete: None,
             flops: None,
-            comms: None,
+            members: None,
         })
     }
 
@@ -158,7 +160,7 @@ impl<'a> TorchOp<'a> {
                     && is_string_array_json(concrete)
             }
             _ => true,
-        } && op.comms.is_none_or(|members| {
+        } && op.members.is_none_or(|members| {
             serde_json::from_str::<serde::de::IgnoredAny>(&format!("{{{members}}}")).is_ok()
         });
         ok.then_some(op)
@@ -178,8 +180,8 @@ impl<'a> TorchOp<'a> {
             "" => None,
             n => Some(n.parse().ok()?),
         };
-        let comms = f.next();
-        if comms.is_some_and(str::is_empty) || f.next().is_some() {
+        let members = f.next();
+        if members.is_some_and(str::is_empty) || f.next().is_some() {
             return None;
         }
         let [dims, types, strides, concrete] = arrays;
@@ -201,7 +203,7 @@ impl<'a> TorchOp<'a> {
             strides,
             concrete,
             flops,
-            comms,
+            members,
         })
     }
 
@@ -353,7 +355,7 @@ mod tests {
                 strides: None,
                 concrete: None,
                 flops: None,
-                comms: None,
+                members: None,
             }
         );
         assert!(!op.is_backward());
@@ -428,7 +430,7 @@ mod tests {
                 strides: Some("[[[3, 1], [3, 1]], []]"),
                 concrete: Some("[\"\", \"0\"]"),
                 flops: None,
-                comms: None,
+                members: None,
             }
         );
         let bare =

@@ -640,10 +640,17 @@ impl<W: Write> TraceWriter<W> {
 
     /// A PyTorch operator as Kineto writes it: its `External id` (the id the calls made inside
     /// it carry), autograd's sequence number and forward thread, the RecordFunction handle,
-    /// input shapes when recorded, and the Python call stack with `--with-stack`.
+    /// input shapes when recorded, more args (a collective's metadata, keyword inputs), and the
+    /// Python call stack with `--with-stack`. A `record_function` label from the native
+    /// observer ([`RangeKind::NativeLabel`]) has the same fields, as a `user_annotation`; its
+    /// `External id` is also its projection's onto the GPU.
     pub fn torch_op(&mut self, r: &Range, op: &TorchOp, fwd_thread: Option<u32>) {
         self.cpu_track(r.pid, r.tid);
-        self.complete("cpu_op", op.name, r.pid, r.tid, r.start, r.end);
+        let cat = match r.kind {
+            RangeKind::NativeLabel => "user_annotation",
+            _ => "cpu_op",
+        };
+        self.complete(cat, op.name, r.pid, r.tid, r.start, r.end);
         self.args_open();
         self.first_arg("External id");
         push_u64(&mut self.buf, r.id);
@@ -668,10 +675,10 @@ impl<W: Write> TraceWriter<W> {
         if let Some(flops) = op.flops {
             self.arg_u64("flops", flops);
         }
-        if let Some(comms) = op.comms {
+        if let Some(members) = op.members {
             // JSON object members, checked by the record's reader (`native_record`).
             self.buf.extend_from_slice(b", ");
-            self.buf.extend_from_slice(comms.as_bytes());
+            self.buf.extend_from_slice(members.as_bytes());
         }
         if let Some(stack) = &r.stack {
             let mut text = std::mem::take(&mut self.scratch);
@@ -701,11 +708,25 @@ impl<W: Write> TraceWriter<W> {
     }
 
     /// An NVTX range projected onto the GPU stream that ran its work, over `start..end` (the
-    /// session widens its work's span by 1 ns each side, as Kineto does).
-    pub fn gpu_annotation(&mut self, name: &str, device: u32, stream: u32, start: u64, end: u64) {
+    /// session widens its work's span by 1 ns each side, as Kineto does). `external`: a
+    /// `record_function` label's `External id`, which Kineto writes on its projection too.
+    pub fn gpu_annotation(
+        &mut self,
+        name: &str,
+        external: Option<u64>,
+        device: u32,
+        stream: u32,
+        start: u64,
+        end: u64,
+    ) {
         self.gpu_track(device, stream);
         self.complete("gpu_user_annotation", name, device, stream, start, end);
-        self.close(false);
+        if let Some(id) = external {
+            self.args_open();
+            self.first_arg("External id");
+            push_u64(&mut self.buf, id);
+        }
+        self.close(external.is_some());
     }
 
     /// The span of a cycle's GPU work (its first kernel, copy or set's start to the last one's

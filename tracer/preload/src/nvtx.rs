@@ -19,7 +19,7 @@ use crate::process::{guard, now_ns, pid, tid};
 use crate::tracer::{running, Tracer};
 use crate::window;
 use cuprof_core::event::{Name, PyStack, Range, RangeKind};
-use cuprof_core::native_record::MemoryReport;
+use cuprof_core::native_record::{self, MemoryReport};
 use cuprof_core::range_batch::{FinishedOp, OpKind};
 use cuprof_core::torch_op;
 use std::cell::RefCell;
@@ -104,6 +104,9 @@ struct OtherName {
     name: Name,
     domain: Option<Name>,
     payload: Option<f64>,
+    /// A `record_function` label's record from the native observer (an operator's fields, which
+    /// Kineto writes for labels too), kept while the window records.
+    label_record: Option<Box<[u8]>>,
 }
 
 struct Open {
@@ -338,6 +341,7 @@ fn open(
             name: m.into_name(),
             domain,
             payload,
+            label_record: None,
         })),
     };
     let is_step = match &name {
@@ -386,7 +390,14 @@ fn close(mut o: Open, kind: RangeKind) {
         name,
         domain,
         payload,
+        label_record,
     } = *other;
+    // A label's record becomes its text on this thread: labels are few (record_function
+    // blocks, compiled regions), operators many (theirs is made on the writer thread).
+    let (name, kind) = match label_record.as_deref().and_then(native_record::to_text) {
+        Some(text) => (Name::from(text), RangeKind::NativeLabel),
+        None => (name, kind),
+    };
     window::send_range(
         t,
         Range {
@@ -625,11 +636,27 @@ fn close_innermost(which: impl Fn(&Open) -> bool) {
     }
 }
 
-/// A `record_function` label's start, from the native observer: an NVTX-like range on this
-/// thread (a `user_annotation`, projected onto the GPU), closed by its id.
-pub fn native_label_begin(name: &[u8]) -> u64 {
+/// A `record_function` label's start, from the native observer (`record`: its fields, as an
+/// operator's): an NVTX-like range on this thread (a `user_annotation` with the fields Kineto
+/// writes for it, projected onto the GPU), closed by its id.
+pub fn native_label_begin(record: &[u8]) -> u64 {
+    let name = torch_op::native_record_name(record);
     let name = Message::Made(Name::from(String::from_utf8_lossy(name).as_ref()));
-    push_range(name, None, None, false).1
+    let id = push_range(name, None, None, false).1;
+    if running().is_some() {
+        THREAD.with(|th| {
+            let mut th = th.borrow_mut();
+            let label = th.open.iter_mut().rev().find(|o| o.id == id);
+            if let Some(Open {
+                name: OpenName::Other(other),
+                ..
+            }) = label
+            {
+                other.label_record = Some(record.into());
+            }
+        });
+    }
+    id
 }
 
 /// A label's end: it may end inside another operator than the one it began in

@@ -393,6 +393,62 @@ fn nvtx_ranges_are_projected_onto_the_streams_of_their_work() {
     );
 }
 
+/// A `record_function` label from the native observer, its record as an operator's (no
+/// sequence number, a string input, a keyword input): a `user_annotation` with every field
+/// Kineto writes for it, and its projection onto the GPU carries its `External id`; an NVTX
+/// range's projection carries none.
+#[test]
+fn native_labels_are_written_with_their_fields_and_link_their_projection() {
+    let sink = MemSink::default();
+    let mut s = recording(&sink);
+    s.handle(Input::Events(vec![
+        link(5, 7),
+        api(5, 1_200),
+        link(6, 8),
+        api(6, 1_600),
+    ]));
+    let record = "## Call CompiledFxGraph fx1 ##\x1f-1\x1f0\x1f0\x1f[[]]\x1f[\"\"]\x1f[[]]\x1f[\"\"]\x1f\x1f\"scope\": \"user_scope\"";
+    s.handle(Input::Range(Range {
+        name: Name::from(record),
+        kind: RangeKind::NativeLabel,
+        ..nvtx_range(7, 0, "", 1_100, 1_300)
+    }));
+    s.handle(Input::Range(nvtx_range(8, 0, "nvtx", 1_500, 1_700)));
+    s.handle(Input::Events(vec![
+        kernel(5, 1_400, 1_450),
+        kernel(6, 1_800, 1_900),
+    ]));
+    s.finish();
+    let t = sink.trace("cycle1.json.gz");
+    let by = |cat: &str, name: &str| {
+        t["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["cat"] == cat && e["name"] == name)
+            .unwrap_or_else(|| panic!("{cat} {name}"))
+            .clone()
+    };
+    let label = by("user_annotation", "## Call CompiledFxGraph fx1 ##");
+    assert_eq!(
+        label["args"],
+        serde_json::json!({
+            "External id": 7, "Record function id": 0, "Concrete Inputs": [""],
+            "Input type": [""], "Input Strides": [[]], "Input Dims": [[]], "scope": "user_scope"
+        })
+    );
+    assert_eq!(
+        (label["ts"].as_f64(), label["dur"].as_f64()),
+        (Some(1.1), Some(0.2))
+    );
+    assert_eq!(
+        by("gpu_user_annotation", "## Call CompiledFxGraph fx1 ##")["args"],
+        serde_json::json!({"External id": 7})
+    );
+    assert!(by("gpu_user_annotation", "nvtx").get("args").is_none());
+    assert!(by("user_annotation", "nvtx").get("args").is_none());
+}
+
 #[test]
 fn projected_ranges_start_before_their_first_op_and_enclosing_ranges_come_first() {
     let sink = MemSink::default();

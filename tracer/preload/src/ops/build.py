@@ -87,14 +87,21 @@ def compile_flags(include, abi):
         "-isystem", include, "-isystem", os.path.join(include, "torch", "csrc", "api", "include"),
     ]
     util = os.path.join(include, "torch", "csrc", "profiler", "util.h")
+    record_function_h = _text(os.path.join(include, "ATen", "record_function.h"))
     if os.path.isfile(util):
         flags.append("-DCUPROF_WITH_FLOPS")
+        util_h = _text(util)
+        # Keyword inputs (`_RecordFunctionFast`'s: a Triton launch's kernel file, grid, stream...;
+        # torch 2.5 and later), written as torch.profiler writes them: torch 2.15 keeps its
+        # metadata typed (kineto_metadata.h) and formats it itself; older torch prints each value
+        # with its ivalueToStr.
+        if "kwinputs()" in record_function_h and "ivalueToStr" in util_h:
+            flags.append("-DCUPROF_WITH_KWINPUTS")
+            if os.path.isfile(os.path.join(include, "torch", "csrc", "profiler", "kineto_metadata.h")):
+                flags.append("-DCUPROF_WITH_TYPED_KWINPUTS")
         # A collective's metadata, as torch.profiler records it: torch's saveNcclMeta and the
         # RecordFunction flag that marks `record_param_comms` (torch 2.1 and later).
-        util_h = _text(util)
-        if "saveNcclMeta" in util_h and "isNcclMeta" in _text(
-            os.path.join(include, "ATen", "record_function.h")
-        ):
+        if "saveNcclMeta" in util_h and "isNcclMeta" in record_function_h:
             flags.append("-DCUPROF_WITH_COMMS_META")
             # torch 2.15 keeps the values typed, as torch.profiler writes them.
             if "saveNcclMetaTyped" in util_h and "ncclMetaToStringMap" in util_h:

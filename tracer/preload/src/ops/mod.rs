@@ -62,7 +62,7 @@ pub struct Hooks {
 }
 
 pub static HOOKS: Hooks = Hooks {
-    version: 3,
+    version: 4,
     op_begin,
     op_end,
     label_begin,
@@ -92,10 +92,10 @@ unsafe extern "C" fn op_end() {
     guard((), crate::nvtx::native_op_end)
 }
 
-unsafe extern "C" fn label_begin(name: *const u8, len: usize) -> u64 {
-    // SAFETY: the observer passes the RecordFunction's name and its length.
-    let name = unsafe { bytes(name, len) };
-    guard(0, || crate::nvtx::native_label_begin(name))
+unsafe extern "C" fn label_begin(record: *const u8, len: usize) -> u64 {
+    // SAFETY: the observer passes its thread's record buffer and its length.
+    let record = unsafe { bytes(record, len) };
+    guard(0, || crate::nvtx::native_label_begin(record))
 }
 
 unsafe extern "C" fn label_end(id: u64) {

@@ -12,9 +12,10 @@
 // lists are raw too; only the other scalars and scalar lists (Concrete Inputs: doubles, bools,
 // strings...) are printed here, as IValue prints them.
 //
-// record_function scopes (USER_SCOPE) are labels, Kineto's user_annotation: they may end
-// inside another operator than the one they began in (`_record_function_enter_new` /
-// `_record_function_exit`), so they are closed by id, carried in their observer context.
+// record_function scopes (USER_SCOPE) are labels, Kineto's user_annotation, with the same
+// record as an operator's (Kineto writes the same fields for both): they may end inside another
+// operator than the one they began in (`_record_function_enter_new` / `_record_function_exit`),
+// so they are closed by id, carried in their observer context.
 //
 // Build flags that must match torch's own build: -std=c++20 (its headers use
 // std::strong_ordering), -DNDEBUG (RecordFunction's layout differs without it) and
@@ -42,7 +43,7 @@
 
 #include <torch/csrc/profiler/orchestration/observer.h>
 
-#if defined(CUPROF_WITH_FLOPS) || defined(CUPROF_WITH_COMMS_META)
+#if defined(CUPROF_WITH_FLOPS) || defined(CUPROF_WITH_COMMS_META) || defined(CUPROF_WITH_KWINPUTS)
 #include <torch/csrc/profiler/util.h>
 #endif
 
@@ -52,7 +53,7 @@ struct CuprofHooks {
   uint32_t version;
   void (*op_begin)(const char* record, size_t len);
   void (*op_end)();
-  uint64_t (*label_begin)(const char* name, size_t len);
+  uint64_t (*label_begin)(const char* record, size_t len);
   void (*label_end)(uint64_t id);
   void (*memory)(uint64_t addr, int64_t bytes, int64_t total_allocated, int64_t total_reserved,
                  int8_t device_type, int8_t device_index);
@@ -61,13 +62,14 @@ struct CuprofHooks {
 
 namespace {
 
-constexpr uint32_t kHooksVersion = 3;
+constexpr uint32_t kHooksVersion = 4;
 // Kineto's limit on the scalar lists it keeps as concrete inputs.
 constexpr size_t kScalarListLimit = 30;
 
-// The record's flags byte (native_record.rs: `FLOPS_COUNTED`, `COMMS_META`).
+// The record's flags byte (native_record.rs: `FLOPS_COUNTED`, `MEMBERS`).
 constexpr char kFlopsCounted = 1;
-constexpr char kCommsMeta = 2;
+// More args follow as key/value pairs: a collective's metadata, keyword inputs.
+constexpr char kMembers = 2;
 
 const CuprofHooks* g_hooks = nullptr;
 bool g_shapes = false;
@@ -420,14 +422,22 @@ void put_inputs(ThreadBufs& b, c10::ArrayRef<const c10::IValue> inputs) {
   }
 }
 
+// One more arg of the record's: count:u32 (written once, before the first), then key_len:u32
+// key value_len:u32 value, the value JSON as torch.profiler writes it.
+void put_member(Buf& r, std::string_view key, std::string_view value) {
+  r.put_raw(static_cast<uint32_t>(key.size()));
+  r.append(key.data(), key.size());
+  r.put_raw(static_cast<uint32_t>(value.size()));
+  r.append(value.data(), value.size());
+}
+
 #ifdef CUPROF_WITH_COMMS_META
 // A collective's metadata (`record_param_comms`, which ProcessGroupNCCL and its kin open around
 // each collective with the collective's description in the thread's debug info): what
 // torch.profiler adds to the operator, read by torch's own code with the configuration
 // torch.profiler passes (its defaults): Collective name, dtype, In/Out msg nelems, Group size,
-// Process Group Name/Description/Ranks, split sizes, Seq, Comms Id... Written as count:u32, then
-// key_len:u32 key value_len:u32 value per field, each value JSON. Only collectives pay for it;
-// a failure records the operator without it.
+// Process Group Name/Description/Ranks, split sizes, Seq, Comms Id... Only collectives pay for
+// it; a failure records the operator without it.
 //
 // torch 2.15 keeps the values typed (saveNcclMetaTyped) and torch.profiler writes them as they
 // are: strings inside quotes, unescaped (a quote in a process group's description makes its
@@ -435,17 +445,9 @@ void put_inputs(ThreadBufs& b, c10::ArrayRef<const c10::IValue> inputs) {
 // for such a string instead, so it is used only for a type torch.profiler's export would print
 // itself. Older torch has only the string map (saveNcclMeta): its values as torch formats them,
 // which native_record.rs checks.
-void put_comms_field(Buf& r, const std::string& key, std::string_view value) {
-  r.put_raw(static_cast<uint32_t>(key.size()));
-  r.append(key.data(), key.size());
-  r.put_raw(static_cast<uint32_t>(value.size()));
-  r.append(value.data(), value.size());
-}
-
-__attribute__((noinline)) void put_comms_meta(ThreadBufs& b, const at::RecordFunction& fn) {
+// Returns how many fields it wrote whole.
+__attribute__((noinline)) uint32_t put_comms_meta(ThreadBufs& b, const at::RecordFunction& fn) {
   Buf& r = b.record;
-  size_t count_at = r.size();
-  r.put_raw(uint32_t{0});
   uint32_t n = 0;
   size_t whole = r.size();  // the end of the last field written whole
   try {
@@ -467,13 +469,13 @@ __attribute__((noinline)) void put_comms_meta(ThreadBufs& b, const at::RecordFun
         if (it == printed.end()) continue;
         value.append(it->second.data(), it->second.size());
       }
-      put_comms_field(r, key, std::string_view(value.data(), value.size()));
+      put_member(r, key, std::string_view(value.data(), value.size()));
       ++n;
       whole = r.size();
     }
 #else
     for (const auto& [key, value] : torch::profiler::impl::saveNcclMeta(fn)) {
-      put_comms_field(r, key, value);
+      put_member(r, key, value);
       ++n;
       whole = r.size();
     }
@@ -482,7 +484,149 @@ __attribute__((noinline)) void put_comms_meta(ThreadBufs& b, const at::RecordFun
     // The fields written whole stay; the count says how many.
     r.truncate(whole);
   }
-  r.patch_raw(count_at, n);
+  return n;
+}
+#endif
+
+#ifdef CUPROF_WITH_KWINPUTS
+#ifdef CUPROF_WITH_TYPED_KWINPUTS
+// A double as torch 2.15's profiler writes a typed value: the shortest text that reads back as
+// the same double, fixed-point for exponents -4 to 15 ("100000", "0.0001", "-0"), else
+// scientific ("1e+16", "1e-05"); NaN and infinities as strings ("nan", "-inf").
+void put_shortest_double(Buf& s, double d) {
+  if (std::isnan(d)) {
+    s.append("\"nan\"");
+    return;
+  }
+  if (std::isinf(d)) {
+    s.append(d < 0 ? "\"-inf\"" : "\"inf\"");
+    return;
+  }
+  char sci[40];
+  auto r = std::to_chars(sci, sci + sizeof sci, d, std::chars_format::scientific);
+  std::string_view text(sci, r.ptr - sci);
+  // "d[.ddd]e±XX": the text is not NUL-terminated, so the exponent is read within it.
+  size_t e = text.find('e');
+  int exp = 0;
+  std::from_chars(text.data() + e + 2, text.data() + text.size(), exp);
+  if (text[e + 1] == '-') exp = -exp;
+  if (exp < -4 || exp >= 16) {
+    s.append(text.data(), text.size());
+    return;
+  }
+  bool negative = text[0] == '-';
+  char digits[24];
+  size_t n = 0;
+  for (char c : text.substr(negative, e - negative)) {
+    if (c != '.') digits[n++] = c;
+  }
+  if (negative) s.push_back('-');
+  if (exp >= 0) {
+    size_t whole = static_cast<size_t>(exp) + 1;
+    for (size_t i = 0; i < whole; ++i) s.push_back(i < n ? digits[i] : '0');
+    if (n > whole) {
+      s.push_back('.');
+      s.append(digits + whole, n - whole);
+    }
+  } else {
+    s.append("0.");
+    for (int i = 0; i < -exp - 1; ++i) s.push_back('0');
+    s.append(digits, n);
+  }
+}
+
+// A string as torch 2.15's profiler writes one: backslashes become slashes and newlines are
+// dropped (Kineto's cleaning for JSON); `whole_value`: a string holding a double quote is "None",
+// as torch writes it for a keyword input. What torch leaves that JSON does not allow (a quote
+// inside a string list, other control characters) is escaped here, where torch's file would not
+// be JSON.
+void put_profiler_string(Buf& s, std::string_view text, bool whole_value) {
+  if (whole_value && text.find('"') != std::string_view::npos) {
+    s.append("\"None\"");
+    return;
+  }
+  s.push_back('"');
+  for (unsigned char c : text) {
+    if (c == '\\') {
+      s.push_back('/');
+    } else if (c == '"') {
+      s.append("\\\"");
+    } else if (c >= 0x20) {
+      s.push_back(static_cast<char>(c));
+    } else if (c != '\n') {
+      char tmp[8];
+      std::snprintf(tmp, sizeof tmp, "\\u%04x", c);
+      s.append(tmp);
+    }
+  }
+  s.push_back('"');
+}
+#endif
+
+// Whether torch.profiler writes a keyword input: ints, doubles, strings, bools and lists of
+// strings; a stream only as an int.
+bool written_kwinput(const std::string& key, const c10::IValue& v) {
+  if (v.isInt() || v.isDouble() || v.isString() || v.isBool()) {
+    return key != "stream" || v.isInt();
+  }
+  if (key == "stream" || !v.isList()) return false;
+  for (const c10::IValue& e : v.toListRef()) {
+    if (!e.isString()) return false;
+  }
+  return true;
+}
+
+// The keyword inputs of a RecordFunction (`_RecordFunctionFast`'s: torch.compile's Triton
+// launches carry their kernel's file, hash, stream, warps; `## Call CompiledFxGraph ##` its
+// scope), each as torch.profiler writes it with record_shapes. Returns how many it wrote whole.
+__attribute__((noinline)) uint32_t put_kwinputs(
+    ThreadBufs& b,
+    const std::unordered_map<std::string, c10::IValue>& kwinputs) {
+  Buf& r = b.record;
+  uint32_t n = 0;
+  size_t whole = r.size();
+  try {
+    Buf value;
+    for (const auto& [key, v] : kwinputs) {
+      if (!written_kwinput(key, v)) continue;
+      value.clear();
+#ifdef CUPROF_WITH_TYPED_KWINPUTS
+      if (v.isInt()) {
+        put_int(value, v.toInt());
+      } else if (v.isDouble()) {
+        put_shortest_double(value, v.toDouble());
+      } else if (v.isBool()) {
+        value.append(v.toBool() ? "true" : "false");
+      } else if (v.isString()) {
+        put_profiler_string(value, v.toStringRef(), /*whole_value=*/true);
+      } else {
+        value.push_back('[');
+        bool first = true;
+        for (const c10::IValue& e : v.toListRef()) {
+          if (!first) value.append(", ");
+          first = false;
+          put_profiler_string(value, e.toStringRef(), /*whole_value=*/false);
+        }
+        value.push_back(']');
+      }
+#else
+      std::string printed;
+      if (v.isList()) {
+        auto list = v.toListRef();
+        printed = torch::profiler::impl::ivalueListToStr(std::vector<c10::IValue>(list.begin(), list.end()));
+      } else {
+        printed = torch::profiler::impl::ivalueToStr(v, v.isString());
+      }
+      value.append(printed.data(), printed.size());
+#endif
+      put_member(r, key, std::string_view(value.data(), value.size()));
+      ++n;
+      whole = r.size();
+    }
+  } catch (...) {
+    r.truncate(whole);
+  }
+  return n;
 }
 #endif
 
@@ -491,50 +635,76 @@ struct Label : at::ObserverContext {
   uint64_t id;
 };
 
+// The record of `fn` in the thread's record buffer (native_record.rs reads it): an operator's
+// or a label's, which Kineto writes with the same fields.
+void put_record(ThreadBufs& b, const at::RecordFunction& fn, bool label) {
+  Buf& r = b.record;
+  r.clear();
+  const char* name = fn.name();
+  size_t name_len = std::strlen(name);
+  char* w = r.reserve(name_len + 1 + 3 * 8);
+  std::memcpy(w, name, name_len);
+  w += name_len;
+  *w++ = kSep;
+  w = put_raw_at(w, static_cast<int64_t>(fn.seqNr()));
+  w = put_raw_at(w, static_cast<uint64_t>(fn.forwardThreadId()));
+  r.commit(put_raw_at(w, static_cast<uint64_t>(fn.handle())));
+  uint64_t flops = 0;
+  bool counted = false;
+#ifdef CUPROF_WITH_FLOPS
+  if (g_flops && !label) {
+    auto args = torch::profiler::impl::saveExtraArgs(fn);
+    if (!args.empty()) {
+      flops = static_cast<uint64_t>(torch::profiler::impl::computeFlops(fn.name(), args));
+      counted = true;
+    }
+  }
+#endif
+  bool comms = false;
+#ifdef CUPROF_WITH_COMMS_META
+  comms = fn.isNcclMeta();
+#endif
+  bool kwargs = false;
+#ifdef CUPROF_WITH_KWINPUTS
+  // A copy (torch hands out no reference), empty and without allocation for all but the
+  // RecordFunctions opened with keyword inputs.
+  std::unordered_map<std::string, c10::IValue> kwinputs;
+  if (g_shapes) {
+    kwinputs = fn.kwinputs();
+    kwargs = !kwinputs.empty();
+  }
+#endif
+  bool members = comms || kwargs;
+  r.push_back(static_cast<char>((counted ? kFlopsCounted : 0) | (members ? kMembers : 0)));
+  r.put_raw(flops);
+  if (members) {
+    size_t count_at = r.size();
+    r.put_raw(uint32_t{0});
+    uint32_t n = 0;
+#ifdef CUPROF_WITH_COMMS_META
+    if (comms) n += put_comms_meta(b, fn);
+#endif
+#ifdef CUPROF_WITH_KWINPUTS
+    if (kwargs) n += put_kwinputs(b, kwinputs);
+#endif
+    r.patch_raw(count_at, n);
+  }
+  // Kineto writes no input arrays for an operator without inputs.
+  bool shapes = g_shapes && !fn.inputs().empty();
+  r.push_back(shapes ? 1 : 0);
+  if (shapes) put_inputs(b, fn.inputs());
+}
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   try {
+    ThreadBufs& b = thread_bufs();
     if (fn.scope() == at::RecordScope::USER_SCOPE) {
-      const char* name = fn.name();
-      uint64_t id = g_hooks->label_begin(name, std::strlen(name));
+      put_record(b, fn, /*label=*/true);
+      uint64_t id = g_hooks->label_begin(b.record.data(), b.record.size());
       return id ? std::make_unique<Label>(id) : nullptr;
     }
-    ThreadBufs& b = thread_bufs();
-    Buf& r = b.record;
-    r.clear();
-    const char* name = fn.name();
-    size_t name_len = std::strlen(name);
-    char* w = r.reserve(name_len + 1 + 3 * 8);
-    std::memcpy(w, name, name_len);
-    w += name_len;
-    *w++ = kSep;
-    w = put_raw_at(w, static_cast<int64_t>(fn.seqNr()));
-    w = put_raw_at(w, static_cast<uint64_t>(fn.forwardThreadId()));
-    r.commit(put_raw_at(w, static_cast<uint64_t>(fn.handle())));
-    uint64_t flops = 0;
-    bool counted = false;
-#ifdef CUPROF_WITH_FLOPS
-    if (g_flops) {
-      auto args = torch::profiler::impl::saveExtraArgs(fn);
-      if (!args.empty()) {
-        flops = static_cast<uint64_t>(torch::profiler::impl::computeFlops(fn.name(), args));
-        counted = true;
-      }
-    }
-#endif
-    bool comms = false;
-#ifdef CUPROF_WITH_COMMS_META
-    comms = fn.isNcclMeta();
-#endif
-    r.push_back(static_cast<char>((counted ? kFlopsCounted : 0) | (comms ? kCommsMeta : 0)));
-    r.put_raw(flops);
-#ifdef CUPROF_WITH_COMMS_META
-    if (comms) put_comms_meta(b, fn);
-#endif
-    // Kineto writes no input arrays for an operator without inputs.
-    bool shapes = g_shapes && !fn.inputs().empty();
-    r.push_back(shapes ? 1 : 0);
-    if (shapes) put_inputs(b, fn.inputs());
-    g_hooks->op_begin(r.data(), r.size());
+    put_record(b, fn, /*label=*/false);
+    g_hooks->op_begin(b.record.data(), b.record.size());
   } catch (...) {
     // Never into the program: the operator runs unrecorded.
   }
@@ -560,11 +730,14 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
 // `memory` (the MEM activity) it is also what torch's allocators report each allocation and
 // free to, as they report to torch.profiler's state with `profile_memory`: the thread-local
 // debug info is where they look, and the threads that inherit this thread's state (autograd's)
-// report to it too.
+// report to it too. With `shapes` it says so, as torch.profiler's record_shapes: the
+// `_RecordFunctionFast` regions pass their inputs and keyword inputs only then, and read the
+// scope they are given among them (torch.compile's `## Call CompiledFxGraph ##` is a
+// user_annotation only then, under torch.profiler as under cuprof).
 struct MarkerState : torch::profiler::impl::ProfilerStateBase {
-  explicit MarkerState(bool memory)
+  MarkerState(bool memory, bool shapes)
       : ProfilerStateBase(torch::profiler::impl::ProfilerConfig(
-            torch::profiler::impl::ProfilerState::NVTX, /*report_input_shapes=*/false,
+            torch::profiler::impl::ProfilerState::NVTX, /*report_input_shapes=*/shapes,
             /*profile_memory=*/memory)) {}
   torch::profiler::impl::ActiveProfilerType profilerType() override {
     return torch::profiler::impl::ActiveProfilerType::NONE;
@@ -597,10 +770,10 @@ State* thread_profiler_state() {
   }
 }
 
-void push_marker(bool memory) {
+void push_marker(bool memory, bool shapes) {
   using torch::profiler::impl::ProfilerStateBase;
   if (thread_profiler_state() != nullptr) return;
-  auto state = std::make_shared<MarkerState>(memory);
+  auto state = std::make_shared<MarkerState>(memory, shapes);
   t_marker = state.get();
   ProfilerStateBase::push(std::move(state));
 }
@@ -653,7 +826,7 @@ __attribute__((visibility("default"))) uint64_t cuprof_observer_start(
                   .needsInputs(g_shapes || g_flops);
     uint64_t handle = (flags & kAllThreads) ? at::addGlobalCallback(cb)
                                             : at::addThreadLocalCallback(cb);
-    push_marker(flags & kMemory);
+    push_marker(flags & kMemory, g_shapes);
     return handle;
   } catch (...) {
     return 0;

@@ -39,6 +39,10 @@ def _say(msg):
         pass
 
 
+# The hooks' version libcuprof.so passes (ops/mod.rs `HOOKS`, observer.cpp `kHooksVersion`).
+_HOOKS_VERSION = 4
+
+
 def _native_load(torch):
     import ctypes
 
@@ -51,8 +55,10 @@ def _native_load(torch):
             "%s does not load into this torch (%s): delete it and run again to rebuild"
             % (path, str(e).splitlines()[0] if str(e) else type(e).__name__)
         )
-    if abi != 3:
-        raise ObserverUnavailable("%s speaks version %d, not 3: delete it to rebuild" % (path, abi))
+    if abi != _HOOKS_VERSION:
+        raise ObserverUnavailable(
+            "%s speaks version %d, not %d: delete it to rebuild" % (path, abi, _HOOKS_VERSION)
+        )
     lib.cuprof_observer_start.restype = ctypes.c_uint64
     lib.cuprof_observer_start.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
     lib.cuprof_observer_stop.argtypes = [ctypes.c_uint64]
