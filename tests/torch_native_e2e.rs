@@ -806,6 +806,64 @@ fn labels_and_keyword_inputs_equal_torch_profilers() {
                 None
             ]
         );
+        // `cuprof report` reads the launches alike from both files: its Triton kernels.
+        let triton = |trace: &Path, out: &str| -> Value {
+            let out = dir.path().join(out);
+            cuprof_ok(&[
+                "report".as_ref(),
+                trace.as_os_str(),
+                "-o".as_ref(),
+                out.as_os_str(),
+            ]);
+            let s: Value =
+                serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
+                    .unwrap();
+            s["triton_kernels"].clone()
+        };
+        let (mine, reference) = (
+            triton(&dir.path().join("t-rank0.trace.json.gz"), "report-cuprof"),
+            triton(&path, "report-torch"),
+        );
+        let row = |rows: &Value, name: &str| -> Value {
+            let r = rows
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["name"] == name)
+                .unwrap_or_else(|| panic!("{name}: {rows}"));
+            serde_json::json!([
+                r["file"],
+                r["launches"],
+                r["num_warps"],
+                r["num_stages"],
+                r["config"]
+            ])
+        };
+        assert_eq!(
+            row(&mine, "triton_poi_fused_add_0"),
+            serde_json::json!([
+                "/tmp/torchinductor_user/ab/cabcdef.py",
+                2,
+                4,
+                1,
+                "XBLOCK=16"
+            ])
+        );
+        assert_eq!(
+            row(&mine, "triton_poi_fused_add_0"),
+            row(&reference, "triton_poi_fused_add_0")
+        );
+        // cuprof's trace has the double's kernels: one per launch, attributed to it.
+        let add = &mine
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == "triton_poi_fused_add_0")
+            .unwrap();
+        assert_eq!(
+            (add["kernels"].as_u64(), add["gpu_ns"].as_i64()),
+            (Some(2), Some(20_000))
+        );
     }
 }
 

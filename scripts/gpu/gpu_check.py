@@ -348,6 +348,12 @@ def check_compiled():
            ours_kw and ours_kw == theirs_kw and all(s for _, _, s in ours_kw) and len(linked) == len(ours),
            launches=len(ours_kw), torch_profiler=len(theirs_kw), kernels_linked=len(linked), triton_kernels=len(ours),
            example=ours_kw[:1], first_differing=[(a, b) for a, b in zip(ours_kw, theirs_kw) if a != b][:1])
+    # The report's Triton kernels: every Triton kernel's time in a row, with inductor's GB/s.
+    rows = summary.get("triton_kernels", [])
+    record("issue25.report_triton_kernels",
+           rows and sum(r["gpu_ns"] for r in rows) >= 0.99 * triton_ns and any(r.get("gbps") for r in rows),
+           rows=[(r["name"], r["launches"], r["gpu_ns"], r.get("gbps"), r.get("tflops"), r["file"]) for r in rows[:8]],
+           triton_ns=triton_ns)
 
 
 def check_collectives():

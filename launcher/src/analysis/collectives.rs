@@ -22,8 +22,8 @@
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use super::load::{CollectiveCall, FileData, Interner, NO_NAME};
-use super::operators::{Links, NONE};
+use super::load::{FileData, Interner, NO_NAME};
+use super::operators::{LaunchedKernels, Links};
 use super::saturating::AddSat;
 
 /// One collective name, element type and group size over every file.
@@ -100,33 +100,6 @@ fn bus_factor(name: &str, n: i64) -> Option<f64> {
     })
 }
 
-/// The kernels of one file's collectives: per operator that launched kernels (its `rep`
-/// index), their GPU time and count.
-struct CollectiveKernels<'a> {
-    links: &'a Links,
-    by_operator: FxHashMap<u32, (i64, u64)>,
-}
-
-impl<'a> CollectiveKernels<'a> {
-    fn of_file(f: &FileData, links: &'a Links) -> Self {
-        let mut by_operator: FxHashMap<u32, (i64, u64)> = FxHashMap::default();
-        for (op, g) in f.ops.iter().zip(&links.gpu) {
-            if *g != NONE && op.kind.is_kernel() {
-                let e = by_operator.entry(*g).or_default();
-                e.0.add_sat(op.end - op.start);
-                e.1 += 1;
-            }
-        }
-        CollectiveKernels { links, by_operator }
-    }
-
-    /// The GPU time and count of the kernels attributed to `c`'s operator; `None`: none.
-    fn of(&self, c: &CollectiveCall) -> Option<(i64, u64)> {
-        let rep = self.links.rep.get(c.op as usize)?;
-        self.by_operator.get(rep).copied()
-    }
-}
-
 /// Each rank's waiting in the collectives found on two ranks or more (the same group name,
 /// `Seq` and collective name), by rank; empty when no collective is found twice.
 pub fn waits(files: &[FileData], links: &[Option<Links>]) -> Vec<CollectiveWait> {
@@ -139,13 +112,13 @@ pub fn waits(files: &[FileData], links: &[Option<Links>]) -> Vec<CollectiveWait>
         if f.collectives.is_empty() {
             continue;
         }
-        let kernels = CollectiveKernels::of_file(f, links);
+        let kernels = LaunchedKernels::of_file(f, links);
         for c in f
             .collectives
             .iter()
             .filter(|c| c.seq >= 0 && c.group != NO_NAME)
         {
-            if let Some((ns, _)) = kernels.of(c) {
+            if let Some((ns, _)) = kernels.of(c.op) {
                 by.entry((c.group, c.seq, c.name))
                     .or_default()
                     .push((rank, ns));
@@ -198,7 +171,7 @@ pub fn collectives(
         let Some(links) = links.as_ref().filter(|_| !f.collectives.is_empty()) else {
             continue;
         };
-        let kernels = CollectiveKernels::of_file(f, links);
+        let kernels = LaunchedKernels::of_file(f, links);
         for c in &f.collectives {
             let a = by
                 .entry((c.name, c.dtype, c.group_size))
@@ -221,7 +194,7 @@ pub fn collectives(
                 }
                 _ => None,
             };
-            if let Some((ns, k)) = kernels.of(c) {
+            if let Some((ns, k)) = kernels.of(c.op) {
                 a.gpu_ns.add_sat(ns);
                 a.kernels += k;
             }

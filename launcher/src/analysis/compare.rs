@@ -78,6 +78,10 @@ pub struct Comparison {
     /// first; absent when neither side has any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub collectives: Vec<Row>,
+    /// torch.compile's Triton kernels by name, the GPU time of their kernels: the report's
+    /// `triton_kernels`, largest first; absent when neither side has any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub triton_kernels: Vec<Row>,
     /// Operators by name, when both sides have them: largest `max(a, b)` GPU time first, then
     /// CPU time.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -295,6 +299,9 @@ pub(crate) fn comparison(a: &Summary, b: &Summary) -> Comparison {
         ranges: rows(&a.ranges, &b.ranges, |r| (&r.name, r.total_ns)),
         api_calls: rows(&a.api_calls, &b.api_calls, |r| (&r.name, r.total_ns)),
         collectives: rows(&a.collectives, &b.collectives, |c| (&c.name, c.gpu_ns)),
+        triton_kernels: rows(&a.triton_kernels, &b.triton_kernels, |t| {
+            (&t.name, t.gpu_ns)
+        }),
         operators: match (&a.operators, &b.operators) {
             (Some(x), Some(y)) => Some(operator_rows(x, y)),
             _ => None,
@@ -366,6 +373,7 @@ pub(crate) fn text(c: &Comparison, top: usize, a_ops: bool, b_ops: bool) -> Stri
         ("NVTX range or label, own time", &c.ranges),
         ("CUDA API call", &c.api_calls),
         ("collective, GPU time", &c.collectives),
+        ("Triton kernel, GPU time", &c.triton_kernels),
     ] {
         if !rows.is_empty() {
             out.push_str(&table(title, rows, top));

@@ -158,6 +158,23 @@ pub struct CollectiveCall {
     pub seq: i64,
 }
 
+/// A Triton kernel's launch as torch.compile opens it: its operator (named after the kernel)
+/// with the keyword inputs inductor gives the profiler.
+#[derive(Debug, Clone, Copy)]
+pub struct TritonCall {
+    /// The launch's operator (index of `FileData::cpu_ops`): its name and its kernels.
+    pub op: u32,
+    /// `kernel_file`, interned: the generated module holding the kernel.
+    pub file: u32,
+    /// `kernel_num_gb` and `kernel_flop`: inductor's estimates for one launch (NaN, -1: none).
+    pub num_gb: f64,
+    pub flop: i64,
+    /// `num_warps` and `num_stages` (-1: none), `kernel_kwargs` interned (`NO_NAME`: none).
+    pub num_warps: i64,
+    pub num_stages: i64,
+    pub config: u32,
+}
+
 /// Where a PyTorch allocation lives, as torch's tables count it (`Device Type` of a `[memory]`
 /// event: c10's `DeviceType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -231,6 +248,8 @@ pub struct FileData {
     pub cpu_ops: Vec<CpuOp>,
     /// Collectives, from their `record_param_comms` operators.
     pub collectives: Vec<CollectiveCall>,
+    /// Triton kernel launches, from torch.compile's operators around them.
+    pub triton: Vec<TritonCall>,
     /// (index in `apis`, `External id`) of the API calls that carry one. Kept apart from
     /// `ApiCall` so that traces without operators pay nothing for it.
     pub api_ext: Vec<(u32, i64)>,
@@ -274,6 +293,10 @@ impl FileData {
             m(&mut c.name);
             m(&mut c.dtype);
             m(&mut c.group);
+        }
+        for t in &mut self.triton {
+            m(&mut t.file);
+            m(&mut t.config);
         }
     }
 }
@@ -718,6 +741,18 @@ impl Builder<'_> {
                         group_size: c.group_size.unwrap_or(-1),
                         group: c.group.as_deref().map_or(NO_NAME, |g| self.names.id(g)),
                         seq: c.seq.unwrap_or(-1),
+                    });
+                }
+                let t = &e.args.triton;
+                if let Some(file) = &t.file {
+                    self.data.triton.push(TritonCall {
+                        op: self.data.cpu_ops.len() as u32 - 1,
+                        file: self.names.id(file),
+                        num_gb: t.num_gb.unwrap_or(f64::NAN),
+                        flop: t.flop.unwrap_or(-1),
+                        num_warps: t.num_warps.unwrap_or(-1),
+                        num_stages: t.num_stages.unwrap_or(-1),
+                        config: t.config.as_deref().map_or(NO_NAME, |c| self.names.id(c)),
                     });
                 }
             }

@@ -40,6 +40,10 @@
 //!   on `record_param_comms` operators), nccl-tests' message bytes, the GPU time of the kernels
 //!   attributed to them, algorithm and bus bandwidth; per rank, the time its kernels in the
 //!   collectives it shares with other ranks ran beyond the shortest rank's (waiting for them).
+//! * **Triton kernels** ([`triton`]): torch.compile's generated kernels, per kernel and the
+//!   file inductor wrote it to (the keyword inputs on each launch's operator): launches, the
+//!   GPU time of the kernels attributed to them, and GB/s and TFLOP/s against inductor's
+//!   estimates of one launch's bytes and operations.
 //! * **Findings** ([`findings`]): host synchronizations, pageable copies, the GPU's host-bound
 //!   gaps, kernels shorter than their launch and driver allocations inside steps, each tied to
 //!   operators and Python lines.
@@ -66,6 +70,7 @@ mod run_summary;
 mod saturating;
 mod series;
 mod torch_compile;
+mod triton;
 
 use std::path::{Path, PathBuf};
 

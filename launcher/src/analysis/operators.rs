@@ -45,6 +45,34 @@ pub struct Links {
     by_thread: Vec<Vec<u32>>,
 }
 
+/// The kernels launched by one file's operators: per operator that launched kernels (its
+/// `rep` index), their GPU time and count.
+pub struct LaunchedKernels<'a> {
+    links: &'a Links,
+    by_operator: FxHashMap<u32, (i64, u64)>,
+}
+
+impl<'a> LaunchedKernels<'a> {
+    pub fn of_file(f: &FileData, links: &'a Links) -> Self {
+        let mut by_operator: FxHashMap<u32, (i64, u64)> = FxHashMap::default();
+        for (op, g) in f.ops.iter().zip(&links.gpu) {
+            if *g != NONE && op.kind.is_kernel() {
+                let e = by_operator.entry(*g).or_default();
+                e.0.add_sat(op.end - op.start);
+                e.1 += 1;
+            }
+        }
+        LaunchedKernels { links, by_operator }
+    }
+
+    /// The GPU time and count of the kernels attributed to operator `op` (an index of
+    /// `FileData::cpu_ops`); `None`: none.
+    pub fn of(&self, op: u32) -> Option<(i64, u64)> {
+        let rep = self.links.rep.get(op as usize)?;
+        self.by_operator.get(rep).copied()
+    }
+}
+
 impl Links {
     /// The operators from the outermost down to `op` (empty for `NONE`).
     pub fn chain(&self, mut op: u32, out: &mut Vec<u32>) {

@@ -6,6 +6,7 @@ use super::findings::Finding;
 use super::model::{self, Breakdown, StepStats, Summary};
 use super::operators::{CallSiteRow, OperatorRow, Operators};
 use super::torch_compile::{TorchCompile, SHOWN_PHASES};
+use super::triton::TritonRow;
 
 /// A table rendered either as aligned text or as a Markdown table.
 pub struct Table {
@@ -422,6 +423,12 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
             collective_waits(&s.collective_waits, md),
         ));
     }
+    if !s.triton_kernels.is_empty() {
+        out.push((
+            "Triton kernels (torch.compile)".to_string(),
+            triton_kernels(&s.triton_kernels, top, md, name_max),
+        ));
+    }
 
     let d = &s.dropped;
     let mut text = format!(
@@ -714,6 +721,54 @@ fn collectives(rows: &[CollectiveRow], top: usize, md: bool, name_max: usize) ->
             gbps(r.algbw_gbps),
             gbps(r.busbw_gbps),
             dur(r.cpu_ns as f64),
+        ]);
+    }
+    let mut text = if md { t.markdown() } else { t.text() };
+    let more = rows.len().saturating_sub(top);
+    if more > 0 {
+        text.push_str(&format!("({more} more in summary.json)\n"));
+    }
+    text
+}
+
+/// A TFLOP/s figure, `-` when absent.
+pub fn tflops(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), |v| format!("{v:.3}"))
+}
+
+/// Triton kernels by GPU time, with their launch config, the achieved GB/s and TFLOP/s
+/// against inductor's estimates, and the file inductor wrote them to.
+fn triton_kernels(rows: &[TritonRow], top: usize, md: bool, name_max: usize) -> String {
+    let mut t = Table::new(&[
+        "kernel",
+        ">launches",
+        ">GPU time",
+        ">kernels",
+        ">GB/s",
+        ">TFLOP/s",
+        "config",
+        "file",
+    ]);
+    for r in rows.iter().take(top) {
+        let mut config = Vec::new();
+        if let Some(w) = r.num_warps {
+            config.push(format!("warps={w}"));
+        }
+        if let Some(s) = r.num_stages {
+            config.push(format!("stages={s}"));
+        }
+        if !r.config.is_empty() {
+            config.push(r.config.clone());
+        }
+        t.row(vec![
+            short(&r.name, name_max / 2),
+            r.launches.to_string(),
+            dur(r.gpu_ns as f64),
+            r.kernels.to_string(),
+            gbps(r.gbps),
+            tflops(r.tflops),
+            config.join(" "),
+            short_tail(&r.file, name_max / 2),
         ]);
     }
     let mut text = if md { t.markdown() } else { t.text() };

@@ -35,6 +35,7 @@ mod memory;
 mod quality;
 mod steps;
 mod svg;
+mod triton;
 
 use std::fmt::Write;
 
@@ -130,6 +131,7 @@ pub fn page(
         durations::api_calls(s, top),
         durations::ranges(s, top),
         collectives::section(s, top),
+        triton::section(s, top),
         memory::section(s),
         flame_section(flame_svg),
         memory_flame_section(memory_flame_svg),

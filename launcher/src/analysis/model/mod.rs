@@ -23,6 +23,7 @@ use super::operators::{self, Links};
 use super::saturating::{self, AddSat};
 use super::series;
 use super::torch_compile;
+use super::triton;
 
 pub use attribution::{api_paths, op_paths, Paths, NO_LAUNCH, NO_RANGE};
 pub use intervals::{breakdown, sync_wait, union, Breakdown};
@@ -224,6 +225,7 @@ impl Analysis {
             ranges: durations::ranges(&self.names, &self.files),
             collectives: collectives::collectives(&self.names, &self.files, &self.links),
             collective_waits: collectives::waits(&self.files, &self.links),
+            triton_kernels: triton::kernels(&self.names, &self.files, &self.links),
             findings,
             torch_compile: torch_compile::summarize(
                 &self.names,

@@ -12,6 +12,7 @@ use crate::analysis::operators::Operators;
 use crate::analysis::saturating::AddSat;
 use crate::analysis::series::{MemorySeries, StepTime};
 use crate::analysis::torch_compile::TorchCompile;
+use crate::analysis::triton::TritonRow;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FileSummary {
@@ -226,6 +227,10 @@ pub struct Summary {
     /// absent when no collective is on two ranks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub collective_waits: Vec<CollectiveWait>,
+    /// torch.compile's Triton kernels by kernel name and generated file, by GPU time; absent
+    /// when the traces have no Triton launch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triton_kernels: Vec<TritonRow>,
     /// What to look at first: host synchronizations, pageable copies, the GPU waiting for the
     /// host, kernels shorter than their launch, driver allocations inside steps; by cost,
     /// absent when none was found.

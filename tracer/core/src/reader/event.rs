@@ -69,6 +69,8 @@ pub struct Args<'a> {
     pub call_stack: Option<Cow<'a, str>>,
     /// A collective's metadata, on its `record_param_comms` operator.
     pub collective: Collective<'a>,
+    /// What torch.compile says of a Triton kernel, on the operator that launched it.
+    pub triton: TritonLaunch<'a>,
     /// Members found but not decoded (their JSON text), for tools that keep them.
     pub raw: RawMembers<'a>,
 }
@@ -91,6 +93,23 @@ pub struct Collective<'a> {
     pub group: Option<Cow<'a, str>>,
     /// `Seq`: the collective's number in its group, the same on each of its ranks.
     pub seq: Option<i64>,
+}
+
+/// The keyword inputs torch.compile gives the operator it opens around each Triton kernel
+/// launch (`triton_heuristics.py`'s profiler kwargs, in torch.profiler's traces with
+/// record_shapes and in cuprof's): where the kernel's source is and inductor's estimates.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct TritonLaunch<'a> {
+    /// `kernel_file`: the generated Python module holding the kernel.
+    pub file: Option<Cow<'a, str>>,
+    /// `kernel_num_gb`: inductor's estimate of the GB one launch reads and writes.
+    pub num_gb: Option<f64>,
+    /// `kernel_flop`: inductor's count of one launch's floating-point operations.
+    pub flop: Option<i64>,
+    /// `num_warps`, `num_stages` and `kernel_kwargs` (`XBLOCK=128`...): the launch's config.
+    pub num_warps: Option<i64>,
+    pub num_stages: Option<i64>,
+    pub config: Option<Cow<'a, str>>,
 }
 
 /// Members of `args` that the reader delimits but leaves as JSON text (`External id` and
@@ -340,6 +359,18 @@ struct LeanArgs<'a> {
     _process_group_name: Option<IgnoredAny>,
     #[serde(default, rename = "Seq")]
     _seq: Option<IgnoredAny>,
+    #[serde(default, rename = "kernel_file")]
+    _kernel_file: Option<IgnoredAny>,
+    #[serde(default, rename = "kernel_num_gb")]
+    _kernel_num_gb: Option<IgnoredAny>,
+    #[serde(default, rename = "kernel_flop")]
+    _kernel_flop: Option<IgnoredAny>,
+    #[serde(default, rename = "num_warps")]
+    _num_warps: Option<IgnoredAny>,
+    #[serde(default, rename = "num_stages")]
+    _num_stages: Option<IgnoredAny>,
+    #[serde(default, rename = "kernel_kwargs")]
+    _kernel_kwargs: Option<IgnoredAny>,
 }
 
 impl<'a> From<LeanFields<'a>> for Fields<'a> {
@@ -422,6 +453,18 @@ struct RawArgs<'a> {
     process_group_name: Option<Text<'a>>,
     #[serde(rename = "Seq", default)]
     seq: Option<Int>,
+    #[serde(borrow, default)]
+    kernel_file: Option<Text<'a>>,
+    #[serde(default)]
+    kernel_num_gb: Option<Float>,
+    #[serde(default)]
+    kernel_flop: Option<Int>,
+    #[serde(default)]
+    num_warps: Option<Int>,
+    #[serde(default)]
+    num_stages: Option<Int>,
+    #[serde(borrow, default)]
+    kernel_kwargs: Option<Text<'a>>,
 }
 
 impl<'a> RawArgs<'a> {
@@ -447,6 +490,14 @@ impl<'a> RawArgs<'a> {
                 group_size: self.group_size.and_then(|i| i.0),
                 group: self.process_group_name.map(|t| t.0),
                 seq: self.seq.and_then(|i| i.0),
+            },
+            triton: TritonLaunch {
+                file: self.kernel_file.map(|t| t.0),
+                num_gb: self.kernel_num_gb.and_then(|f| f.0),
+                flop: self.kernel_flop.and_then(|i| i.0),
+                num_warps: self.num_warps.and_then(|i| i.0),
+                num_stages: self.num_stages.and_then(|i| i.0),
+                config: self.kernel_kwargs.map(|t| t.0),
             },
             raw: RawMembers {
                 sequence_number: self.sequence_number.map(RawValue::get),

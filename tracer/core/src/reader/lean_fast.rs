@@ -75,7 +75,7 @@ const EVENT_KEYS: [&[u8]; 9] = [
 ];
 
 /// The same for the members of `args` (`LeanArgs` in `event.rs`).
-const ARGS_KEYS: [&[u8]; 29] = [
+const ARGS_KEYS: [&[u8]; 35] = [
     b"name",
     b"sort_index",
     b"correlation",
@@ -105,11 +105,20 @@ const ARGS_KEYS: [&[u8]; 29] = [
     b"Group size",
     b"Process Group Name",
     b"Seq",
+    b"kernel_file",
+    b"kernel_num_gb",
+    b"kernel_flop",
+    b"num_warps",
+    b"num_stages",
+    b"kernel_kwargs",
 ];
+
+// Each key has a bit of `object_once`'s `seen` mask.
+const _: () = assert!(ARGS_KEYS.len() <= 64 && EVENT_KEYS.len() <= 64);
 
 /// `key`'s bit among `keys` (its index), 0 for a key not among them.
 #[inline]
-fn key_bit(keys: &[&[u8]], key: &[u8]) -> u32 {
+fn key_bit(keys: &[&[u8]], key: &[u8]) -> u64 {
     keys.iter().position(|k| *k == key).map_or(0, |i| 1 << i)
 }
 
@@ -303,7 +312,7 @@ impl<'a> Plain<'a> {
             return None;
         }
         self.i += 1;
-        let mut seen = 0u32;
+        let mut seen = 0u64;
         self.members(|p, key| {
             let bit = key_bit(keys, key);
             if seen & bit != 0 {

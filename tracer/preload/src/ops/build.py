@@ -97,6 +97,10 @@ def compile_flags(include, abi):
         # with its ivalueToStr.
         if "kwinputs()" in record_function_h and "ivalueToStr" in util_h:
             flags.append("-DCUPROF_WITH_KWINPUTS")
+            # Read in place where the member is as the observer expects it (torch's accessor
+            # copies the map).
+            if "std::unordered_map<std::string, IValue> kwinputs_;" in record_function_h:
+                flags.append("-DCUPROF_WITH_KWINPUTS_MEMBER")
             if os.path.isfile(os.path.join(include, "torch", "csrc", "profiler", "kineto_metadata.h")):
                 flags.append("-DCUPROF_WITH_TYPED_KWINPUTS")
         # A collective's metadata, as torch.profiler records it: torch's saveNcclMeta and the
