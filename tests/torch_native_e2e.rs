@@ -725,13 +725,12 @@ fn labels_and_keyword_inputs_equal_torch_profilers() {
         );
         let theirs = read_trace(&path);
         let all = |t: &Value| -> Vec<(Value, Value, BTreeMap<String, Value>)> {
-            let mut evs = torch_operators(t);
-            evs.extend(labels(t));
-            evs.sort_by(|a, b| {
-                let key = |e: &Value| (e["ts"].as_f64().unwrap(), -e["dur"].as_f64().unwrap());
-                key(a).partial_cmp(&key(b)).unwrap()
-            });
-            evs.into_iter().map(kineto_fields).collect()
+            let mut evs = events(t, "cpu_op");
+            evs.extend(events(t, "user_annotation"));
+            not_steps_by_start(evs)
+                .into_iter()
+                .map(kineto_fields)
+                .collect()
         };
         let (mine, reference) = (all(&ours), all(&theirs));
         // Per step: 5 labels or Triton launches, 6 operators (relu's clamp_min inside it).

@@ -236,32 +236,18 @@ fn compare_puts_collectives_side_by_side() {
     );
     collectives_trace([100, 300]).write_gz(&a);
     collectives_trace([100, 100]).write_gz(&b);
-    let out = cuprof_ok(&[
-        "compare",
-        a.to_str().unwrap(),
-        b.to_str().unwrap(),
-        "--json",
-    ]);
-    let c: Value = serde_json::from_str(&out).unwrap();
-    let rows: Vec<(&str, i64, i64)> = c["collectives"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["name"].as_str().unwrap(),
-                r["a_ns"].as_i64().unwrap(),
-                r["b_ns"].as_i64().unwrap(),
-            )
-        })
-        .collect();
+    let (rows, c) = compared(&a, &b, "collectives");
     assert_eq!(
         rows,
         [
-            ("allreduce", 400_000, 200_000),
-            ("allgather_into_tensor_coalesced", 16_000, 16_000),
-            ("send", 2_000, 2_000),
-            ("barrier", 0, 0),
+            ("allreduce".to_string(), 400_000, 200_000),
+            (
+                "allgather_into_tensor_coalesced".to_string(),
+                16_000,
+                16_000
+            ),
+            ("send".to_string(), 2_000, 2_000),
+            ("barrier".to_string(), 0, 0),
         ]
     );
     assert_eq!(c["collectives"][0]["ratio"], 0.5);

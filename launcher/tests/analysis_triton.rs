@@ -216,31 +216,13 @@ fn compare_puts_triton_kernels_side_by_side() {
         true,
     );
     faster.write_gz(&b);
-    let out = cuprof_ok(&[
-        "compare",
-        a.to_str().unwrap(),
-        b.to_str().unwrap(),
-        "--json",
-    ]);
-    let c: Value = serde_json::from_str(&out).unwrap();
-    let rows: Vec<(&str, i64, i64)> = c["triton_kernels"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["name"].as_str().unwrap(),
-                r["a_ns"].as_i64().unwrap(),
-                r["b_ns"].as_i64().unwrap(),
-            )
-        })
-        .collect();
+    let (rows, _) = compared(&a, &b, "triton_kernels");
     assert_eq!(
         rows,
         [
-            ("triton_tem_fused_mm_1", 100_000, 0),
-            ("triton_poi_fused_add_0", 30_000, 6_000),
-            ("triton_per_fused_sum_2", 5_000, 0),
+            ("triton_tem_fused_mm_1".to_string(), 100_000, 0),
+            ("triton_poi_fused_add_0".to_string(), 30_000, 6_000),
+            ("triton_per_fused_sum_2".to_string(), 5_000, 0),
         ]
     );
 }

@@ -276,29 +276,26 @@ pub fn assert_kernel_matches(e: &RawEvent, rec: &dump::KernelRec, base: i64) {
 
 /// A trace's PyTorch operators (ProfilerStep annotations aside), by start, outermost first.
 pub fn torch_operators(trace: &Value) -> Vec<&Value> {
-    let mut ops: Vec<&Value> = events(trace, "cpu_op")
+    not_steps_by_start(events(trace, "cpu_op"))
+}
+
+/// `evs` other than `ProfilerStep#N`, in start order, the enclosing one first.
+pub fn not_steps_by_start(evs: Vec<&Value>) -> Vec<&Value> {
+    let mut evs: Vec<&Value> = evs
         .into_iter()
         .filter(|e| !e["name"].as_str().unwrap().starts_with("ProfilerStep#"))
         .collect();
-    ops.sort_by(|a, b| {
+    evs.sort_by(|a, b| {
         let key = |e: &Value| (e["ts"].as_f64().unwrap(), -e["dur"].as_f64().unwrap());
         key(a).partial_cmp(&key(b)).unwrap()
     });
-    ops
+    evs
 }
 
 /// The `user_annotation`s of a trace other than its steps (`record_function` labels, NVTX
 /// ranges), in start order, the enclosing one first.
 pub fn labels(trace: &Value) -> Vec<&Value> {
-    let mut labels: Vec<&Value> = events(trace, "user_annotation")
-        .into_iter()
-        .filter(|e| !e["name"].as_str().unwrap().starts_with("ProfilerStep#"))
-        .collect();
-    labels.sort_by(|a, b| {
-        let key = |e: &Value| (e["ts"].as_f64().unwrap(), -e["dur"].as_f64().unwrap());
-        key(a).partial_cmp(&key(b)).unwrap()
-    });
-    labels
+    not_steps_by_start(events(trace, "user_annotation"))
 }
 
 /// Fails the test, naming the remedy, unless `python3` imports every module of `modules`

@@ -403,6 +403,31 @@ pub fn cuprof_ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `cuprof compare A B --json`: its rows of `key` as (name, time in A, time in B), and the
+/// whole comparison.
+pub fn compared(a: &Path, b: &Path, key: &str) -> (Vec<(String, i64, i64)>, serde_json::Value) {
+    let out = cuprof_ok(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+    ]);
+    let c: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = c[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_string(),
+                r["a_ns"].as_i64().unwrap(),
+                r["b_ns"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    (rows, c)
+}
+
 /// `cuprof report INPUT -o OUT`: its stdout and summary.json.
 pub fn report(input: &Path, out: &Path) -> (String, serde_json::Value) {
     let stdout = cuprof_ok(&[
