@@ -104,10 +104,8 @@ struct OtherName {
     name: Name,
     domain: Option<Name>,
     payload: Option<f64>,
-    /// A `record_function` label from the native observer, recorded: `name` is its text record
-    /// (an operator's fields, which Kineto writes for labels too). A flag, not the record's bytes
-    /// beside the name: a field that needs dropping changed how every operator's `Open` is
-    /// dropped (measured: 90 more instructions per operator in libcuprof.so).
+    /// A `record_function` label from the native observer, recorded: `name` is then its text
+    /// record (an operator's fields, which Kineto writes for labels too).
     native_label: bool,
 }
 
