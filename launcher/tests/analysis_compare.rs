@@ -55,17 +55,6 @@ fn rows(v: &Value) -> Vec<(String, i64, i64, Option<f64>)> {
         .collect()
 }
 
-/// `cuprof compare A B --json`'s object.
-fn compare_json(a: &Path, b: &Path) -> Value {
-    let out = cuprof_ok(&[
-        "compare",
-        a.to_str().unwrap(),
-        b.to_str().unwrap(),
-        "--json",
-    ]);
-    serde_json::from_str(&out).unwrap()
-}
-
 /// `cuprof compare A B`'s tables.
 fn compare_table(a: &Path, b: &Path) -> String {
     cuprof_ok(&["compare", a.to_str().unwrap(), b.to_str().unwrap()])

@@ -403,16 +403,21 @@ pub fn cuprof_ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// `cuprof compare A B --json`: its rows of `key` as (name, time in A, time in B), and the
-/// whole comparison.
-pub fn compared(a: &Path, b: &Path, key: &str) -> (Vec<(String, i64, i64)>, serde_json::Value) {
+/// `cuprof compare A B --json`'s object.
+pub fn compare_json(a: &Path, b: &Path) -> serde_json::Value {
     let out = cuprof_ok(&[
         "compare",
         a.to_str().unwrap(),
         b.to_str().unwrap(),
         "--json",
     ]);
-    let c: serde_json::Value = serde_json::from_str(&out).unwrap();
+    serde_json::from_str(&out).unwrap()
+}
+
+/// `cuprof compare A B --json`: its rows of `key` as (name, time in A, time in B), and the
+/// whole comparison.
+pub fn compared(a: &Path, b: &Path, key: &str) -> (Vec<(String, i64, i64)>, serde_json::Value) {
+    let c = compare_json(a, b);
     let rows = c[key]
         .as_array()
         .unwrap()
