@@ -1184,3 +1184,49 @@ fn flame_memory_and_report_show_the_python_lines_that_allocated() {
     let memory = &page[at..at + page[at..].find("</section>").unwrap()];
     assert!(memory.contains("modeling_llama.py(") && memory.contains("[CPU allocations]"));
 }
+
+/// torch.profiler's `with_stack` on a causal LM's training step (torch 2.x records Python
+/// functions as events and writes no `Call stack`): the report reads the functions open at each
+/// operator as its stack, and counts every operator at the function that called into PyTorch,
+/// where cuprof's own `--with-stack` counts the lines.
+#[test]
+fn the_report_reads_torch_profilers_python_functions_as_call_stacks() {
+    let dir = TempDir::new("torch-python-functions");
+    let (_, trace) = reference("llama", dir.path(), &[("CUPROF_TEST_STACK", "1")]);
+    let events = trace["traceEvents"].as_array().unwrap();
+    assert!(events.iter().any(|e| e["cat"] == "python_function"));
+    assert!(events.iter().all(|e| e["args"].get("Call stack").is_none()));
+    let summary = report_summary(&dir.path().join("torch.json"), dir.path());
+    let o = &summary["operators"];
+    let sum = |rows: &Value| -> i64 {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["self_cpu_ns"].as_i64().unwrap())
+            .sum()
+    };
+    assert_eq!(sum(&o["by_call_site"]), sum(&o["top"]));
+    let sites = o["by_call_site"].as_array().unwrap();
+    let calls = |site: &str| {
+        sites
+            .iter()
+            .find(|r| r["call_site"] == site)
+            .map(|r| r["calls"].as_u64().unwrap())
+    };
+    // real_models_lib.py's `def step():` is line 42; cuprof counts 354 calls at its line 44
+    // (`loss.backward()`) and 420 at 45 (`opt.step()`) in the same steps.
+    assert_eq!(calls("real_models_lib.py(42): step"), Some(354 + 420));
+    assert!(sites
+        .iter()
+        .all(|r| !r["call_site"].as_str().unwrap().starts_with("torch/")));
+    let model_functions = sites
+        .iter()
+        .filter(|r| {
+            r["call_site"]
+                .as_str()
+                .unwrap()
+                .starts_with("transformers/models/llama/modeling_llama.py(")
+        })
+        .count();
+    assert!(model_functions >= 5, "{sites:?}");
+}

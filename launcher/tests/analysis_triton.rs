@@ -4,8 +4,10 @@
 //! time, and GB/s and TFLOP/s against the estimates.
 
 mod analysis_support;
+mod export_support;
 
 use analysis_support::*;
+use export_support::{duckdb, query_after, Rows};
 use serde_json::{json, Value};
 
 /// A Triton launch's operator as torch.profiler (with record_shapes) and cuprof write it; the
@@ -223,6 +225,147 @@ fn compare_puts_triton_kernels_side_by_side() {
             ("triton_tem_fused_mm_1".to_string(), 100_000, 0),
             ("triton_poi_fused_add_0".to_string(), 30_000, 6_000),
             ("triton_per_fused_sum_2".to_string(), 5_000, 0),
+        ]
+    );
+}
+
+/// `cuprof export`'s operators table carries each launch's keyword inputs, and docs/tables.md's
+/// Triton query, run in DuckDB over the dataset, gives the report's rows.
+#[test]
+fn export_has_the_triton_columns_and_the_documented_query_equals_the_report() {
+    let dir = tempdir("triton-export");
+    let trace = dir.join("t-rank0.trace.json.gz");
+    triton_trace().write_gz(&trace);
+    let out = dir.join("ds");
+    cuprof_ok(&[
+        "export",
+        trace.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let o = Rows::read(&out.join("operators/rank=0/cycle=1/t-rank0.parquet"));
+    assert_eq!(
+        o.text("name"),
+        [
+            "triton_poi_fused_add_0",
+            "triton_poi_fused_add_0",
+            "triton_poi_fused_add_0",
+            "triton_tem_fused_mm_1",
+            "triton_per_fused_sum_2",
+            "aten::mm"
+        ]
+    );
+    let some = |s: &str| Some(s.to_string());
+    assert_eq!(
+        o.texts("kernel_file"),
+        [
+            some(ADD_FILE),
+            some(ADD_FILE),
+            some(ADD_FILE),
+            some(MM_FILE),
+            some(MM_FILE),
+            None
+        ]
+    );
+    assert_eq!(
+        o.floats("kernel_num_gb"),
+        [
+            Some(0.004),
+            Some(0.004),
+            Some(0.004),
+            Some(0.012),
+            None,
+            None
+        ]
+    );
+    assert_eq!(
+        o.ints("kernel_flop"),
+        [None, None, None, Some(2_000_000_000), None, None]
+    );
+    // The five launches' value, and none on aten::mm.
+    fn five<T: Clone>(v: T) -> Vec<Option<T>> {
+        [vec![Some(v); 5], vec![None]].concat()
+    }
+    assert_eq!(o.ints("num_warps"), five(4));
+    assert_eq!(o.ints("num_stages"), five(1));
+    assert_eq!(o.texts("kernel_kwargs"), five("XBLOCK=1024".to_string()));
+
+    let (_, s) = report(&trace, &dir.join("report"));
+    let want: Vec<Value> = s["triton_kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            json!([
+                r["name"],
+                r["file"],
+                r["launches"],
+                r["gpu_ns"],
+                r["gbps"],
+                r["tflops"]
+            ])
+        })
+        .collect();
+    let got: Vec<Value> = duckdb(&out, &query_after("torch.compile's Triton kernels, as"));
+    assert_eq!(got, want);
+    // The figures themselves, so that an empty report cannot agree with an empty dataset.
+    assert_eq!(want.len(), 3);
+    assert_eq!(
+        want[1],
+        json!([
+            "triton_poi_fused_add_0",
+            ADD_FILE,
+            3,
+            30_000,
+            (0.0 + 0.004 + 0.004 + 0.004) / (30_000.0 / 1e9),
+            null
+        ])
+    );
+}
+
+/// torch.profiler writes a keyword string as it is, a tab included, which makes its file
+/// invalid JSON: `cuprof report` and `cuprof export` read such an event as torch meant it.
+#[test]
+fn a_raw_tab_in_a_keyword_input_is_read_as_torch_meant_it() {
+    let dir = tempdir("triton-raw-tab");
+    let trace = dir.join("torch.json");
+    let text = triton_trace().json().replacen(
+        "\"kernel_kwargs\": \"XBLOCK=1024\"",
+        "\"kernel_kwargs\": \"XBLOCK=1024\tYBLOCK=2\"",
+        1,
+    );
+    assert!(serde_json::from_str::<Value>(&text).is_err());
+    std::fs::write(&trace, text).unwrap();
+    let (stdout, s) = report(&trace, &dir.join("out"));
+    let configs: Vec<&str> = s["triton_kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["config"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        configs,
+        ["XBLOCK=1024", "XBLOCK=1024\tYBLOCK=2", "XBLOCK=1024"]
+    );
+    assert_eq!(s["triton_kernels"][1]["gpu_ns"], 30_000);
+    // On the terminal the tab is data, written as a visible escape.
+    assert!(
+        stdout.contains("  triton_poi_fused_add_0         3   30.000 µs        3  400.00        -  warps=4 stages=1 XBLOCK=1024\\u{9}YBLOCK=2  /tmp/torchinductor_u/ab/cab3.py"),
+        "{stdout}"
+    );
+    let out = dir.join("ds");
+    cuprof_ok(&[
+        "export",
+        trace.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let o = Rows::read(&out.join("operators/rank=0/cycle=1/torch.parquet"));
+    assert_eq!(
+        o.texts("kernel_kwargs")[..2],
+        [
+            Some("XBLOCK=1024\tYBLOCK=2".to_string()),
+            Some("XBLOCK=1024".to_string())
         ]
     );
 }

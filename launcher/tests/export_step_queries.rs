@@ -7,63 +7,12 @@
 //! scripts/python-requirements.txt into a virtual environment and puts it first on PATH.
 
 mod analysis_support;
-
-use std::path::Path;
-use std::process::Command;
+mod export_support;
 
 use analysis_support::*;
+use export_support::{duckdb, query_after};
 
 const US: i64 = 1000;
-
-/// The SQL block that follows the first line of docs/tables.md starting with `lead`.
-fn query_after(lead: &str) -> String {
-    let doc =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/tables.md"))
-            .unwrap();
-    let from = doc
-        .find(lead)
-        .unwrap_or_else(|| panic!("docs/tables.md: no {lead:?}"));
-    let block = &doc[from..];
-    let start = block.find("```sql\n").expect("a SQL block") + "```sql\n".len();
-    let len = block[start..].find("```").expect("the block ends");
-    block[start..start + len].replace("DIR", "{d}")
-}
-
-/// Rows of `sql` over the dataset in `d`, with docs/tables.md's views, as `[rank, step, ns]`.
-fn duckdb(d: &Path, sql: &str) -> Vec<[i64; 3]> {
-    let views = query_after("In DuckDB, a view per table first:");
-    let script = r#"
-import json, sys
-try:
-    import duckdb
-except ImportError as e:
-    print(f"missing: {e}", file=sys.stderr)
-    sys.exit(3)
-d, views, sql = sys.argv[1:]
-con = duckdb.connect()
-for v in views.format(d=d).split(";"):
-    if v.strip():
-        con.execute(v)
-print(json.dumps([[int(x) for x in r] for r in con.execute(sql.format(d=d)).fetchall()]))
-"#;
-    let o = Command::new("python3")
-        .args(["-c", script])
-        .arg(d)
-        .arg(&views)
-        .arg(sql)
-        .output()
-        .expect("run python3");
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_ne!(
-        o.status.code(),
-        Some(3),
-        "duckdb is not installed for python3 ({stderr}): run `bash scripts/test.sh`, which \
-         installs scripts/python-requirements.txt into a virtual environment and puts it first \
-         on PATH"
-    );
-    assert!(o.status.success(), "duckdb failed: {stderr}");
-    serde_json::from_slice(&o.stdout).unwrap()
-}
 
 #[test]
 fn kernel_time_per_step_by_gpu_time_and_by_launch() {
@@ -89,13 +38,13 @@ fn kernel_time_per_step_by_gpu_time_and_by_launch() {
 
     let by_gpu = query_after("Kernel time per step and rank, each kernel counted in the step it");
     assert_eq!(
-        duckdb(&out, &by_gpu),
+        duckdb::<Vec<[i64; 3]>>(&out, &by_gpu),
         [[0, 0, 40 * US], [0, 1, 80 * US], [0, 2, 80 * US]]
     );
     let by_launch = query_after("Steps are host time: when the GPU runs behind the host");
     assert!(by_launch.contains("JOIN api_calls"), "{by_launch}");
     assert_eq!(
-        duckdb(&out, &by_launch),
+        duckdb::<Vec<[i64; 3]>>(&out, &by_launch),
         [[0, 0, 80 * US], [0, 1, 80 * US], [0, 2, 80 * US]]
     );
 }

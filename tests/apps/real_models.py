@@ -11,6 +11,7 @@ FLOP count per operator and input shapes in the JSON line. CUPROF_TEST_ALL_THREA
 step's model on a second thread as well (torch.profiler: profile_all_threads).
 CUPROF_TEST_MEMORY=1 asks torch.profiler for profile_memory (cuprof: the MEM activity) and
 prints key_averages' CPU memory per operator name ([CPU Mem, Self CPU Mem]) in the JSON line.
+CUPROF_TEST_STACK=1 asks torch.profiler for with_stack (torch 2.x: Python function events).
 """
 
 import ctypes
@@ -64,6 +65,7 @@ else:
         record_shapes=True,
         with_flops=flops,
         profile_memory=os.environ.get("CUPROF_TEST_MEMORY") == "1",
+        with_stack=os.environ.get("CUPROF_TEST_STACK") == "1",
         schedule=torch.profiler.schedule(wait=1, warmup=1, active=2),
         on_trace_ready=lambda p: p.export_chrome_trace(out),
         **kwargs,

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
+use super::python_frames::{self, PyFrame};
 use super::saturating::AddSat;
 use cuprof_core::reader::{Event, Id, ReadSummary, TraceMeta, TraceReader};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -477,6 +478,7 @@ pub fn load(path: &Path, names: &mut Interner) -> Result<FileData> {
         threads: FxHashMap::default(),
         kinds: Vec::new(),
         syncs: Vec::new(),
+        frames: Vec::new(),
     };
     // The reader's errors name the file already: no context, so the message stays one line.
     let read = reader.read_events(|e| {
@@ -490,7 +492,12 @@ pub fn load(path: &Path, names: &mut Interner) -> Result<FileData> {
     if let Some(why) = not_a_trace(path, &reader, &read) {
         bail!(why);
     }
-    let mut data = b.data;
+    let Builder {
+        mut data,
+        mut frames,
+        ..
+    } = b;
+    python_frames::attach(&mut data.cpu_ops, &mut frames, names);
     data.meta = reader.meta().clone();
     data.rank = data.meta.rank.or_else(|| rank_from_name(path));
     data.read = read;
@@ -505,6 +512,9 @@ struct Builder<'n> {
     kinds: Vec<Option<OpKind>>,
     /// Per API name id: is it a sync call (cached).
     syncs: Vec<Option<bool>>,
+    /// torch.profiler's `python_function` events of Python code: the call stacks of operators
+    /// that carry none.
+    frames: Vec<PyFrame>,
 }
 
 impl Builder<'_> {
@@ -753,6 +763,18 @@ impl Builder<'_> {
                         num_warps: t.num_warps.unwrap_or(-1),
                         num_stages: t.num_stages.unwrap_or(-1),
                         config: t.config.as_deref().map_or(NO_NAME, |c| self.names.id(c)),
+                    });
+                }
+            }
+            "python_function" => {
+                if python_frames::is_code_frame(&e.name) {
+                    let thread = self.thread(&e.pid, &e.tid);
+                    let name = self.names.id(&e.name);
+                    self.frames.push(PyFrame {
+                        thread,
+                        start,
+                        end,
+                        name,
                     });
                 }
             }

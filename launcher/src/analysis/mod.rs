@@ -65,6 +65,7 @@ pub(crate) mod load;
 mod merge;
 mod model;
 pub(crate) mod operators;
+mod python_frames;
 pub(crate) mod render;
 mod run_summary;
 mod saturating;

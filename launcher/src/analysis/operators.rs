@@ -396,20 +396,51 @@ pub struct CallSiteMemory {
 /// Python's standard library (`/lib/pythonX.Y/` outside `site-packages`, `<frozen ...>`), so
 /// that an operator run through `nn.Linear` lands on the model's line that called the layer
 /// (a Hugging Face model's own `modeling_*.py` line, or the user's). A stack of nothing else
-/// gives its innermost frame; an empty one, `None`.
+/// gives its innermost frame; an empty one, `None`. torch.profiler's Python functions name
+/// files relative to `sys.path` (`torch/nn/modules/module.py`, `contextlib.py`): there a
+/// path starting `torch/` is PyTorch's, and the standard library's modules are known by name.
 pub fn call_site(stack: &str) -> Option<&str> {
     let frames = stack.split(';').map(str::trim).filter(|f| !f.is_empty());
     let is_own = |f: &&str| {
         let path = f.rsplit_once('(').map_or(*f, |(p, _)| p);
         let library = path.contains("/site-packages/") || path.contains("/dist-packages/");
-        let torch = path.contains("/torch/");
-        let stdlib = path.starts_with("<frozen") || (!library && path.contains("/lib/python"));
+        let torch = path.contains("/torch/") || path.starts_with("torch/");
+        let stdlib = path.starts_with("<frozen")
+            || (!library && path.contains("/lib/python"))
+            || is_relative_stdlib(path);
         !torch && !stdlib
     };
     frames
         .clone()
         .find(is_own)
         .or_else(|| frames.clone().next())
+}
+
+/// Whether `path`, relative to `sys.path` as torch.profiler writes it, is one of the standard
+/// library's modules that run between a program and PyTorch (context managers, decorators,
+/// threads, copies, pickling).
+fn is_relative_stdlib(path: &str) -> bool {
+    const MODULES: [&str; 17] = [
+        "abc.py",
+        "contextlib.py",
+        "copy.py",
+        "copyreg.py",
+        "dataclasses.py",
+        "enum.py",
+        "functools.py",
+        "inspect.py",
+        "pickle.py",
+        "queue.py",
+        "runpy.py",
+        "threading.py",
+        "typing.py",
+        "warnings.py",
+        "weakref.py",
+        "collections/__init__.py",
+        "concurrent/futures/thread.py",
+    ];
+    const PACKAGES: [&str; 4] = ["asyncio/", "importlib/", "multiprocessing/", "unittest/"];
+    MODULES.contains(&path) || PACKAGES.iter().any(|p| path.starts_with(p))
 }
 
 /// `summary.json`'s `operators.tensor_memory`: PyTorch's allocations and frees in the trace.
@@ -996,6 +1027,19 @@ mod tests {
         );
         assert_eq!(call_site(""), None);
         assert_eq!(call_site(" ; "), None);
+        // torch.profiler's Python functions, relative to sys.path.
+        assert_eq!(
+            call_site(
+                "torch/nn/modules/linear.py(130): forward;torch/nn/modules/module.py(1791): _call_impl;\
+                 contextlib.py(79): inner;transformers/models/llama/modeling_llama.py(300): forward;\
+                 train.py(12): step"
+            ),
+            Some("transformers/models/llama/modeling_llama.py(300): forward")
+        );
+        assert_eq!(
+            call_site("functools.py(40): wrapper;asyncio/events.py(80): _run;serve.py(9): handle"),
+            Some("serve.py(9): handle")
+        );
     }
 
     /// An older torch.profiler trace: every launch's and copy's `External id` is its own

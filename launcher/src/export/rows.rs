@@ -227,6 +227,12 @@ impl FileTables {
                 .int(e.args.collective.in_nelems)
                 .int(e.args.collective.out_nelems)
                 .int(e.args.collective.group_size)
+                .text(e.args.triton.file.as_deref())
+                .float(e.args.triton.num_gb)
+                .int(e.args.triton.flop)
+                .int(e.args.triton.num_warps)
+                .int(e.args.triton.num_stages)
+                .text(e.args.triton.config.as_deref())
                 .end(),
             "user_annotation" | "gpu_user_annotation" => {
                 let gpu = cat == "gpu_user_annotation";

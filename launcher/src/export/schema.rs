@@ -110,6 +110,12 @@ pub const OPERATORS: &[Col] = &[
     col("in_msg_nelems", Int, Dict, true),
     col("out_msg_nelems", Int, Dict, true),
     col("group_size", Int, Dict, true),
+    col("kernel_file", Text, Dict, true),
+    col("kernel_num_gb", Float, Plain, true),
+    col("kernel_flop", Int, Dict, true),
+    col("num_warps", Int, Dict, true),
+    col("num_stages", Int, Dict, true),
+    col("kernel_kwargs", Text, Dict, true),
 ];
 
 /// `user_annotation` (NVTX ranges, `record_function`) other than steps, and

@@ -3,9 +3,11 @@
 
 use std::fs::File;
 use std::path::Path;
+use std::process::Command;
 
 use arrow_array::{Array, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use serde::de::DeserializeOwned;
 
 /// A table file's rows, all batches joined.
 pub struct Rows(Vec<RecordBatch>);
@@ -73,4 +75,58 @@ impl Rows {
         }
         v
     }
+}
+
+/// The SQL block that follows the first line of docs/tables.md starting with `lead`, with the
+/// dataset's directory as `{d}`.
+pub fn query_after(lead: &str) -> String {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/tables.md"))
+            .unwrap();
+    let from = doc
+        .find(lead)
+        .unwrap_or_else(|| panic!("docs/tables.md: no {lead:?}"));
+    let block = &doc[from..];
+    let start = block.find("```sql\n").expect("a SQL block") + "```sql\n".len();
+    let len = block[start..].find("```").expect("the block ends");
+    block[start..start + len].replace("DIR", "{d}")
+}
+
+/// The rows of `sql` over the dataset in `d`, run by DuckDB after docs/tables.md's views, as
+/// JSON (integers as integers, floats as floats, nulls as nulls).
+pub fn duckdb<T: DeserializeOwned>(d: &Path, sql: &str) -> T {
+    let views = query_after("In DuckDB, a view per table first:");
+    let script = r#"
+import decimal, json, sys
+try:
+    import duckdb
+except ImportError as e:
+    print(f"missing: {e}", file=sys.stderr)
+    sys.exit(3)
+d, views, sql = sys.argv[1:]
+con = duckdb.connect()
+for v in views.format(d=d).split(";"):
+    if v.strip():
+        con.execute(v)
+rows = con.execute(sql.format(d=d)).fetchall()
+as_json = lambda x: int(x) if isinstance(x, decimal.Decimal) and x == int(x) else float(x)
+print(json.dumps([list(r) for r in rows], default=as_json))
+"#;
+    let o = Command::new("python3")
+        .args(["-c", script])
+        .arg(d)
+        .arg(&views)
+        .arg(sql)
+        .output()
+        .expect("run python3");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(
+        o.status.code(),
+        Some(3),
+        "duckdb is not installed for python3 ({stderr}): run `bash scripts/test.sh`, which \
+         installs scripts/python-requirements.txt into a virtual environment and puts it first \
+         on PATH"
+    );
+    assert!(o.status.success(), "duckdb failed: {stderr}");
+    serde_json::from_slice(&o.stdout).unwrap()
 }

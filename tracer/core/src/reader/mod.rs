@@ -647,23 +647,32 @@ impl<'a> TraceReader<'a> {
                             // that runs past the buffered bytes is parsed again after a refill.
                             let offset = self.offset();
                             let bytes = &self.buf[self.pos..self.end];
-                            let parsed = match self.detail {
-                                Detail::Full => Event::parse_prefix(bytes, offset),
-                                // Plain events by hand, the others by serde_json.
-                                Detail::Lean => match lean_fast::parse_prefix(bytes, offset) {
-                                    Some(parsed) => Ok(Some(parsed)),
-                                    None => Event::parse_prefix_lean(bytes, offset),
-                                },
-                            };
-                            let outcome = match parsed {
+                            let outcome = match parse_event(self.detail, bytes, offset) {
                                 Ok(Some((ev, n))) => Some((n, f(&ev))),
                                 Ok(None) => None,
                                 Err(source) => {
-                                    return Err(ReadError::Event {
-                                        path: self.path.clone(),
-                                        offset,
-                                        source,
-                                    })
+                                    // torch.profiler writes some strings unescaped (a keyword
+                                    // input holding a tab): such an event is read as its
+                                    // program meant it, its control characters escaped.
+                                    let fixed = match scan::container_end(bytes) {
+                                        Scan::Complete(n) => scan::escape_raw_controls(&bytes[..n])
+                                            .map(|fixed| (n, fixed)),
+                                        Scan::NeedMore => None,
+                                    };
+                                    let read = fixed.and_then(|(n, fixed)| {
+                                        match parse_event(self.detail, &fixed, offset) {
+                                            Ok(Some((ev, _))) => Some((n, f(&ev))),
+                                            _ => None,
+                                        }
+                                    });
+                                    if read.is_none() {
+                                        return Err(ReadError::Event {
+                                            path: self.path.clone(),
+                                            offset,
+                                            source,
+                                        });
+                                    }
+                                    read
                                 }
                             };
                             let Some((n, flow)) = outcome else {
@@ -756,6 +765,23 @@ impl<'a> TraceReader<'a> {
         self.meta.absorb(&key, raw);
         self.state = State::AfterMember;
         Ok(true)
+    }
+}
+
+/// The event at the start of `bytes` (`offset` in the file), parsed as `detail` asks; `None`
+/// when it runs past `bytes`.
+fn parse_event(
+    detail: Detail,
+    bytes: &[u8],
+    offset: u64,
+) -> Result<Option<(Event<'_>, usize)>, serde_json::Error> {
+    match detail {
+        Detail::Full => Event::parse_prefix(bytes, offset),
+        // Plain events by hand, the others by serde_json.
+        Detail::Lean => match lean_fast::parse_prefix(bytes, offset) {
+            Some(parsed) => Ok(Some(parsed)),
+            None => Event::parse_prefix_lean(bytes, offset),
+        },
     }
 }
 

@@ -73,6 +73,45 @@ pub(crate) fn container_end(s: &[u8]) -> Scan {
     Scan::NeedMore
 }
 
+/// A copy of the JSON text `s` with each control character (below U+0020) that stands raw
+/// inside a string written as its `\u00XX` escape, as JSON requires; `None` when there is
+/// none. torch.profiler writes some strings without escaping them (a Triton launch's keyword
+/// input holding a tab), and what it meant is unambiguous.
+pub(crate) fn escape_raw_controls(s: &[u8]) -> Option<Vec<u8>> {
+    let mut out: Option<Vec<u8>> = None;
+    let (mut in_string, mut escaped) = (false, false);
+    for (at, &c) in s.iter().enumerate() {
+        if in_string && !escaped && c < 0x20 {
+            let out = out.get_or_insert_with(|| {
+                let mut v = Vec::with_capacity(s.len() + 16);
+                v.extend_from_slice(&s[..at]);
+                v
+            });
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(c >> 4)],
+                HEX[usize::from(c & 15)],
+            ]);
+            continue;
+        }
+        if let Some(out) = out.as_mut() {
+            out.push(c);
+        }
+        if escaped {
+            escaped = false;
+        } else if in_string && c == b'\\' {
+            escaped = true;
+        } else if c == b'"' {
+            in_string = !in_string;
+        }
+    }
+    out
+}
+
 /// The length of any JSON value starting at `s[0]` (not whitespace). A number or literal at
 /// the very end of the buffer may continue in the next read, so it needs `at_eof` to be final.
 pub(crate) fn value_end(s: &[u8], at_eof: bool) -> Scan {
@@ -284,6 +323,17 @@ mod tests {
         });
         assert!(done);
         assert_eq!(keys, [br#""a""#.to_vec(), br#""b""#.to_vec()]);
+    }
+
+    #[test]
+    fn raw_controls_in_strings_are_escaped_and_nothing_else_changes() {
+        let raw = b"{\"a\": \"x\ty\\\"\n\", \"b\":\t[1,\n2], \"c\": \"\\\\\x1f\"}";
+        let fixed = escape_raw_controls(raw).expect("two strings hold raw controls");
+        assert_eq!(
+            String::from_utf8(fixed).unwrap(),
+            "{\"a\": \"x\\u0009y\\\"\\u000a\", \"b\":\t[1,\n2], \"c\": \"\\\\\\u001f\"}"
+        );
+        assert_eq!(escape_raw_controls(b"{\"a\":\n\"x\\ty\"}"), None);
     }
 
     #[test]
