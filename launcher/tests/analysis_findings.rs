@@ -405,7 +405,9 @@ fn short_kernels_agree_with_hta() {
             .expect("run python3");
         let stdout = String::from_utf8_lossy(&o.stdout);
         assert!(
-            o.status.success() && stdout.contains("cuprof and HTA agree on short kernels"),
+            o.status.success()
+                && stdout.contains("cuprof and HTA agree on short kernels")
+                && stdout.contains("cuprof and HTA agree on kernel launches"),
             "{name}: {stdout}\n{}\n(HTA missing? run `bash scripts/test.sh`, which installs it)",
             String::from_utf8_lossy(&o.stderr)
         );

@@ -298,6 +298,18 @@ def check_findings():
            gpu_ns=short.get("gpu_ns"), top=short.get("sources", [])[:3])
     out = r.stdout + r.stderr
     record("findings.run_summary_says_what_to_look_at", "what to look at" in out, tail=out[-1200:])
+    # Kernel launches (HTA's launch statistics): every kernel joined to its launch call, and no
+    # negative delay (a kernel starting before its call returned counts 0, as in HTA).
+    t = load(files[0])
+    launchers = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchCooperativeKernel", "cuLaunchCooperativeKernel")
+    calls = {e["args"].get("correlation") for e in events(t, "cuda_runtime") + events(t, "cuda_driver")
+             if e["name"].startswith(launchers)}
+    joined = [e for e in events(t, "kernel") if e["args"].get("correlation") in calls]
+    launches = s.get("launches") or {}
+    record("report.launch_statistics",
+           joined and launches.get("kernels") == len(joined) and launches["delay"]["min_ns"] >= 0,
+           kernels=launches.get("kernels"), joined=len(joined), call=launches.get("call"), delay=launches.get("delay"),
+           slow_calls=launches.get("slow_calls"), late_starts=launches.get("late_starts"))
     shutil.copy(os.path.join(rep, "summary.json"), os.path.join(OUT, "findings-summary.json"))
 
 
@@ -354,6 +366,28 @@ def check_compiled():
            rows and sum(r["gpu_ns"] for r in rows) >= 0.99 * triton_ns and any(r.get("gbps") for r in rows),
            rows=[(r["name"], r["launches"], r["gpu_ns"], r.get("gbps"), r.get("tflops"), r["file"]) for r in rows[:8]],
            triton_ns=triton_ns)
+    # The same section from torch.profiler's trace of the same steps (its launches carry the
+    # same keyword inputs with record_shapes): the same kernels, launches and configs.
+    trep = fresh("compiled_torch_report")
+    run([CUPROF, "report", glob.glob(os.path.join(WORK, "compiled_torch", "*.json*"))[0], "-o", trep])
+    theirs_rows = json.load(open(os.path.join(trep, "summary.json"))).get("triton_kernels", [])
+    shape = lambda rs: sorted((r["name"], r["launches"], r["kernels"], r["num_warps"], r["config"]) for r in rs)
+    record("issue25.report_reads_torch_profilers_triton_kernels",
+           rows and shape(rows) == shape(theirs_rows),
+           ours=shape(rows)[:4], torch_profiler=shape(theirs_rows)[:4])
+    # `cuprof export` keeps each launch's keyword inputs in the operators table.
+    ds = fresh("compiled_export")
+    run([CUPROF, "export", files[0], "-o", ds])
+    try:
+        import pyarrow.parquet as pq
+        table = pq.read_table(glob.glob(os.path.join(ds, "operators", "**", "*.parquet"), recursive=True)[0])
+        exported = [(n, f) for n, f in zip(table.column("name").to_pylist(), table.column("kernel_file").to_pylist())
+                    if n.startswith("triton_")]
+        record("issue25.export_triton_columns",
+               len(exported) == len(ours_kw) and all(f for _, f in exported),
+               launches=len(ours_kw), exported=len(exported), example=exported[:1])
+    except ImportError:
+        skip("issue25.export_triton_columns", "pyarrow is not installed on this machine")
 
 
 def check_collectives():

@@ -82,6 +82,10 @@ pub struct Comparison {
     /// `triton_kernels`, largest first; absent when neither side has any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub triton_kernels: Vec<Row>,
+    /// The report's kernel launches: the median and p90 of the launch calls' time and of the
+    /// launch delays; absent when neither side has a kernel joined to its launch call.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub launches: Vec<Row>,
     /// Operators by name, when both sides have them: largest `max(a, b)` GPU time first, then
     /// CPU time.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -302,12 +306,26 @@ pub(crate) fn comparison(a: &Summary, b: &Summary) -> Comparison {
         triton_kernels: rows(&a.triton_kernels, &b.triton_kernels, |t| {
             (&t.name, t.gpu_ns)
         }),
+        launches: rows(&launch_figures(a), &launch_figures(b), |f| (f.0, f.1)),
         operators: match (&a.operators, &b.operators) {
             (Some(x), Some(y)) => Some(operator_rows(x, y)),
             _ => None,
         },
         findings: finding_rows(a, b),
     }
+}
+
+/// The report's launch figures as named times (whole nanoseconds): the median and p90 of the
+/// launch calls and of the launch delays.
+fn launch_figures(s: &Summary) -> Vec<(&'static str, i64)> {
+    s.launches.as_ref().map_or_else(Vec::new, |l| {
+        vec![
+            ("launch call, median", l.call.median_ns.round() as i64),
+            ("launch call, p90", l.call.p90_ns.round() as i64),
+            ("launch delay, median", l.delay.median_ns.round() as i64),
+            ("launch delay, p90", l.delay.p90_ns.round() as i64),
+        ]
+    })
 }
 
 fn ratio_cell(r: Option<f64>) -> String {
@@ -374,6 +392,7 @@ pub(crate) fn text(c: &Comparison, top: usize, a_ops: bool, b_ops: bool) -> Stri
         ("CUDA API call", &c.api_calls),
         ("collective, GPU time", &c.collectives),
         ("Triton kernel, GPU time", &c.triton_kernels),
+        ("kernel launches", &c.launches),
     ] {
         if !rows.is_empty() {
             out.push_str(&table(title, rows, top));

@@ -42,6 +42,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+use super::launches::{is_kernel_launch, SLOW_CALL_NS as LAUNCH_CUTOFF_NS};
 use super::load::{ApiCall, FileData, GpuOp, Interner, OpKind, NO_NAME};
 use super::model::{median, ratio, sync_wait, union};
 use super::operators::{call_site, Links, NONE, NO_OPERATOR};
@@ -184,17 +185,6 @@ impl Sources<'_> {
     fn of_gpu(&self, i: usize) -> SourceKey {
         self.of(self.links.map_or(NONE, |l| l.gpu[i]))
     }
-}
-
-/// The longest launch whose kernel can count as short (HTA's default `runtime_cutoff`).
-const LAUNCH_CUTOFF_NS: i64 = 50_000;
-
-/// A CUDA call that launches exactly one kernel, its GPU work found by correlation id.
-fn is_kernel_launch(name: &str) -> bool {
-    name.starts_with("cudaLaunchKernel")
-        || name.starts_with("cuLaunchKernel")
-        || name.starts_with("cudaLaunchCooperativeKernel")
-        || name.starts_with("cuLaunchCooperativeKernel")
 }
 
 /// The findings of `files` (with their operators' `links` and the ranks they count under);

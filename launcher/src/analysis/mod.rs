@@ -44,6 +44,8 @@
 //!   file inductor wrote it to (the keyword inputs on each launch's operator): launches, the
 //!   GPU time of the kernels attributed to them, and GB/s and TFLOP/s against inductor's
 //!   estimates of one launch's bytes and operations.
+//! * **Kernel launches** ([`launches`]): HTA's launch statistics, each kernel's launch call
+//!   time and the delay from its end to the kernel's start, with HTA's outlier counts.
 //! * **Findings** ([`findings`]): host synchronizations, pageable copies, the GPU's host-bound
 //!   gaps, kernels shorter than their launch and driver allocations inside steps, each tied to
 //!   operators and Python lines.
@@ -61,6 +63,7 @@ mod durations;
 mod findings;
 mod flame;
 mod html;
+mod launches;
 pub(crate) mod load;
 mod merge;
 mod model;

@@ -3,6 +3,7 @@
 use super::collectives::{CollectiveRow, CollectiveWait};
 use super::durations::DurationRow;
 use super::findings::Finding;
+use super::launches::{Launches, LATE_START_NS, SLOW_CALL_NS};
 use super::model::{self, Breakdown, StepStats, Summary};
 use super::operators::{CallSiteRow, OperatorRow, Operators};
 use super::torch_compile::{TorchCompile, SHOWN_PHASES};
@@ -429,6 +430,12 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
             triton_kernels(&s.triton_kernels, top, md, name_max),
         ));
     }
+    if let Some(l) = &s.launches {
+        out.push((
+            "Kernel launches (HTA's launch statistics)".to_string(),
+            launches(l, top, md, name_max),
+        ));
+    }
 
     let d = &s.dropped;
     let mut text = format!(
@@ -773,6 +780,56 @@ fn triton_kernels(rows: &[TritonRow], top: usize, md: bool, name_max: usize) -> 
     }
     let mut text = if md { t.markdown() } else { t.text() };
     let more = rows.len().saturating_sub(top);
+    if more > 0 {
+        text.push_str(&format!("({more} more in summary.json)\n"));
+    }
+    text
+}
+
+/// Each kernel's launch call and the delay from its end to the kernel's start: over all
+/// launches, then per kernel name by median delay.
+fn launches(l: &Launches, top: usize, md: bool, name_max: usize) -> String {
+    let mut t = Table::new(&["", ">median", ">p90", ">min", ">max", ">outliers"]);
+    let over = |n: u64, cutoff: i64| format!("{n} over {}", dur(cutoff as f64));
+    for (what, s, outliers) in [
+        ("launch call", &l.call, over(l.slow_calls, SLOW_CALL_NS)),
+        ("launch delay", &l.delay, over(l.late_starts, LATE_START_NS)),
+    ] {
+        t.row(vec![
+            what.to_string(),
+            dur(s.median_ns),
+            dur(s.p90_ns),
+            dur(s.min_ns as f64),
+            dur(s.max_ns as f64),
+            outliers,
+        ]);
+    }
+    let mut text = format!(
+        "{} kernels with their launch call (delay: from the call's end to the kernel's start)\n",
+        l.kernels
+    );
+    text.push_str(&if md { t.markdown() } else { t.text() });
+    let mut k = Table::new(&[
+        "kernel",
+        ">kernels",
+        ">call median",
+        ">delay median",
+        ">delay p90",
+        ">delay max",
+    ]);
+    for r in l.by_kernel.iter().take(top) {
+        k.row(vec![
+            short(&r.name, name_max),
+            r.kernels.to_string(),
+            dur(r.call.median_ns),
+            dur(r.delay.median_ns),
+            dur(r.delay.p90_ns),
+            dur(r.delay.max_ns as f64),
+        ]);
+    }
+    text.push('\n');
+    text.push_str(&if md { k.markdown() } else { k.text() });
+    let more = l.by_kernel.len().saturating_sub(top);
     if more > 0 {
         text.push_str(&format!("({more} more in summary.json)\n"));
     }

@@ -31,6 +31,7 @@ mod durations;
 mod findings;
 mod flame;
 mod heatmap;
+mod launches;
 mod memory;
 mod quality;
 mod steps;
@@ -132,6 +133,7 @@ pub fn page(
         durations::ranges(s, top),
         collectives::section(s, top),
         triton::section(s, top),
+        launches::section(s, top),
         memory::section(s),
         flame_section(flame_svg),
         memory_flame_section(memory_flame_svg),

@@ -18,6 +18,7 @@ use rustc_hash::FxHashMap;
 use super::collectives;
 use super::durations;
 use super::findings;
+use super::launches;
 use super::load::{number_ranks, FileData, GpuOp, Interner, OpKind, NO_NAME};
 use super::operators::{self, Links};
 use super::saturating::{self, AddSat};
@@ -28,7 +29,7 @@ use super::triton;
 pub use attribution::{api_paths, op_paths, Paths, NO_LAUNCH, NO_RANGE};
 pub use intervals::{breakdown, sync_wait, union, Breakdown};
 pub use schema::*;
-pub use steps::{median, step_stats, Spread, StepStats};
+pub use steps::{median, percentile, step_stats, Spread, StepStats};
 
 /// Loaded files and what was derived from them once.
 pub struct Analysis {
@@ -226,6 +227,7 @@ impl Analysis {
             collectives: collectives::collectives(&self.names, &self.files, &self.links),
             collective_waits: collectives::waits(&self.files, &self.links),
             triton_kernels: triton::kernels(&self.names, &self.files, &self.links),
+            launches: launches::launches(&self.names, &self.files),
             findings,
             torch_compile: torch_compile::summarize(
                 &self.names,

@@ -8,6 +8,7 @@ use super::{Breakdown, StepStats};
 use crate::analysis::collectives::{CollectiveRow, CollectiveWait};
 use crate::analysis::durations::DurationRow;
 use crate::analysis::findings::Finding;
+use crate::analysis::launches::Launches;
 use crate::analysis::operators::Operators;
 use crate::analysis::saturating::AddSat;
 use crate::analysis::series::{MemorySeries, StepTime};
@@ -231,6 +232,10 @@ pub struct Summary {
     /// when the traces have no Triton launch.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub triton_kernels: Vec<TritonRow>,
+    /// HTA's kernel launch statistics: each kernel's launch call and the delay from its end to
+    /// the kernel's start; absent when no kernel's launch call is in the traces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launches: Option<Launches>,
     /// What to look at first: host synchronizations, pageable copies, the GPU waiting for the
     /// host, kernels shorter than their launch, driver allocations inside steps; by cost,
     /// absent when none was found.
