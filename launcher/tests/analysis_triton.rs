@@ -6,6 +6,8 @@
 mod analysis_support;
 mod export_support;
 
+use std::path::Path;
+
 use analysis_support::*;
 use export_support::{duckdb, query_after, Rows};
 use serde_json::{json, Value};
@@ -229,6 +231,17 @@ fn compare_puts_triton_kernels_side_by_side() {
     );
 }
 
+/// `cuprof export` of `trace` into `out`: its operators table (the file named `name`).
+fn exported_operators(trace: &Path, out: &Path, name: &str) -> Rows {
+    cuprof_ok(&[
+        "export",
+        trace.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    Rows::read(&out.join(format!("operators/rank=0/cycle=1/{name}.parquet")))
+}
+
 /// `cuprof export`'s operators table carries each launch's keyword inputs, and docs/tables.md's
 /// Triton query, run in DuckDB over the dataset, gives the report's rows.
 #[test]
@@ -237,13 +250,7 @@ fn export_has_the_triton_columns_and_the_documented_query_equals_the_report() {
     let trace = dir.join("t-rank0.trace.json.gz");
     triton_trace().write_gz(&trace);
     let out = dir.join("ds");
-    cuprof_ok(&[
-        "export",
-        trace.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    let o = Rows::read(&out.join("operators/rank=0/cycle=1/t-rank0.parquet"));
+    let o = exported_operators(&trace, &out, "t-rank0");
     assert_eq!(
         o.text("name"),
         [
@@ -353,14 +360,7 @@ fn a_raw_tab_in_a_keyword_input_is_read_as_torch_meant_it() {
         stdout.contains("  triton_poi_fused_add_0         3   30.000 µs        3  400.00        -  warps=4 stages=1 XBLOCK=1024\\u{9}YBLOCK=2  /tmp/torchinductor_u/ab/cab3.py"),
         "{stdout}"
     );
-    let out = dir.join("ds");
-    cuprof_ok(&[
-        "export",
-        trace.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    let o = Rows::read(&out.join("operators/rank=0/cycle=1/torch.parquet"));
+    let o = exported_operators(&trace, &dir.join("ds"), "torch");
     assert_eq!(
         o.texts("kernel_kwargs")[..2],
         [
