@@ -29,7 +29,7 @@ fn traced() -> Trace {
         MAIN,
         140_000,
         20_001,
-        r#""External id": 17, "Sequence number": 42, "Fwd thread id": 0, "Record function id": 0, "Input Dims": [[64, 1024], [1024, 512], []], "flops": 67108864"#,
+        r#""External id": 17, "Sequence number": 42, "Fwd thread id": 0, "Record function id": 0, "Input Dims": [[64, 1024], [1024, 512], []], "flops": 67108864, "Call stack": "/srv/m.py(12): forward;/srv/train.py(40): <module>""#,
     );
     t.events.push(
         r#"{"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4242, "tid": 100, "ts": 150.000, "args": {"Device Type": 1, "Device Id": 0, "Addr": 139844, "Bytes": 2048, "Total Allocated": 6144, "Total Reserved": 2097152}}"#
@@ -154,6 +154,12 @@ fn every_table_row_by_row() {
         [Some("[[64, 1024], [1024, 512], []]".to_string())]
     );
     assert_eq!(o.ints("flops"), [Some(67_108_864)]);
+    assert_eq!(
+        o.texts("call_stack"),
+        [Some(
+            "/srv/m.py(12): forward;/srv/train.py(40): <module>".to_string()
+        )]
+    );
     assert_eq!(o.texts("collective"), [None]);
 
     let r = Rows::read(&part("ranges"));

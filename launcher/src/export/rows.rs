@@ -221,6 +221,7 @@ impl FileTables {
                 .int(int(x.sequence_number))
                 .int(int(x.fwd_thread_id))
                 .text(e.args.input_dims)
+                .text(e.args.call_stack.as_deref())
                 .int(e.args.flops)
                 .text(e.args.collective.name.as_deref())
                 .text(e.args.collective.dtype.as_deref())

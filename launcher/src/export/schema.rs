@@ -104,6 +104,7 @@ pub const OPERATORS: &[Col] = &[
     col("sequence_number", Int, Delta, true),
     col("fwd_thread_id", Int, Dict, true),
     col("input_dims", Text, Dict, true),
+    col("call_stack", Text, Dict, true),
     col("flops", Int, Dict, true),
     col("collective", Text, Dict, true),
     col("dtype", Text, Dict, true),
