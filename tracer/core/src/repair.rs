@@ -14,7 +14,9 @@
 //!    true}` unless its own stats were read.
 //!
 //! An event that is not valid JSON (a bare `NaN`) is an error in both passes: repair never
-//! drops events silently to make a file parse.
+//! drops events silently to make a file parse. One is read as its writer meant it: a string
+//! holding a raw control character (torch.profiler writes a keyword input's tab as it is),
+//! which the reader escapes, and which repair writes escaped.
 
 use std::io::{self, Write};
 use std::ops::ControlFlow;

@@ -1068,4 +1068,38 @@ mod tests {
         assert_eq!(outcome(Detail::Full, kept), Ok(1));
         assert_eq!(outcome(Detail::Lean, kept), Ok(1));
     }
+
+    /// An event torch.profiler wrote with a raw tab in a string is read in both decodes as if
+    /// escaped, its text (`raw`, what merge and repair copy) valid JSON; a raw control character
+    /// outside every string, or an unescaped quote, is still refused.
+    #[test]
+    fn raw_control_characters_in_strings_are_read_escaped() {
+        let ev = "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"a\tb\", \"ts\": 1, \"dur\": 2, \"args\": {\"kernel_kwargs\": \"X=1\tY=2\"}}";
+        for detail in [Detail::Full, Detail::Lean] {
+            let mut r = TraceReader::new(
+                Cursor::new(format!("[{ev}, {{\"ph\": \"X\"}}]")),
+                Path::new("t"),
+            )
+            .unwrap();
+            r.set_detail(detail);
+            let mut seen = Vec::new();
+            let s = r
+                .read_events(|e| {
+                    seen.push((e.name.to_string(), e.raw_str().unwrap().to_string()));
+                    ControlFlow::Continue(())
+                })
+                .unwrap();
+            assert_eq!(s.events, 2);
+            assert_eq!(seen[0].0, "a\tb");
+            assert_eq!(seen[0].1, ev.replace('\t', "\\u0009"), "{detail:?}");
+            assert!(serde_json::from_str::<serde_json::Value>(&seen[0].1).is_ok());
+        }
+        for bad in ["{\"ph\":\u{1}\"X\"}", "{\"name\": \"a\"b\"c\t\"}"] {
+            let mut r = TraceReader::new(Cursor::new(format!("[{bad}]")), Path::new("t")).unwrap();
+            assert!(
+                r.read_events(|_| ControlFlow::Continue(())).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
 }
