@@ -1060,6 +1060,30 @@ fn the_observer_compiles_against_torch_2_11s_headers() {
     assert!(out.status.success());
 }
 
+/// The report's operators by call site (`operators` of summary.json), as (call site, calls),
+/// after checking that every operator's self CPU time is counted at one of them.
+fn call_sites(o: &Value) -> Vec<(String, u64)> {
+    let self_cpu = |rows: &Value| -> i64 {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["self_cpu_ns"].as_i64().unwrap())
+            .sum()
+    };
+    assert_eq!(self_cpu(&o["by_call_site"]), self_cpu(&o["top"]));
+    o["by_call_site"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["call_site"].as_str().unwrap().to_string(),
+                r["calls"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
 /// `cuprof flame --memory` on a causal LM's training step recorded with `MEM` and
 /// `--with-stack`: the bytes PyTorch allocated, under the model's Python lines and operators;
 /// then the report's operators by the Python line that called them.
@@ -1133,14 +1157,10 @@ fn flame_memory_and_report_show_the_python_lines_that_allocated() {
     // and every allocation in an operator counted at one line.
     let summary = report_summary(&dir.path().join("t-rank0.trace.json.gz"), dir.path());
     let o = &summary["operators"];
-    let sites = o["by_call_site"].as_array().unwrap();
+    let sites = call_sites(o);
     let sum = |rows: &Value, f: &dyn Fn(&Value) -> i64| -> i64 {
         rows.as_array().unwrap().iter().map(f).sum()
     };
-    assert_eq!(
-        sum(&o["by_call_site"], &|r| r["self_cpu_ns"].as_i64().unwrap()),
-        sum(&o["top"], &|r| r["self_cpu_ns"].as_i64().unwrap())
-    );
     let net: i64 = memory_events(&trace)
         .iter()
         .map(|(m, _)| m["args"]["Bytes"].as_i64().unwrap())
@@ -1159,22 +1179,15 @@ fn flame_memory_and_report_show_the_python_lines_that_allocated() {
     let calls = |line: &str| {
         sites
             .iter()
-            .find(|r| r["call_site"].as_str().unwrap().ends_with(line))
-            .map(|r| r["calls"].as_u64().unwrap())
+            .find(|(site, _)| site.ends_with(line))
+            .map(|&(_, n)| n)
     };
     assert_eq!(calls("/tests/apps/real_models_lib.py(44): step"), Some(354));
     assert_eq!(calls("/tests/apps/real_models_lib.py(45): step"), Some(420));
-    assert!(sites
-        .iter()
-        .all(|r| !r["call_site"].as_str().unwrap().contains("/torch/")));
+    assert!(sites.iter().all(|(site, _)| !site.contains("/torch/")));
     let model_lines = sites
         .iter()
-        .filter(|r| {
-            r["call_site"]
-                .as_str()
-                .unwrap()
-                .contains("/transformers/models/llama/modeling_llama.py(")
-        })
+        .filter(|(site, _)| site.contains("/transformers/models/llama/modeling_llama.py("))
         .count();
     assert!(model_lines >= 10, "{model_lines}");
     // The page draws the allocations by line too (the run launched no GPU work to draw).
@@ -1197,36 +1210,15 @@ fn the_report_reads_torch_profilers_python_functions_as_call_stacks() {
     assert!(events.iter().any(|e| e["cat"] == "python_function"));
     assert!(events.iter().all(|e| e["args"].get("Call stack").is_none()));
     let summary = report_summary(&dir.path().join("torch.json"), dir.path());
-    let o = &summary["operators"];
-    let sum = |rows: &Value| -> i64 {
-        rows.as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["self_cpu_ns"].as_i64().unwrap())
-            .sum()
-    };
-    assert_eq!(sum(&o["by_call_site"]), sum(&o["top"]));
-    let sites = o["by_call_site"].as_array().unwrap();
-    let calls = |site: &str| {
-        sites
-            .iter()
-            .find(|r| r["call_site"] == site)
-            .map(|r| r["calls"].as_u64().unwrap())
-    };
+    let sites = call_sites(&summary["operators"]);
+    let calls = |site: &str| sites.iter().find(|(s, _)| s == site).map(|&(_, n)| n);
     // real_models_lib.py's `def step():` is line 42; cuprof counts 354 calls at its line 44
     // (`loss.backward()`) and 420 at 45 (`opt.step()`) in the same steps.
     assert_eq!(calls("real_models_lib.py(42): step"), Some(354 + 420));
-    assert!(sites
-        .iter()
-        .all(|r| !r["call_site"].as_str().unwrap().starts_with("torch/")));
+    assert!(sites.iter().all(|(site, _)| !site.starts_with("torch/")));
     let model_functions = sites
         .iter()
-        .filter(|r| {
-            r["call_site"]
-                .as_str()
-                .unwrap()
-                .starts_with("transformers/models/llama/modeling_llama.py(")
-        })
+        .filter(|(site, _)| site.starts_with("transformers/models/llama/modeling_llama.py("))
         .count();
     assert!(model_functions >= 5, "{sites:?}");
 }

@@ -42,7 +42,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use super::launches::{is_kernel_launch, SLOW_CALL_NS as LAUNCH_CUTOFF_NS};
+use super::launches::{for_each_launched_kernel, SLOW_CALL_NS as LAUNCH_CUTOFF_NS};
 use super::load::{ApiCall, FileData, GpuOp, Interner, OpKind, NO_NAME};
 use super::model::{median, ratio, sync_wait, union};
 use super::operators::{call_site, Links, NONE, NO_OPERATOR};
@@ -378,29 +378,13 @@ fn overlap(syncs: &[(i64, i64)], next: &mut usize, from: i64, to: i64) -> i64 {
 }
 
 fn short_kernels(src: &Sources<'_>, rule: &mut Rule) {
-    let f = src.f;
-    let mut launch: FxHashMap<i64, usize> = FxHashMap::default();
-    for (i, a) in f.apis.iter().enumerate() {
-        if a.corr >= 0 && is_kernel_launch(src.names.name(a.name)) {
-            launch.insert(a.corr, i);
-        }
-    }
-    if launch.is_empty() {
-        return;
-    }
-    for (i, o) in f.ops.iter().enumerate() {
-        if !o.kind.is_kernel() || o.corr < 0 {
-            continue;
-        }
-        let Some(&a) = launch.get(&o.corr) else {
-            continue;
-        };
-        let (cpu, gpu) = (f.apis[a].end - f.apis[a].start, o.end - o.start);
+    for_each_launched_kernel(src.names, src.f, |i, kernel, call| {
+        let (cpu, gpu) = (call.end - call.start, kernel.end - kernel.start);
         if gpu < cpu && cpu <= LAUNCH_CUTOFF_NS {
             rule.add(src.of_gpu(i), cpu, 0);
             rule.gpu.add_sat(gpu);
         }
-    }
+    });
 }
 
 /// A finding's name where people read it.
@@ -562,6 +546,7 @@ pub fn advice(f: &Finding) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::launches::is_kernel_launch;
 
     #[test]
     fn overlap_walks_forward_once() {

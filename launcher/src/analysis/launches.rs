@@ -13,7 +13,7 @@
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use super::load::{FileData, Interner};
+use super::load::{ApiCall, FileData, GpuOp, Interner};
 use super::model::percentile;
 
 /// HTA's default `runtime_cutoff`: a launch call longer than this is an outlier (and its
@@ -79,29 +79,43 @@ pub fn is_kernel_launch(name: &str) -> bool {
         || name.starts_with("cuLaunchCooperativeKernel")
 }
 
+/// Calls `g` with each kernel of `f` joined to the call that launched it (one of
+/// [`is_kernel_launch`]'s, on `correlation`): the kernel's index in `f.ops`, the kernel, the call.
+pub fn for_each_launched_kernel(
+    names: &Interner,
+    f: &FileData,
+    mut g: impl FnMut(usize, &GpuOp, &ApiCall),
+) {
+    let launch: FxHashMap<i64, usize> = f
+        .apis
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.corr >= 0 && is_kernel_launch(names.name(a.name)))
+        .map(|(i, a)| (a.corr, i))
+        .collect();
+    if launch.is_empty() {
+        return;
+    }
+    for (i, o) in f.ops.iter().enumerate() {
+        if !o.kind.is_kernel() || o.corr < 0 {
+            continue;
+        }
+        if let Some(&a) = launch.get(&o.corr) {
+            g(i, o, &f.apis[a]);
+        }
+    }
+}
+
 /// The launches of `files`; `None` when no kernel's launch call is in them.
 pub fn launches(names: &Interner, files: &[FileData]) -> Option<Launches> {
     // Per kernel name id: (call ns, delay ns) of each launch.
     let mut by_name: FxHashMap<u32, (Vec<i64>, Vec<i64>)> = FxHashMap::default();
-    let mut launch: FxHashMap<i64, usize> = FxHashMap::default();
     for f in files {
-        launch.clear();
-        for (i, a) in f.apis.iter().enumerate() {
-            if a.corr >= 0 && is_kernel_launch(names.name(a.name)) {
-                launch.insert(a.corr, i);
-            }
-        }
-        if launch.is_empty() {
-            continue;
-        }
-        for o in f.ops.iter().filter(|o| o.kind.is_kernel() && o.corr >= 0) {
-            if let Some(&a) = launch.get(&o.corr) {
-                let a = &f.apis[a];
-                let (calls, delays) = by_name.entry(o.name).or_default();
-                calls.push(a.end - a.start);
-                delays.push((o.start - a.end).max(0));
-            }
-        }
+        for_each_launched_kernel(names, f, |_, kernel, call| {
+            let (calls, delays) = by_name.entry(kernel.name).or_default();
+            calls.push(call.end - call.start);
+            delays.push((kernel.start - call.end).max(0));
+        });
     }
     if by_name.is_empty() {
         return None;

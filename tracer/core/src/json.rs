@@ -28,17 +28,21 @@ pub fn push_str(out: &mut Vec<u8>, s: &str) {
         out.extend_from_slice(&bytes[run_start..i]);
         match escape {
             Some(e) => out.extend_from_slice(e),
-            None => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                out.extend_from_slice(b"\\u00");
-                out.push(HEX[(c >> 4) as usize]);
-                out.push(HEX[(c & 15) as usize]);
-            }
+            None => push_control_escape(out, c),
         }
         run_start = i + 1;
     }
     out.extend_from_slice(&bytes[run_start..]);
     out.push(b'"');
+}
+
+/// Appends `\u00XX`, the JSON escape of the byte `c` (a control character, or DEL).
+#[inline]
+pub fn push_control_escape(out: &mut Vec<u8>, c: u8) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.extend_from_slice(b"\\u00");
+    out.push(HEX[(c >> 4) as usize]);
+    out.push(HEX[(c & 15) as usize]);
 }
 
 /// True for the bytes `push_str` must escape: `"`, `\\`, control characters and DEL.

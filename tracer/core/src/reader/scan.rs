@@ -87,15 +87,7 @@ pub(crate) fn escape_raw_controls(s: &[u8]) -> Option<Vec<u8>> {
                 v.extend_from_slice(&s[..at]);
                 v
             });
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.extend_from_slice(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[usize::from(c >> 4)],
-                HEX[usize::from(c & 15)],
-            ]);
+            crate::json::push_control_escape(out, c);
             continue;
         }
         if let Some(out) = out.as_mut() {
