@@ -1157,6 +1157,7 @@ fn flame_memory_and_report_show_the_python_lines_that_allocated() {
     // and every allocation in an operator counted at one line.
     let summary = report_summary(&dir.path().join("t-rank0.trace.json.gz"), dir.path());
     let o = &summary["operators"];
+    assert_eq!(o["call_sites"], "lines");
     let sites = call_sites(o);
     let sum = |rows: &Value, f: &dyn Fn(&Value) -> i64| -> i64 {
         rows.as_array().unwrap().iter().map(f).sum()
@@ -1210,6 +1211,8 @@ fn the_report_reads_torch_profilers_python_functions_as_call_stacks() {
     assert!(events.iter().any(|e| e["cat"] == "python_function"));
     assert!(events.iter().all(|e| e["args"].get("Call stack").is_none()));
     let summary = report_summary(&dir.path().join("torch.json"), dir.path());
+    // torch names each function by the line it is defined on: the sites are functions.
+    assert_eq!(summary["operators"]["call_sites"], "functions");
     let sites = call_sites(&summary["operators"]);
     let calls = |site: &str| sites.iter().find(|(s, _)| s == site).map(|&(_, n)| n);
     // real_models_lib.py's `def step():` is line 42; cuprof counts 354 calls at its line 44

@@ -286,7 +286,7 @@ fn allocations_by_operator_and_python_line() {
     assert!(gpu.contains(r#" id="frames""#) && !gpu.contains(r#"id="mem-"#));
     assert!(memory.contains(r#" id="mem-frames""#) && !memory.contains(r#" id="frames""#));
     assert!(memory.contains("[GPU allocations]") && memory.contains("model.py(20): head"));
-    assert!(html.contains(r##"<a href="#cp-flame-memory">Allocations by Python line</a>"##));
+    assert!(html.contains(r##"<a href="#cp-flame-memory">Allocations by Python stack</a>"##));
     // The trace without allocations: no memory anywhere.
     let plain = dir.join("plain-rank0.trace.json.gz");
     with_operators(300_000, true).write_gz(&plain);
@@ -312,7 +312,7 @@ fn allocations_by_operator_and_python_line() {
          train.py(40): <module>;model.py(20): head;aten::addmm;[GPU allocations] 8192\n"
     );
     let svg = std::fs::read_to_string(dir.join("f.svg")).unwrap();
-    assert!(svg.contains("bytes PyTorch allocated, by Python line and operator"));
+    assert!(svg.contains("bytes PyTorch allocated, by Python stack and operator"));
     // Nothing to draw, and --memory with --cpu: one line each.
     let o = cuprof(&[
         "flame",
@@ -346,6 +346,7 @@ fn operators_by_the_python_line_that_called_them() {
     let (stdout, s) = report(&trace, &out);
     // model.py(12): linear (80 µs self), t in it (20) and the first addmm (200, launching 350
     // µs of GPU work); model.py(20): the second addmm. copy_ and mul have no stack.
+    assert_eq!(s["operators"]["call_sites"], "lines");
     assert_eq!(
         s["operators"]["by_call_site"],
         serde_json::json!([
@@ -379,9 +380,131 @@ fn operators_by_the_python_line_that_called_them() {
     let out = dir.join("out-plain");
     let (stdout, s) = report(&plain, &out);
     assert!(s["operators"].get("by_call_site").is_none());
+    assert!(s["operators"].get("call_sites").is_none());
     assert!(!stdout.contains("Python line"), "{stdout}");
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(!html.contains("by_call_site"));
+}
+
+/// [`with_operators`] as torch.profiler's `with_stack` writes it in torch 2.x: no `Call stack`,
+/// the Python calls as `python_function` events (functions named by the line they are defined
+/// on), on rank `rank`.
+fn with_python_functions(rank: i64) -> Trace {
+    let mut t = with_operators(300_000, true);
+    t.rank = rank;
+    t.events.iter_mut().for_each(|e| {
+        if let Some(at) = e.find(", \"Call stack\"") {
+            let end = e[at..].find('}').unwrap() + at;
+            e.replace_range(at..end, "");
+        }
+    });
+    t.x(
+        "python_function",
+        "train.py(38): <module>",
+        PID,
+        MAIN,
+        0,
+        5_000_000,
+        "",
+    );
+    t.x(
+        "python_function",
+        "nn.Module: Linear_0",
+        PID,
+        MAIN,
+        90_000,
+        310_000,
+        "",
+    );
+    t.x(
+        "python_function",
+        "model.py(10): forward",
+        PID,
+        MAIN,
+        95_000,
+        305_000,
+        "",
+    );
+    t.x(
+        "python_function",
+        "model.py(18): head",
+        PID,
+        MAIN,
+        990_000,
+        210_000,
+        "",
+    );
+    t
+}
+
+/// Call sites read from torch 2.x's Python functions are functions, not lines, and the report
+/// says so; read with a trace of lines, it says both.
+#[test]
+fn call_sites_from_python_functions_are_named_functions() {
+    let dir = tempdir("ops-site-functions");
+    let trace = dir.join("torch-rank0.trace.json.gz");
+    with_python_functions(0).write_gz(&trace);
+    let out = dir.join("out");
+    let (stdout, s) = report(&trace, &out);
+    let o = &s["operators"];
+    assert_eq!(o["call_sites"], "functions");
+    let sites: Vec<(&str, i64)> = o["by_call_site"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["call_site"].as_str().unwrap(), i(&r["calls"])))
+        .collect();
+    // linear (holding t and the first addmm), the second addmm, then copy_ in the module's frame.
+    assert_eq!(
+        sites,
+        [
+            ("model.py(10): forward", 1),
+            ("model.py(18): head", 1),
+            ("train.py(38): <module>", 1)
+        ]
+    );
+    assert!(
+        stdout.contains("By the Python function that called them (the innermost frame"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  #  Python function         calls"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  operator       Python function         count  GPU idle before\n"),
+        "{stdout}"
+    );
+    // The pageable copy's source, at its function.
+    assert!(
+        stdout.contains("  aten::copy_  train.py(38): <module>      1  100.000 µs  4.0 KiB"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("Python line"), "{stdout}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<h3>By the Python function that called them</h3>"));
+    assert!(html.contains("<th>Python function</th>"));
+    assert!(html.contains("with the operators and Python functions behind them"));
+    assert!(!html.contains("Python line"));
+
+    let lines = dir.join("cuprof-rank1.trace.json.gz");
+    let mut t = with_operators(300_000, true);
+    t.rank = 1;
+    t.write_gz(&lines);
+    let both = dir.join("both");
+    let stdout = cuprof_ok(&[
+        "report",
+        trace.to_str().unwrap(),
+        lines.to_str().unwrap(),
+        "-o",
+        both.to_str().unwrap(),
+    ]);
+    let s = read_json(&both.join("summary.json"));
+    assert_eq!(s["operators"]["call_sites"], "lines_and_functions");
+    assert!(
+        stdout.contains("By the Python line or function that called them"),
+        "{stdout}"
+    );
 }
 
 /// `compare` puts each operator's own allocations of A and B side by side, GPU first.

@@ -233,9 +233,9 @@ fn draw(
     opt.title = match (weigh, by_op) {
         (Weigh::ApiTime, false) => "cuprof: CPU time of CUDA API calls by NVTX range",
         (Weigh::GpuTime, false) => "cuprof: GPU time by NVTX range and kernel",
-        (Weigh::ApiTime, true) => "cuprof: CPU time of CUDA API calls by Python line and operator",
-        (Weigh::GpuTime, true) => "cuprof: GPU time by Python line, operator and kernel",
-        (Weigh::Allocated, _) => "cuprof: bytes PyTorch allocated, by Python line and operator",
+        (Weigh::ApiTime, true) => "cuprof: CPU time of CUDA API calls by Python stack and operator",
+        (Weigh::GpuTime, true) => "cuprof: GPU time by Python stack, operator and kernel",
+        (Weigh::Allocated, _) => "cuprof: bytes PyTorch allocated, by Python stack and operator",
     }
     .to_string();
     opt.count_name = weigh.unit().to_string();

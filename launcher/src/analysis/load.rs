@@ -272,6 +272,9 @@ pub struct FileData {
     /// The profiler's own work recorded in the trace (`cat: overhead`, CUPTI's overhead
     /// records as Kineto writes them: buffer flushes, instrumentation): count and total ns.
     pub overhead: (u64, i64),
+    /// Whether operators' call stacks were made from torch's `python_function` events
+    /// (`python_frames`): their frames name functions by the line they are defined on.
+    pub stacks_from_functions: bool,
 }
 
 impl FileData {
@@ -497,7 +500,7 @@ pub fn load(path: &Path, names: &mut Interner) -> Result<FileData> {
         mut frames,
         ..
     } = b;
-    python_frames::attach(&mut data.cpu_ops, &mut frames, names);
+    data.stacks_from_functions = python_frames::attach(&mut data.cpu_ops, &mut frames, names);
     data.meta = reader.meta().clone();
     data.rank = data.meta.rank.or_else(|| rank_from_name(path));
     data.read = read;

@@ -476,6 +476,57 @@ pub struct Operators {
     /// empty when no operator has a stack.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub by_call_site: Vec<CallSiteRow>,
+    /// What the rows of `by_call_site` name; present with them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_sites: Option<CallSiteKind>,
+}
+
+/// What a call site names. A `Call stack` (cuprof's, and torch.profiler's before 2.0) names
+/// each frame by the line running in it; torch 2.x's `python_function` events name a function
+/// by the line it is defined on (`python_frames`), so there a call site is the function that
+/// called into PyTorch. Traces of both kinds read together give both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallSiteKind {
+    Lines,
+    Functions,
+    LinesAndFunctions,
+}
+
+impl CallSiteKind {
+    /// Over the files whose operators have stacks, each saying whether its stacks were made
+    /// from functions; `None` for no file.
+    pub fn of(from_functions: impl IntoIterator<Item = bool>) -> Option<CallSiteKind> {
+        let (mut lines, mut functions) = (false, false);
+        for f in from_functions {
+            functions |= f;
+            lines |= !f;
+        }
+        match (lines, functions) {
+            (false, false) => None,
+            (true, false) => Some(CallSiteKind::Lines),
+            (false, true) => Some(CallSiteKind::Functions),
+            (true, true) => Some(CallSiteKind::LinesAndFunctions),
+        }
+    }
+
+    /// What one call site is, for a column's heading.
+    pub fn noun(self) -> &'static str {
+        match self {
+            CallSiteKind::Lines => "Python line",
+            CallSiteKind::Functions => "Python function",
+            CallSiteKind::LinesAndFunctions => "Python line or function",
+        }
+    }
+
+    /// Call sites, for a title.
+    pub fn plural(self) -> &'static str {
+        match self {
+            CallSiteKind::Lines => "Python lines",
+            CallSiteKind::Functions => "Python functions",
+            CallSiteKind::LinesAndFunctions => "Python lines and functions",
+        }
+    }
 }
 
 /// Per kernel name id: the operator name that launched most of its time, and that time.
@@ -754,6 +805,17 @@ pub fn summarize(
             *e = (name.to_string(), t);
         }
     }
+    let by_call_site = sites.rows(gpu_all, has_memory);
+    let call_sites = if by_call_site.is_empty() {
+        None
+    } else {
+        CallSiteKind::of(
+            files
+                .iter()
+                .filter(|f| f.cpu_ops.iter().any(|o| o.stack != NO_NAME))
+                .map(|f| f.stacks_from_functions),
+        )
+    };
     Some((
         Operators {
             calls,
@@ -762,7 +824,8 @@ pub fn summarize(
             top,
             by_input_dims,
             tensor_memory: has_memory.then_some(memory),
-            by_call_site: sites.rows(gpu_all, has_memory),
+            by_call_site,
+            call_sites,
         },
         best,
     ))

@@ -37,9 +37,10 @@ pub fn is_code_frame(name: &str) -> bool {
 
 /// Gives each operator of `ops` that has no `Call stack` the code frames of `frames` open on
 /// its thread when it started (a frame is open from its start to its end; Python calls nest).
-pub fn attach(ops: &mut [CpuOp], frames: &mut [PyFrame], names: &mut Interner) {
+/// Whether any operator got one.
+pub fn attach(ops: &mut [CpuOp], frames: &mut [PyFrame], names: &mut Interner) -> bool {
     if frames.is_empty() {
-        return;
+        return false;
     }
     // Enclosing frames first among those starting together.
     frames.sort_unstable_by_key(|f| (f.thread, f.start, std::cmp::Reverse(f.end)));
@@ -52,6 +53,7 @@ pub fn attach(ops: &mut [CpuOp], frames: &mut [PyFrame], names: &mut Interner) {
     let mut open: Vec<usize> = Vec::new();
     let (mut next, mut thread) = (0, None);
     let mut text = String::new();
+    let mut attached = false;
     for i in order {
         let op = ops[i];
         if thread != Some(op.thread) {
@@ -78,6 +80,7 @@ pub fn attach(ops: &mut [CpuOp], frames: &mut [PyFrame], names: &mut Interner) {
         let Some(&innermost) = open.last() else {
             continue;
         };
+        attached = true;
         ops[i].stack = *stacks.entry(innermost).or_insert_with(|| {
             text.clear();
             for &f in open.iter().rev() {
@@ -89,6 +92,7 @@ pub fn attach(ops: &mut [CpuOp], frames: &mut [PyFrame], names: &mut Interner) {
             names.id(&text)
         });
     }
+    attached
 }
 
 #[cfg(test)]
@@ -148,7 +152,7 @@ mod tests {
             op(1, 60, 70, NO_NAME),
             op(2, 10, 20, NO_NAME),
         ];
-        attach(&mut ops, &mut frames, &mut names);
+        assert!(attach(&mut ops, &mut frames, &mut names));
         let stacks: Vec<&str> = ops
             .iter()
             .map(|o| {
@@ -171,5 +175,9 @@ mod tests {
                 ""
             ]
         );
+        // Operators with stacks of their own, or in no frame: none attached.
+        let mut ops = vec![op(0, 75, 80, own), op(0, 200, 210, NO_NAME)];
+        assert!(!attach(&mut ops, &mut frames, &mut names));
+        assert!(!attach(&mut ops, &mut [], &mut names));
     }
 }

@@ -5,7 +5,7 @@ use super::durations::DurationRow;
 use super::findings::Finding;
 use super::launches::{Launches, LATE_START_NS, SLOW_CALL_NS};
 use super::model::{self, Breakdown, StepStats, Summary};
-use super::operators::{CallSiteRow, OperatorRow, Operators};
+use super::operators::{CallSiteKind, CallSiteRow, OperatorRow, Operators};
 use super::torch_compile::{TorchCompile, SHOWN_PHASES};
 use super::triton::TritonRow;
 
@@ -294,7 +294,13 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
     if !s.findings.is_empty() {
         out.push((
             "What to look at".to_string(),
-            findings(&s.findings, top, md, name_max),
+            findings(
+                &s.findings,
+                call_site_kind(s.operators.as_ref()),
+                top,
+                md,
+                name_max,
+            ),
         ));
     }
 
@@ -595,8 +601,12 @@ fn operators(o: &Operators, top: usize, md: bool, name_max: usize) -> String {
         }
     }
     if !o.by_call_site.is_empty() {
-        text.push_str("\nBy the Python line that called them (the innermost frame of the call stack outside PyTorch and the standard library):\n");
-        text.push_str(&call_sites(&o.by_call_site, top, md, name_max));
+        let sites = call_site_kind(Some(o));
+        text.push_str(&format!(
+            "\nBy the {} that called them (the innermost frame of the call stack outside PyTorch and the standard library):\n",
+            sites.noun()
+        ));
+        text.push_str(&call_sites(&o.by_call_site, sites, top, md, name_max));
     }
     text
 }
@@ -642,10 +652,22 @@ impl MemoryColumns {
     }
 }
 
-fn call_sites(rows: &[CallSiteRow], top: usize, md: bool, name_max: usize) -> String {
+/// What the call sites of a summary's operators name (lines when it does not say: a summary
+/// written before it said so).
+pub fn call_site_kind(o: Option<&Operators>) -> CallSiteKind {
+    o.and_then(|o| o.call_sites).unwrap_or(CallSiteKind::Lines)
+}
+
+fn call_sites(
+    rows: &[CallSiteRow],
+    sites: CallSiteKind,
+    top: usize,
+    md: bool,
+    name_max: usize,
+) -> String {
     let mut headers = vec![
         "#",
-        "Python line",
+        sites.noun(),
         ">calls",
         ">GPU",
         ">GPU share",
@@ -862,7 +884,13 @@ fn collective_waits(rows: &[CollectiveWait], md: bool) -> String {
 
 /// Each finding, costliest first: what it cost, the operators and lines behind it (up to 5, or
 /// `top`), and what to do.
-fn findings(list: &[Finding], top: usize, md: bool, name_max: usize) -> String {
+fn findings(
+    list: &[Finding],
+    sites: CallSiteKind,
+    top: usize,
+    md: bool,
+    name_max: usize,
+) -> String {
     let mut text = String::new();
     for (i, f) in list.iter().enumerate() {
         let headline = super::findings::headline(f, |_, text| text);
@@ -880,7 +908,7 @@ fn findings(list: &[Finding], top: usize, md: bool, name_max: usize) -> String {
             });
         }
         if f.has_operators() {
-            text.push_str(&finding_sources(f, top, md, name_max));
+            text.push_str(&finding_sources(f, sites, top, md, name_max));
         }
         text.push_str(super::findings::advice(f));
         text.push_str("\n\n");
@@ -890,12 +918,18 @@ fn findings(list: &[Finding], top: usize, md: bool, name_max: usize) -> String {
 }
 
 /// A finding's operators and lines, up to 5 (or `top`).
-fn finding_sources(f: &Finding, top: usize, md: bool, name_max: usize) -> String {
+fn finding_sources(
+    f: &Finding,
+    sites: CallSiteKind,
+    top: usize,
+    md: bool,
+    name_max: usize,
+) -> String {
     let copies = f.sources.iter().any(|s| s.bytes.is_some());
     let lines = f.sources.iter().any(|s| s.call_site.is_some());
     let mut headers = vec!["operator"];
     if lines {
-        headers.push("Python line");
+        headers.push(sites.noun());
     }
     let time = format!(">{}", super::findings::time_column(f));
     headers.extend([">count", time.as_str()]);

@@ -245,7 +245,12 @@ pub fn operators(s: &Summary, top: usize) -> String {
         .collect();
     operator_chart(&mut out, &rows, "top operators by GPU time");
     more(&mut out, o.top.len(), top);
-    call_sites(&mut out, &o.by_call_site, top);
+    call_sites(
+        &mut out,
+        &o.by_call_site,
+        super::super::render::call_site_kind(Some(o)),
+        top,
+    );
     out.push_str("</section>");
     out
 }
@@ -281,12 +286,18 @@ fn operator_chart(out: &mut String, rows: &[Row], label: &str) {
     );
 }
 
-/// The operators by the Python line that called them (with stacks), as the operators' chart.
-fn call_sites(out: &mut String, sites: &[super::super::operators::CallSiteRow], top: usize) {
+/// The operators by the Python line (or function) that called them (with stacks), as the
+/// operators' chart.
+fn call_sites(
+    out: &mut String,
+    sites: &[super::super::operators::CallSiteRow],
+    kind: super::super::operators::CallSiteKind,
+    top: usize,
+) {
     if sites.is_empty() {
         return;
     }
-    out.push_str("<h3>By the Python line that called them</h3>");
+    let _ = write!(out, "<h3>By the {} that called them</h3>", kind.noun());
     let rows: Vec<Row> = sites
         .iter()
         .take(top)
@@ -314,7 +325,11 @@ fn call_sites(out: &mut String, sites: &[super::super::operators::CallSiteRow], 
             ),
         })
         .collect();
-    operator_chart(out, &rows, "operators by the Python line that called them");
+    operator_chart(
+        out,
+        &rows,
+        &format!("operators by the {} that called them", kind.noun()),
+    );
     more(out, sites.len(), top);
 }
 

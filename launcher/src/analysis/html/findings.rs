@@ -8,7 +8,8 @@ use std::fmt::Write;
 
 use super::super::findings::{advice, headline, rank_spread_line, time_column, title, Finding};
 use super::super::model::Summary;
-use super::super::render::{bytes, dur};
+use super::super::operators::CallSiteKind;
+use super::super::render::{bytes, call_site_kind, dur};
 use super::svg::{data, esc};
 
 /// Sources shown per finding at most (summary.json has them all).
@@ -18,19 +19,21 @@ pub fn section(s: &Summary, top: usize) -> String {
     if s.findings.is_empty() {
         return String::new();
     }
-    let mut out = String::from(
-        r#"<section id="cp-findings"><h2>What to look at</h2><p class="note">Patterns that cost time, costliest first, with the operators and Python lines behind them.</p>"#,
+    let sites = call_site_kind(s.operators.as_ref());
+    let mut out = format!(
+        r#"<section id="cp-findings"><h2>What to look at</h2><p class="note">Patterns that cost time, costliest first, with the operators and {} behind them.</p>"#,
+        sites.plural()
     );
     // The section comes before the plots: a few rows each keep them in sight.
     let rows = top.min(ROWS);
     for (i, f) in s.findings.iter().enumerate() {
-        finding(&mut out, i, f, rows);
+        finding(&mut out, i, f, sites, rows);
     }
     out.push_str("</section>");
     out
 }
 
-fn finding(out: &mut String, i: usize, f: &Finding, top: usize) {
+fn finding(out: &mut String, i: usize, f: &Finding, sites: CallSiteKind, top: usize) {
     // A figure marked with its path under the finding (`count`, `ranks.3.time_ns`).
     let value = serde_json::to_value(f).unwrap_or_default();
     let mark = |path: &str, text: String| {
@@ -57,18 +60,18 @@ fn finding(out: &mut String, i: usize, f: &Finding, top: usize) {
         let _ = write!(out, "<p>{}.</p>", capitalized(&spread));
     }
     if f.has_operators() {
-        sources(out, i, f, top);
+        sources(out, i, f, sites, top);
     }
     let _ = write!(out, r#"<p class="note">{}</p>"#, code_spans(advice(f)));
 }
 
-/// The operators and lines behind finding `i`, up to `top`.
-fn sources(out: &mut String, i: usize, f: &Finding, top: usize) {
+/// The operators and call sites behind finding `i`, up to `top`.
+fn sources(out: &mut String, i: usize, f: &Finding, sites: CallSiteKind, top: usize) {
     let lines = f.sources.iter().any(|s| s.call_site.is_some());
     let copies = f.bytes.is_some();
     out.push_str("<table><tr><th>operator</th>");
     if lines {
-        out.push_str("<th>Python line</th>");
+        let _ = write!(out, "<th>{}</th>", sites.noun());
     }
     let _ = write!(out, "<th>count</th><th>{}</th>", time_column(f));
     if copies {

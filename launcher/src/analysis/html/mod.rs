@@ -174,7 +174,7 @@ fn memory_flame_section(svg: Option<&str>) -> String {
         return String::new();
     };
     let mut out = String::from(
-        r#"<section id="cp-flame-memory"><h2>Allocations by Python line</h2><p class="note">The bytes PyTorch allocated under each Python line and operator, as <code>cuprof flame --memory</code> draws them (frees are not drawn).</p>"#,
+        r#"<section id="cp-flame-memory"><h2>Allocations by Python stack</h2><p class="note">The bytes PyTorch allocated under each Python stack and operator, as <code>cuprof flame --memory</code> draws them (frees are not drawn).</p>"#,
     );
     out.push_str(&flame::inline_prefixed(svg, "mem-"));
     out.push_str("</section>");
