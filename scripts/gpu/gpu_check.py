@@ -310,6 +310,18 @@ def check_findings():
            joined and launches.get("kernels") == len(joined) and launches["delay"]["min_ns"] >= 0,
            kernels=launches.get("kernels"), joined=len(joined), call=launches.get("call"), delay=launches.get("delay"),
            slow_calls=launches.get("slow_calls"), late_starts=launches.get("late_starts"))
+    # Launch queues (HTA's queue length): every kernel, copy and set joined to its queued launch
+    # call counted once, on its stream; a queue is never negative at its peak.
+    queued = launchers + ("cudaMemcpyAsync", "cudaMemsetAsync")
+    qcalls = {e["args"].get("correlation") for e in events(t, "cuda_runtime") + events(t, "cuda_driver")
+              if e["name"].startswith(queued)}
+    qjoined = [e for cat in ("kernel", "gpu_memcpy", "gpu_memset") for e in events(t, cat)
+               if e["args"].get("correlation") in qcalls]
+    queues = s.get("launch_queues", [])
+    record("report.launch_queues",
+           qjoined and sum(q["launches"] for q in queues) == len(qjoined)
+           and all(q["max"] >= 1 and q["mean"] >= 0 for q in queues),
+           joined=len(qjoined), launches=sum(q["launches"] for q in queues), queues=queues[:6])
     shutil.copy(os.path.join(rep, "summary.json"), os.path.join(OUT, "findings-summary.json"))
 
 

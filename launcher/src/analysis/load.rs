@@ -86,6 +86,8 @@ pub struct GpuOp {
     pub start: i64,
     pub end: i64,
     pub device: i64,
+    /// `args.stream`, else the event's `tid` (Kineto's stream row), else -1.
+    pub stream: i64,
     pub name: u32,
     pub kind: OpKind,
     /// Correlation id of the launching API call (-1: none).
@@ -664,10 +666,16 @@ impl Builder<'_> {
                 if let Some(x) = e.args.external_id {
                     self.data.op_ext.push((self.data.ops.len() as u32, x));
                 }
+                let stream = e
+                    .args
+                    .stream
+                    .or_else(|| e.tid.as_ref().and_then(Id::as_int))
+                    .unwrap_or(-1);
                 self.data.ops.push(GpuOp {
                     start,
                     end,
                     device,
+                    stream,
                     name,
                     kind,
                     corr: e.args.correlation.unwrap_or(-1),

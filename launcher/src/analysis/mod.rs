@@ -69,6 +69,7 @@ mod merge;
 mod model;
 pub(crate) mod operators;
 mod python_frames;
+mod queues;
 pub(crate) mod render;
 mod run_summary;
 mod saturating;

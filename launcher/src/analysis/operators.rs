@@ -896,6 +896,7 @@ mod tests {
             named(op(0, 230, 240, 6), 5),
         ]);
         f.ops = vec![GpuOp {
+            stream: 7,
             start: 0,
             end: 10,
             device: 0,
@@ -929,6 +930,7 @@ mod tests {
             sync: false,
         };
         let gpu = |corr| GpuOp {
+            stream: 7,
             start: 0,
             end: 10,
             device: 0,
@@ -966,6 +968,7 @@ mod tests {
             call(40, 3, add, 0),
         ]);
         let kernel = |start, end| GpuOp {
+            stream: 7,
             start,
             end,
             device: 0,
@@ -1119,6 +1122,7 @@ mod tests {
             sync: false,
         };
         let copy = |corr| GpuOp {
+            stream: 7,
             start: 1000,
             end: 1100,
             device: 0,

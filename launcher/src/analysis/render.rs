@@ -6,6 +6,7 @@ use super::findings::Finding;
 use super::launches::{Launches, LATE_START_NS, SLOW_CALL_NS};
 use super::model::{self, Breakdown, StepStats, Summary};
 use super::operators::{CallSiteKind, CallSiteRow, OperatorRow, Operators};
+use super::queues::{QueueRow, FULL_QUEUE};
 use super::torch_compile::{TorchCompile, SHOWN_PHASES};
 use super::triton::TritonRow;
 
@@ -442,6 +443,12 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
             launches(l, top, md, name_max),
         ));
     }
+    if !s.launch_queues.is_empty() {
+        out.push((
+            "Launch queues (HTA's queue length)".to_string(),
+            launch_queues(&s.launch_queues, top, md),
+        ));
+    }
 
     let d = &s.dropped;
     let mut text = format!(
@@ -852,6 +859,47 @@ fn launches(l: &Launches, top: usize, md: bool, name_max: usize) -> String {
     text.push('\n');
     text.push_str(&if md { k.markdown() } else { k.text() });
     let more = l.by_kernel.len().saturating_sub(top);
+    if more > 0 {
+        text.push_str(&format!("({more} more in summary.json)\n"));
+    }
+    text
+}
+
+/// Each stream's queue of operations launched and not started: its mean over time and its
+/// peak, by launches.
+fn launch_queues(rows: &[QueueRow], top: usize, md: bool) -> String {
+    let full = rows.iter().any(|r| r.full_ns > 0);
+    let mut headers = vec![
+        ">rank",
+        ">device",
+        ">stream",
+        ">launches",
+        ">mean queue",
+        ">max",
+    ];
+    if full {
+        headers.push(">at full queue");
+    }
+    let mut t = Table::new(&headers);
+    for r in rows.iter().take(top) {
+        let mut row = vec![
+            r.rank.to_string(),
+            r.device.to_string(),
+            r.stream.to_string(),
+            r.launches.to_string(),
+            format!("{:.2}", r.mean),
+            r.max.to_string(),
+        ];
+        if full {
+            row.push(dur(r.full_ns as f64));
+        }
+        t.row(row);
+    }
+    let mut text = format!(
+        "operations launched on a stream and not yet started, over time: near 0, each starts as soon as it is launched and the stream waits on the host; deep, the host runs ahead (at {FULL_QUEUE} the next launch blocks)\n"
+    );
+    text.push_str(&if md { t.markdown() } else { t.text() });
+    let more = rows.len().saturating_sub(top);
     if more > 0 {
         text.push_str(&format!("({more} more in summary.json)\n"));
     }

@@ -1,7 +1,8 @@
 //! *Kernel launches*: the report's `launches` (HTA's kernel launch statistics: each kernel's
 //! launch call and the delay from its end to the kernel's start), over all launches and per
 //! kernel name, every figure with its `data-key`. Absent without a kernel joined to its launch
-//! call.
+//! call. *Launch queues*: the report's `launch_queues` (HTA's queue length per stream), absent
+//! without them.
 
 use std::fmt::Write;
 
@@ -9,6 +10,7 @@ use serde_json::{json, Value};
 
 use super::super::launches::{LaunchSpread, LATE_START_NS, SLOW_CALL_NS};
 use super::super::model::Summary;
+use super::super::queues::FULL_QUEUE;
 use super::super::render::dur;
 use super::svg::{data, esc};
 
@@ -82,5 +84,38 @@ pub fn section(s: &Summary, top: usize) -> String {
         out.push_str("</tr>");
     }
     out.push_str("</table></section>");
+    out
+}
+
+pub fn queues(s: &Summary, top: usize) -> String {
+    if s.launch_queues.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        r#"<section id="cp-queues"><h2>Launch queues</h2><p class="note">Operations launched on a stream and not yet started, averaged over time: near 0, each starts as soon as it is launched and the stream waits on the host; deep, the host runs ahead of the GPU; at {FULL_QUEUE} the next launch blocks (HTA's queue length).</p><table><tr><th>rank</th><th>device</th><th>stream</th><th>launches</th><th>mean queue</th><th>max</th><th>at full queue</th></tr>"#
+    );
+    for (i, r) in s.launch_queues.iter().take(top).enumerate() {
+        let key = |field: &str| format!("launch_queues.{i}.{field}");
+        let cells: [(&str, Value, String); 7] = [
+            ("rank", json!(r.rank), r.rank.to_string()),
+            ("device", json!(r.device), r.device.to_string()),
+            ("stream", json!(r.stream), r.stream.to_string()),
+            ("launches", json!(r.launches), r.launches.to_string()),
+            ("mean", json!(r.mean), format!("{:.2}", r.mean)),
+            ("max", json!(r.max), r.max.to_string()),
+            ("full_ns", json!(r.full_ns), dur(r.full_ns as f64)),
+        ];
+        out.push_str("<tr>");
+        for (field, value, text) in &cells {
+            let _ = write!(out, "<td{}>{}</td>", data(&key(field), value), esc(text));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table>");
+    let more = s.launch_queues.len().saturating_sub(top);
+    if more > 0 {
+        let _ = write!(out, r#"<p class="note">({more} more in summary.json)</p>"#);
+    }
+    out.push_str("</section>");
     out
 }

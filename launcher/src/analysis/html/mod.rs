@@ -134,6 +134,7 @@ pub fn page(
         collectives::section(s, top),
         triton::section(s, top),
         launches::section(s, top),
+        launches::queues(s, top),
         memory::section(s),
         flame_section(flame_svg),
         memory_flame_section(memory_flame_svg),

@@ -159,6 +159,7 @@ mod tests {
 
     fn op(start: i64, end: i64, kind: OpKind) -> GpuOp {
         GpuOp {
+            stream: 7,
             start,
             end,
             device: 0,

@@ -21,6 +21,7 @@ use super::findings;
 use super::launches;
 use super::load::{number_ranks, FileData, GpuOp, Interner, OpKind, NO_NAME};
 use super::operators::{self, Links};
+use super::queues;
 use super::saturating::{self, AddSat};
 use super::series;
 use super::torch_compile;
@@ -228,6 +229,7 @@ impl Analysis {
             collective_waits: collectives::waits(&self.files, &self.links),
             triton_kernels: triton::kernels(&self.names, &self.files, &self.links),
             launches: launches::launches(&self.names, &self.files),
+            launch_queues: queues::queues(&self.names, &self.files, &self.ranks),
             findings,
             torch_compile: torch_compile::summarize(
                 &self.names,

@@ -10,6 +10,7 @@ use crate::analysis::durations::DurationRow;
 use crate::analysis::findings::Finding;
 use crate::analysis::launches::Launches;
 use crate::analysis::operators::Operators;
+use crate::analysis::queues::QueueRow;
 use crate::analysis::saturating::AddSat;
 use crate::analysis::series::{MemorySeries, StepTime};
 use crate::analysis::torch_compile::TorchCompile;
@@ -236,6 +237,10 @@ pub struct Summary {
     /// the kernel's start; absent when no kernel's launch call is in the traces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launches: Option<Launches>,
+    /// HTA's queue length per rank, device and stream: the operations launched and not yet
+    /// started, over time; absent when no operation's launch call is in the traces.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub launch_queues: Vec<QueueRow>,
     /// What to look at first: host synchronizations, pageable copies, the GPU waiting for the
     /// host, kernels shorter than their launch, driver allocations inside steps; by cost,
     /// absent when none was found.
