@@ -366,15 +366,8 @@ fn each_ranks_waiting_in_shared_collectives() {
             {"rank": 1, "matched": 3, "gpu_ns": 550_000, "wait_ns": 300_000},
         ])
     );
-    let section: Vec<&str> = stdout
-        .split("== Waiting in collectives (per rank) ==\n")
-        .nth(1)
-        .and_then(|r| r.split("\n\n==").next())
-        .expect("the section")
-        .lines()
-        .collect();
     assert_eq!(
-        section,
+        section_lines(&stdout, "Waiting in collectives (per rank)"),
         [
             "  rank  collectives    GPU time     waiting  share",
             "     0            3  450.000 µs  200.000 µs  44.4%",

@@ -4,7 +4,6 @@
 mod analysis_support;
 
 use std::path::Path;
-use std::process::Command;
 
 use analysis_support::*;
 use serde_json::{json, Value};
@@ -381,37 +380,15 @@ fn real_torch_profiler_traces() {
 /// three real traces: tests/hta/short_kernels_with_hta.py compares count and times.
 #[test]
 fn short_kernels_agree_with_hta() {
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/hta/short_kernels_with_hta.py");
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/hta");
-    let dir = tempdir("findings-hta");
-    for name in [
-        "alexnet-old-kineto",
-        "sampled-rank0",
-        "simple-add-old-kineto",
-    ] {
-        // HTA reads every trace in a directory: one each.
-        let traces = dir.join(name);
-        std::fs::create_dir_all(&traces).unwrap();
-        let file = format!("{name}.trace.json.gz");
-        std::fs::copy(data.join(&file), traces.join(&file)).unwrap();
-        let out = dir.join(format!("{name}-out"));
-        report(&traces, &out);
-        let o = Command::new("python3")
-            .arg(&script)
-            .arg(&traces)
-            .arg(out.join("summary.json"))
-            .output()
-            .expect("run python3");
-        let stdout = String::from_utf8_lossy(&o.stdout);
-        assert!(
-            o.status.success()
-                && stdout.contains("cuprof and HTA agree on short kernels")
-                && stdout.contains("cuprof and HTA agree on kernel launches"),
-            "{name}: {stdout}\n{}\n(HTA missing? run `bash scripts/test.sh`, which installs it)",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
+    agrees_with_hta(
+        "short_kernels_with_hta.py",
+        "findings-hta",
+        &[
+            "cuprof and HTA agree on short kernels",
+            "cuprof and HTA agree on kernel launches",
+        ],
+        |_, _| {},
+    );
 }
 
 /// With several ranks each finding says how its cost spreads over them, every rank listed.

@@ -89,17 +89,8 @@ fn launch_calls_and_delays_as_hta_counts_them() {
             ],
         }))
     );
-    let section: Vec<&str> = stdout
-        .split("== Kernel launches (HTA's launch statistics) ==\n")
-        .nth(1)
-        .expect("the section")
-        .split("\n\n==")
-        .next()
-        .unwrap()
-        .lines()
-        .collect();
     assert_eq!(
-        section,
+        section_lines(&stdout, "Kernel launches (HTA's launch statistics)"),
         [
             "5 kernels with their launch call (delay: from the call's end to the kernel's start)",
             "                   median         p90       min         max           outliers",

@@ -7,8 +7,6 @@ mod analysis_support;
 
 use analysis_support::*;
 use serde_json::json;
-use std::path::Path;
-use std::process::Command;
 
 const US: i64 = 1_000;
 
@@ -76,17 +74,8 @@ fn queue_lengths_over_time_per_stream() {
              "full_ns": 0},
         ]))
     );
-    let section: Vec<&str> = stdout
-        .split("== Launch queues (HTA's queue length) ==\n")
-        .nth(1)
-        .expect("the section")
-        .split("\n\n==")
-        .next()
-        .unwrap()
-        .lines()
-        .collect();
     assert_eq!(
-        section,
+        section_lines(&stdout, "Launch queues (HTA's queue length)"),
         [
             "operations launched on a stream and not yet started, over time: near 0, each starts \
              as soon as it is launched and the stream waits on the host; deep, the host runs \
@@ -144,36 +133,15 @@ fn the_full_column_and_the_section_only_when_there_is_something() {
 /// over time equal what HTA's queue length series gives (`tests/hta/queues_with_hta.py`).
 #[test]
 fn launch_queues_agree_with_hta() {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/hta/queues_with_hta.py");
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/hta");
-    let dir = tempdir("queues-hta");
-    for name in [
-        "alexnet-old-kineto",
-        "sampled-rank0",
-        "simple-add-old-kineto",
-    ] {
-        // HTA reads every trace in a directory: one each.
-        let traces = dir.join(name);
-        std::fs::create_dir_all(&traces).unwrap();
-        let file = format!("{name}.trace.json.gz");
-        std::fs::copy(data.join(&file), traces.join(&file)).unwrap();
-        let out = dir.join(format!("{name}-out"));
-        let (_, s) = report(&traces, &out);
-        assert!(
-            !s["launch_queues"].as_array().unwrap().is_empty(),
-            "{name}: no queues"
-        );
-        let o = Command::new("python3")
-            .arg(&script)
-            .arg(&traces)
-            .arg(out.join("summary.json"))
-            .output()
-            .expect("run python3");
-        let stdout = String::from_utf8_lossy(&o.stdout);
-        assert!(
-            o.status.success() && stdout.contains("cuprof and HTA agree on launch queues"),
-            "{name}: {stdout}\n{}\n(HTA missing? run `bash scripts/test.sh`, which installs it)",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
+    agrees_with_hta(
+        "queues_with_hta.py",
+        "queues-hta",
+        &["cuprof and HTA agree on launch queues"],
+        |name, s| {
+            assert!(
+                !s["launch_queues"].as_array().unwrap().is_empty(),
+                "{name}: no queues"
+            )
+        },
+    );
 }

@@ -17,24 +17,16 @@ Prints both sides; exit status 0 when they agree, 1 if not, 2 when HTA cannot ru
 """
 
 import json
-import logging
-import os
 import sys
-import warnings
+
+import hta_runner
 
 
 def main():
     trace_dir, summary_json = sys.argv[1:3]
-    os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
-    warnings.filterwarnings("ignore")
-    try:
-        logging.disable(logging.WARNING)
-        from hta.trace_analysis import TraceAnalysis
-    except Exception as e:  # pragma: no cover - depends on the environment
-        print(f"HTA is not installed ({e}); run `bash scripts/test.sh`", file=sys.stderr)
+    analyzer = hta_runner.analyzer(trace_dir)
+    if analyzer is None:
         return 2
-
-    analyzer = TraceAnalysis(trace_dir=trace_dir, include_last_profiler_step=True)
     ranks = list(analyzer.t.traces.keys())
     series = analyzer.get_queue_length_time_series(ranks=ranks)
     full = analyzer.get_time_spent_blocked_on_full_queue(series)
@@ -70,13 +62,7 @@ def main():
         }
         for r in summary.get("launch_queues", [])
     }
-    print(f"HTA:    {sorted(hta.items())}")
-    print(f"cuprof: {sorted(ours.items())}")
-    if hta != ours:
-        print("cuprof and HTA differ on launch queues")
-        return 1
-    print("cuprof and HTA agree on launch queues")
-    return 0
+    return 0 if hta_runner.agree("launch queues", sorted(hta.items()), sorted(ours.items())) else 1
 
 
 if __name__ == "__main__":

@@ -18,10 +18,9 @@ Prints both sides; exit status 0 when they agree, 1 if not, 2 when HTA cannot ru
 """
 
 import json
-import logging
-import os
 import sys
-import warnings
+
+import hta_runner
 
 RUNTIME_CUTOFF_US = 50
 LAUNCH_DELAY_CUTOFF_US = 100
@@ -36,16 +35,9 @@ def median(values):
 
 def main():
     trace_dir, summary_json = sys.argv[1:3]
-    os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
-    warnings.filterwarnings("ignore")
-    try:
-        logging.disable(logging.WARNING)
-        from hta.trace_analysis import TraceAnalysis
-    except Exception as e:  # pragma: no cover - depends on the environment
-        print(f"HTA is not installed ({e}); run `bash scripts/test.sh`", file=sys.stderr)
+    analyzer = hta_runner.analyzer(trace_dir)
+    if analyzer is None:
         return 2
-
-    analyzer = TraceAnalysis(trace_dir=trace_dir, include_last_profiler_step=True)
     ranks = list(analyzer.t.traces.keys())
     stats = analyzer.get_cuda_kernel_launch_stats(
         ranks=ranks,
@@ -76,12 +68,8 @@ def main():
         if found
         else {"count": 0, "time_ns": 0, "gpu_ns": 0}
     )
-    print(f"HTA:    {hta}")
-    print(f"cuprof: {ours}")
-    if hta != ours:
-        print("cuprof and HTA disagree on short kernels")
+    if not hta_runner.agree("short kernels", hta, ours):
         return 1
-    print("cuprof and HTA agree on short kernels")
 
     spread = lambda v: {"median_ns": median(v), "min_ns": min(v), "max_ns": max(v)}
     hta_launches = {
@@ -99,13 +87,7 @@ def main():
         "call": {k: l["call"][k] for k in ("median_ns", "min_ns", "max_ns")},
         "delay": {k: l["delay"][k] for k in ("median_ns", "min_ns", "max_ns")},
     } if l else {"kernels": 0, "slow_calls": 0, "late_starts": 0, "call": None, "delay": None}
-    print(f"HTA launches:    {hta_launches}")
-    print(f"cuprof launches: {ours_launches}")
-    if hta_launches != ours_launches:
-        print("cuprof and HTA disagree on kernel launches")
-        return 1
-    print("cuprof and HTA agree on kernel launches")
-    return 0
+    return 0 if hta_runner.agree("kernel launches", hta_launches, ours_launches) else 1
 
 
 if __name__ == "__main__":

@@ -661,3 +661,59 @@ pub fn listing(d: &std::path::Path) -> Vec<String> {
 pub fn stderr_of(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// The lines of `cuprof report`'s section `== TITLE ==` in `stdout`, up to the next section.
+pub fn section_lines<'a>(stdout: &'a str, title: &str) -> Vec<&'a str> {
+    stdout
+        .split(&format!("== {title} ==\n"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no section {title}: {stdout}"))
+        .split("\n\n==")
+        .next()
+        .unwrap()
+        .lines()
+        .collect()
+}
+
+/// The real Kineto traces in tests/data/hta (one rank each), on which cuprof's figures are
+/// checked against HTA's.
+pub const HTA_TRACES: [&str; 3] = [
+    "alexnet-old-kineto",
+    "sampled-rank0",
+    "simple-add-old-kineto",
+];
+
+/// Runs `cuprof report` on each of [`HTA_TRACES`], in a directory of its own (HTA reads every
+/// trace in a directory), then `tests/hta/SCRIPT TRACE_DIR SUMMARY_JSON`, which must exit 0 and
+/// print each of `agree`; `check` sees each summary.json first.
+pub fn agrees_with_hta(
+    script: &str,
+    tag: &str,
+    agree: &[&str],
+    check: impl Fn(&str, &serde_json::Value),
+) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let script = root.join("tests/hta").join(script);
+    let dir = tempdir(tag);
+    for name in HTA_TRACES {
+        let traces = dir.join(name);
+        std::fs::create_dir_all(&traces).unwrap();
+        let file = format!("{name}.trace.json.gz");
+        std::fs::copy(root.join("tests/data/hta").join(&file), traces.join(&file)).unwrap();
+        let out = dir.join(format!("{name}-out"));
+        let (_, s) = report(&traces, &out);
+        check(name, &s);
+        let o = Command::new("python3")
+            .arg(&script)
+            .arg(&traces)
+            .arg(out.join("summary.json"))
+            .output()
+            .expect("run python3");
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success() && agree.iter().all(|a| stdout.contains(a)),
+            "{name}: {stdout}\n{}\n(HTA missing? run `bash scripts/test.sh`, which installs it)",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
