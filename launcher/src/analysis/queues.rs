@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::launches::is_kernel_launch;
 use super::load::{FileData, Interner};
+use super::saturating::AddSat;
 
 /// HTA's `CUDA_MAX_LAUNCH_QUEUE_PER_STREAM`: the launches a stream holds before the next one
 /// blocks.
@@ -70,14 +71,15 @@ impl Acc {
             let held = t - at;
             self.area += i128::from(length) * i128::from(held);
             if length >= FULL_QUEUE {
-                self.full_ns += held;
+                self.full_ns.add_sat(held);
             }
             length += delta;
             self.max = self.max.max(length);
             self.launches += u64::from(delta > 0);
             at = t;
         }
-        self.span += at - first;
+        // Totals over many files stop at the 64-bit limit, as the report's other totals.
+        self.span.add_sat(at - first);
     }
 }
 
