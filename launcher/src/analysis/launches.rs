@@ -79,6 +79,35 @@ pub fn is_kernel_launch(name: &str) -> bool {
         || name.starts_with("cuLaunchCooperativeKernel")
 }
 
+/// Calls `g` with each GPU operation of `f` joined to the call that launched it, a call whose
+/// name `is_launch` accepts, on `correlation`: the operation's index in `f.ops`, the operation,
+/// the call.
+pub fn for_each_launched(
+    names: &Interner,
+    f: &FileData,
+    is_launch: impl Fn(&str) -> bool,
+    mut g: impl FnMut(usize, &GpuOp, &ApiCall),
+) {
+    let launch: FxHashMap<i64, usize> = f
+        .apis
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.corr >= 0 && is_launch(names.name(a.name)))
+        .map(|(i, a)| (a.corr, i))
+        .collect();
+    if launch.is_empty() {
+        return;
+    }
+    for (i, o) in f.ops.iter().enumerate() {
+        if o.corr < 0 {
+            continue;
+        }
+        if let Some(&a) = launch.get(&o.corr) {
+            g(i, o, &f.apis[a]);
+        }
+    }
+}
+
 /// Calls `g` with each kernel of `f` joined to the call that launched it (one of
 /// [`is_kernel_launch`]'s, on `correlation`): the kernel's index in `f.ops`, the kernel, the call.
 pub fn for_each_launched_kernel(
@@ -86,24 +115,11 @@ pub fn for_each_launched_kernel(
     f: &FileData,
     mut g: impl FnMut(usize, &GpuOp, &ApiCall),
 ) {
-    let launch: FxHashMap<i64, usize> = f
-        .apis
-        .iter()
-        .enumerate()
-        .filter(|(_, a)| a.corr >= 0 && is_kernel_launch(names.name(a.name)))
-        .map(|(i, a)| (a.corr, i))
-        .collect();
-    if launch.is_empty() {
-        return;
-    }
-    for (i, o) in f.ops.iter().enumerate() {
-        if !o.kind.is_kernel() || o.corr < 0 {
-            continue;
+    for_each_launched(names, f, is_kernel_launch, |i, o, call| {
+        if o.kind.is_kernel() {
+            g(i, o, call);
         }
-        if let Some(&a) = launch.get(&o.corr) {
-            g(i, o, &f.apis[a]);
-        }
-    }
+    });
 }
 
 /// The launches of `files`; `None` when no kernel's launch call is in them.

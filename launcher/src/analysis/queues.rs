@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use super::launches::is_kernel_launch;
+use super::launches::{for_each_launched, is_kernel_launch};
 use super::load::{FileData, Interner};
 use super::saturating::AddSat;
 
@@ -88,23 +88,12 @@ impl Acc {
 pub fn queues(names: &Interner, files: &[FileData], ranks: &[i64]) -> Vec<QueueRow> {
     let mut by_stream: BTreeMap<(i64, i64, i64), Acc> = BTreeMap::new();
     for (f, &rank) in files.iter().zip(ranks) {
-        let launch: FxHashMap<i64, i64> = f
-            .apis
-            .iter()
-            .filter(|a| a.corr >= 0 && is_queued_launch(names.name(a.name)))
-            .map(|a| (a.corr, a.start))
-            .collect();
-        if launch.is_empty() {
-            continue;
-        }
         let mut changes: FxHashMap<(i64, i64), Vec<(i64, i64)>> = FxHashMap::default();
-        for o in f.ops.iter().filter(|o| o.corr >= 0) {
-            if let Some(&call) = launch.get(&o.corr) {
-                let c = changes.entry((o.device, o.stream)).or_default();
-                c.push((call, 1));
-                c.push((o.start, -1));
-            }
-        }
+        for_each_launched(names, f, is_queued_launch, |_, o, call| {
+            let c = changes.entry((o.device, o.stream)).or_default();
+            c.push((call.start, 1));
+            c.push((o.start, -1));
+        });
         for ((device, stream), mut c) in changes {
             // At one time, starts before launches: a launch never counts against an operation
             // that started with it.
