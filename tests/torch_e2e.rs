@@ -183,6 +183,69 @@ fn operators_equal_torch_profilers_and_launches_carry_their_external_id() {
 }
 
 #[test]
+fn device_allocations_name_the_operator_and_the_line_they_were_made_in() {
+    // The custom operator's 1 MiB device allocation, in the memory snapshot: made inside the
+    // operator (the native observer's open operators, asked from CUPTI's callback), called
+    // from the forward line. Two recorded steps: two allocations and two frees.
+    let dir = TempDir::new("torch-alloc-stacks");
+    traced(
+        dir.path(),
+        &[
+            ("CUPROF_WITH_STACK", "1"),
+            ("CUPROF_ACTIVITIES", "CPU,GPU,MEM"),
+        ],
+    );
+    let forward_line = app_line("torch_model.py", "y = launch(model(x))");
+    let call_line = app_line("torch_model.py", "step()");
+    let pickles: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pickle"))
+        .collect();
+    assert_eq!(pickles.len(), 1, "{pickles:?}");
+    let dump = Command::new("python3")
+        .arg("-c")
+        .arg("import pickle,sys,json; s=pickle.load(open(sys.argv[1],'rb')); print(json.dumps([[e['action'], e['size'], [[f['name'], f['line']] for f in e['frames'][[f['name'] for f in e['frames']].index('_start') + 1:]]] for t in s['device_traces'] for e in t if e['size'] == 1 << 20]))")
+        .arg(&pickles[0])
+        .output()
+        .unwrap();
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    let entries: Value = serde_json::from_slice(&dump.stdout).unwrap();
+    let allocs: Vec<&Value> = entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e[0] == "alloc")
+        .collect();
+    // One allocation a step: the first step's is before the window collects (no operators
+    // are recorded, no stacks read); warm-up and the two recorded steps name the operator
+    // open around it (its autograd wrapper, which runs the Python implementation) and then
+    // the Python stack read at its start, which ends in the forward line.
+    assert_eq!(allocs.len(), 4, "{entries}");
+    assert_eq!(allocs[0][2], json!([]), "{entries}");
+    for e in &allocs[1..] {
+        let frames = e[2].as_array().unwrap();
+        assert_eq!(
+            frames[0],
+            json!(["GeneratedBackwardFor_cuproftest_launch_default", 0]),
+            "{entries}"
+        );
+        assert_eq!(
+            frames[frames.len() - 2..],
+            [
+                json!(["step", forward_line]),
+                json!(["<module>", call_line])
+            ],
+            "{entries}"
+        );
+    }
+}
+
+#[test]
 fn shapes_can_be_turned_off_and_operators_too() {
     let dir = TempDir::new("torch-noshapes");
     let (_, trace) = traced(dir.path(), &[("CUPROF_RECORD_SHAPES", "0")]);

@@ -20,25 +20,67 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
 void on_end(const at::RecordFunction&, at::ObserverContext*) {}
 }  // namespace
 
-// ops/observer.cpp's CuprofHooks, version 3.
+// ops/observer.cpp's CuprofHooks, version 5: the window collecting CPU activity, without
+// stacks, no CUPTI (so no correlation pushes), and every operator's end handed to a hook that
+// only reads its length.
+struct OpEnd {
+  const char* record;
+  size_t len;
+};
+struct Correlation {
+  void* push;
+  void* pop;
+  uint32_t kind;
+};
 struct Hooks {
   uint32_t version;
-  void (*op_begin)(const char*, size_t);
-  void (*op_end)();
-  uint64_t (*label_begin)(const char*, size_t);
+  const uint8_t* collecting;
+  const uint8_t* cpu;
+  const uint8_t* stacks;
+  const uint64_t* (*thread)(uint32_t*);
+  uint64_t (*take_ids)(uint64_t*);
+  void (*correlation)(Correlation*);
+  uint64_t (*python_stack)();
+  void (*release_stack)(uint64_t);
+  void (*op_end)(const OpEnd*);
+  uint64_t (*label_begin)(const char*, size_t, uint64_t, uint64_t);
   void (*label_end)(uint64_t);
-  void (*memory)(uint64_t, int64_t, int64_t, int64_t, int8_t, int8_t);
+  void (*memory)(const void*);
+  void (*attach)(void*);
 };
 
-void op_begin(const char*, size_t n) { g_seen = g_seen + n; }
-void op_end() {}
-uint64_t label_begin(const char*, size_t) { return 0; }
+const uint8_t g_on = 1;
+const uint8_t g_off = 0;
+const uint64_t g_no_range = 0;
+uint64_t g_next_id = 1;
+const uint64_t* thread(uint32_t* tid) {
+  *tid = 1;
+  return &g_no_range;
+}
+uint64_t take_ids(uint64_t* end) {
+  uint64_t first = __atomic_fetch_add(&g_next_id, 1024, __ATOMIC_RELAXED);
+  *end = first + 1024;
+  return first;
+}
+void correlation(Correlation* out) {
+  *out = Correlation{nullptr, nullptr, 0};
+}
+uint64_t python_stack() { return 0; }
+void release_stack(uint64_t) {}
+void op_end(const OpEnd* op) { g_seen = g_seen + op->len; }
+uint64_t label_begin(const char*, size_t, uint64_t, uint64_t) { return 0; }
 void label_end(uint64_t) {}
-void memory(uint64_t, int64_t, int64_t, int64_t, int8_t, int8_t) {}
-const Hooks g_noop_hooks{3, op_begin, op_end, label_begin, label_end, memory};
+void memory(const void*) {}
+void attach(void*) {}
+const Hooks g_noop_hooks{5, &g_on, &g_on, &g_off, thread, take_ids, correlation, python_stack,
+                         release_stack, op_end, label_begin, label_end, memory, attach};
 
 extern "C" __attribute__((visibility("default"))) const void* noop_hooks() {
   return &g_noop_hooks;
+}
+
+extern "C" __attribute__((visibility("default"))) size_t noop_hooks_size() {
+  return sizeof g_noop_hooks;
 }
 
 extern "C" __attribute__((visibility("default"))) uint64_t floor_start() {

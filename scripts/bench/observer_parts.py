@@ -45,16 +45,20 @@ def built(source, name):
 
 
 def observer(source, name):
-    """The observer built from `source`, started into the no-op hooks, with the hooks' version
-    set to the one it speaks (the struct's first field)."""
+    """The observer built from `source`, started into the no-op hooks (floor_callback.cpp's,
+    the layout of version 5: an observer of an older version must be given hooks of its own)."""
     lib = built(source, name)
     lib.cuprof_observer_start.restype = ctypes.c_uint64
     lib.cuprof_observer_start.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
     lib.cuprof_observer_stop.argtypes = [ctypes.c_uint64]
     with open(source) as f:
         version = int(re.search(r"kHooksVersion = (\d+);", f.read()).group(1))
-    hooks = ctypes.create_string_buffer(ctypes.string_at(floor.noop_hooks(), 48), 48)
-    ctypes.c_uint32.from_buffer(hooks).value = version
+    size = floor.noop_hooks_size()
+    hooks = ctypes.create_string_buffer(ctypes.string_at(floor.noop_hooks(), size), size)
+    if ctypes.c_uint32.from_buffer(hooks).value != version:
+        raise SystemExit(
+            "observer_parts: %s speaks hooks version %d, floor_callback.cpp's no-op hooks %d"
+            % (source, version, ctypes.c_uint32.from_buffer(hooks).value))
 
     def start():
         handle = lib.cuprof_observer_start(ctypes.addressof(hooks), 1)
@@ -69,6 +73,7 @@ floor = built(os.path.join(here, "floor_callback.cpp"), "floor.so")
 floor.floor_start.restype = ctypes.c_uint64
 floor.floor_stop.argtypes = [ctypes.c_uint64]
 floor.noop_hooks.restype = ctypes.c_void_p
+floor.noop_hooks_size.restype = ctypes.c_size_t
 
 step = real_models_lib.MODELS[model_name]()
 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as p:

@@ -14,9 +14,9 @@ use std::sync::Mutex;
 /// The options of the capture asked last; cleared when its recording ends.
 static ASKED: Mutex<Option<CaptureOptions>> = Mutex::new(None);
 /// While collecting: CPU activity (API records, NVTX ranges, operators) is on.
-static CPU: AtomicBool = AtomicBool::new(false);
+pub(crate) static CPU: AtomicBool = AtomicBool::new(false);
 /// While collecting: Python stacks of operators are wanted.
-static STACKS: AtomicBool = AtomicBool::new(false);
+pub(crate) static STACKS: AtomicBool = AtomicBool::new(false);
 /// The operator recorder was turned on by [`start`].
 static OPERATORS: AtomicBool = AtomicBool::new(false);
 

@@ -545,6 +545,23 @@ impl Cupti {
         unsafe { (self.required.cuptiActivityPopExternalCorrelationId)(stack.kind(), &mut last) };
     }
 
+    /// CUPTI's push and pop of external correlation ids and the kind of `stack`, for the
+    /// native operator observer, which pushes and pops them itself (`ops::native`).
+    pub fn correlation_functions(
+        &self,
+        stack: Correlated,
+    ) -> (
+        sys::cuptiActivityPushExternalCorrelationId_t,
+        sys::cuptiActivityPopExternalCorrelationId_t,
+        u32,
+    ) {
+        (
+            self.required.cuptiActivityPushExternalCorrelationId,
+            self.required.cuptiActivityPopExternalCorrelationId,
+            stack.kind().0,
+        )
+    }
+
     /// The name of an API call (`cudaLaunchKernel_v7000`), if CUPTI knows it.
     pub fn callback_name(&self, domain: ApiDomain, cbid: u32) -> Option<String> {
         let mut s: *const c_char = std::ptr::null();

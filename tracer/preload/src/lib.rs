@@ -19,7 +19,8 @@
 //!   step-aside for a second profiler, fork. `entry` holds the C entry points that drive it.
 //!   `error` says, in one line each, why tracing could not start.
 //! - `tracer` is what the running tracer holds, and where callbacks find it (`running()`).
-//! - `cupti` is the only module that calls CUPTI (a safe wrapper on cupti-sys's types);
+//! - `cupti` is the only module that calls CUPTI (a safe wrapper on cupti-sys's types; the
+//!   native operator observer `ops` loads is handed CUPTI's correlation push and pop from it);
 //!   `setup` brings CUPTI up in order, `callbacks` acts on its subscriber callbacks, `api`
 //!   chooses the API calls it records, `resolve` names records, `pool`/`pages`/`reclaim` bound
 //!   its buffers' memory.

@@ -206,6 +206,9 @@ extern "C" fn after_fork_in_child() {
     // Atomics only: the child has one thread, and the parent's locks may be held forever.
     set(Phase::Forked);
     tracer::take_back();
+    // The native operator observer reads the window's flags, not the tracer: a child that
+    // inherited a collecting window pushes no correlation ids into CUPTI.
+    crate::window::stop_collecting_in_child();
 }
 
 extern "C" fn at_exit() {

@@ -19,7 +19,7 @@ use crate::process::{guard, now_ns, pid, tid};
 use crate::tracer::{running, Tracer};
 use crate::window;
 use cuprof_core::event::{Name, PyStack, Range, RangeKind};
-use cuprof_core::native_record::{self, MemoryReport};
+use cuprof_core::native_record;
 use cuprof_core::range_batch::{FinishedOp, OpKind};
 use cuprof_core::torch_op;
 use std::cell::RefCell;
@@ -92,9 +92,9 @@ impl Message<'_> {
 
 /// An open range's name.
 enum OpenName {
-    /// A PyTorch operator's: its bytes are in this thread's `op_names`, from `at`.
-    /// `native`: the bytes are the native observer's record, not an NVTX observer range name.
-    Op { at: u32, len: u32, native: bool },
+    /// A PyTorch operator's (the NVTX observer's): its bytes are in this thread's `op_names`,
+    /// from `at`.
+    Op { at: u32, len: u32 },
     /// Any other range's, with its domain and payload: boxed, so that an operator's `Open`,
     /// which the program thread moves at every operator's start and end, stays small.
     Other(Box<OtherName>),
@@ -137,6 +137,9 @@ struct ThreadRanges {
     id_end: u64,
     /// This thread's OS id once read (0 before): `process::tid` is a thread-local of its own.
     tid: u32,
+    /// The id of the innermost range in `open` (0: none), which the native observer reads
+    /// for its operators' parents (`ops::native`), without a call.
+    innermost: u64,
 }
 
 impl ThreadRanges {
@@ -156,36 +159,29 @@ impl ThreadRanges {
         self.next_id - 1
     }
 
-    /// Where the innermost PyTorch operator open on this thread is in `open`.
-    fn innermost_op_at(&self) -> Option<usize> {
-        self.open
-            .iter()
-            .rposition(|o| o.correlated == Correlated::TorchOp)
-    }
-
     /// The innermost PyTorch operator open on this thread.
     fn innermost_op(&self) -> Option<&Open> {
-        self.innermost_op_at().map(|at| &self.open[at])
+        self.open
+            .iter()
+            .rev()
+            .find(|o| o.correlated == Correlated::TorchOp)
     }
 
-    /// Takes the range at `at` off the open ranges: what recording it needs, if it is an
-    /// operator whose name waits on `op_names`. Only what an operator's end reads is moved (an
-    /// `Open` moved whole was copied three times on every operator's end).
-    fn take_op(&mut self, at: usize) -> Option<ClosedOp> {
-        let closed = self.open[at].take_closed_op();
-        if at + 1 == self.open.len() && closed.is_some() {
-            // SAFETY: `at` is in bounds (indexed above), and the operator there owns nothing
-            // left to drop: its name is a span of `op_names` (`OpenName::Op`, or `closed` would
-            // be `None`) and its stack was just taken. Shortening the vector forgets it without
-            // a call to the slice's drop glue, which the compiler does not inline (23
-            // instructions per operator, measured), nor the copy `pop` makes.
-            unsafe { self.open.set_len(at) };
-        } else if at + 1 == self.open.len() {
-            self.open.truncate(at);
-        } else {
-            self.open.remove(at);
-        }
-        closed
+    fn push_open(&mut self, o: Open) {
+        self.innermost = o.id;
+        self.open.push(o);
+    }
+
+    fn pop_open(&mut self) -> Option<Open> {
+        let o = self.open.pop();
+        self.innermost = self.open.last().map_or(0, |o| o.id);
+        o
+    }
+
+    fn remove_open(&mut self, at: usize) -> Open {
+        let o = self.open.remove(at);
+        self.innermost = self.open.last().map_or(0, |o| o.id);
+        o
     }
 }
 
@@ -197,7 +193,6 @@ struct ClosedOp {
     /// Its name's bytes in the thread's `op_names`.
     at: u32,
     len: u32,
-    native: bool,
     stack: Option<PyStack>,
 }
 
@@ -211,7 +206,7 @@ impl Open {
     /// What recording this range as an operator needs (its stack taken), if it is an operator
     /// whose name waits on `op_names`.
     fn take_closed_op(&mut self) -> Option<ClosedOp> {
-        let OpenName::Op { at, len, native } = self.name else {
+        let OpenName::Op { at, len } = self.name else {
             return None;
         };
         Some(ClosedOp {
@@ -220,7 +215,6 @@ impl Open {
             start: self.start,
             at,
             len,
-            native,
             stack: self.stack.take(),
         })
     }
@@ -241,6 +235,7 @@ thread_local! {
             next_id: 0,
             id_end: 0,
             tid: 0,
+            innermost: 0,
         })
     };
 }
@@ -248,6 +243,21 @@ thread_local! {
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// Ids a thread takes from [`NEXT_ID`] at a time.
 const ID_BLOCK: u64 = 1024;
+
+/// A block of range ids for the native observer, which gives its operators ids of its own:
+/// the first, and one past the last.
+pub fn take_id_block() -> (u64, u64) {
+    let first = NEXT_ID.fetch_add(ID_BLOCK, Relaxed);
+    (first, first + ID_BLOCK)
+}
+
+/// Where this thread's innermost range id is kept ([`ThreadRanges::innermost`]), for the
+/// native observer to read. It lives as long as the thread: the thread-local's storage does.
+pub fn innermost_range_cell() -> *const u64 {
+    // SAFETY: a field's address, taken without a borrow; the observer only reads it, on this
+    // thread, outside libcuprof.so's own calls.
+    THREAD.with(|th| unsafe { std::ptr::addr_of!((*th.as_ptr()).innermost) })
+}
 /// Start/end ranges may end on another thread.
 static STARTED: Mutex<Option<HashMap<u64, Open>>> = Mutex::new(None);
 
@@ -313,8 +323,7 @@ fn domain_name(d: *const c_void) -> Option<Name> {
 /// Opens a range. `enclosing_op_stack` is the Python stack of the innermost PyTorch operator
 /// open on this thread, which a nested operator shares (`None` when no operator is open).
 /// `batched`: the range nests (push/pop), so an operator's name can wait on this thread's
-/// byte stack and the range go into the thread's batch. `native`: the message is the native
-/// observer's operator record (`ops`).
+/// byte stack and the range go into the thread's batch.
 fn open(
     message: Message<'_>,
     domain: Option<Name>,
@@ -322,12 +331,11 @@ fn open(
     parent: u64,
     enclosing_op_stack: Option<Option<PyStack>>,
     batched: bool,
-    native: bool,
 ) -> Open {
     let start = now_ns();
     let id = THREAD.with(|th| th.borrow_mut().next_id());
     let t = running();
-    let is_op = native || message.is_op();
+    let is_op = message.is_op();
     let name = match message {
         Message::Bytes(b)
             if is_op && batched && domain.is_none() && payload.is_none() && fits_u32(b) =>
@@ -339,7 +347,6 @@ fn open(
                 OpenName::Op {
                     at,
                     len: b.len() as u32,
-                    native,
                 }
             })
         }
@@ -442,11 +449,7 @@ fn record_op(t: Option<&Tracer>, th: &mut ThreadRanges, o: ClosedOp, end: u64) {
                 id: o.id,
                 parent: o.parent,
                 stack: o.stack,
-                kind: if o.native {
-                    OpKind::Native
-                } else {
-                    OpKind::Nvtx
-                },
+                kind: OpKind::Nvtx,
             },
             // No operator encloses this one on this thread.
             at == 0,
@@ -457,8 +460,9 @@ fn record_op(t: Option<&Tracer>, th: &mut ThreadRanges, o: ClosedOp, end: u64) {
     th.op_names.truncate(at);
 }
 
-/// The PyTorch operators open on this thread (their range names, innermost first) and the
-/// Python stack of the outermost one, for an allocation made inside them.
+/// The NVTX observer's PyTorch operators open on this thread (their range names, innermost
+/// first) and the Python stack of the outermost one, for an allocation made inside them
+/// (`ops::open_operators` asks the native observer first).
 pub fn open_operators() -> (Vec<Name>, Option<PyStack>) {
     THREAD.with(|th| {
         let Ok(th) = th.try_borrow() else {
@@ -473,13 +477,9 @@ pub fn open_operators() -> (Vec<Name>, Option<PyStack>) {
         let stack = ops.first().and_then(|o| o.stack.clone());
         let names = ops.iter().map(|o| match &o.name {
             OpenName::Other(o) => o.name.clone(),
-            OpenName::Op { at, len, native } => {
+            OpenName::Op { at, len } => {
                 let (at, len) = (*at as usize, *len as usize);
-                let mut name = &th.op_names[at..at + len];
-                if *native {
-                    name = cuprof_core::torch_op::native_record_name(name);
-                }
-                Name::from(String::from_utf8_lossy(name).as_ref())
+                Name::from(String::from_utf8_lossy(&th.op_names[at..at + len]).as_ref())
             }
         });
         (names.collect(), stack)
@@ -487,154 +487,45 @@ pub fn open_operators() -> (Vec<Name>, Option<PyStack>) {
 }
 
 fn push(name: Message<'_>, domain: Option<Name>, payload: Option<f64>) -> c_int {
-    guard(-1, || push_range(name, domain, payload, false).0)
+    guard(-1, || push_range(name, domain, payload, None).0)
 }
 
-/// Opens a push/pop range on this thread: its depth and its id.
+/// Opens a push/pop range on this thread: its depth and its id. `under`: its parent and the
+/// Python stack it shares, where the caller knows them (the native observer's labels, which
+/// may open inside the observer's own operators); else the innermost range open here.
 fn push_range(
     name: Message<'_>,
     domain: Option<Name>,
     payload: Option<f64>,
-    native: bool,
+    under: Option<(u64, Option<PyStack>)>,
 ) -> (c_int, u64) {
-    let (parent, enclosing_op_stack) = THREAD.with(|th| {
-        let th = th.borrow();
-        (
-            th.open.last().map(|o| o.id).unwrap_or(0),
-            th.innermost_op().map(|o| o.stack.clone()),
-        )
-    });
+    let (parent, enclosing_op_stack) = match under {
+        Some((parent, stack)) => (parent, Some(stack)),
+        None => THREAD.with(|th| {
+            let th = th.borrow();
+            (
+                th.open.last().map(|o| o.id).unwrap_or(0),
+                th.innermost_op().map(|o| o.stack.clone()),
+            )
+        }),
+    };
     // Not under the stack's borrow: a step range may run the window, and through it Python.
-    let o = open(
-        name,
-        domain,
-        payload,
-        parent,
-        enclosing_op_stack,
-        true,
-        native,
-    );
+    let o = open(name, domain, payload, parent, enclosing_op_stack, true);
     let id = o.id;
     THREAD.with(|th| {
-        let open = &mut th.borrow_mut().open;
-        open.push(o);
-        ((open.len() - 1) as c_int, id)
-    })
-}
-
-/// The native observer's operator start: `record` is its operator record (`ops`). What
-/// [`push_range`] does for an operator, in one borrow of this thread's ranges: this runs for
-/// every operator.
-pub fn native_op_begin(record: &[u8]) {
-    let start = now_ns();
-    let t = running();
-    let stacks = t.is_some() && window::wants_stacks();
-    let opened = THREAD.with(|th| {
         let mut th = th.borrow_mut();
-        let stack = match th.innermost_op() {
-            Some(enclosing) => enclosing.stack.clone(),
-            // The outermost operator reads the Python stack, outside this borrow.
-            None if stacks => return false,
-            None => None,
-        };
-        open_native_op(&mut th, t, record, start, stack);
-        true
-    });
-    if !opened {
-        let stack = crate::python::stack();
-        THREAD.with(|th| open_native_op(&mut th.borrow_mut(), t, record, start, stack));
-    }
-}
-
-fn open_native_op(
-    th: &mut ThreadRanges,
-    t: Option<&Tracer>,
-    record: &[u8],
-    start: u64,
-    stack: Option<PyStack>,
-) {
-    // An empty record, which the writer leaves out, keeps the operators balanced.
-    let record = if fits_u32(record) { record } else { &[] };
-    let id = th.next_id();
-    let parent = th.open.last().map_or(0, |o| o.id);
-    let at = th.op_names.len() as u32;
-    th.op_names.extend_from_slice(record);
-    let correlated = Correlated::TorchOp;
-    th.open.push(Open {
-        id,
-        parent,
-        name: OpenName::Op {
-            at,
-            len: record.len() as u32,
-            native: true,
-        },
-        start,
-        is_step: false,
-        correlated,
-        pushed_correlation: t.is_some_and(|t| window::push_correlation(t, correlated, id)),
-        stack,
-    });
-}
-
-/// The native observer's operator end: closes the innermost operator open on this thread
-/// (operators nest; the labels that may be open above it do not), in one borrow of this
-/// thread's ranges.
-pub fn native_op_end() {
-    let end = now_ns();
-    let t = running();
-    THREAD.with(|th| {
-        let th = &mut *th.borrow_mut();
-        let Some(at) = th.innermost_op_at() else {
-            return;
-        };
-        th.open[at].pop_correlation(t);
-        if let Some(op) = th.take_op(at) {
-            record_op(t, th, op, end);
-        }
-    });
-}
-
-/// A PyTorch allocation or free reported to the native observer on this thread: into the
-/// thread's batch while the window records operators, between the operators it happens in.
-pub fn native_memory(report: MemoryReport) {
-    let at = now_ns();
-    let Some(t) = running().filter(|_| window::records_ranges()) else {
-        return;
-    };
-    let record = report.to_record();
-    THREAD.with(|th| {
-        // Torch's allocator never runs inside cuprof's own hooks; should it, the report goes.
-        let Ok(mut th) = th.try_borrow_mut() else {
-            return;
-        };
-        let tid = th.tid();
-        let innermost = th.innermost_op().map(|o| o.id);
-        op_batch::record(
-            t,
-            FinishedOp {
-                name: &record,
-                start: at,
-                end: at,
-                pid: pid(),
-                tid,
-                id: 0,
-                parent: innermost.unwrap_or(0),
-                stack: None,
-                kind: OpKind::Memory,
-            },
-            // Outside every operator, nothing else holds the batch for this thread.
-            innermost.is_none(),
-        );
-    });
+        th.push_open(o);
+        ((th.open.len() - 1) as c_int, id)
+    })
 }
 
 /// Closes the innermost range open on this thread that `which` picks, wherever it is on the
 /// stack (the native observer's labels and operators do not nest with each other).
 fn close_innermost(which: impl Fn(&Open) -> bool) {
     let open = THREAD.with(|th| {
-        let open = &mut th.borrow_mut().open;
-        let at = open.iter().rposition(&which)?;
-        Some(open.remove(at))
+        let mut th = th.borrow_mut();
+        let at = th.open.iter().rposition(&which)?;
+        Some(th.remove_open(at))
     });
     if let Some(o) = open {
         close(o, RangeKind::PushPop);
@@ -642,12 +533,13 @@ fn close_innermost(which: impl Fn(&Open) -> bool) {
 }
 
 /// A `record_function` label's start, from the native observer (`record`: its fields, as an
-/// operator's): an NVTX-like range on this thread (a `user_annotation` with the fields Kineto
-/// writes for it, projected onto the GPU), closed by its id.
-pub fn native_label_begin(record: &[u8]) -> u64 {
+/// operator's; `parent` and `stack`: the range it opens in and the Python stack of the
+/// observer's operator it opens in): an NVTX-like range on this thread (a `user_annotation`
+/// with the fields Kineto writes for it, projected onto the GPU), closed by its id.
+pub fn native_label_begin(record: &[u8], parent: u64, stack: Option<PyStack>) -> u64 {
     let name = torch_op::native_record_name(record);
     let name = Message::Made(Name::from(String::from_utf8_lossy(name).as_ref()));
-    let id = push_range(name, None, None, false).1;
+    let id = push_range(name, None, None, Some((parent, stack))).1;
     // The record becomes its text on this thread, while the window records: labels are few
     // (record_function blocks, compiled regions), operators many (theirs is made on the writer
     // thread).
@@ -681,8 +573,8 @@ pub fn native_label_end(id: u64) {
 fn pop() -> c_int {
     guard(-1, || {
         let (top, depth) = THREAD.with(|th| {
-            let open = &mut th.borrow_mut().open;
-            (open.pop(), open.len() as c_int)
+            let mut th = th.borrow_mut();
+            (th.pop_open(), th.open.len() as c_int)
         });
         match top {
             Some(o) => {
@@ -696,7 +588,7 @@ fn pop() -> c_int {
 
 fn start(name: Message<'_>, domain: Option<Name>, payload: Option<f64>) -> u64 {
     guard(0, || {
-        let o = open(name, domain, payload, 0, None, false, false);
+        let o = open(name, domain, payload, 0, None, false);
         let id = o.id;
         // Start/end ranges are not nested on a thread; their correlation push would leak onto
         // the thread's stack, so undo it now.

@@ -24,7 +24,7 @@ pub fn capture(correlation: u32) -> RawStack {
     // SAFETY: glibc writes at most MAX_DEPTH return addresses into `buf`.
     let n = unsafe { libc::backtrace(buf.as_mut_ptr(), MAX_DEPTH as i32) }.max(0) as usize;
     let addresses = buf[..n].iter().map(|&p| p as usize).collect();
-    let (operators, python) = crate::nvtx::open_operators();
+    let (operators, python) = crate::ops::open_operators();
     let python = match (operators.is_empty(), python) {
         (true, None) => crate::python::stack_if_held(),
         (_, python) => python,

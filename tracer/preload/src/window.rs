@@ -49,7 +49,7 @@ struct State {
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
 /// CUPTI kinds are on (warm-up or recording): NVTX pushes external correlation ids only then.
-static COLLECTING: AtomicBool = AtomicBool::new(false);
+pub(crate) static COLLECTING: AtomicBool = AtomicBool::new(false);
 static STEP_PATTERN: Mutex<Option<StepPattern>> = Mutex::new(None);
 static HAS_STEP_PATTERN: AtomicBool = AtomicBool::new(false);
 static STEPS_SEEN: AtomicU64 = AtomicU64::new(0);
@@ -496,6 +496,12 @@ pub fn push_correlation(t: &Tracer, what: Correlated, id: u64) -> bool {
 
 pub fn pop_correlation(t: &Tracer, what: Correlated) {
     t.cupti.pop_correlation(what);
+}
+
+/// In a forked child, which never traces: the window collects nothing (an atomic store only,
+/// as the fork handler allows).
+pub fn stop_collecting_in_child() {
+    COLLECTING.store(false, Relaxed);
 }
 
 /// The window collects (warm-up or recording).

@@ -8,12 +8,16 @@
 //!   built or loaded, turns on the fallback (`nvtx_fallback.py`: PyTorch's NVTX observer,
 //!   whose ranges reach `nvtx.rs` as NVTX ranges). It also gives way to a profiler the program
 //!   starts itself and takes operators back when that one stops.
-//! - this module: the hooks the observer calls back into (`HOOKS`), which hand each operator
-//!   to `nvtx.rs`'s per-thread range stack (correlation, Python stacks, batching), and each
-//!   allocation PyTorch reports (with `MEM`) to the same thread's batch, and which path records
-//!   (written in each trace's `cuprof` header).
+//! - `native.rs`: the hooks the observer calls back into (`HOOKS`): each finished operator and
+//!   each allocation PyTorch reports (with `MEM`) into the thread's batch (`op_batch`), labels
+//!   onto `nvtx.rs`'s range stack, Python stacks, ids and CUPTI's correlation functions.
+//! - this module: the hooks' table, the options, and which path records (written in each
+//!   trace's `cuprof` header).
 
-use crate::process::guard;
+mod native;
+
+pub use native::open_operators;
+
 use cuprof_core::torch_op::OperatorPath;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -51,77 +55,54 @@ impl Options {
 }
 
 /// What libcuprof.so gives the observer (`CuprofHooks` in observer.cpp: keep the two in step).
+///
+/// The observer keeps each thread's open operators itself (their records, start times, ids,
+/// correlation pushes) and calls in once per operator, at its end (`op_end`): an operator's
+/// start costs no call into this library. What it needs of libcuprof.so on the way it reads
+/// without a call (the window's flags) or fetches once per thread (`thread`) or per block of
+/// ids (`take_ids`).
 #[repr(C)]
 pub struct Hooks {
     version: u32,
-    op_begin: unsafe extern "C" fn(*const u8, usize),
-    op_end: unsafe extern "C" fn(),
-    label_begin: unsafe extern "C" fn(*const u8, usize) -> u64,
+    /// The window collects; CPU activity is collected; Python stacks are wanted (relaxed loads).
+    collecting: *const u8,
+    cpu: *const u8,
+    stacks: *const u8,
+    thread: unsafe extern "C" fn(*mut u32) -> *const u64,
+    take_ids: unsafe extern "C" fn(*mut u64) -> u64,
+    correlation: unsafe extern "C" fn(*mut native::Correlation),
+    python_stack: unsafe extern "C" fn() -> u64,
+    release_stack: unsafe extern "C" fn(u64),
+    op_end: unsafe extern "C" fn(*const native::OpEnd),
+    label_begin: unsafe extern "C" fn(*const u8, usize, u64, u64) -> u64,
     label_end: unsafe extern "C" fn(u64),
-    memory: unsafe extern "C" fn(u64, i64, i64, i64, i8, i8),
+    memory: unsafe extern "C" fn(*const native::Memory),
+    attach: unsafe extern "C" fn(native::OpenOpsFn),
 }
+
+// SAFETY: the flag pointers point at atomics that live as long as the process and are only
+// ever read through them.
+unsafe impl Sync for Hooks {}
+
+/// The hooks' version (`kHooksVersion` in observer.cpp, `_HOOKS_VERSION` in recorder.py).
+pub const HOOKS_VERSION: u32 = 5;
 
 pub static HOOKS: Hooks = Hooks {
-    version: 4,
-    op_begin,
-    op_end,
-    label_begin,
-    label_end,
-    memory,
+    version: HOOKS_VERSION,
+    collecting: crate::window::COLLECTING.as_ptr() as *const u8,
+    cpu: crate::collect::CPU.as_ptr() as *const u8,
+    stacks: crate::collect::STACKS.as_ptr() as *const u8,
+    thread: native::thread,
+    take_ids: native::take_ids,
+    correlation: native::correlation,
+    python_stack: native::python_stack,
+    release_stack: native::release_stack,
+    op_end: native::op_end,
+    label_begin: native::label_begin,
+    label_end: native::label_end,
+    memory: native::memory,
+    attach: native::attach,
 };
-
-/// The bytes the observer passes, valid for the call.
-///
-/// # Safety
-/// `ptr` points at `len` readable bytes (or `len` is 0).
-unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
-    if ptr.is_null() || len == 0 {
-        return &[];
-    }
-    // SAFETY: per the function's contract.
-    unsafe { std::slice::from_raw_parts(ptr, len) }
-}
-
-unsafe extern "C" fn op_begin(record: *const u8, len: usize) {
-    // SAFETY: the observer passes its thread's record buffer and its length.
-    let record = unsafe { bytes(record, len) };
-    guard((), || crate::nvtx::native_op_begin(record))
-}
-
-unsafe extern "C" fn op_end() {
-    guard((), crate::nvtx::native_op_end)
-}
-
-unsafe extern "C" fn label_begin(record: *const u8, len: usize) -> u64 {
-    // SAFETY: the observer passes its thread's record buffer and its length.
-    let record = unsafe { bytes(record, len) };
-    guard(0, || crate::nvtx::native_label_begin(record))
-}
-
-unsafe extern "C" fn label_end(id: u64) {
-    guard((), || crate::nvtx::native_label_end(id))
-}
-
-/// A PyTorch allocation (`bytes` > 0) or free (< 0) on this thread, with the allocator's
-/// totals after it and its device (`c10::DeviceType`, index -1 for the CPU).
-extern "C" fn memory(
-    addr: u64,
-    bytes: i64,
-    total_allocated: i64,
-    total_reserved: i64,
-    device_type: i8,
-    device_index: i8,
-) {
-    let report = cuprof_core::native_record::MemoryReport {
-        addr,
-        bytes,
-        total_allocated,
-        total_reserved,
-        device_type,
-        device_index,
-    };
-    guard((), || crate::nvtx::native_memory(report))
-}
 
 /// Notes the recorder's path (its `_cuprof_path`) for the trace headers.
 pub fn set_path(path: u8) {

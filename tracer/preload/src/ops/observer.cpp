@@ -3,19 +3,26 @@
 // into it (recorder.py). libcuprof.so never links libtorch: this library does, and only in a
 // process that has already loaded it.
 //
-// Each operator's start becomes one record handed to libcuprof.so through the hooks it passes
-// in (`op_begin`); its end, `op_end`. The record holds every field torch.profiler has, in the
-// form cheapest to write on the program thread: the name, then numbers and tensor sizes as
-// raw integers, copied as torch holds them. libcuprof.so's writer thread turns it into Kineto's
-// JSON (`native_record.rs` in its core crate, which documents the layout; keep the two in
-// step), as Kineto itself formats its records away from the program thread. Ints and int
-// lists are raw too; only the other scalars and scalar lists (Concrete Inputs: doubles, bools,
-// strings...) are printed here, as IValue prints them.
+// Each operator's start becomes one record, written where it waits while the operator is open
+// (the thread's stack of open records); its end hands the record, its times, id and parent to
+// libcuprof.so through the hooks it passes in (`op_end`, ops/native.rs). An operator's start
+// makes no call into libcuprof.so: this library keeps the thread's open operators, reads the
+// clock (CLOCK_REALTIME, CUPTI's), gives ids from blocks libcuprof.so hands out, and pushes and
+// pops CUPTI's external correlation id itself (with CUPTI's own functions), as Kineto does.
+// The record holds every field torch.profiler has, in the form cheapest to write on the
+// program thread: the name, then numbers and tensor sizes as raw integers, copied as torch
+// holds them. libcuprof.so's writer thread turns it into Kineto's JSON (`native_record.rs` in
+// its core crate, which documents the layout; keep the two in step), as Kineto itself formats
+// its records away from the program thread. Ints and int lists are raw too; only the other
+// scalars and scalar lists (Concrete Inputs: doubles, bools, strings...) are printed here, as
+// IValue prints them.
 //
 // record_function scopes (USER_SCOPE) are labels, Kineto's user_annotation, with the same
 // record as an operator's (Kineto writes the same fields for both): they may end inside another
 // operator than the one they began in (`_record_function_enter_new` / `_record_function_exit`),
-// so they are closed by id, carried in their observer context.
+// so they are closed by id, carried in their observer context. They open on libcuprof.so's
+// range stack (where NVTX ranges and steps are), which this library reads for parents: an
+// operator's parent is the innermost range open on its thread, whichever side keeps it.
 //
 // Build flags that must match torch's own build: -std=c++20 (its headers use
 // std::strong_ordering), -DNDEBUG (RecordFunction's layout differs without it) and
@@ -27,6 +34,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <ctime>
 #include <limits>
 #include <cstdint>
 #include <cstdlib>
@@ -48,21 +56,72 @@
 #endif
 
 extern "C" {
+// An operator as it ends (ops/native.rs, `OpEnd`).
+struct CuprofOpEnd {
+  const char* record;
+  size_t len;
+  uint64_t start;
+  uint64_t end;
+  uint64_t id;
+  uint64_t parent;
+  uint64_t stack;  // a python_stack handle, shared by the operators nested in its taker
+  uint32_t tid;
+  uint8_t outermost;   // no other operator is open on the thread
+  uint8_t owns_stack;  // this operator took `stack`: the handle ends with it
+};
+
+// A PyTorch allocation or free (ops/native.rs, `Memory`).
+struct CuprofMemory {
+  uint64_t addr;
+  int64_t bytes;
+  int64_t total_allocated;
+  int64_t total_reserved;
+  uint64_t parent;  // the innermost operator open on the thread, 0 for none
+  uint32_t tid;
+  int8_t device_type;
+  int8_t device_index;
+};
+
+// CUPTI's external correlation functions (null while no tracer runs) and the kind operators
+// are pushed on (ops/native.rs, `Correlation`).
+struct CuprofCorrelation {
+  int (*push)(uint32_t kind, uint64_t id);
+  int (*pop)(uint32_t kind, uint64_t* last);
+  uint32_t kind;
+};
+
+typedef void (*CuprofEachOpenOp)(void* ctx, const char* record, size_t len);
+typedef uint64_t (*CuprofOpenOps)(CuprofEachOpenOp each, void* ctx);
+
 // What libcuprof.so gives the observer (ops/mod.rs, `Hooks`): keep the two in step.
 struct CuprofHooks {
   uint32_t version;
-  void (*op_begin)(const char* record, size_t len);
-  void (*op_end)();
-  uint64_t (*label_begin)(const char* record, size_t len);
+  // The window collects; CPU activity is collected; Python stacks are wanted (atomics, read
+  // relaxed).
+  const uint8_t* collecting;
+  const uint8_t* cpu;
+  const uint8_t* stacks;
+  // Once per thread: its OS id (into `tid`) and the cell holding the id of the innermost range
+  // libcuprof.so has open on it.
+  const uint64_t* (*thread)(uint32_t* tid);
+  // A block of range ids: the first, one past the last into `end`.
+  uint64_t (*take_ids)(uint64_t* end);
+  void (*correlation)(CuprofCorrelation* out);
+  // The Python stack now, as a handle (0: none or not wanted); one no operator's end took.
+  uint64_t (*python_stack)();
+  void (*release_stack)(uint64_t handle);
+  void (*op_end)(const CuprofOpEnd* op);
+  uint64_t (*label_begin)(const char* record, size_t len, uint64_t parent, uint64_t stack);
   void (*label_end)(uint64_t id);
-  void (*memory)(uint64_t addr, int64_t bytes, int64_t total_allocated, int64_t total_reserved,
-                 int8_t device_type, int8_t device_index);
+  void (*memory)(const CuprofMemory* report);
+  // Registers this library's walk over a thread's open operators (allocation stacks).
+  void (*attach)(CuprofOpenOps walk);
 };
 }
 
 namespace {
 
-constexpr uint32_t kHooksVersion = 4;
+constexpr uint32_t kHooksVersion = 5;
 // Kineto's limit on the scalar lists it keeps as concrete inputs.
 constexpr size_t kScalarListLimit = 30;
 
@@ -72,8 +131,20 @@ constexpr char kFlopsCounted = 1;
 constexpr char kMembers = 2;
 
 const CuprofHooks* g_hooks = nullptr;
+CuprofCorrelation g_correlation{};
 bool g_shapes = false;
 bool g_flops = false;
+
+inline bool flag(const uint8_t* f) {
+  return __atomic_load_n(f, __ATOMIC_RELAXED) != 0;
+}
+
+// CUPTI's clock on Linux: operators nest exactly with the runtime calls they make.
+inline uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
 constexpr char kSep = '\x1f';
 
 // What each input is, in the record (native_record.rs: `Tag`).
@@ -160,9 +231,74 @@ struct DtypeName {
 };
 constexpr size_t kScalarTypes = static_cast<size_t>(c10::ScalarType::NumOptions);
 
+// A range open on this thread: an operator, or a label (which libcuprof.so keeps too, for
+// its parents and projection; here for the operators' parents).
+struct OpenRange {
+  uint64_t id;
+  uint64_t parent;
+  uint64_t start;
+  // What libcuprof.so's innermost range was while this one is innermost: an operator leaves it
+  // as it found it, a label makes it itself. Another value means libcuprof.so opened a range
+  // (an NVTX one) inside this one since.
+  uint64_t ranges_mark;
+  // Where its record waits in the thread's `record` (operators only).
+  uint32_t record_at;
+  uint32_t record_len;
+  bool label;
+  bool pushed_correlation;
+  bool owns_stack;
+};
+
+static_assert(std::is_trivially_copyable_v<OpenRange>);
+
+// The ranges open on a thread, innermost last: a plain array whose push and pop inline (a
+// std::vector's emplace_back was a call on every operator: 27 instructions, measured).
+class OpenStack {
+ public:
+  ~OpenStack() { std::free(data_); }
+  bool empty() const { return len_ == 0; }
+  size_t size() const { return len_; }
+  OpenRange& operator[](size_t i) { return data_[i]; }
+  const OpenRange& operator[](size_t i) const { return data_[i]; }
+  const OpenRange& back() const { return data_[len_ - 1]; }
+  // Room for one more, on top: the caller fills it.
+  OpenRange& push() {
+    if (__builtin_expect(len_ == cap_, 0)) grow();
+    return data_[len_++];
+  }
+  void pop() { --len_; }
+  void erase(size_t i) {
+    std::memmove(data_ + i, data_ + i + 1, (len_ - i - 1) * sizeof(OpenRange));
+    --len_;
+  }
+
+ private:
+  __attribute__((noinline)) void grow() {
+    size_t cap = cap_ ? cap_ * 2 : 64;
+    auto* p = static_cast<OpenRange*>(std::realloc(data_, cap * sizeof(OpenRange)));
+    if (!p) throw std::bad_alloc();
+    data_ = p;
+    cap_ = cap;
+  }
+  OpenRange* data_ = nullptr;
+  size_t len_ = 0;
+  size_t cap_ = 0;
+};
+
 // Everything a thread's callbacks write into, in one thread-local.
 struct ThreadBufs {
+  // The records of the operators open on this thread, end to end, the innermost last; a
+  // label's record, only while it is handed over.
   Buf record;
+  OpenStack open;
+  uint32_t ops_open = 0;
+  // The Python stack handle the outermost open operator took (0: none).
+  uint64_t stack = 0;
+  uint64_t next_id = 0;
+  uint64_t id_end = 0;
+  // libcuprof.so's innermost range id on this thread (ops/native.rs, `thread`).
+  const uint64_t* ranges_innermost = nullptr;
+  uint32_t tid = 0;
   std::ostringstream text;
   // The names of the dtypes this thread has met, by scalar type.
   DtypeName dtypes[kScalarTypes];
@@ -182,7 +318,31 @@ struct ThreadBufs {
     }
     return &d;
   }
+
+  uint64_t take_id() {
+    if (__builtin_expect(next_id == id_end, 0)) next_id = g_hooks->take_ids(&id_end);
+    return next_id++;
+  }
+
+  // The parent of a range opening now: the innermost one open on this thread, this library's
+  // or libcuprof.so's.
+  uint64_t parent() const {
+    uint64_t theirs = ranges_innermost ? *ranges_innermost : 0;
+    if (open.empty()) return theirs;
+    const OpenRange& mine = open.back();
+    return theirs == mine.ranges_mark ? mine.id : theirs;
+  }
+
+  // Where the innermost operator is in `open`, or -1.
+  ptrdiff_t innermost_op() const {
+    for (size_t i = open.size(); i > 0; --i) {
+      if (!open[i - 1].label) return static_cast<ptrdiff_t>(i - 1);
+    }
+    return -1;
+  }
 };
+
+const uint64_t kNoCell = 0;
 
 // The calling thread's buffers: one TLS lookup per callback. This library is dlopen'ed, so
 // each thread_local access is a __tls_get_addr call, and GCC, seeing that every helper is
@@ -197,12 +357,17 @@ std::once_flag g_bufs_key_once;
 
 void free_thread_bufs(void* p) {
   t_bufs = nullptr;  // a callback after this (another key's destructor) makes new ones
-  delete static_cast<ThreadBufs*>(p);
+  auto* b = static_cast<ThreadBufs*>(p);
+  // A stack handle whose operator never ended.
+  if (b->stack && g_hooks) g_hooks->release_stack(b->stack);
+  delete b;
 }
 
 __attribute__((noinline)) ThreadBufs* new_thread_bufs() {
   std::call_once(g_bufs_key_once, [] { pthread_key_create(&g_bufs_key, free_thread_bufs); });
   auto* b = new ThreadBufs();
+  b->ranges_innermost = g_hooks->thread(&b->tid);
+  if (!b->ranges_innermost) b->ranges_innermost = &kNoCell;
   pthread_setspecific(g_bufs_key, b);
   t_bufs = b;
   return b;
@@ -657,11 +822,10 @@ struct Label : at::ObserverContext {
   uint64_t id;
 };
 
-// The record of `fn` in the thread's record buffer (native_record.rs reads it): an operator's
-// or a label's, which Kineto writes with the same fields.
+// The record of `fn` at the end of the thread's record buffer (native_record.rs reads it): an
+// operator's or a label's, which Kineto writes with the same fields.
 void put_record(ThreadBufs& b, const at::RecordFunction& fn, bool label) {
   Buf& r = b.record;
-  r.clear();
   const char* name = fn.name();
   size_t name_len = std::strlen(name);
   char* w = r.reserve(name_len + 1 + 3 * 8);
@@ -715,33 +879,114 @@ void put_record(ThreadBufs& b, const at::RecordFunction& fn, bool label) {
   if (shapes) put_inputs(b, fn.inputs());
 }
 
+// A label: opened on libcuprof.so's range stack (and here, for the operators inside it).
+__attribute__((noinline)) std::unique_ptr<at::ObserverContext> open_label(ThreadBufs& b,
+                                                                          size_t at) {
+  Buf& r = b.record;
+  uint64_t stack = b.ops_open ? b.stack : 0;
+  uint64_t id = g_hooks->label_begin(r.data() + at, r.size() - at, b.parent(), stack);
+  r.truncate(at);
+  if (!id) return nullptr;
+  b.open.push() = OpenRange{id, 0, 0, id, 0, 0, true, false, false};
+  return std::make_unique<Label>(id);
+}
+
+// The outermost operator's Python stack (--with-stack), which those nested in it share.
+__attribute__((noinline)) void take_stack(ThreadBufs& b, OpenRange& op) {
+  b.stack = g_hooks->python_stack();
+  op.owns_stack = b.stack != 0;
+}
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  ThreadBufs* bufs = nullptr;
+  size_t at = 0;
   try {
     ThreadBufs& b = thread_bufs();
+    bufs = &b;
+    at = b.record.size();
     // One call, which the compiler inlines (two, one per kind, cost every operator 87 more
     // instructions: measured).
     bool label = fn.scope() == at::RecordScope::USER_SCOPE;
     put_record(b, fn, label);
-    if (label) {
-      uint64_t id = g_hooks->label_begin(b.record.data(), b.record.size());
-      return id ? std::make_unique<Label>(id) : nullptr;
-    }
-    g_hooks->op_begin(b.record.data(), b.record.size());
+    if (label) return open_label(b, at);
+    uint64_t start = now_ns();
+    uint64_t id = b.take_id();
+    bool collecting = flag(g_hooks->collecting);
+    bool pushed = collecting && g_correlation.push && flag(g_hooks->cpu) &&
+        g_correlation.push(g_correlation.kind, id) == 0;
+    uint64_t parent = b.parent();
+    OpenRange& op = b.open.push();
+    op = OpenRange{id, parent, start, *b.ranges_innermost, static_cast<uint32_t>(at),
+                   static_cast<uint32_t>(b.record.size() - at), false, pushed, false};
+    if (b.ops_open++ == 0 && collecting && flag(g_hooks->stacks)) take_stack(b, op);
   } catch (...) {
-    // Never into the program: the operator runs unrecorded.
+    // Never into the program: the operator runs unrecorded (nothing throws once it is open),
+    // and what its record had written goes.
+    if (bufs) bufs->record.truncate(at);
   }
   return nullptr;
+}
+
+// A label's end, wherever it is among the open ranges (`_record_function_exit` may end it
+// inside another operator than the one it began in).
+__attribute__((noinline)) void close_label(ThreadBufs& b, uint64_t id) {
+  for (size_t i = b.open.size(); i > 0; --i) {
+    if (b.open[i - 1].label && b.open[i - 1].id == id) {
+      b.open.erase(i - 1);
+      break;
+    }
+  }
+  g_hooks->label_end(id);
 }
 
 void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   try {
     if (fn.scope() == at::RecordScope::USER_SCOPE) {
-      if (ctx) g_hooks->label_end(static_cast<Label*>(ctx)->id);
+      if (ctx) close_label(thread_bufs(), static_cast<Label*>(ctx)->id);
       return;
     }
-    g_hooks->op_end();
+    uint64_t end = now_ns();
+    ThreadBufs& b = thread_bufs();
+    // Operators nest; the labels that may be open above the innermost one do not.
+    size_t n = b.open.size();
+    if (n == 0) return;
+    size_t at = n - 1;
+    if (__builtin_expect(b.open[at].label, 0)) {
+      ptrdiff_t op = b.innermost_op();
+      if (op < 0) return;
+      at = static_cast<size_t>(op);
+    }
+    const OpenRange& op = b.open[at];
+    if (op.pushed_correlation) {
+      uint64_t last = 0;
+      g_correlation.pop(g_correlation.kind, &last);
+    }
+    uint32_t record_at = op.record_at;
+    CuprofOpEnd done{b.record.data() + record_at, op.record_len, op.start, end, op.id,
+                     op.parent, b.stack, b.tid, b.ops_open == 1, op.owns_stack};
+    b.ops_open--;
+    if (op.owns_stack) b.stack = 0;
+    if (at + 1 == n) {
+      b.open.pop();
+    } else {
+      b.open.erase(at);
+    }
+    g_hooks->op_end(&done);
+    b.record.truncate(record_at);
   } catch (...) {
   }
+}
+
+// The operators open on the calling thread, innermost first, for an allocation made inside
+// them (ops/native.rs, `open_operators`): the outermost one's stack handle.
+uint64_t walk_open_ops(CuprofEachOpenOp each, void* ctx) {
+  ThreadBufs* b = t_bufs;
+  if (!b || !b->ops_open) return 0;
+  for (size_t i = b->open.size(); i > 0; --i) {
+    const OpenRange& o = b->open[i - 1];
+    if (!o.label) each(ctx, b->record.data() + o.record_at, o.record_len);
+  }
+  return b->stack;
 }
 
 // What torch sees of cuprof on the thread that records: a profiler state, as torch.profiler's
@@ -767,9 +1012,20 @@ struct MarkerState : torch::profiler::impl::ProfilerStateBase {
   void reportMemoryUsage(void* ptr, int64_t bytes, size_t total_allocated, size_t total_reserved,
                          c10::Device device) override {
     if (!config().profile_memory || g_hooks == nullptr) return;
-    g_hooks->memory(reinterpret_cast<uint64_t>(ptr), bytes, static_cast<int64_t>(total_allocated),
-                    static_cast<int64_t>(total_reserved), static_cast<int8_t>(device.type()),
-                    static_cast<int8_t>(device.index()));
+    try {
+      ThreadBufs& b = thread_bufs();
+      ptrdiff_t op = b.innermost_op();
+      CuprofMemory report{reinterpret_cast<uint64_t>(ptr),
+                          bytes,
+                          static_cast<int64_t>(total_allocated),
+                          static_cast<int64_t>(total_reserved),
+                          op < 0 ? 0 : b.open[static_cast<size_t>(op)].id,
+                          b.tid,
+                          static_cast<int8_t>(device.type()),
+                          static_cast<int8_t>(device.index())};
+      g_hooks->memory(&report);
+    } catch (...) {
+    }
   }
 };
 
@@ -842,6 +1098,14 @@ __attribute__((visibility("default"))) uint64_t cuprof_observer_start(
   try {
     if (!hooks || hooks->version != kHooksVersion) return 0;
     g_hooks = hooks;
+    // Set once, before any callback of this library's is registered: the callbacks of every
+    // thread read it unlocked (a later start finds the same functions, CUPTI's).
+    if (!g_correlation.push) {
+      CuprofCorrelation correlation{};
+      hooks->correlation(&correlation);
+      g_correlation = correlation;
+    }
+    hooks->attach(walk_open_ops);
     g_shapes = flags & kShapes;
     g_flops = flags & kFlops;
     auto cb = at::RecordFunctionCallback(on_start, on_end)
