@@ -322,6 +322,17 @@ def check_findings():
            qjoined and sum(q["launches"] for q in queues) == len(qjoined)
            and all(q["max"] >= 1 and q["mean"] >= 0 for q in queues),
            joined=len(qjoined), launches=sum(q["launches"] for q in queues), queues=queues[:6])
+    # Idle time by stream (HTA's idle time breakdown): every kernel, copy and set on a stream
+    # counted once; on a real stream operations never overlap, so no part is negative, and the
+    # parts add up to the stream's idle time.
+    on_stream = [e for cat in ("kernel", "gpu_memcpy", "gpu_memset") for e in events(t, cat)
+                 if e["args"].get("stream", -1) >= 0]
+    idle = s.get("idle_by_stream", [])
+    record("report.idle_by_stream",
+           on_stream and sum(r["ops"] for r in idle) == len(on_stream)
+           and all(min(r["host_wait_ns"], r["kernel_wait_ns"], r["other_ns"]) >= 0
+                   and r["host_wait_ns"] + r["kernel_wait_ns"] + r["other_ns"] == r["idle_ns"] for r in idle),
+           ops=len(on_stream), counted=sum(r["ops"] for r in idle), streams=idle[:6])
     shutil.copy(os.path.join(rep, "summary.json"), os.path.join(OUT, "findings-summary.json"))
 
 

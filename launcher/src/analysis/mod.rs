@@ -63,6 +63,7 @@ mod durations;
 mod findings;
 mod flame;
 mod html;
+mod idle;
 mod launches;
 pub(crate) mod load;
 mod merge;

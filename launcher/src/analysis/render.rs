@@ -3,6 +3,7 @@
 use super::collectives::{CollectiveRow, CollectiveWait};
 use super::durations::DurationRow;
 use super::findings::Finding;
+use super::idle::{IdleRow, KERNEL_WAIT_NS};
 use super::launches::{Launches, LATE_START_NS, SLOW_CALL_NS};
 use super::model::{self, Breakdown, StepStats, Summary};
 use super::operators::{CallSiteKind, CallSiteRow, OperatorRow, Operators};
@@ -447,6 +448,12 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
         out.push((
             "Launch queues (HTA's queue length)".to_string(),
             launch_queues(&s.launch_queues, top, md),
+        ));
+    }
+    if !s.idle_by_stream.is_empty() {
+        out.push((
+            "Idle time by stream (HTA's idle time breakdown)".to_string(),
+            idle_by_stream(&s.idle_by_stream, top, md),
         ));
     }
 
@@ -897,6 +904,49 @@ fn launch_queues(rows: &[QueueRow], top: usize, md: bool) -> String {
     }
     let mut text = format!(
         "operations launched on a stream and not yet started, over time: near 0, each starts as soon as it is launched and the stream waits on the host; deep, the host runs ahead (at {FULL_QUEUE} the next launch blocks)\n"
+    );
+    text.push_str(&if md { t.markdown() } else { t.text() });
+    let more = rows.len().saturating_sub(top);
+    if more > 0 {
+        text.push_str(&format!("({more} more in summary.json)\n"));
+    }
+    text
+}
+
+/// Each stream's gaps between operations, as host waits, kernel waits and other, by idle time.
+fn idle_by_stream(rows: &[IdleRow], top: usize, md: bool) -> String {
+    let mut t = Table::new(&[
+        ">rank",
+        ">device",
+        ">stream",
+        ">operations",
+        ">idle",
+        ">host wait",
+        ">kernel wait",
+        ">other",
+    ]);
+    let share = |part: i64, r: &IdleRow| {
+        format!(
+            "{} ({})",
+            dur(part as f64),
+            pct(model::ratio(part as f64, r.idle_ns as f64))
+        )
+    };
+    for r in rows.iter().take(top) {
+        t.row(vec![
+            r.rank.to_string(),
+            r.device.to_string(),
+            r.stream.to_string(),
+            r.ops.to_string(),
+            dur(r.idle_ns as f64),
+            share(r.host_wait_ns, r),
+            share(r.kernel_wait_ns, r),
+            share(r.other_ns, r),
+        ]);
+    }
+    let mut text = format!(
+        "the gaps between a stream's operations: host wait, the next one's launch call started after the previous one ended (the GPU waited on the host); kernel wait, a gap under {} between operations already launched (launch overhead: CUDA graphs and fusion shrink it); other, a longer one (an event, another stream, a synchronization)\n",
+        dur(KERNEL_WAIT_NS as f64)
     );
     text.push_str(&if md { t.markdown() } else { t.text() });
     let more = rows.len().saturating_sub(top);

@@ -2,12 +2,14 @@
 //! launch call and the delay from its end to the kernel's start), over all launches and per
 //! kernel name, every figure with its `data-key`. Absent without a kernel joined to its launch
 //! call. *Launch queues*: the report's `launch_queues` (HTA's queue length per stream), absent
-//! without them.
+//! without them. *Idle time by stream*: the report's `idle_by_stream` (HTA's idle time
+//! breakdown), absent without it.
 
 use std::fmt::Write;
 
 use serde_json::{json, Value};
 
+use super::super::idle::KERNEL_WAIT_NS;
 use super::super::launches::{LaunchSpread, LATE_START_NS, SLOW_CALL_NS};
 use super::super::model::Summary;
 use super::super::queues::FULL_QUEUE;
@@ -113,6 +115,49 @@ pub fn queues(s: &Summary, top: usize) -> String {
     }
     out.push_str("</table>");
     let more = s.launch_queues.len().saturating_sub(top);
+    if more > 0 {
+        let _ = write!(out, r#"<p class="note">({more} more in summary.json)</p>"#);
+    }
+    out.push_str("</section>");
+    out
+}
+
+pub fn idle_by_stream(s: &Summary, top: usize) -> String {
+    if s.idle_by_stream.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        r#"<section id="cp-idle"><h2>Idle time by stream</h2><p class="note">The gaps between a stream's operations (HTA's idle time breakdown): host wait, the next one's launch call started after the previous one ended, so the GPU waited on the host; kernel wait, a gap under {} between operations already launched (launch overhead: CUDA graphs and fusion shrink it); other, a longer one (an event, another stream, a synchronization).</p><table><tr><th>rank</th><th>device</th><th>stream</th><th>operations</th><th>idle</th><th>host wait</th><th>kernel wait</th><th>other</th></tr>"#,
+        esc(&dur(KERNEL_WAIT_NS as f64))
+    );
+    for (i, r) in s.idle_by_stream.iter().take(top).enumerate() {
+        let key = |field: &str| format!("idle_by_stream.{i}.{field}");
+        let cells: [(&str, Value, String); 8] = [
+            ("rank", json!(r.rank), r.rank.to_string()),
+            ("device", json!(r.device), r.device.to_string()),
+            ("stream", json!(r.stream), r.stream.to_string()),
+            ("ops", json!(r.ops), r.ops.to_string()),
+            ("idle_ns", json!(r.idle_ns), dur(r.idle_ns as f64)),
+            (
+                "host_wait_ns",
+                json!(r.host_wait_ns),
+                dur(r.host_wait_ns as f64),
+            ),
+            (
+                "kernel_wait_ns",
+                json!(r.kernel_wait_ns),
+                dur(r.kernel_wait_ns as f64),
+            ),
+            ("other_ns", json!(r.other_ns), dur(r.other_ns as f64)),
+        ];
+        out.push_str("<tr>");
+        for (field, value, text) in &cells {
+            let _ = write!(out, "<td{}>{}</td>", data(&key(field), value), esc(text));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table>");
+    let more = s.idle_by_stream.len().saturating_sub(top);
     if more > 0 {
         let _ = write!(out, r#"<p class="note">({more} more in summary.json)</p>"#);
     }

@@ -135,6 +135,7 @@ pub fn page(
         triton::section(s, top),
         launches::section(s, top),
         launches::queues(s, top),
+        launches::idle_by_stream(s, top),
         memory::section(s),
         flame_section(flame_svg),
         memory_flame_section(memory_flame_svg),

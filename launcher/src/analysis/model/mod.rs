@@ -18,6 +18,7 @@ use rustc_hash::FxHashMap;
 use super::collectives;
 use super::durations;
 use super::findings;
+use super::idle;
 use super::launches;
 use super::load::{number_ranks, FileData, GpuOp, Interner, OpKind, NO_NAME};
 use super::operators::{self, Links};
@@ -230,6 +231,7 @@ impl Analysis {
             triton_kernels: triton::kernels(&self.names, &self.files, &self.links),
             launches: launches::launches(&self.names, &self.files),
             launch_queues: queues::queues(&self.names, &self.files, &self.ranks),
+            idle_by_stream: idle::idle_by_stream(&self.files, &self.ranks),
             findings,
             torch_compile: torch_compile::summarize(
                 &self.names,

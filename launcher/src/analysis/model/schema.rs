@@ -8,6 +8,7 @@ use super::{Breakdown, StepStats};
 use crate::analysis::collectives::{CollectiveRow, CollectiveWait};
 use crate::analysis::durations::DurationRow;
 use crate::analysis::findings::Finding;
+use crate::analysis::idle::IdleRow;
 use crate::analysis::launches::Launches;
 use crate::analysis::operators::Operators;
 use crate::analysis::queues::QueueRow;
@@ -241,6 +242,10 @@ pub struct Summary {
     /// started, over time; absent when no operation's launch call is in the traces.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub launch_queues: Vec<QueueRow>,
+    /// HTA's idle time breakdown per rank, device and stream: the gaps between its operations,
+    /// as host waits, kernel waits and other; absent when no operation is on a stream.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub idle_by_stream: Vec<IdleRow>,
     /// What to look at first: host synchronizations, pageable copies, the GPU waiting for the
     /// host, kernels shorter than their launch, driver allocations inside steps; by cost,
     /// absent when none was found.
