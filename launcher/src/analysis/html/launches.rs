@@ -89,6 +89,30 @@ pub fn section(s: &Summary, top: usize) -> String {
     out
 }
 
+/// A table's rows from the first `top` of `len` rows of summary.json's `key`, each cell keyed
+/// `KEY.ROW.FIELD`, then the table's end and how many rows summary.json has beyond them.
+fn keyed_rows<const N: usize>(
+    out: &mut String,
+    key: &str,
+    len: usize,
+    top: usize,
+    rows: impl Iterator<Item = [(&'static str, Value, String); N]>,
+) {
+    for (i, cells) in rows.take(top).enumerate() {
+        out.push_str("<tr>");
+        for (field, value, text) in &cells {
+            let at = format!("{key}.{i}.{field}");
+            let _ = write!(out, "<td{}>{}</td>", data(&at, value), esc(text));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table>");
+    let more = len.saturating_sub(top);
+    if more > 0 {
+        let _ = write!(out, r#"<p class="note">({more} more in summary.json)</p>"#);
+    }
+}
+
 pub fn queues(s: &Summary, top: usize) -> String {
     if s.launch_queues.is_empty() {
         return String::new();
@@ -96,9 +120,8 @@ pub fn queues(s: &Summary, top: usize) -> String {
     let mut out = format!(
         r#"<section id="cp-queues"><h2>Launch queues</h2><p class="note">Operations launched on a stream and not yet started, averaged over time: near 0, each starts as soon as it is launched and the stream waits on the host; deep, the host runs ahead of the GPU; at {FULL_QUEUE} the next launch blocks (HTA's queue length).</p><table><tr><th>rank</th><th>device</th><th>stream</th><th>launches</th><th>mean queue</th><th>max</th><th>at full queue</th></tr>"#
     );
-    for (i, r) in s.launch_queues.iter().take(top).enumerate() {
-        let key = |field: &str| format!("launch_queues.{i}.{field}");
-        let cells: [(&str, Value, String); 7] = [
+    let rows = s.launch_queues.iter().map(|r| {
+        [
             ("rank", json!(r.rank), r.rank.to_string()),
             ("device", json!(r.device), r.device.to_string()),
             ("stream", json!(r.stream), r.stream.to_string()),
@@ -106,18 +129,9 @@ pub fn queues(s: &Summary, top: usize) -> String {
             ("mean", json!(r.mean), format!("{:.2}", r.mean)),
             ("max", json!(r.max), r.max.to_string()),
             ("full_ns", json!(r.full_ns), dur(r.full_ns as f64)),
-        ];
-        out.push_str("<tr>");
-        for (field, value, text) in &cells {
-            let _ = write!(out, "<td{}>{}</td>", data(&key(field), value), esc(text));
-        }
-        out.push_str("</tr>");
-    }
-    out.push_str("</table>");
-    let more = s.launch_queues.len().saturating_sub(top);
-    if more > 0 {
-        let _ = write!(out, r#"<p class="note">({more} more in summary.json)</p>"#);
-    }
+        ]
+    });
+    keyed_rows(&mut out, "launch_queues", s.launch_queues.len(), top, rows);
     out.push_str("</section>");
     out
 }
@@ -130,37 +144,26 @@ pub fn idle_by_stream(s: &Summary, top: usize) -> String {
         r#"<section id="cp-idle"><h2>Idle time by stream</h2><p class="note">The gaps between a stream's operations (HTA's idle time breakdown): host wait, the next one's launch call started after the previous one ended, so the GPU waited on the host; kernel wait, a gap under {} between operations already launched (launch overhead: CUDA graphs and fusion shrink it); other, a longer one (an event, another stream, a synchronization).</p><table><tr><th>rank</th><th>device</th><th>stream</th><th>operations</th><th>idle</th><th>host wait</th><th>kernel wait</th><th>other</th></tr>"#,
         esc(&dur(KERNEL_WAIT_NS as f64))
     );
-    for (i, r) in s.idle_by_stream.iter().take(top).enumerate() {
-        let key = |field: &str| format!("idle_by_stream.{i}.{field}");
-        let cells: [(&str, Value, String); 8] = [
+    let ns = |field, v: i64| (field, json!(v), dur(v as f64));
+    let rows = s.idle_by_stream.iter().map(|r| {
+        [
             ("rank", json!(r.rank), r.rank.to_string()),
             ("device", json!(r.device), r.device.to_string()),
             ("stream", json!(r.stream), r.stream.to_string()),
             ("ops", json!(r.ops), r.ops.to_string()),
-            ("idle_ns", json!(r.idle_ns), dur(r.idle_ns as f64)),
-            (
-                "host_wait_ns",
-                json!(r.host_wait_ns),
-                dur(r.host_wait_ns as f64),
-            ),
-            (
-                "kernel_wait_ns",
-                json!(r.kernel_wait_ns),
-                dur(r.kernel_wait_ns as f64),
-            ),
-            ("other_ns", json!(r.other_ns), dur(r.other_ns as f64)),
-        ];
-        out.push_str("<tr>");
-        for (field, value, text) in &cells {
-            let _ = write!(out, "<td{}>{}</td>", data(&key(field), value), esc(text));
-        }
-        out.push_str("</tr>");
-    }
-    out.push_str("</table>");
-    let more = s.idle_by_stream.len().saturating_sub(top);
-    if more > 0 {
-        let _ = write!(out, r#"<p class="note">({more} more in summary.json)</p>"#);
-    }
+            ns("idle_ns", r.idle_ns),
+            ns("host_wait_ns", r.host_wait_ns),
+            ns("kernel_wait_ns", r.kernel_wait_ns),
+            ns("other_ns", r.other_ns),
+        ]
+    });
+    keyed_rows(
+        &mut out,
+        "idle_by_stream",
+        s.idle_by_stream.len(),
+        top,
+        rows,
+    );
     out.push_str("</section>");
     out
 }
