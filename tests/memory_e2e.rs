@@ -69,18 +69,10 @@ fn allocations_become_a_counter_track_and_a_torch_snapshot() {
     );
 
     // Entry by entry, read back with Python's pickle; stacks from --with-stack.
-    let dump = Command::new("python3")
-        .arg("-c")
-        .arg("import pickle,sys,json; s=pickle.load(open(sys.argv[1],'rb')); print(json.dumps({'trace': [[e['action'], e['size'], e['addr'], [f['name'] for f in e['frames']], e['stream']] for e in s['device_traces'][0]], 'segments': [[g['address'], g['total_size'], len(g['blocks']), g['stream']] for g in s['segments']]}))")
-        .arg(&pickle)
-        .output()
-        .unwrap();
-    assert!(
-        dump.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dump.stderr)
+    let v = snapshot_json(
+        &pickle,
+        "{'trace': [[e['action'], e['size'], e['addr'], [f['name'] for f in e['frames']], e['stream']] for e in s['device_traces'][0]], 'segments': [[g['address'], g['total_size'], len(g['blocks']), g['stream']] for g in s['segments']]}",
     );
-    let v: serde_json::Value = serde_json::from_slice(&dump.stdout).unwrap();
     let actions: Vec<(String, i64)> = v["trace"]
         .as_array()
         .unwrap()
@@ -201,18 +193,10 @@ fn stream_handles_are_read_without_stacks_too() {
         .ok_json();
     let files = dir.files();
     assert!(files[0].ends_with(".pickle"), "{files:?}");
-    let dump = Command::new("python3")
-        .arg("-c")
-        .arg("import pickle,sys,json; s=pickle.load(open(sys.argv[1],'rb')); print(json.dumps([[g['address'], g['stream'], len(g['frames'])] for g in s['segments']]))")
-        .arg(dir.path().join(&files[0]))
-        .output()
-        .unwrap();
-    assert!(
-        dump.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dump.stderr)
+    let segments = snapshot_json(
+        &dir.path().join(&files[0]),
+        "[[g['address'], g['stream'], len(g['frames'])] for g in s['segments']]",
     );
-    let segments: serde_json::Value = serde_json::from_slice(&dump.stdout).unwrap();
     assert_eq!(
         segments,
         serde_json::json!([[out["b"], 0, 0], [out["q"], 0x7f00_dead_0000_i64, 0]])

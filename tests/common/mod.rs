@@ -334,6 +334,26 @@ pub fn untraced_python(
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// What the Python expression `expr` gives of the memory snapshot at `pickle` (read with
+/// Python's own pickle as `s`), through JSON.
+pub fn snapshot_json(pickle: &Path, expr: &str) -> Value {
+    let code = format!(
+        "import pickle,sys,json; s=pickle.load(open(sys.argv[1],'rb')); print(json.dumps({expr}))"
+    );
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(code)
+        .arg(pickle)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// Runs `cuprof ARGS`, which must succeed; its stdout.
 pub fn cuprof_ok<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
     let out = Command::new(cuprof_bin()).args(args).output().unwrap();

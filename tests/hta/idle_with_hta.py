@@ -14,7 +14,6 @@ gap of is 0).
 Prints both sides; exit status 0 when they agree, 1 if not, 2 when HTA cannot run.
 """
 
-import json
 import sys
 
 import hta_runner
@@ -23,11 +22,10 @@ KINDS = {"host_wait": "host_wait_ns", "kernel_wait": "kernel_wait_ns", "other": 
 
 
 def main():
-    trace_dir, summary_json = sys.argv[1:3]
-    analyzer = hta_runner.analyzer(trace_dir)
-    if analyzer is None:
+    given = hta_runner.inputs(sys.argv)
+    if given is None:
         return 2
-    ranks = list(analyzer.t.traces.keys())
+    analyzer, ranks, summary = given
     df, _ = analyzer.get_idle_time_breakdown(ranks=ranks, visualize=False)
     hta = {}
     for _, row in df.iterrows():
@@ -35,8 +33,6 @@ def main():
         kinds = hta.setdefault(key, {k: 0 for k in KINDS.values()})
         kinds[KINDS[row["idle_category"]]] = round(row["idle_time"] * 1000)
 
-    with open(summary_json) as f:
-        summary = json.load(f)
     ours = {
         (r["rank"], r["stream"]): {k: r[k] for k in KINDS.values()}
         for r in summary.get("idle_by_stream", [])

@@ -16,18 +16,16 @@ trace's nanoseconds).
 Prints both sides; exit status 0 when they agree, 1 if not, 2 when HTA cannot run.
 """
 
-import json
 import sys
 
 import hta_runner
 
 
 def main():
-    trace_dir, summary_json = sys.argv[1:3]
-    analyzer = hta_runner.analyzer(trace_dir)
-    if analyzer is None:
+    given = hta_runner.inputs(sys.argv)
+    if given is None:
         return 2
-    ranks = list(analyzer.t.traces.keys())
+    analyzer, ranks, summary = given
     series = analyzer.get_queue_length_time_series(ranks=ranks)
     full = analyzer.get_time_spent_blocked_on_full_queue(series)
     full_ns = {}
@@ -51,8 +49,6 @@ def main():
                 "full_ns": full_ns.get((int(rank), int(stream)), 0),
             }
 
-    with open(summary_json) as f:
-        summary = json.load(f)
     ours = {
         (r["rank"], r["stream"]): {
             "launches": r["launches"],

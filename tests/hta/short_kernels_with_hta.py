@@ -17,7 +17,6 @@ the median and extremes of the call times and delays must equal `launches`'.
 Prints both sides; exit status 0 when they agree, 1 if not, 2 when HTA cannot run.
 """
 
-import json
 import sys
 
 import hta_runner
@@ -34,11 +33,10 @@ def median(values):
 
 
 def main():
-    trace_dir, summary_json = sys.argv[1:3]
-    analyzer = hta_runner.analyzer(trace_dir)
-    if analyzer is None:
+    given = hta_runner.inputs(sys.argv)
+    if given is None:
         return 2
-    ranks = list(analyzer.t.traces.keys())
+    analyzer, ranks, summary = given
     stats = analyzer.get_cuda_kernel_launch_stats(
         ranks=ranks,
         runtime_cutoff=RUNTIME_CUTOFF_US,
@@ -60,8 +58,6 @@ def main():
         gpu_ns += int(sum(round(x * 1000) for x in short["gpu_duration"]))
     hta = {"count": count, "time_ns": cpu_ns, "gpu_ns": gpu_ns}
 
-    with open(summary_json) as f:
-        summary = json.load(f)
     found = [x for x in summary.get("findings", []) if x["rule"] == "short_kernels"]
     ours = (
         {k: found[0][k] for k in ("count", "time_ns", "gpu_ns")}

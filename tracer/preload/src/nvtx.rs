@@ -152,8 +152,7 @@ impl ThreadRanges {
 
     fn next_id(&mut self) -> u64 {
         if self.next_id == self.id_end {
-            self.next_id = NEXT_ID.fetch_add(ID_BLOCK, Relaxed);
-            self.id_end = self.next_id + ID_BLOCK;
+            (self.next_id, self.id_end) = take_id_block();
         }
         self.next_id += 1;
         self.next_id - 1
@@ -244,8 +243,8 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// Ids a thread takes from [`NEXT_ID`] at a time.
 const ID_BLOCK: u64 = 1024;
 
-/// A block of range ids for the native observer, which gives its operators ids of its own:
-/// the first, and one past the last.
+/// A block of range ids, for a thread's ranges and for the native observer, which gives its
+/// operators ids of its own: the first, and one past the last.
 pub fn take_id_block() -> (u64, u64) {
     let first = NEXT_ID.fetch_add(ID_BLOCK, Relaxed);
     (first, first + ID_BLOCK)

@@ -296,7 +296,8 @@ struct ThreadBufs {
   uint64_t stack = 0;
   uint64_t next_id = 0;
   uint64_t id_end = 0;
-  // libcuprof.so's innermost range id on this thread (ops/native.rs, `thread`).
+  // libcuprof.so's innermost range id on this thread (ops/native.rs, `thread`; kNoCell when
+  // it gave none).
   const uint64_t* ranges_innermost = nullptr;
   uint32_t tid = 0;
   std::ostringstream text;
@@ -327,7 +328,7 @@ struct ThreadBufs {
   // The parent of a range opening now: the innermost one open on this thread, this library's
   // or libcuprof.so's.
   uint64_t parent() const {
-    uint64_t theirs = ranges_innermost ? *ranges_innermost : 0;
+    uint64_t theirs = *ranges_innermost;
     if (open.empty()) return theirs;
     const OpenRange& mine = open.back();
     return theirs == mine.ranges_mark ? mine.id : theirs;
@@ -948,14 +949,9 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     uint64_t end = now_ns();
     ThreadBufs& b = thread_bufs();
     // Operators nest; the labels that may be open above the innermost one do not.
-    size_t n = b.open.size();
-    if (n == 0) return;
-    size_t at = n - 1;
-    if (__builtin_expect(b.open[at].label, 0)) {
-      ptrdiff_t op = b.innermost_op();
-      if (op < 0) return;
-      at = static_cast<size_t>(op);
-    }
+    ptrdiff_t innermost = b.innermost_op();
+    if (innermost < 0) return;
+    auto at = static_cast<size_t>(innermost);
     const OpenRange& op = b.open[at];
     if (op.pushed_correlation) {
       uint64_t last = 0;
@@ -966,7 +962,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
                      op.parent, b.stack, b.tid, b.ops_open == 1, op.owns_stack};
     b.ops_open--;
     if (op.owns_stack) b.stack = 0;
-    if (at + 1 == n) {
+    if (at + 1 == b.open.size()) {
       b.open.pop();
     } else {
       b.open.erase(at);
