@@ -557,6 +557,51 @@ fn an_unwritable_cache_and_a_failing_compiler_each_get_one_line() {
     assert_eq!(torch_operators(&trace).len(), 2274);
 }
 
+/// The observer's thread-local is initial-exec (its two reads per operator are two moves, not
+/// two `__tls_get_addr` calls), so it needs a few bytes of glibc's spare static TLS. Where the
+/// program's libraries took it all, the observer's global-dynamic build is built and loaded
+/// instead: the operators are recorded natively all the same, and nothing more is said.
+#[test]
+fn with_no_static_tls_left_the_global_dynamic_observer_records() {
+    require_models();
+    let dir = TempDir::new("native-static-tls");
+    let cache = dir.path().join("cache");
+    let (out, stderr) = Run::python("static_tls.py", &[dir.path().to_str().unwrap()], dir.path())
+        .env("CUPROF_CACHE", &cache)
+        .ok_json();
+    assert_eq!(out["shape"], serde_json::json!([2, 4]));
+    // Two builds, in this order: the initial-exec one, which did not load, then the other.
+    let built: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("cuprof: building the native operator observer for torch "))
+        .map(|l| l.rsplit_once("cached in ").unwrap().1.trim_end_matches(')'))
+        .collect();
+    assert_eq!(built.len(), 2, "{stderr}");
+    let loaded = format!("{}/libcuprof_observer.so", built[1]);
+    assert_eq!(out["observers"], serde_json::json!([loaded]));
+    assert!(!stderr.contains("NVTX observer"), "{stderr}");
+    let trace = read_trace(&dir.path().join("t-rank0.trace.json.gz"));
+    assert_eq!(trace["cuprof"]["operators"], "native");
+    let ops: Vec<(&str, &Value)> = torch_operators(&trace)
+        .into_iter()
+        .map(|e| (e["name"].as_str().unwrap(), &e["args"]["Input type"]))
+        .filter(|(n, _)| *n == "aten::linear" || *n == "aten::addmm")
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            (
+                "aten::linear",
+                &serde_json::json!(["float", "float", "float"])
+            ),
+            (
+                "aten::addmm",
+                &serde_json::json!(["float", "float", "float", "Scalar", "Scalar"])
+            ),
+        ]
+    );
+}
+
 /// `cuprof observer build` builds into the cache a traced program then uses as it is.
 #[test]
 fn an_observer_built_ahead_of_time_is_the_one_the_program_loads() {
@@ -581,6 +626,9 @@ fn an_observer_built_ahead_of_time_is_the_one_the_program_loads() {
         built.display()
     );
     assert!(built.is_file());
+    // And the global-dynamic build, for a process with no static TLS left.
+    let builds = std::fs::read_dir(cache.join("observer")).unwrap().count();
+    assert_eq!(builds, 2);
     // The program finds it there with no compiler on its PATH.
     let bin = path_without_compiler(dir.path());
     let (_, stderr, trace) = traced(

@@ -17,6 +17,15 @@ class ObserverUnavailable(Exception):
     pass
 
 
+def _dynamic_tls(source):
+    """The source of the observer's global-dynamic build. Its thread-local is initial-exec
+    (observer.cpp, t_bufs), which needs a few bytes of the static TLS glibc keeps spare for
+    libraries loaded later; where a process's libraries took all of it, this build loads
+    instead, its two thread-local reads per operator a call each. Built only where needed, and
+    ahead of time by `cuprof observer build`."""
+    return "#define CUPROF_DYNAMIC_TLS 1\n" + source
+
+
 def _cache_root():
     root = os.environ.get("CUPROF_CACHE")
     if root:
@@ -219,7 +228,11 @@ if __name__ == "__main__":
         sys.exit(1)
     source = os.environ["CUPROF_OBSERVER_SOURCE"]
     try:
-        print(_observer(torch, source, say=lambda m: sys.stderr.write("cuprof: " + m + "\n")))
+        def say(m):
+            sys.stderr.write("cuprof: " + m + "\n")
+
+        print(_observer(torch, source, say=say))
+        _observer(torch, _dynamic_tls(source), say=say)
     except ObserverUnavailable as e:
         sys.stderr.write("cuprof: the native operator observer cannot be built: %s\n" % e)
         sys.exit(1)

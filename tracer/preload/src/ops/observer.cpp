@@ -345,14 +345,21 @@ struct ThreadBufs {
 
 const uint64_t kNoCell = 0;
 
-// The calling thread's buffers: one TLS lookup per callback. This library is dlopen'ed, so
-// each thread_local access is a __tls_get_addr call, and GCC, seeing that every helper is
-// passed the same thread_local, clones them with it as a constant (IPA constant propagation)
-// and looks it up again at each use: 145 calls in on_start and its helpers, measured as the
-// largest part of the observer's cost. noipa keeps the address an opaque pointer. The
-// thread-local is a plain pointer, freed through a pthread key at the thread's exit: a
-// thread_local object with a destructor costs a second lookup, its guard's.
+// The calling thread's buffers: one TLS read per callback. This library is dlopen'ed, so a
+// thread_local of the default (global-dynamic) model is a __tls_get_addr call at each access:
+// about 14 instructions a time, twice per operator. This one is initial-exec, two moves: its 8
+// bytes come from the static TLS glibc keeps spare for libraries loaded later (about 1.6 KiB;
+// `rtld.optional_static_tls`). Where the process's libraries took all of that, dlopen fails,
+// and recorder.py loads the build with CUPROF_DYNAMIC_TLS instead (build.py, `_dynamic_tls`).
+// GCC, seeing that every helper is passed the same thread_local, clones them with it as a
+// constant (IPA constant propagation) and reads it again at each use; noipa keeps the address
+// an opaque pointer. The thread-local is a plain pointer, freed through a pthread key at the
+// thread's exit: a thread_local object with a destructor costs a guard as well.
+#ifdef CUPROF_DYNAMIC_TLS
 thread_local ThreadBufs* t_bufs = nullptr;
+#else
+__attribute__((tls_model("initial-exec"))) thread_local ThreadBufs* t_bufs = nullptr;
+#endif
 pthread_key_t g_bufs_key;
 std::once_flag g_bufs_key_once;
 

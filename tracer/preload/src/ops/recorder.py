@@ -47,21 +47,40 @@ def _native_load(torch):
     import ctypes
 
     path = _observer(torch, _cuprof_observer_source, say=_say)
+    lib = _open_observer(path)
+    if lib is None:
+        # The libraries loaded before it took glibc's spare static TLS, which its initial-exec
+        # thread-local needs (observer.cpp, t_bufs): the global-dynamic build loads anyway.
+        path = _observer(torch, _dynamic_tls(_cuprof_observer_source), say=_say)
+        lib = _open_observer(path)
+        if lib is None:
+            raise ObserverUnavailable("%s does not load: no static TLS is left" % path)
+    lib.cuprof_observer_start.restype = ctypes.c_uint64
+    lib.cuprof_observer_start.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+    lib.cuprof_observer_stop.argtypes = [ctypes.c_uint64]
+    return lib
+
+
+def _open_observer(path):
+    """The observer library at `path`, loaded and of this version; None where dlopen found no
+    static TLS left for it."""
+    import ctypes
+
     try:
         lib = ctypes.CDLL(path)
         abi = lib.cuprof_observer_abi()
     except (OSError, AttributeError) as e:
+        cause = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if "static TLS" in cause:
+            return None
         raise ObserverUnavailable(
             "%s does not load into this torch (%s): delete it and run again to rebuild"
-            % (path, str(e).splitlines()[0] if str(e) else type(e).__name__)
+            % (path, cause)
         )
     if abi != _HOOKS_VERSION:
         raise ObserverUnavailable(
             "%s speaks version %d, not %d: delete it to rebuild" % (path, abi, _HOOKS_VERSION)
         )
-    lib.cuprof_observer_start.restype = ctypes.c_uint64
-    lib.cuprof_observer_start.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
-    lib.cuprof_observer_stop.argtypes = [ctypes.c_uint64]
     return lib
 
 
