@@ -117,6 +117,49 @@ fn no_section_without_operations() {
     assert!(!html.contains("cp-idle"));
 }
 
+/// `cuprof compare` puts the idle time of A's and B's streams side by side, summed by kind;
+/// with no GPU operation on either side there are no rows.
+#[test]
+fn compare_puts_idle_kinds_side_by_side() {
+    let dir = tempdir("idle-compare");
+    let (a, b) = (
+        dir.join("a-rank0.trace.json.gz"),
+        dir.join("b-rank0.trace.json.gz"),
+    );
+    idle_trace().write_gz(&a);
+    // B: two kernels on stream 7, the second launched 4 µs after the first ended (host wait).
+    let mut t = Trace::new(0, 1);
+    t.metadata(&[0], &[(0, 7)], &[MAIN]);
+    for (at, start) in [(0, 2 * US), (16 * US, 18 * US)] {
+        let c = t.corr();
+        t.runtime("cudaLaunchKernel", MAIN, at, US, c);
+        t.kernel("k", 0, 7, start, 10 * US, c);
+    }
+    t.write_gz(&b);
+    let (rows, _) = compared(&a, &b, "idle");
+    assert_eq!(
+        rows,
+        [
+            ("idle, other".to_string(), 100 * US, 0),
+            ("idle, host wait".to_string(), 25 * US, 6 * US),
+            ("idle, kernel wait".to_string(), 12 * US, 0),
+        ]
+    );
+    let stdout = cuprof_ok(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert!(
+        stdout.contains("idle time between a stream's operations"),
+        "{stdout}"
+    );
+
+    let none = dir.join("n-rank0.trace.json.gz");
+    let mut t = Trace::new(0, 1);
+    t.metadata(&[0], &[], &[MAIN]);
+    t.runtime("cudaStreamSynchronize", MAIN, 0, US, 1);
+    t.write_gz(&none);
+    let c = compare_json(&none, &none);
+    assert_eq!(c.get("idle"), None);
+}
+
 /// On three real Kineto traces, every stream's host wait, kernel wait and other idle time equal
 /// what HTA's idle time breakdown gives (`tests/hta/idle_with_hta.py`).
 #[test]

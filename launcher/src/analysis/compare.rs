@@ -1,6 +1,6 @@
 //! `cuprof compare A B`: kernel by kernel, bucket by bucket, copy kind by copy kind, range by
-//! range, API call by API call and (when both have them) PyTorch operator by operator, with the
-//! step-time speedup.
+//! range, API call by API call, launch figures, idle time by kind and (when both have them)
+//! PyTorch operator by operator, with the step-time speedup.
 
 use super::saturating::AddSat;
 use std::collections::BTreeMap;
@@ -86,6 +86,10 @@ pub struct Comparison {
     /// launch delays; absent when neither side has a kernel joined to its launch call.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub launches: Vec<Row>,
+    /// The report's idle time by stream, summed over every stream, by kind (host wait, kernel
+    /// wait, other); absent when neither side has a GPU operation.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub idle: Vec<Row>,
     /// Operators by name, when both sides have them: largest `max(a, b)` GPU time first, then
     /// CPU time.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -307,6 +311,7 @@ pub(crate) fn comparison(a: &Summary, b: &Summary) -> Comparison {
             (&t.name, t.gpu_ns)
         }),
         launches: rows(&launch_figures(a), &launch_figures(b), |f| (f.0, f.1)),
+        idle: rows(&idle_figures(a), &idle_figures(b), |f| (f.0, f.1)),
         operators: match (&a.operators, &b.operators) {
             (Some(x), Some(y)) => Some(operator_rows(x, y)),
             _ => None,
@@ -326,6 +331,25 @@ fn launch_figures(s: &Summary) -> Vec<(&'static str, i64)> {
             ("launch delay, p90", l.delay.p90_ns.round() as i64),
         ]
     })
+}
+
+/// The report's idle time by stream as named times, summed over every stream (streams are
+/// not the same ones from one run to the next; their kinds of wait are).
+fn idle_figures(s: &Summary) -> Vec<(&'static str, i64)> {
+    if s.idle_by_stream.is_empty() {
+        return Vec::new();
+    }
+    let mut sum = [0i64; 3];
+    for r in &s.idle_by_stream {
+        sum[0].add_sat(r.host_wait_ns);
+        sum[1].add_sat(r.kernel_wait_ns);
+        sum[2].add_sat(r.other_ns);
+    }
+    vec![
+        ("idle, host wait", sum[0]),
+        ("idle, kernel wait", sum[1]),
+        ("idle, other", sum[2]),
+    ]
 }
 
 fn ratio_cell(r: Option<f64>) -> String {
@@ -393,6 +417,7 @@ pub(crate) fn text(c: &Comparison, top: usize, a_ops: bool, b_ops: bool) -> Stri
         ("collective, GPU time", &c.collectives),
         ("Triton kernel, GPU time", &c.triton_kernels),
         ("kernel launches", &c.launches),
+        ("idle time between a stream's operations", &c.idle),
     ] {
         if !rows.is_empty() {
             out.push_str(&table(title, rows, top));
