@@ -20,13 +20,9 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
 void on_end(const at::RecordFunction&, at::ObserverContext*) {}
 }  // namespace
 
-// ops/observer.cpp's CuprofHooks, version 5: the window collecting CPU activity, without
-// stacks, no CUPTI (so no correlation pushes), and every operator's end handed to a hook that
-// only reads its length.
-struct OpEnd {
-  const char* record;
-  size_t len;
-};
+// ops/observer.cpp's CuprofHooks, version 6: the window collecting CPU activity, without
+// stacks, no CUPTI (so no correlation pushes), and the finished operators handed to a hook
+// that only reads their records' length.
 struct Correlation {
   void* push;
   void* pop;
@@ -42,7 +38,7 @@ struct Hooks {
   void (*correlation)(Correlation*);
   uint64_t (*python_stack)();
   void (*release_stack)(uint64_t);
-  void (*op_end)(const OpEnd*);
+  void (*ops_done)(const void*, size_t, const char*, size_t, uint32_t);
   uint64_t (*label_begin)(const char*, size_t, uint64_t, uint64_t);
   void (*label_end)(uint64_t);
   void (*memory)(const void*);
@@ -67,13 +63,13 @@ void correlation(Correlation* out) {
 }
 uint64_t python_stack() { return 0; }
 void release_stack(uint64_t) {}
-void op_end(const OpEnd* op) { g_seen = g_seen + op->len; }
+void ops_done(const void*, size_t, const char*, size_t len, uint32_t) { g_seen = g_seen + len; }
 uint64_t label_begin(const char*, size_t, uint64_t, uint64_t) { return 0; }
 void label_end(uint64_t) {}
 void memory(const void*) {}
 void attach(void*) {}
-const Hooks g_noop_hooks{5, &g_on, &g_on, &g_off, thread, take_ids, correlation, python_stack,
-                         release_stack, op_end, label_begin, label_end, memory, attach};
+const Hooks g_noop_hooks{6, &g_on, &g_on, &g_off, thread, take_ids, correlation, python_stack,
+                         release_stack, ops_done, label_begin, label_end, memory, attach};
 
 extern "C" __attribute__((visibility("default"))) const void* noop_hooks() {
   return &g_noop_hooks;

@@ -14,6 +14,9 @@ use crate::event::{Name, PyStack, Range, RangeKind};
 const MAX_RANGES: usize = 512;
 /// Name bytes per batch (names with shapes run to a few hundred bytes).
 const MAX_NAME_BYTES: usize = 64 << 10;
+/// The most ranges one push adds (the native observer hands over at most 64 operators at once:
+/// `kMaxDone` in the preload's observer.cpp): a batch not yet full takes them without growing.
+const MAX_PUSHED: usize = 64;
 
 /// One operator range; its name is a span of the batch's name bytes. Plain data (its Python
 /// stack, if any, is kept apart), 56 bytes, written once on the program thread.
@@ -65,6 +68,24 @@ pub struct FinishedOp<'a> {
     pub kind: OpKind,
 }
 
+/// A native operator as the observer hands it over (`CuprofDone` in the preload's
+/// `ops/observer.cpp`: keep the two in step): its record is the next `record_len` bytes of the
+/// records handed over with it ([`RangeBatch::push_native`]).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct NativeOp {
+    pub start: u64,
+    pub end: u64,
+    pub id: u64,
+    pub parent: u64,
+    /// The observer's handle to the operator's Python stack (0: none), shared by the operators
+    /// nested in the one that took it.
+    pub stack: u64,
+    pub record_len: u32,
+    /// This operator took `stack`: the handle ends with it.
+    pub owns_stack: u8,
+}
+
 impl RangeBatch {
     pub fn push(&mut self, r: FinishedOp<'_>) {
         let at = self.names.len() as u32;
@@ -84,6 +105,52 @@ impl RangeBatch {
         });
     }
 
+    /// Appends native operators that finished on thread `tid` of process `pid`, in order,
+    /// whose records lie end to end in `records` (each [`NativeOp::record_len`] long); `stack`
+    /// gives the Python stack of each one with a stack handle. Adds nothing, and returns false,
+    /// where the lengths do not add up to the records'.
+    pub fn push_native(
+        &mut self,
+        records: &[u8],
+        pid: u32,
+        tid: u32,
+        ops: &[NativeOp],
+        mut stack: impl FnMut(&NativeOp) -> Option<PyStack>,
+    ) -> bool {
+        let total: usize = ops.iter().map(|op| op.record_len as usize).sum();
+        if total != records.len() {
+            return false;
+        }
+        let RangeBatch {
+            names,
+            ranges,
+            stacks,
+        } = self;
+        let mut at = names.len() as u32;
+        names.extend_from_slice(records);
+        let first = ranges.len();
+        ranges.extend(ops.iter().enumerate().map(|(i, op)| {
+            if op.stack != 0 {
+                if let Some(s) = stack(op) {
+                    stacks.push(((first + i) as u32, s));
+                }
+            }
+            let name = (at, op.record_len);
+            at += op.record_len;
+            OpRange {
+                name,
+                start: op.start,
+                end: op.end,
+                pid,
+                tid,
+                id: op.id,
+                parent: op.parent,
+                kind: OpKind::Native,
+            }
+        }));
+        true
+    }
+
     /// Takes the batch's ranges, leaving `spare` (a drained batch, its room kept) in its place,
     /// or without one an empty batch with room for as many: a busy thread then allocates each
     /// batch once, at its size, instead of growing it by doubling from nothing (a dozen
@@ -96,7 +163,7 @@ impl RangeBatch {
             }
             None => RangeBatch {
                 names: Vec::with_capacity(self.names.capacity().min(2 * MAX_NAME_BYTES)),
-                ranges: Vec::with_capacity(self.ranges.capacity().min(MAX_RANGES)),
+                ranges: Vec::with_capacity(self.ranges.capacity().min(MAX_RANGES + MAX_PUSHED)),
                 stacks: Vec::new(),
             },
         };
@@ -282,6 +349,49 @@ mod tests {
             ]
         );
         assert!(a.stacks.is_empty());
+    }
+
+    #[test]
+    fn native_operators_take_their_records_in_turn() {
+        let mut b = RangeBatch::default();
+        b.push(finished(b"aten::mm", 1));
+        let op = |record_len: u32, id: u64, stack: u64| NativeOp {
+            start: 100 * id,
+            end: 100 * id + 7,
+            id,
+            parent: 9,
+            stack,
+            record_len,
+            owns_stack: 0,
+        };
+        let line = |op: &NativeOp| -> Option<PyStack> {
+            Some(
+                vec![crate::event::PyFrame {
+                    file: Name::from("model.py"),
+                    line: op.stack as u32,
+                    function: Name::from("forward"),
+                }]
+                .into(),
+            )
+        };
+        // Lengths that do not add up to the records': nothing is added.
+        let ops = [op(3, 2, 0), op(5, 3, 4), op(2, 4, 0), op(1, 5, 0)];
+        assert!(!b.push_native(b"aaabbbbbcc", 7, 8, &ops, line));
+        assert_eq!(b.len(), 1);
+        assert!(b.push_native(b"aaabbbbbcc", 7, 8, &ops[..3], line));
+        assert_eq!(b.len(), 4);
+        let spans: Vec<(u32, u32)> = b.ranges.iter().map(|r| r.name).collect();
+        assert_eq!(spans, [(0, 8), (8, 3), (11, 5), (16, 2)]);
+        let got: Vec<Range> = b.drain().collect();
+        let fields = |r: &Range| (r.id, r.start, r.end, r.pid, r.tid, r.kind);
+        assert_eq!(fields(&got[1]), (2, 200, 207, 7, 8, RangeKind::NativeOp));
+        assert_eq!(fields(&got[2]), (3, 300, 307, 7, 8, RangeKind::NativeOp));
+        let lines: Vec<Option<u32>> = got
+            .iter()
+            .map(|r| r.stack.as_ref().map(|s| s[0].line))
+            .collect();
+        assert_eq!(lines, [None, None, Some(4), None]);
+        assert_eq!(got[3].id, 4);
     }
 
     #[test]

@@ -16,7 +16,9 @@
 //! range just written, about 0.3 µs per operator on the diffusers transformer; the staged
 //! batch this design replaced was copied into a locked shared one at every outermost end
 //! (BENCHMARKS.md). A flush skips a slot whose thread has an operator open; that thread's
-//! ranges are taken by a later flush, once the operator ends.
+//! ranges are taken by a later flush, once the operator ends. The native observer keeps the
+//! operators that finish inside an outermost one itself and hands them over together
+//! ([`record_native`]), so its thread holds the slot only for that call.
 //!
 //! Order matters across threads in one place: a backward operator's `Fwd thread id` is found
 //! from its forward operator, recorded on another thread, so the forward one must reach the
@@ -28,7 +30,8 @@
 //! precede its end), when the writer is idle for a second, at a thread's exit and at shutdown.
 
 use crate::tracer::{running, Tracer};
-use cuprof_core::range_batch::{FinishedOp, RangeBatch};
+use cuprof_core::event::PyStack;
+use cuprof_core::range_batch::{FinishedOp, NativeOp, RangeBatch};
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{
     AtomicBool, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
@@ -201,6 +204,46 @@ pub fn record(t: &Tracer, r: FinishedOp<'_>, outermost: bool) {
     if send {
         flush(t);
     }
+}
+
+/// Adds native operators that finished on thread `tid`, their records end to end in
+/// `records`, to this thread's batch (`stack`: the Python stack of one with a stack handle),
+/// and frees the batch for flushes (the observer hands them over when no operator of theirs
+/// holds the thread's place in the batch: at its outermost operator's end, or a few dozen at a
+/// time inside it); sends every batch when this one is full or a window transition happened
+/// since this thread last flushed. False, and counted, where they were not added (`stack`
+/// then was never called).
+pub fn record_native(
+    t: &Tracer,
+    records: &[u8],
+    tid: u32,
+    ops: &[NativeOp],
+    stack: impl FnMut(&NativeOp) -> Option<PyStack>,
+) -> bool {
+    let pid = crate::process::pid();
+    let (added, send) = MINE
+        .try_with(|m| {
+            let added = m.with_batch(|b| {
+                b.push_native(records, pid, tid, ops, stack)
+                    .then(|| b.is_full())
+            });
+            m.release();
+            match added.flatten() {
+                Some(full) => (true, m.caught_up() || full),
+                None => (false, m.caught_up()),
+            }
+        })
+        // The thread is exiting: its batch has gone.
+        .unwrap_or((false, false));
+    if !added {
+        t.counters
+            .dropped_channel
+            .fetch_add(ops.len() as u64, Relaxed);
+    }
+    if send {
+        flush(t);
+    }
+    added
 }
 
 /// For an operator's end that is not recorded (the window stopped, or the tracer): the batch

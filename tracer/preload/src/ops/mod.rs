@@ -57,8 +57,9 @@ impl Options {
 /// What libcuprof.so gives the observer (`CuprofHooks` in observer.cpp: keep the two in step).
 ///
 /// The observer keeps each thread's open operators itself (their records, start times, ids,
-/// correlation pushes) and calls in once per operator, at its end (`op_end`): an operator's
-/// start costs no call into this library. What it needs of libcuprof.so on the way it reads
+/// correlation pushes, finished operators) and calls in once per outermost operator, at its
+/// end (`ops_done`, with every operator that finished inside it): an operator's start costs no
+/// call into this library, nor does the end of one nested in another. What it needs of libcuprof.so on the way it reads
 /// without a call (the window's flags) or fetches once per thread (`thread`) or per block of
 /// ids (`take_ids`).
 #[repr(C)]
@@ -73,7 +74,7 @@ pub struct Hooks {
     correlation: unsafe extern "C" fn(*mut native::Correlation),
     python_stack: unsafe extern "C" fn() -> u64,
     release_stack: unsafe extern "C" fn(u64),
-    op_end: unsafe extern "C" fn(*const native::OpEnd),
+    ops_done: unsafe extern "C" fn(*const native::OpDone, usize, *const u8, usize, u32),
     label_begin: unsafe extern "C" fn(*const u8, usize, u64, u64) -> u64,
     label_end: unsafe extern "C" fn(u64),
     memory: unsafe extern "C" fn(*const native::Memory),
@@ -85,7 +86,7 @@ pub struct Hooks {
 unsafe impl Sync for Hooks {}
 
 /// The hooks' version (`kHooksVersion` in observer.cpp, `_HOOKS_VERSION` in recorder.py).
-pub const HOOKS_VERSION: u32 = 5;
+pub const HOOKS_VERSION: u32 = 6;
 
 pub static HOOKS: Hooks = Hooks {
     version: HOOKS_VERSION,
@@ -97,7 +98,7 @@ pub static HOOKS: Hooks = Hooks {
     correlation: native::correlation,
     python_stack: native::python_stack,
     release_stack: native::release_stack,
-    op_end: native::op_end,
+    ops_done: native::ops_done,
     label_begin: native::label_begin,
     label_end: native::label_end,
     memory: native::memory,

@@ -3,9 +3,10 @@
 //!
 //! The observer keeps each thread's open operators itself: their records (written where they
 //! wait, never copied while open), start times, ids (taken a block at a time), parents and
-//! CUPTI correlation pushes. Its calls in here are:
-//! - per operator, one: [`op_end`], which puts the finished operator into the thread's batch
-//!   (`op_batch`) while the window records operators;
+//! CUPTI correlation pushes, and the operators that finished while the window recorded them.
+//! Its calls in here are:
+//! - per outermost operator (about four operators on real models), one: [`ops_done`], which
+//!   puts the operators that finished inside it into the thread's batch (`op_batch`);
 //! - per outermost operator, with `--with-stack` only: [`python_stack`];
 //! - per label (`record_function`), allocation report and thread: [`label_begin`] and
 //!   [`label_end`] (onto `nvtx.rs`'s range stack, where labels and NVTX ranges nest),
@@ -16,8 +17,8 @@
 //! innermost one from a cell [`thread`] hands it, without a call.
 //!
 //! Python stacks cross as handles: a boxed [`PyStack`], made by [`python_stack`] at an
-//! outermost operator's start, shared by the operators nested in it, and taken back by the
-//! outermost operator's [`op_end`] (or [`release_stack`]).
+//! outermost operator's start, shared by the operators nested in it, and taken back when the
+//! outermost operator is handed over in [`ops_done`] (or by [`release_stack`]).
 
 use crate::cupti::Correlated;
 use crate::op_batch;
@@ -31,24 +32,8 @@ use cuprof_core::torch_op;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-/// An operator as it ends (`CuprofOpEnd` in observer.cpp).
-#[repr(C)]
-pub struct OpEnd {
-    record: *const u8,
-    len: usize,
-    start: u64,
-    end: u64,
-    id: u64,
-    parent: u64,
-    /// A [`python_stack`] handle (0: none), shared by the operators nested in the one that
-    /// took it.
-    stack: u64,
-    tid: u32,
-    /// No other operator is open on this thread.
-    outermost: u8,
-    /// This operator took `stack`: the handle ends here.
-    owns_stack: u8,
-}
+/// A finished operator (`CuprofDone` in observer.cpp).
+pub use cuprof_core::range_batch::NativeOp as OpDone;
 
 /// A PyTorch allocation or free (`CuprofMemory` in observer.cpp): `parent`, the innermost
 /// operator open on the thread (0: none).
@@ -176,42 +161,39 @@ pub unsafe extern "C" fn release_stack(handle: u64) {
     guard((), || drop(unsafe { take_stack(handle) }))
 }
 
-/// An operator's end: into this thread's batch while the window records operators.
-pub unsafe extern "C" fn op_end(op: *const OpEnd) {
+/// Operators that finished on thread `tid` while the window recorded operators, in the order
+/// they ended, their records end to end: into this thread's batch.
+pub unsafe extern "C" fn ops_done(
+    ops: *const OpDone,
+    n: usize,
+    records: *const u8,
+    len: usize,
+    tid: u32,
+) {
     guard((), || {
-        // SAFETY: the observer passes its operator, valid for the call.
-        let Some(op) = (unsafe { op.as_ref() }) else {
+        if ops.is_null() || n == 0 {
             return;
-        };
-        // SAFETY: the operator's record in the observer's buffer, valid for the call.
-        let record = unsafe { bytes(op.record, op.len) };
-        // SAFETY: the observer's stack handle; the operator that took it passes it last.
-        let stack = unsafe {
+        }
+        // SAFETY: the observer passes its `n` finished operators, valid for the call.
+        let ops = unsafe { std::slice::from_raw_parts(ops, n) };
+        // SAFETY: their records, end to end, valid for the call.
+        let records = unsafe { bytes(records, len) };
+        // SAFETY: each stack handle is live until the operator that took it is handed over,
+        // which comes after those nested in it, once.
+        let stack = |op: &OpDone| unsafe {
             if op.owns_stack != 0 {
                 take_stack(op.stack)
             } else {
                 stack_of(op.stack)
             }
         };
-        let t = running();
-        let outermost = op.outermost != 0;
-        match t.filter(|_| window::records_ranges()) {
-            Some(t) => op_batch::record(
-                t,
-                FinishedOp {
-                    name: record,
-                    start: op.start,
-                    end: op.end,
-                    pid: pid(),
-                    tid: op.tid,
-                    id: op.id,
-                    parent: op.parent,
-                    stack,
-                    kind: OpKind::Native,
-                },
-                outermost,
-            ),
-            None => op_batch::not_recorded(t, outermost),
+        let added = running().is_some_and(|t| op_batch::record_native(t, records, tid, ops, stack));
+        if !added {
+            // The handles end all the same.
+            for op in ops.iter().filter(|op| op.owns_stack != 0) {
+                // SAFETY: as above; not taken, since the operators were not added.
+                drop(unsafe { take_stack(op.stack) });
+            }
         }
     })
 }
@@ -272,8 +254,8 @@ pub unsafe extern "C" fn memory(m: *const Memory) {
                 stack: None,
                 kind: OpKind::Memory,
             },
-            // Outside every operator, nothing else holds the batch for this thread.
-            m.parent == 0,
+            // The observer's operators never hold the batch between its calls.
+            true,
         );
     })
 }

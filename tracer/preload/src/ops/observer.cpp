@@ -4,8 +4,10 @@
 // process that has already loaded it.
 //
 // Each operator's start becomes one record, written where it waits while the operator is open
-// (the thread's stack of open records); its end hands the record, its times, id and parent to
-// libcuprof.so through the hooks it passes in (`op_end`, ops/native.rs). An operator's start
+// (the thread's stack of open records); its end copies the record, its times, id and parent to
+// the thread's finished operators, which go to libcuprof.so through the hooks it passes in
+// (`ops_done`, ops/native.rs) in one call when the outermost operator ends (or 64 have
+// finished inside it): about four operators a call on real models. An operator's start
 // makes no call into libcuprof.so: this library keeps the thread's open operators, reads the
 // clock (CLOCK_REALTIME, CUPTI's), gives ids from blocks libcuprof.so hands out, and pushes and
 // pops CUPTI's external correlation id itself (with CUPTI's own functions), as Kineto does.
@@ -56,17 +58,15 @@
 #endif
 
 extern "C" {
-// An operator as it ends (ops/native.rs, `OpEnd`).
-struct CuprofOpEnd {
-  const char* record;
-  size_t len;
+// A finished operator (ops/native.rs, `OpDone`); its record is the next `record_len` bytes of
+// the records handed over with it.
+struct CuprofDone {
   uint64_t start;
   uint64_t end;
   uint64_t id;
   uint64_t parent;
   uint64_t stack;  // a python_stack handle, shared by the operators nested in its taker
-  uint32_t tid;
-  uint8_t outermost;   // no other operator is open on the thread
+  uint32_t record_len;
   uint8_t owns_stack;  // this operator took `stack`: the handle ends with it
 };
 
@@ -110,7 +110,9 @@ struct CuprofHooks {
   // The Python stack now, as a handle (0: none or not wanted); one no operator's end took.
   uint64_t (*python_stack)();
   void (*release_stack)(uint64_t handle);
-  void (*op_end)(const CuprofOpEnd* op);
+  // Operators finished on the thread `tid`, in the order they ended, and their records end to
+  // end.
+  void (*ops_done)(const CuprofDone* ops, size_t n, const char* records, size_t len, uint32_t tid);
   uint64_t (*label_begin)(const char* record, size_t len, uint64_t parent, uint64_t stack);
   void (*label_end)(uint64_t id);
   void (*memory)(const CuprofMemory* report);
@@ -121,7 +123,11 @@ struct CuprofHooks {
 
 namespace {
 
-constexpr uint32_t kHooksVersion = 5;
+constexpr uint32_t kHooksVersion = 6;
+// Finished operators kept before they are handed over inside an outermost one still open (a
+// compiled region, a custom operator running a model), and their records' bytes.
+constexpr uint32_t kMaxDone = 64;
+constexpr size_t kMaxDoneBytes = 16 << 10;
 // Kineto's limit on the scalar lists it keeps as concrete inputs.
 constexpr size_t kScalarListLimit = 30;
 
@@ -300,6 +306,10 @@ struct ThreadBufs {
   // it gave none).
   const uint64_t* ranges_innermost = nullptr;
   uint32_t tid = 0;
+  // Operators finished since the last hand-over, and their records end to end.
+  uint32_t n_done = 0;
+  CuprofDone done[kMaxDone];
+  Buf done_records;
   std::ostringstream text;
   // The names of the dtypes this thread has met, by scalar type.
   DtypeName dtypes[kScalarTypes];
@@ -343,6 +353,14 @@ struct ThreadBufs {
   }
 };
 
+// Hands the thread's finished operators to libcuprof.so.
+__attribute__((noinline)) void hand_over(ThreadBufs& b) {
+  if (b.n_done == 0) return;
+  g_hooks->ops_done(b.done, b.n_done, b.done_records.data(), b.done_records.size(), b.tid);
+  b.n_done = 0;
+  b.done_records.clear();
+}
+
 const uint64_t kNoCell = 0;
 
 // The calling thread's buffers: one TLS read per callback. This library is dlopen'ed, so a
@@ -366,6 +384,7 @@ std::once_flag g_bufs_key_once;
 void free_thread_bufs(void* p) {
   t_bufs = nullptr;  // a callback after this (another key's destructor) makes new ones
   auto* b = static_cast<ThreadBufs*>(p);
+  if (g_hooks) hand_over(*b);
   // A stack handle whose operator never ended.
   if (b->stack && g_hooks) g_hooks->release_stack(b->stack);
   delete b;
@@ -947,6 +966,24 @@ __attribute__((noinline)) void close_label(ThreadBufs& b, uint64_t id) {
   g_hooks->label_end(id);
 }
 
+// A stack handle whose operator is not recorded: the finished operators nested in it that
+// share it go first.
+__attribute__((noinline)) void drop_stack(ThreadBufs& b, uint64_t stack) {
+  hand_over(b);
+  g_hooks->release_stack(stack);
+}
+
+// A finished operator, into the thread's finished ones (its record from `record_at`).
+inline void keep(ThreadBufs& b, const CuprofDone& done, size_t record_at) {
+  try {
+    b.done_records.append(b.record.data() + record_at, done.record_len);
+  } catch (...) {
+    if (done.owns_stack && done.stack) drop_stack(b, done.stack);
+    return;
+  }
+  b.done[b.n_done++] = done;
+}
+
 void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   try {
     if (fn.scope() == at::RecordScope::USER_SCOPE) {
@@ -965,8 +1002,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
       g_correlation.pop(g_correlation.kind, &last);
     }
     uint32_t record_at = op.record_at;
-    CuprofOpEnd done{b.record.data() + record_at, op.record_len, op.start, end, op.id,
-                     op.parent, b.stack, b.tid, b.ops_open == 1, op.owns_stack};
+    CuprofDone done{op.start, end, op.id, op.parent, b.stack, op.record_len, op.owns_stack};
     b.ops_open--;
     if (op.owns_stack) b.stack = 0;
     if (at + 1 == b.open.size()) {
@@ -974,8 +1010,16 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     } else {
       b.open.erase(at);
     }
-    g_hooks->op_end(&done);
+    if (flag(g_hooks->collecting) && flag(g_hooks->cpu)) {
+      keep(b, done, record_at);
+    } else if (done.owns_stack && done.stack) {
+      drop_stack(b, done.stack);
+    }
     b.record.truncate(record_at);
+    if (b.n_done != 0 &&
+        (b.ops_open == 0 || b.n_done == kMaxDone || b.done_records.size() >= kMaxDoneBytes)) {
+      hand_over(b);
+    }
   } catch (...) {
   }
 }
@@ -1026,6 +1070,8 @@ struct MarkerState : torch::profiler::impl::ProfilerStateBase {
                           b.tid,
                           static_cast<int8_t>(device.type()),
                           static_cast<int8_t>(device.index())};
+      // What finished before it goes before it.
+      hand_over(b);
       g_hooks->memory(&report);
     } catch (...) {
     }
