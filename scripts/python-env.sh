@@ -24,7 +24,7 @@ if ! cmp -s "$req" "$stamp"; then
     cp "$req" "$stamp"
 fi
 # Headers of the torch versions the native observer must also compile against
-# (tests/torch_native_e2e.rs), besides the venv's own torch: 2.11 is the CUDA machines' torch.
+# (tests/e2e/torch_native.rs), besides the venv's own torch: 2.11 is the CUDA machines' torch.
 # Only torch/include is kept (about 62 MB a version), taken from the wheel without installing it.
 headers_root="${CUPROF_TORCH_HEADERS:-$HOME/.cache/cuprof/torch-headers}"
 for v in 2.11.0; do

@@ -11,6 +11,10 @@ runs `cargo build --release -p cuprof-preload` first (the release build scripts/
 already, so CI compiles nothing twice), copies the library into the package as package data,
 stripped (the release profile keeps line tables for developers; the wheel carries none), and
 hands over to maturin's own hooks.
+
+CUPROF_CARGO_PROFILE (default `release`) names another cargo profile for both builds: the test
+command builds the wheel from its one `ci` build (scripts/test.sh) instead of compiling the
+workspace a second time.
 """
 
 import os
@@ -24,6 +28,7 @@ from maturin import *  # noqa: F401,F403 (every other PEP 517 hook is maturin's)
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_LIB = ROOT / "python" / "cuprof" / "libcuprof.so"
+PROFILE = os.environ.get("CUPROF_CARGO_PROFILE") or "release"
 
 
 def _say(msg):
@@ -32,15 +37,15 @@ def _say(msg):
 
 
 def build_library():
-    """target/release/libcuprof.so, stripped, into python/cuprof/libcuprof.so."""
+    """target/PROFILE/libcuprof.so, stripped, into python/cuprof/libcuprof.so."""
     cargo = os.environ.get("CARGO", "cargo")
     if shutil.which(cargo) is None:
         raise SystemExit(
             "cuprof build: building cuprof from source needs the Rust toolchain: install it (https://rustup.rs), or install a built wheel"
         )
-    _say("cargo build --release -p cuprof-preload")
+    _say(f"cargo build --profile {PROFILE} -p cuprof-preload")
     subprocess.run(
-        [cargo, "build", "--release", "-p", "cuprof-preload"],
+        [cargo, "build", "--profile", PROFILE, "-p", "cuprof-preload"],
         cwd=ROOT,
         check=True,
         stdout=sys.stderr,
@@ -48,7 +53,7 @@ def build_library():
     target = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target")
     if not target.is_absolute():
         target = ROOT / target
-    built = target / "release" / "libcuprof.so"
+    built = target / PROFILE / "libcuprof.so"
     tmp = PACKAGE_LIB.with_name(".libcuprof.so.tmp")
     shutil.copyfile(built, tmp)
     strip = shutil.which("strip")
@@ -62,14 +67,30 @@ def build_library():
     os.replace(tmp, PACKAGE_LIB)
 
 
+def _with_profile(config_settings):
+    """maturin's build arguments with the profile of build_library (maturin builds `--release`
+    unless told otherwise)."""
+    if PROFILE == "release":
+        return config_settings
+    settings = dict(config_settings or {})
+    key = "maturin.build-args" if "maturin.build-args" in settings else "build-args"
+    args = settings.get(key, os.environ.get("MATURIN_PEP517_ARGS", ""))
+    if isinstance(args, str):
+        args = f"{args} --profile {PROFILE}".strip()
+    else:
+        args = [*args, "--profile", PROFILE]
+    settings[key] = args
+    return settings
+
+
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     build_library()
-    return maturin.build_wheel(wheel_directory, config_settings, metadata_directory)
+    return maturin.build_wheel(wheel_directory, _with_profile(config_settings), metadata_directory)
 
 
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
     build_library()
-    return maturin.build_editable(wheel_directory, config_settings, metadata_directory)
+    return maturin.build_editable(wheel_directory, _with_profile(config_settings), metadata_directory)
 
 
 if __name__ == "__main__":

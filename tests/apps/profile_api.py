@@ -1,5 +1,5 @@
 """A PyTorch CPU training loop whose steps are marked two ways, for the wheel test
-(tests/wheel/test_wheel.py, tests/python_api_e2e.rs):
+(tests/wheel/test_wheel.py, tests/e2e/python_api.rs):
 
     python3 profile_api.py raw DIR NAME      # ctypes.CDLL(None).cuprof_step() after each step;
                                              # the window is cuprof run's --wait/--warmup/--active

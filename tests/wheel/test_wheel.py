@@ -1,5 +1,6 @@
 """cuprof's wheel, built and used the way a PyTorch user gets it (issue 28; scripts/test.sh runs
-this after the release build, whose target/release it reuses).
+this after its one build, which it reuses: CUPROF_CARGO_PROFILE names the profile, default
+release).
 
     python3 tests/wheel/test_wheel.py
 
@@ -38,7 +39,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ROOT / "tests" / "apps"
-DOUBLE = ROOT / "target" / "release" / "libcupti_double.so"
+PROFILE = os.environ.get("CUPROF_CARGO_PROFILE") or "release"
+DOUBLE = ROOT / "target" / PROFILE / "libcupti_double.so"
 VERSION = "0.1.0"
 
 
@@ -152,7 +154,7 @@ def last_json(out):
 
 def main():
     if not DOUBLE.is_file():
-        fail(f"{DOUBLE} missing: run `cargo build --workspace --release` first (scripts/test.sh does)")
+        fail(f"{DOUBLE} missing: run `cargo build --workspace --profile {PROFILE}` first (scripts/test.sh does)")
     tmp = Path(tempfile.mkdtemp(prefix="cuprof-wheel-"))
     try:
         wheel = build_wheel(tmp / "dist")

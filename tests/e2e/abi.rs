@@ -1,8 +1,7 @@
 //! libcuprof.so exports the documented C ABI and nothing else (a Rust cdylib exports only
 //! `#[no_mangle]` items, but a stray one would interpose on the host's symbols).
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::process::Command;
 
 #[test]

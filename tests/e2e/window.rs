@@ -1,8 +1,7 @@
 //! Issue 4 end to end: the profiling window and its step sources, ranks and file names, the
 //! torchrun-like parent, invalid environment values, processes that never touch CUDA.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::path::Path;
 

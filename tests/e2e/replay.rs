@@ -4,8 +4,7 @@
 //! rebased records the tracer received (dumped by CUPROF_DUMP_BUFFERS), to the nanosecond:
 //! this proves decoding against bytes real CUPTI wrote, not only against the double's own.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -2,9 +2,8 @@
 //! what the view shows comes from the processes (the `live` request), and must equal what
 //! their traces say of the same second.
 
-mod common;
-use common::on_demand::*;
-use common::*;
+use crate::common::on_demand::*;
+use crate::common::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::os::unix::net::UnixListener;

@@ -1,8 +1,7 @@
 //! Issue 5 end to end: device allocations on the double become a counter track in the trace
 //! and a snapshot pickle that Python's pickle, the viewer's rules and `cuprof memory` agree on.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

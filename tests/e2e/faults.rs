@@ -2,8 +2,7 @@
 //! wrong, the host's exit status is exactly what it is without cuprof, the trace is valid (or
 //! repairable when the process was killed), and it holds the events that were produced.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitStatus};

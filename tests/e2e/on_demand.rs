@@ -5,9 +5,8 @@
 //! Every test has its own XDG_RUNTIME_DIR, so the processes of one test are the only ones its
 //! `cuprof ps` sees.
 
-mod common;
-use common::on_demand::*;
-use common::*;
+use crate::common::on_demand::*;
+use crate::common::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};

@@ -5,8 +5,7 @@
 //! every field Kineto writes for one. Then its options (FLOPs, every thread), its fallback to
 //! PyTorch's NVTX observer, and the cache's bad inputs.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -4,8 +4,7 @@
 //! `torch-tb-profiler` and `HolisticTraceAnalysis` for `python3` (scripts/test.sh installs
 //! them into its virtual environment and puts it first on PATH).
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,8 +1,7 @@
 //! A real consumer reads the trace: Holistic Trace Analysis (installed by .ci/run) must compute
 //! the breakdowns the double's records imply, on a trace with ProfilerStep annotations.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;

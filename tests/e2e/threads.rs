@@ -4,8 +4,7 @@
 //! launched get one, and the peak memory the tracer adds stays bounded. When what they hold
 //! nears the bound, the tracer flushes the partly filled buffers back.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const THREADS: u64 = 512;
 /// All 512 threads hold a buffer at once (flood.py lets each launch once before any launches

@@ -3,8 +3,7 @@
 //! `cargo test` (tests/wheel/test_wheel.py does the same from the installed wheel, plus the
 //! plain start where the module loads the library itself).
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;

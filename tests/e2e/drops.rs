@@ -2,8 +2,7 @@
 //! pool allows), or CUPTI reports drops, the counts reach the trace's `cuprofStats` and one line
 //! on stderr, and kept + dropped adds up to what was produced.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 #[test]
 fn an_exhausted_pool_and_cupti_drops_are_counted_exactly() {

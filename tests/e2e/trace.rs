@@ -3,8 +3,7 @@
 //! against the raw records CUPTI handed over (dumped by CUPROF_DUMP_BUFFERS and read back here
 //! through cupti-sys's structs), to the nanosecond.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,9 +1,8 @@
 //! Issue 27: `cuprof capture` takes the activity, shape and stack options `cuprof run` takes,
 //! for that capture only: the next capture without them records as the process started.
 
-mod common;
-use common::on_demand::*;
-use common::*;
+use crate::common::on_demand::*;
+use crate::common::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,0 +1,21 @@
+//! The end-to-end tests, one binary: real processes with the real libcuprof.so preloaded
+//! against the libcupti double (and PyPI's torch running CPU operators), read back through
+//! what they wrote. One module per area; `common` holds what they share.
+
+mod common;
+mod abi;
+mod capture_options;
+mod drops;
+mod faults;
+mod hta;
+mod memory;
+mod on_demand;
+mod overview;
+mod python_api;
+mod replay;
+mod threads;
+mod top;
+mod torch;
+mod torch_native;
+mod trace;
+mod window;
