@@ -1,5 +1,4 @@
-//! The device-memory timeline, [`MemoryTimeline`], and what it records (see the `memory`
-//! module's documentation).
+//! The device-memory timeline ([`MemoryTimeline`]) and what it records: see the `memory` docs.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
