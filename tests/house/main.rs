@@ -47,7 +47,9 @@ fn no_crate_has_an_import_circle() {
     let mut roots = Vec::new();
     crate_roots(&repo(), &mut roots);
     assert!(
-        roots.iter().any(|r| r.ends_with("tracer/preload/src/lib.rs")),
+        roots
+            .iter()
+            .any(|r| r.ends_with("tracer/preload/src/lib.rs")),
         "the walk found the injected library: {roots:?}"
     );
     let mut circles = Vec::new();
@@ -72,7 +74,10 @@ fn no_crate_has_an_import_circle() {
 fn every_folder_imports_only_what_docs_architecture_allows() {
     let doc = std::fs::read_to_string(repo().join("docs/architecture.md")).unwrap();
     let crates = rules::parse(&doc).unwrap_or_else(|e| panic!("docs/architecture.md: {e}"));
-    assert!(!crates.is_empty(), "docs/architecture.md names no crate rule");
+    assert!(
+        !crates.is_empty(),
+        "docs/architecture.md names no crate rule"
+    );
     let mut broken = Vec::new();
     for rule in &crates {
         let root = repo().join(&rule.src).join("lib.rs");
@@ -113,7 +118,10 @@ fn a_planted_circle_is_found() {
         "render.rs",
         "//! render\nuse crate::{format::{dur, pct}, model::Step};\npub fn g() {}\n",
     );
-    write("format.rs", "//! format\npub fn dur() {}\npub fn pct() {}\n");
+    write(
+        "format.rs",
+        "//! format\npub fn dur() {}\npub fn pct() {}\n",
+    );
     let files = scan::crate_files(&src.join("lib.rs"));
     let circles = graph::circles(&files);
     assert_eq!(circles, vec![vec!["model/mod.rs", "render.rs"]]);
@@ -142,7 +150,10 @@ fn a_planted_circle_is_found() {
         ["x/src: model/mod.rs -> render.rs (model/ may import only format.rs)"]
     );
     // Cut the circle: none is left.
-    write("model/mod.rs", "//! model\nmod steps;\npub use steps::Step;\n");
+    write(
+        "model/mod.rs",
+        "//! model\nmod steps;\npub use steps::Step;\n",
+    );
     assert!(graph::circles(&scan::crate_files(&src.join("lib.rs"))).is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -24,8 +24,8 @@ pub fn crate_files(root: &Path) -> Vec<File> {
     let mut modules: BTreeMap<Vec<String>, Module> = BTreeMap::new();
     let mut todo = vec![(root.to_path_buf(), Vec::<String>::new())];
     while let Some((path, module)) = todo.pop() {
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let code = blank(&text);
         let file = files.len();
         let is_dir_owner = matches!(
@@ -357,7 +357,10 @@ pub fn blank(text: &str) -> String {
         let c = b[i];
         let next = b.get(i + 1).copied();
         if c == b'/' && next == Some(b'/') {
-            let end = b[i..].iter().position(|&c| c == b'\n').map_or(b.len(), |p| i + p);
+            let end = b[i..]
+                .iter()
+                .position(|&c| c == b'\n')
+                .map_or(b.len(), |p| i + p);
             clear(&mut out, i, end);
             i = end;
         } else if c == b'/' && next == Some(b'*') {
@@ -404,7 +407,10 @@ pub fn blank(text: &str) -> String {
         } else if c == b'\'' {
             // A character literal ('x', '\n', '\u{..}'), not a lifetime ('a).
             let end = if next == Some(b'\\') {
-                b[i + 2..].iter().position(|&c| c == b'\'').map(|p| i + 2 + p + 1)
+                b[i + 2..]
+                    .iter()
+                    .position(|&c| c == b'\'')
+                    .map(|p| i + 2 + p + 1)
             } else {
                 let len = text[i + 1..].chars().next().map_or(1, char::len_utf8);
                 (b.get(i + 1 + len) == Some(&b'\'')).then_some(i + 2 + len)

@@ -3,7 +3,7 @@
 //! queries answer like one H100 SXM.
 #![allow(non_snake_case)]
 
-use crate::guard;
+use crate::panic_guard::guard;
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, CString};
 use std::sync::atomic::AtomicU8;

@@ -2,9 +2,9 @@
 //! (cupti_activity.h, cupti_callbacks.h, cupti_result.h, cupti_version.h of 13.0).
 #![allow(non_snake_case)]
 
-use crate::guard;
 use crate::layout::{self, kind};
 use crate::names;
+use crate::panic_guard::guard;
 use crate::state::{self, lock, CallbackFn, CompleteFn, RequestFn};
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::Ordering::Relaxed;

@@ -29,6 +29,7 @@ pub mod cuda;
 pub mod cupti;
 pub mod layout;
 mod names;
+mod panic_guard;
 pub mod replay;
 mod second;
 pub mod state;
@@ -36,13 +37,9 @@ pub mod state;
 #[cfg(test)]
 mod tests;
 
+use panic_guard::guard;
 use std::ffi::{c_char, c_int, CStr};
 use std::sync::atomic::Ordering::Relaxed;
-
-/// Runs `f`, turning a panic into `fallback`: no panic may cross the C ABI.
-pub(crate) fn guard<R>(fallback: R, f: impl FnOnce() -> R) -> R {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(fallback)
-}
 
 fn bytes_of(s: *const c_char, default: &[u8]) -> Vec<u8> {
     if s.is_null() {

@@ -92,7 +92,7 @@ pub fn unique_path(dir: &Path, file_name: &str, pid: u32) -> io::Result<UniqueFi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::test_dir as temp_dir;
+    use crate::config::test_dir::test_dir as temp_dir;
 
     #[test]
     fn file_names() {

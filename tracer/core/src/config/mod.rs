@@ -26,17 +26,11 @@ mod file_names;
 mod model;
 pub mod report;
 mod settings;
+#[cfg(test)]
+mod test_dir;
 pub mod vars;
 
 pub use env::{parse_ranks, parse_seconds};
 pub use file_names::{memory_file_name, trace_file_name, unique_path, UniqueFile};
 pub use model::*;
 pub use settings::{Settings, StepSettings};
-
-/// A fresh (removed if present) temporary directory path for one test.
-#[cfg(test)]
-fn test_dir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("cuprof-config-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}

@@ -87,7 +87,7 @@ pub fn read(report_file: &Path) -> io::Result<Vec<ReportLine>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::test_dir as temp_dir;
+    use crate::config::test_dir::test_dir as temp_dir;
 
     #[test]
     fn report_lines_round_trip() {

@@ -34,46 +34,47 @@
 //! a signed 64-bit value (see the `pickle` module).
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use super::pickle::PickleWriter;
-use super::{segment_type, Frame, Frames, MemoryTimeline, Segment, StreamHandle, TraceEntry};
+use super::timeline::{
+    segment_type, Frame, Frames, MemoryTimeline, Segment, StreamHandle, TraceEntry,
+};
 
-/// The `allocator_settings` dict. torch writes its caching allocator's configuration
-/// here; cuprof describes how its segments are to be read, with torch's defaults (the
-/// values of the reference snapshot): no `max_split_size` (-1), no garbage collection
-/// threshold, no expandable segments (cuprof's segments are plain `cudaMalloc`s or pool
-/// allocations, never mapped piecewise), one pinned-memory registration thread, no
-/// power-of-two rounding divisions. `pytorch_cuda_alloc_conf` is written verbatim as
-/// `PYTORCH_CUDA_ALLOC_CONF`: empty by default; the tracer may set it to the traced
-/// process's environment variable so a reader knows how torch was configured.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AllocatorSettings {
-    pub pytorch_cuda_alloc_conf: String,
-    pub max_split_size: i64,
-    pub garbage_collection_threshold: f64,
-    pub expandable_segments: bool,
-    pub pinned_num_register_threads: i64,
-    pub release_lock_on_cudamalloc: bool,
-    pub pinned_use_cuda_host_register: bool,
-    pub graph_capture_record_stream_reuse: bool,
-    /// `roundup_power2_divisions`: size in MiB (a power of two, written as a string key,
-    /// as torch does) -> divisions. Default: 1, 2, 4, ... 32768, each 0.
-    pub roundup_power2_divisions: Vec<(u64, i64)>,
+pub use super::allocator_settings::AllocatorSettings;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("cannot write memory snapshot {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
-impl Default for AllocatorSettings {
-    fn default() -> Self {
-        AllocatorSettings {
-            pytorch_cuda_alloc_conf: String::new(),
-            max_split_size: -1,
-            garbage_collection_threshold: 0.0,
-            expandable_segments: false,
-            pinned_num_register_threads: 1,
-            release_lock_on_cudamalloc: false,
-            pinned_use_cuda_host_register: false,
-            graph_capture_record_stream_reuse: false,
-            roundup_power2_divisions: (0..16).map(|i| (1u64 << i, 0)).collect(),
-        }
+impl MemoryTimeline {
+    /// The snapshot pickle now (see [`crate::memory::snapshot`]).
+    pub fn snapshot_pickle(&self) -> Vec<u8> {
+        write(self)
+    }
+
+    /// Writes [`Self::snapshot_pickle`] to `path` through a temporary file in the same
+    /// directory and a rename, so a reader never sees half a file.
+    pub fn write_snapshot(&self, path: &Path) -> Result<(), SnapshotError> {
+        let bytes = self.snapshot_pickle();
+        let err = |source| SnapshotError::Write {
+            path: path.to_owned(),
+            source,
+        };
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        std::fs::write(&tmp, &bytes).map_err(err)?;
+        std::fs::rename(&tmp, path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            err(e)
+        })
     }
 }
 

@@ -1,6 +1,10 @@
+//! Tests of the memory timeline and of its snapshot pickle, through the `memory` API.
+
 use super::*;
 use crate::event::{Memory, MemoryOp};
 use serde_pickle::{DeOptions, HashableValue, Value};
+use std::path::Path;
+use std::sync::Arc;
 
 const MIB: u64 = 1 << 20;
 const A: u64 = 0x7f00_0000_0000;

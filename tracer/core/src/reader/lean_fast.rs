@@ -394,42 +394,44 @@ fn plain_run(s: &[u8]) -> usize {
     i + s[i..].iter().take_while(|&&c| plain_char(c)).count()
 }
 
+/// The fast path's answer must be serde_json's lean decode's, whenever it gives one: checks
+/// that it is (panicking if not) and tells whether the fast path took `bytes`. For tests, here
+/// and in the reader's.
+#[cfg(test)]
+pub(super) fn agrees(bytes: &[u8]) -> bool {
+    let Some((mut fast, n)) = parse_prefix(bytes, 7) else {
+        return false;
+    };
+    // The spans are those the byte scanner finds (the first of each key, as each is once).
+    let mut found = MemberSpans::default();
+    assert!(super::scan::for_each_member(&bytes[..n], |key, value| {
+        let slot = match &bytes[key] {
+            b"\"pid\"" => &mut found.pid,
+            b"\"ts\"" => &mut found.ts,
+            b"\"id\"" => &mut found.id,
+            b"\"args\"" => &mut found.args,
+            _ => return std::ops::ControlFlow::Continue(()),
+        };
+        slot.get_or_insert(value);
+        std::ops::ControlFlow::Continue(())
+    }));
+    assert_eq!(fast.spans.take(), Some(found));
+    match Event::parse_prefix_lean(bytes, 7) {
+        Ok(Some((slow, m))) => {
+            assert_eq!(n, m, "length of {:?}", String::from_utf8_lossy(bytes));
+            assert_eq!(fast, slow, "{:?}", String::from_utf8_lossy(bytes));
+        }
+        other => panic!(
+            "fast path took {:?}, serde_json: {other:?}",
+            String::from_utf8_lossy(bytes)
+        ),
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::ops::ControlFlow;
-
-    /// The fast path's answer must be serde_json's lean decode's, whenever it gives one.
-    fn agrees(bytes: &[u8]) -> bool {
-        let Some((mut fast, n)) = parse_prefix(bytes, 7) else {
-            return false;
-        };
-        // The spans are those the byte scanner finds (the first of each key, as each is once).
-        let mut found = MemberSpans::default();
-        assert!(super::super::for_each_member(&bytes[..n], |key, value| {
-            let slot = match &bytes[key] {
-                b"\"pid\"" => &mut found.pid,
-                b"\"ts\"" => &mut found.ts,
-                b"\"id\"" => &mut found.id,
-                b"\"args\"" => &mut found.args,
-                _ => return ControlFlow::Continue(()),
-            };
-            slot.get_or_insert(value);
-            ControlFlow::Continue(())
-        }));
-        assert_eq!(fast.spans.take(), Some(found));
-        match Event::parse_prefix_lean(bytes, 7) {
-            Ok(Some((slow, m))) => {
-                assert_eq!(n, m, "length of {:?}", String::from_utf8_lossy(bytes));
-                assert_eq!(fast, slow, "{:?}", String::from_utf8_lossy(bytes));
-            }
-            other => panic!(
-                "fast path took {:?}, serde_json: {other:?}",
-                String::from_utf8_lossy(bytes)
-            ),
-        }
-        true
-    }
 
     const KERNEL: &str = r#"{"ph": "X", "cat": "kernel", "name": "gemm_kernel_3", "pid": 0, "tid": 7, "ts": 1000.250, "dur": 13.004, "args": {"device": 0, "stream": 7, "correlation": 12, "grid": [132, 1, 1], "block": [128, 1, 1]}}"#;
 
@@ -512,30 +514,6 @@ mod tests {
         assert!(agrees(
             br#"{"x": 1, "x": 2, "args": {"y": 1, "y": 2, "z": {"a": 1, "a": 1}}}"#
         ));
-    }
-
-    /// Every event of real torch.profiler traces (HolisticTraceAnalysis's test data, three
-    /// Kineto generations): the fast path agrees with serde_json on each.
-    #[test]
-    fn real_kineto_traces_agree() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/hta");
-        // Every one of their events is plain: all take the fast path.
-        for (name, events) in [
-            ("alexnet-old-kineto.trace.json.gz", 1408),
-            ("simple-add-old-kineto.trace.json.gz", 1348),
-            ("sampled-rank0.trace.json.gz", 4855),
-        ] {
-            let mut r = super::super::TraceReader::open(&dir.join(name)).unwrap();
-            r.set_detail(super::super::Detail::Lean);
-            let (mut taken, mut total) = (0u64, 0u64);
-            r.read_events(|e| {
-                total += 1;
-                taken += u64::from(agrees(e.raw));
-                ControlFlow::Continue(())
-            })
-            .unwrap();
-            assert_eq!((taken, total), (events, events), "{name}");
-        }
     }
 
     /// Random edits of plain events (bytes replaced, inserted, deleted, the event cut short,

@@ -1102,4 +1102,28 @@ mod tests {
             );
         }
     }
+
+    /// Every event of real torch.profiler traces (HolisticTraceAnalysis's test data, three
+    /// Kineto generations): the fast path agrees with serde_json on each.
+    #[test]
+    fn real_kineto_traces_agree() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/hta");
+        // Every one of their events is plain: all take the fast path.
+        for (name, events) in [
+            ("alexnet-old-kineto.trace.json.gz", 1408),
+            ("simple-add-old-kineto.trace.json.gz", 1348),
+            ("sampled-rank0.trace.json.gz", 4855),
+        ] {
+            let mut r = TraceReader::open(&dir.join(name)).unwrap();
+            r.set_detail(Detail::Lean);
+            let (mut taken, mut total) = (0u64, 0u64);
+            r.read_events(|e| {
+                total += 1;
+                taken += u64::from(super::lean_fast::agrees(e.raw));
+                ControlFlow::Continue(())
+            })
+            .unwrap();
+            assert_eq!((taken, total), (events, events), "{name}");
+        }
+    }
 }
