@@ -34,25 +34,25 @@
 //!   time = duration minus the operators directly inside. A GPU operation belongs to the
 //!   operator its `External id` names, else to the one its launch's `External id` names (by
 //!   correlation), else to `(no operator)`.
-//! * **CUDA API calls, NVTX ranges and labels** ([`durations`]): per call name and per range
+//! * **CUDA API calls, NVTX ranges and labels** ([`sections::durations`]): per call name and per range
 //!   name, count, total, share, mean, median, min and max, as Nsight Systems' `cuda_api_sum`
 //!   and `nvtx_sum`.
-//! * **Collectives** ([`collectives`]): per collective name, dtype and group size (the metadata
+//! * **Collectives** ([`sections::collectives`]): per collective name, dtype and group size (the metadata
 //!   on `record_param_comms` operators), nccl-tests' message bytes, the GPU time of the kernels
 //!   attributed to them, algorithm and bus bandwidth; per rank, the time its kernels in the
 //!   collectives it shares with other ranks ran beyond the shortest rank's (waiting for them).
-//! * **Triton kernels** ([`triton`]): torch.compile's generated kernels, per kernel and the
+//! * **Triton kernels** ([`sections::triton`]): torch.compile's generated kernels, per kernel and the
 //!   file inductor wrote it to (the keyword inputs on each launch's operator): launches, the
 //!   GPU time of the kernels attributed to them, and GB/s and TFLOP/s against inductor's
 //!   estimates of one launch's bytes and operations.
-//! * **Kernel launches** ([`launches`]): HTA's launch statistics, each kernel's launch call
+//! * **Kernel launches** ([`sections::launches`]): HTA's launch statistics, each kernel's launch call
 //!   time and the delay from its end to the kernel's start, with HTA's outlier counts.
-//! * **Findings** ([`findings`]): host synchronizations, pageable copies, the GPU's host-bound
+//! * **Findings** ([`sections::findings`]): host synchronizations, pageable copies, the GPU's host-bound
 //!   gaps, kernels shorter than their launch and driver allocations inside steps, each tied to
 //!   operators and Python lines.
-//! * **Series** ([`series`]): each rank's step durations, and each device's memory counter
+//! * **Series** ([`sections::series`]): each rank's step durations, and each device's memory counter
 //!   (`reserved_bytes`) thinned to at most 2,000 points keeping each time bucket's extremes;
-//!   `report --html` ([`html`]) plots these and the figures above.
+//!   `report --html` ([`views::html`]) plots these and the figures above.
 //! * **Across ranks**: imbalance = max / mean over ranks (of mean step time, of GPU busy
 //!   time); for each step number seen on two ranks or more, the rank whose step took longest
 //!   (ties: lowest rank); comm/compute overlap = time communication and compute kernels ran
