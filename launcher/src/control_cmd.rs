@@ -207,12 +207,12 @@ pub fn ps(_: PsArgs) -> Result<()> {
                 "{}\t{}\t{}\t{}\t{}\t{}",
                 s.pid,
                 s.rank,
-                crate::console::printable_text(&s.name),
+                cuprof_analysis::io::console::printable_text(&s.name),
                 s.state,
                 s.step,
                 s.files
             )?,
-            Err(e) => eprintln!("cuprof: {}", crate::console::one_line(&e)),
+            Err(e) => eprintln!("cuprof: {}", cuprof_analysis::io::console::one_line(&e)),
         }
     }
     Ok(())
@@ -228,7 +228,7 @@ fn targets(dir: &Path, a: &CaptureArgs) -> Result<Vec<Status>> {
         match status(dir, pid) {
             Ok(s) if a.name.as_ref().is_none_or(|n| *n == s.name) => found.push(s),
             Ok(_) => {}
-            Err(e) => eprintln!("cuprof: {}", crate::console::one_line(&e)),
+            Err(e) => eprintln!("cuprof: {}", cuprof_analysis::io::console::one_line(&e)),
         }
     }
     if found.is_empty() {
@@ -287,7 +287,7 @@ pub fn capture(a: CaptureArgs) -> Result<()> {
             }
             Ok(Reply::Error(e)) => refused.push(format!("process {}: {e}", s.pid)),
             Ok(other) => refused.push(format!("process {} answered {other:?}", s.pid)),
-            Err(e) => refused.push(crate::console::one_line(&e)),
+            Err(e) => refused.push(cuprof_analysis::io::console::one_line(&e)),
         }
     }
     if started.is_empty() {
@@ -337,7 +337,7 @@ fn record_until_interrupted(dir: &Path, started: &[(u32, u32)]) -> Result<()> {
             // Ended meanwhile (exited: its file is closed on the way out).
             Ok(Reply::Error(e)) => eprintln!("cuprof: process {pid}, capture {cycle}: {e}"),
             Ok(other) => eprintln!("cuprof: process {pid} answered {other:?} to stop"),
-            Err(e) => eprintln!("cuprof: {}", crate::console::one_line(&e)),
+            Err(e) => eprintln!("cuprof: {}", cuprof_analysis::io::console::one_line(&e)),
         }
     }
     Ok(())

@@ -1,22 +1,18 @@
 //! `cuprof`: run a program under the tracer, or analyse traces offline.
 //!
-//! One module per command: `run` (options to core's `config::Settings`, the preloaded child
-//! process, what is printed after it), `analysis` (report, flame, compare, merge: a model
-//! built from the traces through `cuprof_core::reader`, rendered as text, HTML and JSON),
-//! `memory_cmd`, `repair_cmd` (over `cuprof_core::repair`), `export` (Parquet) and
-//! `observer_cmd` (builds the native operator observer ahead of time). `console`
-//! and `output` hold what the commands share: one-line errors, a stdout closed early, output
-//! files written without destroying one.
+//! Glue: arguments, then library calls, then the exit status. The offline commands (report,
+//! flame, compare, merge, export) are `cuprof_analysis` calls, their arguments in
+//! `analysis_args`; the others are one module each: `run` (options to core's
+//! `config::Settings`, the preloaded child process, what is printed after it), `memory_cmd`,
+//! `repair_cmd` (over `cuprof_core::repair`), `observer_cmd` (builds the native operator
+//! observer ahead of time), `control_cmd` and `top_*` (on-demand capture). What the commands
+//! share to print and write (one-line errors, a stdout closed early, output files written
+//! without destroying one) is `cuprof_analysis::io`.
 
-mod analysis;
-mod console;
+mod analysis_args;
 mod control_cmd;
-mod export;
-mod gzip_out;
-mod jobs;
 mod memory_cmd;
 mod observer_cmd;
-mod output;
 mod repair_cmd;
 mod run;
 mod terminal;
@@ -25,7 +21,9 @@ mod top_view;
 
 use std::process::ExitCode;
 
+use analysis_args::{CompareArgs, ExportArgs, FlameArgs, MergeArgs, ReportArgs};
 use clap::{Parser, Subcommand};
+use cuprof_analysis::io::console;
 
 #[derive(Parser)]
 #[command(
@@ -43,18 +41,18 @@ enum Command {
     /// Run a program with the tracer preloaded: cuprof run [options] -- CMD ARGS...
     Run(run::RunArgs),
     /// Per-step latency, GPU time breakdown, top kernels, NVTX buckets, cross-rank figures.
-    Report(analysis::ReportArgs),
+    Report(ReportArgs),
     /// Flame graph of NVTX ranges -> kernels weighted by GPU time (SVG).
-    Flame(analysis::FlameArgs),
+    Flame(FlameArgs),
     /// Compare two traces kernel by kernel and bucket by bucket.
-    Compare(analysis::CompareArgs),
+    Compare(CompareArgs),
     /// Merge the rank traces of a directory into one timeline.
-    Merge(analysis::MergeArgs),
+    Merge(MergeArgs),
     /// Summarise a memory snapshot pickle (peak reserved, when, by which stack; live at end).
     Memory(memory_cmd::MemoryArgs),
     /// Traces as a Parquet dataset for DuckDB and Spark: one table per kind, partitioned by
     /// rank and cycle (DIR/kernels/rank=R/cycle=C/NAME.parquet, ...).
-    Export(export::ExportArgs),
+    Export(ExportArgs),
     /// Close a trace cut short (SIGKILL, OOM kill) into a valid trace: NAME.repaired.trace.json.gz
     /// beside it, -o OUT, or --in-place.
     Repair(repair_cmd::RepairArgs),
@@ -74,13 +72,13 @@ enum Command {
 fn dispatch(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Run(a) => run::run(a),
-        Command::Report(a) => analysis::report(a),
-        Command::Flame(a) => analysis::flame(a),
-        Command::Compare(a) => analysis::compare(a),
-        Command::Merge(a) => analysis::merge(a),
+        Command::Report(a) => cuprof_analysis::report(&a.into()),
+        Command::Flame(a) => cuprof_analysis::flame(a.into()),
+        Command::Compare(a) => cuprof_analysis::compare(a.into()),
+        Command::Merge(a) => cuprof_analysis::merge(a.into()),
         Command::Memory(a) => memory_cmd::run(a),
         Command::Repair(a) => repair_cmd::run(a),
-        Command::Export(a) => export::run(a),
+        Command::Export(a) => cuprof_analysis::export(a.into()),
         Command::Observer(a) => observer_cmd::run(a),
         Command::Capture(a) => control_cmd::capture(a),
         Command::Ps(a) => control_cmd::ps(a),

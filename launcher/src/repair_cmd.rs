@@ -4,7 +4,7 @@
 //! been read back and holds at least as many events as FILE (a new file beside FILE is not
 //! read back: FILE stays as it was). Memory stays within the reader's
 //! buffer and at most 16 compression blocks in flight whatever the file's size (see
-//! [`cuprof_core::repair`] and [`crate::gzip_out`]); a gzip output is compressed on every core.
+//! [`cuprof_core::repair`] and [`cuprof_analysis::io::gzip_out`]); a gzip output is compressed on every core.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -16,9 +16,9 @@ use cuprof_core::reader::TraceReader;
 use cuprof_core::repair::{rewrite, survey, Rewritten, Survey};
 use flate2::Compression;
 
-use crate::analysis::load::progress;
-use crate::gzip_out::ParGzWriter;
-use crate::output::{same_file, Staged};
+use cuprof_analysis::io::gzip_out::ParGzWriter;
+use cuprof_analysis::io::output::{same_file, Staged};
+use cuprof_analysis::load::progress;
 
 #[derive(clap::Args)]
 pub struct RepairArgs {

@@ -120,7 +120,7 @@ fn rows(dir: &Path, a: &TopArgs) -> Vec<Row> {
             Ok(other) => Some(Row::Failed(format!(
                 "process {pid} answered {other:?} to a live request"
             ))),
-            Err(e) => Some(Row::Failed(crate::console::one_line(&e))),
+            Err(e) => Some(Row::Failed(cuprof_analysis::io::console::one_line(&e))),
         })
         .collect()
 }

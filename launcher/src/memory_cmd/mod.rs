@@ -37,7 +37,7 @@ pub fn run(args: MemoryArgs) -> anyhow::Result<()> {
     let bytes = read_limited(&args.file, MAX_PICKLE_BYTES)?;
     let devices = load(&bytes)
         .with_context(|| format!("{} is not a memory snapshot", args.file.display()))?;
-    crate::console::print_text(&render::render(
+    cuprof_analysis::io::console::print_text(&render::render(
         &args.file.display().to_string(),
         &devices,
         args.frames,

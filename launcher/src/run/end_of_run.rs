@@ -82,12 +82,12 @@ pub(crate) fn print(report_file: &Path, analyse: bool) {
     let lines = report::read(report_file).unwrap_or_default();
     let _ = std::fs::remove_file(report_file);
     for line in summary(&lines) {
-        eprintln!("{}", crate::console::printable_text(&line));
+        eprintln!("{}", cuprof_analysis::io::console::printable_text(&line));
     }
     if analyse {
-        let (lines, _) = crate::analysis::after_run(&traces_written(&lines), true);
+        let (lines, _) = cuprof_analysis::after_run(&traces_written(&lines), true);
         for line in lines {
-            eprintln!("{}", crate::console::printable_text(&line));
+            eprintln!("{}", cuprof_analysis::io::console::printable_text(&line));
         }
     }
 }

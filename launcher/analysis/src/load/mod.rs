@@ -1,0 +1,542 @@
+//! One streaming pass over a trace file into compact columns: GPU operations, API calls, NVTX
+//! ranges, steps, sync intervals and PyTorch operators. Strings are interned once per distinct
+//! name.
+
+use std::cell::RefCell;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+
+pub mod columns;
+pub mod inputs;
+pub mod python_frames;
+
+pub use columns::*;
+pub use inputs::trace_files;
+
+use crate::saturating::AddSat;
+use cuprof_core::reader::{Event, Id, ReadSummary, TraceReader};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use python_frames::PyFrame;
+use rustc_hash::FxHashMap;
+
+/// Loads `files`, one per worker of the current rayon pool, each with its own interner; the
+/// names are then merged in file order, so the result is the same as loading them one after
+/// the other into one interner.
+pub fn load_all(files: &[PathBuf]) -> Result<(Interner, Vec<FileData>)> {
+    let loaded = crate::io::jobs::map_in_order(files, |f| {
+        let mut names = Interner::default();
+        load(f, &mut names).map(|d| (names, d))
+    })?;
+    let mut names = Interner::default();
+    let mut out = Vec::with_capacity(loaded.len());
+    for (own, mut data) in loaded {
+        data.rename(&names.absorb(own));
+        out.push(data);
+    }
+    Ok((names, out))
+}
+
+/// Categories older Kineto traces use for CUDA activity (HTA reads them), as the current names.
+pub fn cuda_category(cat: &str) -> &str {
+    match cat {
+        "Kernel" => "kernel",
+        "Memcpy" => "gpu_memcpy",
+        "Memset" => "gpu_memset",
+        "Runtime" => "cuda_runtime",
+        "Driver" => "cuda_driver",
+        _ => cat,
+    }
+}
+
+/// Host-side categories analysis skips on purpose: not counted as ignored device events.
+pub fn is_known_host_category(cat: &str) -> bool {
+    matches!(
+        cat,
+        "" | "gpu_user_annotation"
+            | "python"
+            | "python_function"
+            | "cpu_instant_event"
+            | "overhead"
+            | "Trace"
+            | "external_correlation"
+            | "cuda_profiler_range"
+            | "collective_comm"
+            | "ac2g"
+            | "fwdbwd"
+    )
+}
+
+/// The warning about a file's malformed events, as `report` and `export` print it.
+pub fn malformed_warning(path: &str, skipped: u64, clamped: u64) -> String {
+    format!(
+        "warning: {path}: {skipped} malformed event(s) skipped (ts or dur missing, not a number, \
+         not finite or beyond ±2^62 ns), {clamped} clamped (negative dur read as 0)"
+    )
+}
+
+/// `` `a`, `b` `` for the categories of ignored events, escaped: they are a trace's text.
+pub fn category_list(ignored: &std::collections::BTreeMap<String, u64>) -> String {
+    let cats: Vec<String> = ignored
+        .keys()
+        .map(|c| format!("`{}`", crate::io::console::printable_line(c)))
+        .collect();
+    cats.join(", ")
+}
+
+/// Why a file that parsed as JSON is not a trace, when it is not. `read` may cover only the
+/// start of the events (a read stopped at the first one is enough to tell).
+pub fn not_a_trace(path: &Path, reader: &TraceReader<'_>, read: &ReadSummary) -> Option<String> {
+    if read.truncated.is_some() || read.stopped {
+        return None;
+    }
+    let p = path.display();
+    if !reader.has_events_array() {
+        let keys = &reader.meta().members;
+        if keys.iter().any(|(k, _)| k == "nodes") {
+            return Some(format!(
+                "{p}: a PyTorch execution trace (`nodes`, no `traceEvents`), not a Chrome trace; \
+                 pass the Kineto trace of the same run (`*.pt.trace.json`) or cuprof's \
+                 `*.trace.json.gz`"
+            ));
+        }
+        return Some(format!(
+            "{p}: a JSON object without `traceEvents` ({} other member(s)), not a Chrome \
+             trace; pass a cuprof `*.trace.json.gz` or another Kineto/Chrome JSON trace",
+            keys.len()
+        ));
+    }
+    if reader.is_bare_array() && read.events == 0 {
+        return Some(format!(
+            "{p}: an empty JSON array, with no trace events; pass a cuprof `*.trace.json.gz` or \
+             another Kineto/Chrome JSON trace"
+        ));
+    }
+    None
+}
+
+/// The rank each file is counted under: its own when it has one, else the next ranks after
+/// every known one, in file order (what `report`, `merge` and `export` all number by). A
+/// crafted rank at the 64-bit limit saturates instead of overflowing.
+pub fn number_ranks(known: &[Option<i64>]) -> Vec<i64> {
+    let mut next = known
+        .iter()
+        .flatten()
+        .max()
+        .map_or(0, |r| r.saturating_add(1));
+    known
+        .iter()
+        .map(|r| {
+            r.unwrap_or_else(|| {
+                let this = next;
+                next = next.saturating_add(1);
+                this
+            })
+        })
+        .collect()
+}
+
+/// `R` of `...-rankR...` in a file name.
+pub fn rank_from_name(path: &Path) -> Option<i64> {
+    let name = path.file_name()?.to_str()?;
+    let at = name.find("rank")?;
+    let digits: String = name[at + 4..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    digits.parse().ok()
+}
+
+/// Every file's bar, drawn together: files are read by several workers at once, and bars
+/// drawn on their own would overwrite each other's line.
+fn bars() -> &'static MultiProgress {
+    static BARS: std::sync::OnceLock<MultiProgress> = std::sync::OnceLock::new();
+    BARS.get_or_init(MultiProgress::new)
+}
+
+/// A progress bar over `reader` that appears once the read has taken more than a second (and
+/// only on a terminal). Call `finish_and_clear` on what the returned cell holds when done.
+pub fn progress(reader: &mut TraceReader<'_>, path: &Path) -> Rc<RefCell<Option<ProgressBar>>> {
+    let total = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let bar: Rc<RefCell<Option<ProgressBar>>> = Rc::new(RefCell::new(None));
+    let cell = bar.clone();
+    let started = Instant::now();
+    let label = path.display().to_string();
+    reader.on_progress(move |p| {
+        let mut b = cell.borrow_mut();
+        if b.is_none() && started.elapsed() > Duration::from_secs(1) {
+            let pb = bars().add(ProgressBar::new(total.max(p.compressed)));
+            pb.set_style(
+                ProgressStyle::with_template(
+                    "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+                )
+                .expect("valid template")
+                .progress_chars("=> "),
+            );
+            pb.set_message(label.clone());
+            *b = Some(pb);
+        }
+        if let Some(pb) = b.as_ref() {
+            pb.set_position(p.compressed);
+        }
+    });
+    bar
+}
+
+/// Reads `path` in one pass. A progress bar appears when the read takes more than a second.
+pub fn load(path: &Path, names: &mut Interner) -> Result<FileData> {
+    let mut reader = TraceReader::open(path)?;
+    let bar = progress(&mut reader, path);
+    let mut b = Builder {
+        names,
+        data: FileData {
+            path: path.to_owned(),
+            ..FileData::default()
+        },
+        threads: FxHashMap::default(),
+        kinds: Vec::new(),
+        syncs: Vec::new(),
+        frames: Vec::new(),
+    };
+    // The reader's errors name the file already: no context, so the message stays one line.
+    let read = reader.read_events(|e| {
+        b.event(e);
+        ControlFlow::Continue(())
+    });
+    if let Some(pb) = bar.borrow_mut().take() {
+        pb.finish_and_clear();
+    }
+    let read = read?;
+    if let Some(why) = not_a_trace(path, &reader, &read) {
+        bail!(why);
+    }
+    let Builder {
+        mut data,
+        mut frames,
+        ..
+    } = b;
+    data.stacks_from_functions = python_frames::attach(&mut data.cpu_ops, &mut frames, names);
+    data.meta = reader.meta().clone();
+    data.rank = data.meta.rank.or_else(|| rank_from_name(path));
+    data.read = read;
+    Ok(data)
+}
+
+struct Builder<'n> {
+    names: &'n mut Interner,
+    data: FileData,
+    threads: FxHashMap<(Id<'static>, Id<'static>), u32>,
+    /// Per kernel name id: communication or compute (cached classification).
+    kinds: Vec<Option<OpKind>>,
+    /// Per API name id: is it a sync call (cached).
+    syncs: Vec<Option<bool>>,
+    /// torch.profiler's `python_function` events of Python code: the call stacks of operators
+    /// that carry none.
+    frames: Vec<PyFrame>,
+}
+
+impl Builder<'_> {
+    fn thread(&mut self, pid: &Option<Id<'_>>, tid: &Option<Id<'_>>) -> u32 {
+        let key = (
+            pid.clone().unwrap_or(Id::Int(-1)).into_owned(),
+            tid.clone().unwrap_or(Id::Int(-1)).into_owned(),
+        );
+        let next = self.data.threads.len() as u32;
+        *self.threads.entry(key.clone()).or_insert_with(|| {
+            self.data.threads.push(key);
+            next
+        })
+    }
+
+    fn kernel_kind(&mut self, name: u32) -> OpKind {
+        let i = name as usize;
+        if self.kinds.len() <= i {
+            self.kinds.resize(i + 1, None);
+        }
+        *self.kinds[i].get_or_insert_with(|| {
+            if is_comm_kernel(self.names.name(name)) {
+                OpKind::Comm
+            } else {
+                OpKind::Compute
+            }
+        })
+    }
+
+    fn is_sync(&mut self, name: u32) -> bool {
+        let i = name as usize;
+        if self.syncs.len() <= i {
+            self.syncs.resize(i + 1, None);
+        }
+        *self.syncs[i].get_or_insert_with(|| is_sync_call(self.names.name(name)))
+    }
+
+    /// The reader does not decode counter values (only these few events have any), so the
+    /// sample's `args.reserved_bytes` is parsed from its raw text here.
+    fn memory_sample(&mut self, e: &Event<'_>) {
+        #[derive(serde::Deserialize)]
+        struct Counter {
+            args: Values,
+        }
+        #[derive(serde::Deserialize)]
+        struct Values {
+            reserved_bytes: Option<i64>,
+        }
+        let (Some(ts), Some(device)) = (e.ts, e.pid.as_ref().and_then(Id::as_int)) else {
+            return;
+        };
+        if let Ok(Counter {
+            args: Values {
+                reserved_bytes: Some(b),
+            },
+        }) = serde_json::from_slice::<Counter>(e.raw)
+        {
+            self.data.memory.push((device, ts, b));
+        }
+    }
+
+    /// A `[memory]` instant's `Bytes` and `Device Type`, parsed from its raw text (as
+    /// [`Self::memory_sample`]); one without them, or on a device torch's tables do not count,
+    /// is left out.
+    fn tensor_memory(&mut self, e: &Event<'_>) {
+        #[derive(serde::Deserialize)]
+        struct Instant {
+            args: Values,
+        }
+        #[derive(serde::Deserialize)]
+        struct Values {
+            #[serde(rename = "Bytes")]
+            bytes: Option<i64>,
+            #[serde(rename = "Device Type")]
+            device_type: Option<i64>,
+        }
+        let Some(ts) = e.ts.filter(|t| (-TIME_LIMIT_NS..TIME_LIMIT_NS).contains(t)) else {
+            return;
+        };
+        let Ok(Instant {
+            args:
+                Values {
+                    bytes: Some(bytes),
+                    device_type: Some(device_type),
+                },
+        }) = serde_json::from_slice::<Instant>(e.raw)
+        else {
+            return;
+        };
+        if let Some(on) = TensorMemoryOn::of(device_type) {
+            let thread = self.thread(&e.pid, &e.tid);
+            self.data.tensor_memory.push(TensorMemory {
+                thread,
+                ts,
+                bytes,
+                on,
+            });
+        }
+    }
+
+    // Called once per event from the reader's loop: left out of line (as the code around it
+    // grew), it cost the parse 4-7% on a 2M-event trace (BENCHMARKS.md, session 11).
+    #[inline(always)]
+    fn event(&mut self, e: &Event<'_>) {
+        if !e.is_complete() {
+            if e.ph == "C" && e.cat == "cuda_memory" {
+                self.memory_sample(e);
+            } else if e.ph == "i" && e.name == "[memory]" {
+                self.tensor_memory(e);
+            }
+            return;
+        }
+        let (Some(start), Some(dur)) = (e.ts, e.dur) else {
+            self.data.malformed_skipped += 1;
+            return;
+        };
+        let dur = if dur < 0 {
+            self.data.malformed_clamped += 1;
+            0
+        } else {
+            dur
+        };
+        let end = start.saturating_add(dur);
+        if !(-TIME_LIMIT_NS..TIME_LIMIT_NS).contains(&start)
+            || !(-TIME_LIMIT_NS..TIME_LIMIT_NS).contains(&end)
+        {
+            self.data.malformed_skipped += 1;
+            return;
+        }
+        let cat = cuda_category(&e.cat);
+        match cat {
+            "kernel" | "gpu_memcpy" | "gpu_memset" => {
+                let name = self.names.id(&e.name);
+                let kind = match cat {
+                    "kernel" => self.kernel_kind(name),
+                    "gpu_memcpy" => OpKind::Memcpy,
+                    _ => OpKind::Memset,
+                };
+                let device = e
+                    .args
+                    .device
+                    .or_else(|| e.pid.as_ref().and_then(Id::as_int))
+                    .unwrap_or(0);
+                if let Some(x) = e.args.external_id {
+                    self.data.op_ext.push((self.data.ops.len() as u32, x));
+                }
+                let stream = e
+                    .args
+                    .stream
+                    .or_else(|| e.tid.as_ref().and_then(Id::as_int))
+                    .unwrap_or(-1);
+                self.data.ops.push(GpuOp {
+                    start,
+                    end,
+                    device,
+                    stream,
+                    name,
+                    kind,
+                    corr: e.args.correlation.unwrap_or(-1),
+                    bytes: e.args.bytes.unwrap_or(0),
+                });
+            }
+            "cuda_sync" => {
+                let device = e
+                    .args
+                    .device
+                    .or_else(|| e.pid.as_ref().and_then(Id::as_int))
+                    .unwrap_or(0);
+                self.data.gpu_syncs.push((device, start, end));
+            }
+            "cuda_runtime" | "cuda_driver" => {
+                let name = self.names.id(&e.name);
+                let thread = self.thread(&e.pid, &e.tid);
+                let sync = self.is_sync(name);
+                if let Some(x) = e.args.external_id {
+                    self.data.api_ext.push((self.data.apis.len() as u32, x));
+                }
+                self.data.apis.push(ApiCall {
+                    thread,
+                    start,
+                    end,
+                    name,
+                    corr: e.args.correlation.unwrap_or(-1),
+                    sync,
+                });
+            }
+            "user_annotation" => {
+                if let Some(number) = step_number(&e.name) {
+                    self.data.steps.push(Step {
+                        number,
+                        start,
+                        dur: end - start,
+                        work: e.args.work,
+                    });
+                } else {
+                    let name = self.names.id(&e.name);
+                    let thread = self.thread(&e.pid, &e.tid);
+                    self.data.ranges.push(Range {
+                        thread,
+                        start,
+                        end,
+                        name,
+                    });
+                }
+            }
+            "cpu_op" => {
+                let name = self.names.id(&e.name);
+                let thread = self.thread(&e.pid, &e.tid);
+                let dims = match e.args.input_dims {
+                    // Kineto writes `[[32], [8, 64]]`, cuprof `[[32],[8,64]]`: one key for both.
+                    Some(d) if d.bytes().any(|b| b.is_ascii_whitespace()) => {
+                        let compact: String = d.chars().filter(|c| !c.is_whitespace()).collect();
+                        self.names.id(&compact)
+                    }
+                    Some(d) => self.names.id(d),
+                    None => NO_NAME,
+                };
+                let stack = match &e.args.call_stack {
+                    Some(s) if !s.is_empty() => self.names.id(s),
+                    _ => NO_NAME,
+                };
+                self.data.cpu_ops.push(CpuOp {
+                    thread,
+                    start,
+                    end,
+                    name,
+                    ext: e.args.external_id.unwrap_or(-1),
+                    dims,
+                    stack,
+                    flops: e.args.flops.map_or(0, |f| f.max(0) as u64),
+                });
+                let c = &e.args.collective;
+                if let Some(collective) = &c.name {
+                    self.data.collectives.push(CollectiveCall {
+                        op: self.data.cpu_ops.len() as u32 - 1,
+                        name: self.names.id(collective),
+                        dtype: c.dtype.as_deref().map_or(NO_NAME, |d| self.names.id(d)),
+                        in_nelems: c.in_nelems.unwrap_or(-1),
+                        out_nelems: c.out_nelems.unwrap_or(-1),
+                        group_size: c.group_size.unwrap_or(-1),
+                        group: c.group.as_deref().map_or(NO_NAME, |g| self.names.id(g)),
+                        seq: c.seq.unwrap_or(-1),
+                    });
+                }
+                let t = &e.args.triton;
+                if let Some(file) = &t.file {
+                    self.data.triton.push(TritonCall {
+                        op: self.data.cpu_ops.len() as u32 - 1,
+                        file: self.names.id(file),
+                        num_gb: t.num_gb.unwrap_or(f64::NAN),
+                        flop: t.flop.unwrap_or(-1),
+                        num_warps: t.num_warps.unwrap_or(-1),
+                        num_stages: t.num_stages.unwrap_or(-1),
+                        config: t.config.as_deref().map_or(NO_NAME, |c| self.names.id(c)),
+                    });
+                }
+            }
+            "python_function" => {
+                if python_frames::is_code_frame(&e.name) {
+                    let thread = self.thread(&e.pid, &e.tid);
+                    let name = self.names.id(&e.name);
+                    self.frames.push(PyFrame {
+                        thread,
+                        start,
+                        end,
+                        name,
+                    });
+                }
+            }
+            "overhead" => {
+                self.data.overhead.0 += 1;
+                self.data.overhead.1.add_sat(end - start);
+            }
+            other => {
+                if !is_known_host_category(other) {
+                    *self.data.ignored.entry(other.to_owned()).or_default() += 1;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification() {
+        assert!(is_comm_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL"));
+        assert!(is_comm_kernel("void ncclKernel_AllGather(ncclWork*)"));
+        assert!(is_comm_kernel("NCCL_custom"));
+        assert!(!is_comm_kernel("sm90_gemm_nc"));
+        assert!(is_sync_call("cudaDeviceSynchronize"));
+        assert!(is_sync_call("cuStreamSynchronize"));
+        assert!(!is_sync_call("cudaLaunchKernel"));
+        assert_eq!(step_number("ProfilerStep#12"), Some(12));
+        assert_eq!(step_number("ProfilerStep"), None);
+        assert_eq!(
+            rank_from_name(Path::new("/d/run-rank12-cycle2.trace.json.gz")),
+            Some(12)
+        );
+        assert_eq!(rank_from_name(Path::new("/d/run.trace.json.gz")), None);
+    }
+}

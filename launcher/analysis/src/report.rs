@@ -1,0 +1,73 @@
+//! `cuprof report`: the traces loaded, summarized, printed, and written as report.md,
+//! summary.json and report.html where asked.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use crate::io::console::outln;
+use crate::io::jobs::Jobs;
+use crate::load::trace_files;
+use crate::views::files::{write_report, REPORT_HTML, REPORT_MD, SUMMARY_JSON};
+
+/// What `cuprof report` was asked for.
+#[derive(Clone, Debug)]
+pub struct ReportOptions {
+    /// Trace files (`*.trace.json.gz`, plain JSON too), or directories of rank traces.
+    pub paths: Vec<PathBuf>,
+    /// Also write `summary.json` and `report.md` into this directory (created if needed).
+    pub out: Option<PathBuf>,
+    /// Rows shown per table (summary.json has all of them).
+    pub top: usize,
+    /// Also write the report as one self-contained HTML page (default with `out`:
+    /// `DIR/report.html`).
+    pub html: Option<PathBuf>,
+    pub jobs: Jobs,
+}
+
+/// `cuprof report`: the summary printed, and written as files where asked.
+pub fn report(args: &ReportOptions) -> Result<()> {
+    // `--html FILE`, else `DIR/report.html` beside the other outputs.
+    let html = args
+        .html
+        .clone()
+        .or_else(|| args.out.as_ref().map(|d| d.join(REPORT_HTML)));
+    if args.out.is_some() || html.is_some() {
+        let inputs = trace_files(&args.paths)?;
+        if let Some(dir) = &args.out {
+            for name in [SUMMARY_JSON, REPORT_MD] {
+                crate::io::output::refuse_input(&dir.join(name), &inputs)?;
+            }
+        }
+        if let Some(h) = &html {
+            crate::io::output::refuse_input(h, &inputs)?;
+        }
+    }
+    let an = args.jobs.install(|| crate::model::analyse(&args.paths))??;
+    let summary = an.summarize();
+    crate::io::console::print_text(&crate::views::render::text(&summary, args.top))?;
+    if let Some(dir) = &args.out {
+        write_report(dir, &summary, args.top)?;
+        outln!(
+            "wrote {} and {}",
+            dir.join(SUMMARY_JSON).display(),
+            dir.join(REPORT_MD).display()
+        )?;
+    }
+    if let Some(h) = &html {
+        // The page is shared: its flame graph names the inputs by base name, not by where
+        // they sat on this machine.
+        let names: Vec<std::path::PathBuf> = args
+            .paths
+            .iter()
+            .map(|p| p.file_name().map_or_else(|| p.clone(), Into::into))
+            .collect();
+        let flame = crate::views::flame::svg(&an, &names)?;
+        let memory = crate::views::flame::memory_svg(&an, &names)?;
+        let page =
+            crate::views::html::page(&summary, flame.as_deref(), memory.as_deref(), args.top);
+        crate::io::output::write(h, page.as_bytes())?;
+        outln!("wrote {}", h.display())?;
+    }
+    Ok(())
+}

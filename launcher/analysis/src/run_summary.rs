@@ -1,0 +1,369 @@
+//! What `cuprof run` says about a run when the program ends, so that a user sees whether it
+//! was useful without a second command: the GPU's busy share, the step latency when there are
+//! steps, the top kernels and operators; and the full report (`report.html`, `report.md`,
+//! `summary.json`) written into a folder beside the traces (not among them: HTA reads every `*.json` of the
+//! trace directory).
+
+use crate::model::analyse;
+use crate::summary::schema::Summary;
+use crate::views::files::{write_report, REPORT_HTML};
+use crate::views::{flame, html};
+use std::path::{Path, PathBuf};
+
+/// Kernels and operators named in the short summary.
+const TOP: usize = 5;
+/// Rows of the written report's tables (as `cuprof report`'s default).
+const REPORT_TOP: usize = 15;
+
+/// Analyses the traces a run wrote. Returns the lines to print and, when `write` is set, the
+/// folder the report went to; an analysis that fails is one line, never an error of the run.
+pub fn after_run(traces: &[PathBuf], write: bool) -> (Vec<String>, Option<PathBuf>) {
+    if traces.is_empty() {
+        return (Vec::new(), None);
+    }
+    let traces: Vec<PathBuf> = traces.iter().filter(|t| t.is_file()).cloned().collect();
+    if traces.is_empty() {
+        return (Vec::new(), None);
+    }
+    let an = match analyse(&traces) {
+        Ok(an) => an,
+        Err(e) => {
+            let line = format!("cuprof: no summary of the run: {e:#}");
+            return (vec![line], None);
+        }
+    };
+    let summary = an.summarize();
+    let mut lines = short(&summary);
+    let mut dir = None;
+    if write {
+        let d = report_dir(&traces[0]);
+        let written = write_report(&d, &summary, REPORT_TOP).and_then(|()| {
+            let flame = flame::svg(&an, &traces)?;
+            let memory = flame::memory_svg(&an, &traces)?;
+            let page = html::page(&summary, flame.as_deref(), memory.as_deref(), REPORT_TOP);
+            crate::io::output::write(&d.join(REPORT_HTML), page.as_bytes())
+        });
+        match written {
+            Ok(()) => {
+                lines.push(format!(
+                    "cuprof: full report in {} (report.html, report.md, summary.json)",
+                    d.display()
+                ));
+                dir = Some(d);
+            }
+            Err(e) => lines.push(format!("cuprof: the report was not written: {e:#}")),
+        }
+    }
+    (lines, dir)
+}
+
+/// The short summary: a few lines, each prefixed `cuprof:`.
+pub fn short(s: &Summary) -> Vec<String> {
+    let mut out = Vec::new();
+    let g = &s.gpu;
+    if g.wall_ns > 0 {
+        // The parts are exclusive and add up to busy, as in HTA's temporal breakdown (compute,
+        // then non-compute = busy less compute): communication is what ran with no compute
+        // kernel, copies and sets what ran with neither. The report's table has the totals.
+        let share = |ns: i64| crate::format::pct(ns as f64 / g.wall_ns as f64);
+        out.push(format!(
+            "cuprof: GPU busy {} of {} (compute {}, communication outside compute {}, copies \
+             and sets outside both {})",
+            share(g.busy_ns),
+            crate::format::dur(g.wall_ns as f64),
+            share(g.compute_ns),
+            share(g.communication_ns),
+            share(g.memcpy_ns.saturating_add(g.memset_ns)),
+        ));
+    }
+    if s.steps.count > 0 {
+        out.push(format!(
+            "cuprof: {} steps, p50 {}, p90 {}",
+            s.steps.count,
+            crate::format::dur(s.steps.p50_ns),
+            crate::format::dur(s.steps.p90_ns)
+        ));
+    }
+    if !s.top_kernels.is_empty() {
+        out.push("cuprof: top kernels:".to_string());
+        for k in s.top_kernels.iter().take(TOP) {
+            out.push(format!(
+                "cuprof:   {:>6}  {:>12}  {:>7}x  {}",
+                crate::format::pct(k.share),
+                crate::format::dur(k.total_ns as f64),
+                k.count,
+                crate::format::short(&k.name, 80)
+            ));
+        }
+    }
+    if let Some(ops) = &s.operators {
+        // `top` is ordered by GPU time, then CPU time: operators that launched nothing come
+        // last, and are named only when none launched anything, by their CPU time.
+        let rows: Vec<Listed> = ops
+            .top
+            .iter()
+            .map(|o| (o.gpu_ns, o.cpu_ns, o.count, o.name.as_str()))
+            .collect();
+        list(
+            &mut out,
+            rows,
+            crate::format::short,
+            "cuprof: top operators (GPU time of the kernels they launched):",
+            "cuprof: top operators by CPU time (none launched GPU work):",
+        );
+        // With stacks: the lines of the program that called them, the same way.
+        let rows: Vec<Listed> = ops
+            .by_call_site
+            .iter()
+            .map(|c| (c.gpu_ns, c.self_cpu_ns, c.calls, c.call_site.as_str()))
+            .collect();
+        list(
+            &mut out,
+            rows,
+            crate::format::short_tail,
+            "cuprof: top Python lines (GPU time their operators launched):",
+            "cuprof: top Python lines by their operators' CPU time:",
+        );
+    }
+    look_at(&mut out, &s.findings);
+    out
+}
+
+/// The findings that cost at least this share of the GPU window are named at the end of a run.
+const FINDING_SHARE: f64 = 0.01;
+
+/// The report's findings worth a look (at least [`FINDING_SHARE`] of the GPU window), each in
+/// one line with the operator (and line) behind most of it.
+fn look_at(out: &mut Vec<String>, findings: &[crate::sections::findings::Finding]) {
+    let worth: Vec<_> = findings
+        .iter()
+        .filter(|f| f.share_of_wall >= FINDING_SHARE)
+        .take(TOP)
+        .collect();
+    if worth.is_empty() {
+        return;
+    }
+    out.push("cuprof: what to look at (report.md says what to do):".to_string());
+    for f in worth {
+        let mut line = format!(
+            "cuprof:   {}: {}",
+            crate::sections::findings::title(f),
+            crate::sections::findings::headline(f, |_, text| text)
+        );
+        if let Some(src) = f.sources.first().filter(|_| f.has_operators()) {
+            line.push_str(&format!(
+                "; most in {}",
+                crate::format::short(&src.operator, 60)
+            ));
+            if let Some(site) = &src.call_site {
+                line.push_str(&format!(" at {}", crate::format::short_tail(site, 80)));
+            }
+        }
+        out.push(line);
+    }
+}
+
+/// A row of the summary's operator lists: GPU time, CPU time, calls, what it is.
+type Listed<'a> = (i64, i64, u64, &'a str);
+
+/// The first [`TOP`] rows that launched GPU work, by it (`rows` come ordered by it), under
+/// `by_gpu`; when none did, the first by CPU time under `by_cpu`; nothing for no rows. What a
+/// shown row is goes through `shorten` (to 80 characters).
+fn list(
+    out: &mut Vec<String>,
+    mut rows: Vec<Listed>,
+    shorten: fn(&str, usize) -> String,
+    by_gpu: &str,
+    by_cpu: &str,
+) {
+    let line = |ns: i64, count: u64, what: &str| {
+        format!(
+            "cuprof:   {:>12}  {:>7}x  {}",
+            crate::format::dur(ns as f64),
+            count,
+            shorten(what, 80)
+        )
+    };
+    if rows.iter().any(|r| r.0 > 0) {
+        out.push(by_gpu.to_string());
+        for (gpu, _, count, what) in rows.iter().filter(|r| r.0 > 0).take(TOP) {
+            out.push(line(*gpu, *count, what));
+        }
+    } else if !rows.is_empty() {
+        out.push(by_cpu.to_string());
+        rows.sort_by_key(|r| std::cmp::Reverse(r.1));
+        for (_, cpu, count, what) in rows.iter().take(TOP) {
+            out.push(line(*cpu, *count, what));
+        }
+    }
+}
+
+/// `DIR/NAME-report/` for traces `DIR/NAME-rankR[...].trace.json.gz`.
+fn report_dir(first_trace: &Path) -> PathBuf {
+    let dir = first_trace.parent().unwrap_or(Path::new("."));
+    let file = first_trace
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match file.rfind("-rank") {
+        Some(i) => &file[..i],
+        None => file.split('.').next().unwrap_or("cuprof"),
+    };
+    dir.join(format!("{name}-report"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The short summary of a plain trace holding `events`.
+    fn summary_of(tag: &str, events: &[&str]) -> Vec<String> {
+        let dir = std::env::temp_dir().join(format!("cuprof-short-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.json");
+        std::fs::write(
+            &path,
+            format!("{{\"traceEvents\": [{}]}}", events.join(",\n")),
+        )
+        .unwrap();
+        let lines = short(&analyse(std::slice::from_ref(&path)).unwrap().summarize());
+        std::fs::remove_dir_all(&dir).unwrap();
+        lines
+    }
+
+    /// Compute 0-100 µs, NCCL 50-200 µs (100 µs of it under compute), a copy 150-250 µs (50
+    /// µs under NCCL): the parts are exclusive and add up to busy, as HTA's temporal breakdown.
+    #[test]
+    fn the_busy_line_parts_add_up_to_busy() {
+        let k = |name: &str, ts: i64, dur: i64| {
+            format!(
+                r#"{{"ph": "X", "cat": "kernel", "name": "{name}", "pid": 0, "tid": 7, "ts": {ts}, "dur": {dur}, "args": {{"device": 0}}}}"#
+            )
+        };
+        let gemm = k("gemm", 0, 100);
+        let nccl = k("ncclDevKernel_AllReduce", 50, 150);
+        let copy = r#"{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 8, "ts": 150, "dur": 100, "args": {"device": 0, "bytes": 4}}"#;
+        let lines = summary_of("busy", &[&gemm, &nccl, copy]);
+        assert_eq!(
+            lines[0],
+            "cuprof: GPU busy 100.0% of 250.000 µs (compute 40.0%, communication outside compute \
+             40.0%, copies and sets outside both 20.0%)"
+        );
+    }
+
+    /// With stacks, the Python lines that called the operators follow them: by the GPU time
+    /// their operators launched, else by the operators' CPU time.
+    #[test]
+    fn the_python_lines_that_called_the_operators_follow_them() {
+        let op = |name: &str, ts: i64, dur: i64, stack: &str| {
+            format!(
+                r#"{{"ph": "X", "cat": "cpu_op", "name": "{name}", "pid": 1, "tid": 1, "ts": {ts}, "dur": {dur}, "args": {{"External id": {ts}, "Call stack": "{stack}"}}}}"#
+            )
+        };
+        let torch = "/v/site-packages/torch/nn/functional.py(9): linear";
+        let (a, b, c) = (
+            op("aten::add", 0, 5, "m.py(3): f;m.py(9): <module>"),
+            op(
+                "aten::mm",
+                10,
+                30,
+                &format!("{torch};m.py(4): g;m.py(9): <module>"),
+            ),
+            op("aten::add", 50, 7, "m.py(3): f;m.py(9): <module>"),
+        );
+        assert_eq!(
+            summary_of("sites", &[&a, &b, &c])[3..],
+            [
+                "cuprof: top Python lines by their operators' CPU time:",
+                "cuprof:      30.000 µs        1x  m.py(4): g",
+                "cuprof:      12.000 µs        2x  m.py(3): f",
+            ]
+        );
+        let launch = r#"{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 55, "dur": 1, "args": {"External id": 50, "correlation": 1}}"#;
+        let kernel = r#"{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 60, "dur": 4, "args": {"device": 0, "External id": 50, "correlation": 1}}"#;
+        let lines = summary_of("sites-gpu", &[&a, &b, &c, launch, kernel]);
+        assert_eq!(
+            lines[lines.len() - 2..],
+            [
+                "cuprof: top Python lines (GPU time their operators launched):",
+                "cuprof:       4.000 µs        2x  m.py(3): f",
+            ]
+        );
+    }
+
+    /// A program whose operators launched nothing: no operator listed at `0 ns` of GPU time,
+    /// but the operators by their CPU time.
+    #[test]
+    fn operators_without_gpu_work_are_listed_by_cpu_time() {
+        let op = |name: &str, ts: i64, dur: i64| {
+            format!(
+                r#"{{"ph": "X", "cat": "cpu_op", "name": "{name}", "pid": 1, "tid": 1, "ts": {ts}, "dur": {dur}, "args": {{"External id": {ts}}}}}"#
+            )
+        };
+        let (a, b, c) = (
+            op("aten::add", 0, 5),
+            op("aten::mm", 10, 30),
+            op("aten::add", 50, 7),
+        );
+        assert_eq!(
+            summary_of("cpu-ops", &[&a, &b, &c]),
+            [
+                "cuprof: top operators by CPU time (none launched GPU work):",
+                "cuprof:      30.000 µs        1x  aten::mm",
+                "cuprof:      12.000 µs        2x  aten::add",
+            ]
+        );
+    }
+
+    /// A finding of at least 1% of the GPU window ends the summary, with the operator and line
+    /// behind most of it; one below 1% is left to the report.
+    #[test]
+    fn findings_worth_a_look_end_the_summary() {
+        let op = r#"{"ph": "X", "cat": "cpu_op", "name": "aten::item", "pid": 1, "tid": 1, "ts": 0, "dur": 1500, "args": {"External id": 7, "Call stack": "m.py(8): f"}}"#;
+        let sync = r#"{"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 1, "ts": 10, "dur": 1000, "args": {"correlation": 2}}"#;
+        let kernel = |ts: i64| {
+            format!(
+                r#"{{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": {ts}, "dur": 100, "args": {{"device": 0}}}}"#
+            )
+        };
+        // Kernels 0-100 and 200-300 and pageable copies at 300 and 30,300 µs (1 µs each): a
+        // window of 30,301 µs whose gaps are host-bound past the sync's end at 1,010 µs
+        // (29,290 µs, 96.7%); the sync, 1,000 µs (3.3%), is in `aten::item`; the copies, 2 µs,
+        // are not named.
+        let (a, b) = (kernel(0), kernel(200));
+        let copy = |ts: i64| {
+            format!(
+                r#"{{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pageable)", "pid": 0, "tid": 7, "ts": {ts}, "dur": 1, "args": {{"device": 0, "bytes": 4}}}}"#
+            )
+        };
+        let (c, d) = (copy(300), copy(30_300));
+        let lines = summary_of("look-at", &[op, sync, &a, &b, &c, &d]);
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("cuprof: what to look at"))
+            .expect("a look-at line");
+        assert_eq!(
+            lines[at..],
+            [
+                "cuprof: what to look at (report.md says what to do):",
+                "cuprof:   GPU waiting for the host: the GPU sat idle 29.290 ms (96.7% of the GPU \
+                 window) waiting for work from the host, in 1 gap, the longest 29.290 ms",
+                "cuprof:   Host synchronization: 1 synchronizing call blocked the CPU for 1.000 ms \
+                 (3.3% of the GPU window), the longest 1.000 ms; most in aten::item at m.py(8): f",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_report_folder_is_named_for_the_run() {
+        assert_eq!(
+            report_dir(Path::new("/d/job-rank0-cycle2.trace.json.gz")),
+            PathBuf::from("/d/job-report")
+        );
+        assert_eq!(
+            report_dir(Path::new("/d/profile_1700-rank12.trace.json.gz")),
+            PathBuf::from("/d/profile_1700-report")
+        );
+        assert_eq!(report_dir(Path::new("x.json")), PathBuf::from("x-report"));
+    }
+}

@@ -1,0 +1,14 @@
+//! The figures of a report, one file each, computed from `model` and `load`. Among themselves
+//! they import downward only: `findings` uses `launches`, `queues` uses `launches`,
+//! `torch_compile` uses `operators`; nothing here imports `findings`, `queues` or `torch_compile`.
+
+pub mod collectives;
+pub mod durations;
+pub mod findings;
+pub mod idle;
+pub mod launches;
+pub mod operators;
+pub mod queues;
+pub mod series;
+pub mod torch_compile;
+pub mod triton;

@@ -1,0 +1,333 @@
+//! `cuprof flame`: NVTX ranges -> kernel, weighted by GPU time (or API calls by CPU time); when
+//! the trace has PyTorch operators, Python lines -> operators -> kernel instead, or (`--memory`)
+//! Python lines -> operators -> the bytes PyTorch allocated in them.
+
+use crate::saturating::{self, AddSat};
+use std::collections::BTreeMap;
+use std::io::BufWriter;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+
+use crate::io::console::outln;
+use crate::io::output::Staged;
+use crate::load::{TensorMemoryOn, NO_NAME};
+use crate::model::links::{NONE, NO_OPERATOR};
+use crate::model::{Analysis, Paths, NO_LAUNCH};
+
+#[derive(Clone, Debug)]
+pub struct FlameOptions {
+    /// Trace files or directories (several ranks get one root frame each).
+    pub paths: Vec<PathBuf>,
+    /// The SVG to write.
+    pub out: PathBuf,
+    /// Weight CUDA runtime/driver API calls by their CPU time instead of GPU work by GPU time.
+    pub cpu: bool,
+    /// Weight PyTorch's tensor allocations by their bytes instead (the trace's `[memory]`
+    /// events: the MEM activity with the native observer, or torch.profiler's
+    /// `profile_memory`), under the Python lines and operators that made them.
+    pub memory: bool,
+    /// Also write the folded stacks (`frame;frame;leaf weight` per line: nanoseconds, or
+    /// bytes with `--memory`).
+    pub folded: Option<PathBuf>,
+    /// Stack by NVTX ranges even when the trace has PyTorch operators.
+    pub nvtx: bool,
+    pub jobs: crate::io::jobs::Jobs,
+}
+
+/// A frame name safe for the folded format (`;` separates frames, the count ends the line).
+fn frame(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            ';' => ':',
+            '\n' | '\r' | '\t' => ' ',
+            c => c,
+        })
+        .collect()
+}
+
+/// What a flame graph weighs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Weigh {
+    /// GPU operations, by GPU time (ns).
+    GpuTime,
+    /// CUDA runtime/driver API calls, by CPU time (ns).
+    ApiTime,
+    /// PyTorch's allocations, by bytes (frees are not drawn: a flame graph adds its weights).
+    Allocated,
+}
+
+impl Weigh {
+    fn unit(self) -> &'static str {
+        match self {
+            Weigh::Allocated => "bytes",
+            _ => "ns",
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Weigh::GpuTime => "GPU operations",
+            Weigh::ApiTime => "CUDA API calls",
+            Weigh::Allocated => "PyTorch allocations",
+        }
+    }
+}
+
+/// A stack's last frame: an operation or API call (its name id), or what PyTorch allocated on
+/// the CPU or a GPU.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Leaf {
+    Name(u32),
+    Allocated(TensorMemoryOn),
+}
+
+/// Where a leaf hangs: under its operators, or (no operator) under its NVTX ranges.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Under {
+    /// An id of the operator chains (`Call stack` id, then operator names outermost first).
+    Operators(u32),
+    /// An NVTX path id; `found`: the launch is in the trace.
+    Ranges { path: u32, found: bool },
+}
+
+/// Folded stacks with their weights (nanoseconds, or bytes for [`Weigh::Allocated`]), sorted
+/// by stack. Stacks go through the
+/// operators when a file has any (unless `nvtx`): the outermost operator's Python call stack
+/// (outermost frame first), the operators outermost first, the leaf; work no operator launched
+/// is under `(no operator)`, then its NVTX ranges.
+pub(crate) fn folded(an: &Analysis, weigh: Weigh, nvtx: bool) -> BTreeMap<String, u64> {
+    let multi = {
+        let mut r = an.ranks.clone();
+        r.sort_unstable();
+        r.dedup();
+        r.len() > 1
+    };
+    let by_op = !nvtx && an.links.iter().any(Option::is_some);
+    let mut chains = Paths::default();
+    // (rank, where, leaf) -> weight
+    let mut acc: BTreeMap<(i64, Under, Leaf), u64> = BTreeMap::new();
+    let mut chain = Vec::new();
+    let mut key = Vec::new();
+    for (fi, f) in an.files.iter().enumerate() {
+        let rank = an.ranks[fi];
+        let links = an.links[fi].as_ref().filter(|_| by_op);
+        // Per operator of the file: its chain id, computed on first use.
+        let mut chain_of = vec![NONE; links.map_or(0, |_| f.cpu_ops.len())];
+        let mut under = |op: u32, path: Option<u32>| match links {
+            Some(l) if op != NONE => {
+                if chain_of[op as usize] == NONE {
+                    l.chain(op, &mut chain);
+                    key.clear();
+                    key.push(
+                        chain
+                            .iter()
+                            .map(|&c| f.cpu_ops[c as usize].stack)
+                            .find(|&s| s != NO_NAME)
+                            .unwrap_or(NO_NAME),
+                    );
+                    key.extend(chain.iter().map(|&c| f.cpu_ops[c as usize].name));
+                    chain_of[op as usize] = chains.id(&key);
+                }
+                Under::Operators(chain_of[op as usize])
+            }
+            _ => Under::Ranges {
+                path: path.unwrap_or(0),
+                found: path.is_some(),
+            },
+        };
+        match weigh {
+            Weigh::ApiTime => {
+                for (ai, (a, &p)) in f.apis.iter().zip(&an.api_paths[fi]).enumerate() {
+                    let op = links.map_or(NONE, |l| l.api[ai]);
+                    acc.entry((rank, under(op, Some(p)), Leaf::Name(a.name)))
+                        .or_default()
+                        .add_sat((a.end - a.start) as u64);
+                }
+            }
+            Weigh::GpuTime => {
+                for (oi, (o, p)) in f.ops.iter().zip(&an.op_paths[fi]).enumerate() {
+                    let op = links.map_or(NONE, |l| l.gpu[oi]);
+                    acc.entry((rank, under(op, *p), Leaf::Name(o.name)))
+                        .or_default()
+                        .add_sat((o.end - o.start) as u64);
+                }
+            }
+            Weigh::Allocated => {
+                for (k, m) in f.tensor_memory.iter().enumerate() {
+                    if m.bytes <= 0 {
+                        continue;
+                    }
+                    // Outside every operator: `(no operator)`, with no NVTX path (allocations
+                    // are not placed in ranges).
+                    let op = links.map_or(NONE, |l| l.tensor_memory[k]);
+                    acc.entry((rank, under(op, Some(0)), Leaf::Allocated(m.on)))
+                        .or_default()
+                        .add_sat(m.bytes as u64);
+                }
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    for ((rank, under, leaf), w) in acc {
+        if w == 0 {
+            continue;
+        }
+        let mut stack: Vec<String> = Vec::new();
+        if multi {
+            stack.push(format!("rank {rank}"));
+        }
+        match under {
+            Under::Operators(c) => {
+                let key = &chains.paths[c as usize];
+                if key[0] != NO_NAME {
+                    // `Call stack` is innermost frame first.
+                    stack.extend(an.names.name(key[0]).rsplit(';').map(|s| frame(s.trim())));
+                }
+                stack.extend(key[1..].iter().map(|&n| frame(an.names.name(n))));
+            }
+            Under::Ranges { path, found } => {
+                if by_op {
+                    stack.push(NO_OPERATOR.to_string());
+                }
+                if !found {
+                    stack.push(NO_LAUNCH.to_string());
+                }
+                for &n in &an.paths.paths[path as usize] {
+                    stack.push(frame(an.names.name(n)));
+                }
+            }
+        }
+        stack.push(match leaf {
+            Leaf::Name(n) => frame(an.names.name(n)),
+            Leaf::Allocated(TensorMemoryOn::Cpu) => "[CPU allocations]".to_string(),
+            Leaf::Allocated(TensorMemoryOn::Device) => "[GPU allocations]".to_string(),
+        });
+        *out.entry(stack.join(";")).or_default() += w;
+    }
+    out
+}
+
+/// Folded lines (`frame;frame;leaf weight`).
+fn lines(stacks: &BTreeMap<String, u64>) -> Vec<String> {
+    stacks.iter().map(|(s, w)| format!("{s} {w}")).collect()
+}
+
+/// Draws the flame graph of folded `lines` (inferno) into `w`; `paths` are the inputs named in
+/// the subtitle.
+fn draw(
+    lines: &[String],
+    weigh: Weigh,
+    by_op: bool,
+    paths: &[PathBuf],
+    w: &mut impl std::io::Write,
+) -> Result<()> {
+    let mut opt = inferno::flamegraph::Options::default();
+    opt.title = match (weigh, by_op) {
+        (Weigh::ApiTime, false) => "cuprof: CPU time of CUDA API calls by NVTX range",
+        (Weigh::GpuTime, false) => "cuprof: GPU time by NVTX range and kernel",
+        (Weigh::ApiTime, true) => "cuprof: CPU time of CUDA API calls by Python stack and operator",
+        (Weigh::GpuTime, true) => "cuprof: GPU time by Python stack, operator and kernel",
+        (Weigh::Allocated, _) => "cuprof: bytes PyTorch allocated, by Python stack and operator",
+    }
+    .to_string();
+    opt.count_name = weigh.unit().to_string();
+    opt.subtitle = Some(
+        paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" "),
+    );
+    inferno::flamegraph::from_lines(&mut opt, lines.iter().map(String::as_str), w)?;
+    Ok(())
+}
+
+/// The SVG `cuprof flame PATHS` draws (GPU time; by operator when the traces have operators),
+/// or `None` when there is no GPU work to draw.
+pub(crate) fn svg(an: &Analysis, paths: &[PathBuf]) -> Result<Option<String>> {
+    svg_of(an, Weigh::GpuTime, paths)
+}
+
+/// The SVG `cuprof flame PATHS --memory` draws, or `None` when the traces recorded no PyTorch
+/// allocations.
+pub(crate) fn memory_svg(an: &Analysis, paths: &[PathBuf]) -> Result<Option<String>> {
+    svg_of(an, Weigh::Allocated, paths)
+}
+
+fn svg_of(an: &Analysis, weigh: Weigh, paths: &[PathBuf]) -> Result<Option<String>> {
+    let stacks = folded(an, weigh, false);
+    if stacks.is_empty() {
+        return Ok(None);
+    }
+    let by_op = an.links.iter().any(Option::is_some);
+    let mut out = Vec::new();
+    draw(&lines(&stacks), weigh, by_op, paths, &mut out)?;
+    Ok(Some(String::from_utf8(out)?))
+}
+
+pub fn flame(args: FlameOptions) -> Result<()> {
+    let inputs = crate::load::trace_files(&args.paths)?;
+    crate::io::output::refuse_input(&args.out, &inputs)?;
+    if let Some(p) = &args.folded {
+        crate::io::output::refuse_input(p, &inputs)?;
+        if crate::io::output::same_file(p, &args.out) || p == &args.out {
+            bail!(
+                "{}: --folded and -o name the same file; pick two paths",
+                p.display()
+            );
+        }
+    }
+    let an = args.jobs.install(|| crate::model::analyse(&args.paths))??;
+    let weigh = match (args.cpu, args.memory) {
+        (true, _) => Weigh::ApiTime,
+        (_, true) => Weigh::Allocated,
+        _ => Weigh::GpuTime,
+    };
+    let stacks = folded(&an, weigh, args.nvtx);
+    let by_op = !args.nvtx && an.links.iter().any(Option::is_some);
+    let what = weigh.what();
+    if stacks.is_empty() {
+        let inputs = args
+            .paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        if weigh == Weigh::Allocated {
+            bail!(
+                "{inputs}: no PyTorch allocations (`[memory]` events) in the trace(s); nothing \
+                 to draw (record them with the MEM activity, `cuprof run --activities CPU MEM`, \
+                 or torch.profiler's profile_memory=True)"
+            );
+        }
+        bail!(
+            "{inputs}: no {what} with a duration in the trace(s); nothing to draw (try {})",
+            if args.cpu { "without --cpu" } else { "--cpu" }
+        );
+    }
+    let lines = lines(&stacks);
+    if let Some(p) = &args.folded {
+        crate::io::output::write(p, (lines.join("\n") + "\n").as_bytes())
+            .with_context(|| format!("{}: cannot write the folded stacks", p.display()))?;
+    }
+    let (staged, file) = Staged::create(&args.out)?;
+    let mut w = BufWriter::new(file);
+    draw(&lines, weigh, by_op, &args.paths, &mut w)
+        .with_context(|| format!("{}: cannot draw the flame graph", args.out.display()))?;
+    let file = w
+        .into_inner()
+        .map_err(|e| e.into_error())
+        .with_context(|| format!("{}: cannot write the SVG", args.out.display()))?;
+    staged.commit(file)?;
+    let total: u64 = saturating::sum(stacks.values().copied());
+    let total = match weigh {
+        Weigh::Allocated => crate::format::bytes(total.min(i64::MAX as u64) as i64),
+        _ => crate::format::dur(total as f64),
+    };
+    outln!(
+        "wrote {} ({} stacks, {total} of {what})",
+        args.out.display(),
+        stacks.len(),
+    )
+}

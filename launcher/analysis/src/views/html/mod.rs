@@ -1,0 +1,190 @@
+//! `cuprof report --html`: one self-contained HTML page (no script, no network: its
+//! Content-Security-Policy forbids both, so it opens the same on an air-gapped node and as a
+//! mail attachment) with the report's figures drawn as inline SVG:
+//!
+//! * a data-quality panel first, when records were lost, events skipped or files cut short
+//!   ([`quality`]);
+//! * what to look at: the report's findings, with the operators and lines behind them
+//!   ([`findings`]);
+//! * step latency over the step number per rank, and its distribution with p50/p90/p99
+//!   ([`steps`]);
+//! * GPU time per rank as stacked bars, with every figure in a table ([`breakdown`]);
+//! * a rank × step heatmap of step time, with several ranks ([`heatmap`]);
+//! * top kernels and top operators as bars ([`bars`]);
+//! * the memory copies and sets, with their size and time spreads ([`copies`]);
+//! * the CUDA API calls, and the NVTX ranges and labels, by name ([`durations`]);
+//! * the collectives, with nccl-tests' figures ([`collectives`]);
+//! * device memory over time with its peak, when the traces have the memory counter
+//!   ([`memory`]);
+//! * the flame graph of `cuprof flame` ([`flame`]).
+//!
+//! Every drawn number shows on hover (an SVG `<title>`) and carries `data-key` (its path in
+//! summary.json) and `data-value` (its value there, written the same way), so a test can check
+//! the page against summary.json mark by mark. The SVG is written by hand ([`svg`]): see that
+//! module for why no plotting crate.
+
+mod bars;
+mod breakdown;
+mod collectives;
+mod copies;
+mod durations;
+mod findings;
+mod flame;
+mod heatmap;
+mod launches;
+mod memory;
+mod quality;
+mod steps;
+mod svg;
+mod triton;
+
+use std::fmt::Write;
+
+use crate::summary::schema::Summary;
+use svg::esc;
+
+const STYLE: &str = r#"
+body { font: 14px/1.45 system-ui, sans-serif; margin: 20px 28px; color: #222; }
+h1 { font-size: 22px; margin: 0 0 4px; }
+h3 { font-size: 15px; margin: 16px 0 4px; }
+h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid #ddd; padding-bottom: 2px; }
+header p, p.note { color: #555; margin: 2px 0; }
+p.none { color: #777; font-style: italic; }
+nav a { margin-right: 14px; }
+.figs { display: flex; flex-wrap: wrap; gap: 12px 24px; }
+svg.chart { max-width: 100%; height: auto; font-family: system-ui, sans-serif; }
+svg.chart text { font-size: 11px; fill: #333; }
+svg.chart text.axis { font-size: 12px; fill: #555; }
+svg.chart .grid { stroke: #ebebeb; }
+svg.chart .axisline { stroke: #999; }
+svg.chart .line { fill: none; stroke-width: 1.5; }
+svg.chart .dot:hover, svg.chart .memdot:hover { stroke: #000; }
+svg.chart .bin { fill: #9db7d5; }
+svg.chart .pt { fill: #4e79a7; fill-opacity: 0.7; }
+svg.chart .pt:hover, svg.chart .bandpt:hover { stroke: #000; }
+svg.chart .band { fill: #c6d4e6; }
+svg.chart .median { stroke: #1f3b5c; }
+svg.chart .named { stroke-width: 1; }
+svg.chart .bandpt { fill: #1f3b5c; fill-opacity: 0.3; }
+svg.chart .pct line { stroke: #c0392b; stroke-width: 1.5; stroke-dasharray: 5 3; }
+svg.chart .pct text { fill: #c0392b; font-weight: 600; }
+svg.chart .compute { fill: #4e79a7; }
+svg.chart .overlap { fill: #8c6bb1; }
+svg.chart .comm { fill: #f28e2b; }
+svg.chart .memcpy { fill: #59a14f; }
+svg.chart .memset { fill: #b6d7a8; }
+svg.chart .host { fill: #cfcfcf; }
+svg.chart .sync { fill: #e15759; }
+svg.chart .cpu { fill: #b9a98f; }
+svg.chart .part:hover, svg.chart .bar:hover, svg.chart .cell:hover { stroke: #000; }
+svg.chart .cell { stroke: #ddd; stroke-width: 0.5; }
+svg.chart .cell.slowest { stroke: #111; stroke-width: 1.2; }
+svg.chart .swatch { stroke: #ccc; stroke-width: 0.5; }
+svg.chart .value { fill: #555; font-size: 10px; }
+svg.chart .mem { fill: none; stroke: #4e79a7; stroke-width: 1.5; }
+svg.chart .memdot { fill: #4e79a7; fill-opacity: 0.25; }
+svg.chart .peak circle { fill: none; stroke: #c0392b; stroke-width: 2; }
+svg.chart .peak text { fill: #c0392b; font-weight: 600; }
+table { border-collapse: collapse; margin: 10px 0; font-size: 13px; }
+th, td { padding: 3px 10px; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
+th { background: #f6f6f6; font-weight: 600; white-space: normal; vertical-align: bottom; }
+th:first-child, td:first-child { text-align: left; }
+svg.flame { width: 100%; height: auto; }
+section.quality { background: #fff6e5; border: 1px solid #f0c36d; padding: 2px 14px 6px; margin-top: 14px; }
+section.quality h2 { margin-top: 8px; border: none; }
+section.quality li { margin: 3px 0; }
+"#;
+
+/// The page for `s`; `flame_svg` is what `cuprof flame` would write (none: no GPU work),
+/// `memory_flame_svg` what `cuprof flame --memory` would (none: no PyTorch allocations).
+pub fn page(
+    s: &Summary,
+    flame_svg: Option<&str>,
+    memory_flame_svg: Option<&str>,
+    top: usize,
+) -> String {
+    let mut out = String::with_capacity(64 * 1024);
+    let events: u64 = s.files.iter().map(|f| f.events).sum();
+    let _ = write!(
+        out,
+        r#"<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="cuprof {}">
+<title>cuprof report</title><style>{STYLE}</style></head><body>
+<header><h1>cuprof report</h1><p>{} file(s), {} rank(s), {} events; every figure is in summary.json (hover a mark for its numbers)</p>"#,
+        esc(&s.version),
+        s.files.len(),
+        s.ranks.len(),
+        events
+    );
+    let sections = [
+        quality::section(s),
+        findings::section(s, top),
+        steps::section(s),
+        breakdown::section(s),
+        heatmap::section(s),
+        bars::kernels(s, top),
+        bars::operators(s, top),
+        bars::torch_compile(s, top),
+        copies::section(s),
+        durations::api_calls(s, top),
+        durations::ranges(s, top),
+        collectives::section(s, top),
+        triton::section(s, top),
+        launches::section(s, top),
+        launches::queues(s, top),
+        launches::idle_by_stream(s, top),
+        memory::section(s),
+        flame_section(flame_svg),
+        memory_flame_section(memory_flame_svg),
+    ];
+    out.push_str("<nav>");
+    for sec in sections.iter().filter(|x| !x.is_empty()) {
+        // Each section starts `<section id="ID"><h2>TITLE</h2>`.
+        let id = between(sec, "id=\"", "\"");
+        let title = between(sec, "<h2>", "</h2>");
+        let _ = write!(out, r##"<a href="#{id}">{title}</a>"##);
+    }
+    out.push_str("</nav></header>\n");
+    for sec in sections {
+        out.push_str(&sec);
+        out.push('\n');
+    }
+    out.push_str("</body></html>\n");
+    out
+}
+
+fn flame_section(svg: Option<&str>) -> String {
+    let mut out = String::from(r#"<section id="cp-flame"><h2>Flame graph</h2>"#);
+    match svg {
+        Some(svg) => {
+            out.push_str(r#"<p class="note">As <code>cuprof flame</code> draws it (hover a frame for its time; the SVG file adds zoom and search).</p>"#);
+            out.push_str(&flame::inline(svg));
+        }
+        None => out.push_str(r#"<p class="none">no GPU work to draw</p>"#),
+    }
+    out.push_str("</section>");
+    out
+}
+
+/// What `cuprof flame --memory` draws, when the traces recorded PyTorch's allocations (no
+/// section otherwise); its ids are prefixed, as the GPU flame graph above uses the same ones.
+fn memory_flame_section(svg: Option<&str>) -> String {
+    let Some(svg) = svg else {
+        return String::new();
+    };
+    let mut out = String::from(
+        r#"<section id="cp-flame-memory"><h2>Allocations by Python stack</h2><p class="note">The bytes PyTorch allocated under each Python stack and operator, as <code>cuprof flame --memory</code> draws them (frees are not drawn).</p>"#,
+    );
+    out.push_str(&flame::inline_prefixed(svg, "mem-"));
+    out.push_str("</section>");
+    out
+}
+
+fn between<'a>(s: &'a str, a: &str, b: &str) -> &'a str {
+    let Some(i) = s.find(a) else { return "" };
+    let rest = &s[i + a.len()..];
+    &rest[..rest.find(b).unwrap_or(0)]
+}

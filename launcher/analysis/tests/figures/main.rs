@@ -1,0 +1,29 @@
+//! The analysis's figure tests, one binary: traces with known content (or real ones from
+//! tests/data) through `cuprof report | flame | compare | merge | export`, and the figures
+//! checked. Each module was its own test binary under launcher/tests before.
+
+mod analysis_support;
+mod export_support;
+
+mod analysis_attribution;
+mod analysis_bad_inputs;
+mod analysis_collectives;
+mod analysis_compare;
+mod analysis_durations;
+mod analysis_findings;
+mod analysis_flame;
+mod analysis_hta;
+mod analysis_idle;
+mod analysis_launches;
+mod analysis_merge;
+mod analysis_operators;
+mod analysis_queues;
+mod analysis_ranks;
+mod analysis_report;
+mod analysis_triton;
+mod export_engines;
+mod export_inputs;
+mod export_kineto;
+mod export_step_queries;
+mod export_tables;
+mod report_html;

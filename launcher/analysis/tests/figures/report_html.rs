@@ -1,0 +1,899 @@
+//! `cuprof report --html`: the page's content (exact figures, no network, every section), and
+//! the page as headless Chromium renders it: no console message, every section's SVG marks in
+//! the live DOM, a screenshot that is not blank, and every number on the page equal to
+//! summary.json's. Chromium is Debian's `chromium` (scripts/test.sh installs it); without it
+//! the browser test fails, it never passes silently.
+
+use std::collections::HashSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::analysis_support::*;
+use serde_json::Value;
+
+const MIB: i64 = 1024 * 1024;
+const STEPS: i64 = 8;
+
+/// Step `k` of rank `r` lasts 800 µs + 10 µs·k, except rank 1's step 5: 1400 µs (the
+/// straggler). In each step, from its start `s`: `aten::mm` launches `gemm` (s+100..s+400 µs),
+/// `c10d::allreduce_` launches an NCCL kernel (s+300..s+500: 100 µs under the gemm), and
+/// `aten::copy_` a 4 KiB HtoD copy (s+550..s+600). Reserved memory rises to (k+1)·64 MiB at
+/// s+100 and falls to 32 MiB at s+600 (peak: step 7, 512 MiB at s+100).
+fn rank_trace(rank: i64) -> Trace {
+    let mut t = Trace::new(rank, 2);
+    t.metadata(&[0], &[(0, 7)], &[MAIN]);
+    let mut s = 0;
+    for k in 0..STEPS {
+        let d = if rank == 1 && k == 5 {
+            1_400_000
+        } else {
+            800_000 + 10_000 * k
+        };
+        t.step(k, MAIN, s, d, None);
+        t.range("forward", MAIN, s + 5_000, 200_000 + 1_000 * rank);
+        let ext = 10 * k + 1;
+        t.cpu_op(
+            "aten::mm",
+            MAIN,
+            s + 10_000,
+            100_000,
+            ext,
+            None,
+            Some("/srv/model/train.py(10): step;/srv/model/train.py(40): <module>"),
+        );
+        t.launch_in(
+            ext,
+            "cudaLaunchKernel",
+            "kernel",
+            "gemm",
+            MAIN,
+            s + 20_000,
+            s + 100_000,
+            300_000,
+            true,
+        );
+        t.cpu_op(
+            "c10d::allreduce_",
+            MAIN,
+            s + 150_000,
+            50_000,
+            ext + 1,
+            None,
+            Some("/srv/model/train.py(12): step;/srv/model/train.py(40): <module>"),
+        );
+        t.launch_in(
+            ext + 1,
+            "cudaLaunchKernel",
+            "kernel",
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+            MAIN,
+            s + 160_000,
+            s + 300_000,
+            200_000,
+            true,
+        );
+        t.cpu_op(
+            "aten::copy_",
+            MAIN,
+            s + 210_000,
+            30_000,
+            ext + 2,
+            None,
+            None,
+        );
+        t.launch_in(
+            ext + 2,
+            "cudaMemcpyAsync",
+            "gpu_memcpy",
+            "Memcpy HtoD (Pageable -> Device)",
+            MAIN,
+            s + 220_000,
+            s + 550_000,
+            50_000,
+            true,
+        );
+        for (at, bytes) in [(s + 100_000, (k + 1) * 64 * MIB), (s + 600_000, 32 * MIB)] {
+            t.events.push(format!(
+                r#"{{"ph": "C", "cat": "cuda_memory", "name": "GPU 0 Memory", "pid": 0, "tid": 0, "ts": {}, "args": {{"reserved_bytes": {bytes}}}}}"#,
+                us(at)
+            ));
+        }
+        s += d;
+    }
+    t.window_end(s);
+    t
+}
+
+/// Two ranks in `dir/traces`, reported with `-o dir/out`: (terminal output, out dir).
+fn two_ranks(dir: &Path) -> (String, PathBuf) {
+    let traces = dir.join("traces");
+    std::fs::create_dir_all(&traces).unwrap();
+    for r in 0..2 {
+        rank_trace(r).write_gz(&traces.join(format!("run-rank{r}.trace.json.gz")));
+    }
+    let out = dir.join("out");
+    let stdout = cuprof_ok(&[
+        "report",
+        &traces.display().to_string(),
+        "-o",
+        &out.display().to_string(),
+    ]);
+    (stdout, out)
+}
+
+/// `key="VALUE"` pairs of every element that has `data-key`, in page order.
+fn data_pairs(html: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = html;
+    while let Some(i) = rest.find(" data-key=\"") {
+        rest = &rest[i + 11..];
+        let key = &rest[..rest.find('"').unwrap()];
+        let v = rest
+            .find(" data-value=\"")
+            .expect("data-value after data-key");
+        let val = &rest[v + 13..];
+        let val = &val[..val.find('"').unwrap()];
+        out.push((key.replace("&amp;", "&"), val.to_string()));
+    }
+    out
+}
+
+/// The sum of the histogram bins' counts in `html`.
+fn bin_total(html: &str) -> usize {
+    html.match_indices("data-count=\"")
+        .map(|(i, _)| {
+            html[i + 12..]
+                .split('"')
+                .next()
+                .unwrap()
+                .parse::<usize>()
+                .unwrap()
+        })
+        .sum()
+}
+
+/// The number at `path` (`a.0.b`, or `X - Y`, or `X + Y`) in summary.json.
+fn lookup(s: &Value, key: &str) -> f64 {
+    let one = |p: &str| {
+        let mut v = s;
+        for part in p.split('.') {
+            v = match part.parse::<usize>() {
+                Ok(i) if v.is_array() => &v[i],
+                _ => &v[part],
+            };
+        }
+        v.as_f64()
+            .unwrap_or_else(|| panic!("{p} is not a number in summary.json: {v}"))
+    };
+    // Terms joined by " - " or " + ", left to right.
+    let mut total = 0.0;
+    let mut sign = 1.0;
+    let mut rest = key;
+    loop {
+        let next = [" - ", " + "]
+            .iter()
+            .filter_map(|op| rest.find(op).map(|i| (i, *op)))
+            .min();
+        match next {
+            Some((i, op)) => {
+                total += sign * one(&rest[..i]);
+                sign = if op == " - " { -1.0 } else { 1.0 };
+                rest = &rest[i + 3..];
+            }
+            None => return total + sign * one(rest),
+        }
+    }
+}
+
+/// Every `data-value` equals summary.json at its `data-key`; returns how many were checked.
+fn check_numbers(html: &str, summary: &Value) -> usize {
+    let pairs = data_pairs(html);
+    for (k, v) in &pairs {
+        // Read as summary.json is read (serde_json's float parsing may differ from Rust's in
+        // the last bit, and the two files hold the same text).
+        let page: f64 =
+            serde_json::from_str(v).unwrap_or_else(|_| panic!("{k}: {v} is not a number"));
+        assert_eq!(page, lookup(summary, k), "{k}: page says {v}");
+    }
+    pairs.len()
+}
+
+/// The text of `<section id="ID">` up to its end.
+fn section<'a>(html: &'a str, id: &str) -> &'a str {
+    let start = html
+        .find(&format!("<section id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no section {id}"));
+    let end = html[start..].find("</section>").unwrap();
+    &html[start..start + end]
+}
+
+#[test]
+fn page_has_every_section_with_summary_numbers() {
+    let dir = tempdir("html1");
+    let (stdout, out) = two_ranks(&dir);
+    assert!(stdout.contains(&format!("wrote {}", out.join("report.html").display())));
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let s = read_json(&out.join("summary.json"));
+
+    // Self-contained: no script, no URL but the SVG namespaces, and a policy that forbids both.
+    assert!(html.contains(r#"content="default-src 'none'; style-src 'unsafe-inline'""#));
+    assert!(!html.contains("<script"));
+    let urls: HashSet<&str> = html
+        .match_indices("http:")
+        .chain(html.match_indices("https:"))
+        .map(|(i, _)| html[i..].split(['"', '\'', ' ']).next().unwrap())
+        .collect();
+    let allowed: HashSet<&str> = [
+        "http://www.w3.org/2000/svg",
+        "http://www.w3.org/1999/xlink",
+        "http://github.com/jonhoo/inferno",
+    ]
+    .into();
+    assert!(urls.is_subset(&allowed), "URLs in the page: {urls:?}");
+
+    // What to look at: the pageable copy and the GPU's waits, each with its operator and line.
+    let f = section(&html, "cp-findings");
+    assert!(html.contains(r##"<a href="#cp-findings">What to look at</a>"##));
+    assert_eq!(f.matches("<h3>").count(), 2);
+    assert!(f.contains(r#"<h3>1. GPU waiting for the host</h3><p>The GPU sat idle <b data-key="findings.0.time_ns" data-value="5970000">5.970 ms</b>"#), "{f}");
+    assert!(f.contains(r#"<tr><td><code>aten::mm</code></td><td><code>/srv/model/train.py(10): step</code></td><td data-key="findings.0.sources.0.count" data-value="14">14</td>"#), "{f}");
+    assert!(f.contains(r#"<h3>2. Copies with pageable host memory</h3><p><b data-key="findings.1.count" data-value="16">16</b> copies of <b data-key="findings.1.bytes" data-value="65536">64.0 KiB</b>"#), "{f}");
+    assert!(
+        f.contains("Pin the host tensors (<code>DataLoader(pin_memory=True)</code>"),
+        "{f}"
+    );
+    // Two ranks: each finding's spread over them, its figures marked (checked below with the
+    // page's every other number).
+    assert_eq!(
+        f.matches("<p>Per rank: the most on rank ").count(),
+        2,
+        "{f}"
+    );
+    assert!(
+        f.contains(r#"data-key="findings.1.ranks.0.time_ns" data-value="400000">400.000 µs</b>"#),
+        "{f}"
+    );
+    assert!(html.find("cp-findings") < html.find("cp-steps"));
+    // CUDA API calls: per name, every figure marked (2 ranks x 8 steps: 32 launches, 16 copies).
+    let api = section(&html, "cp-api");
+    assert!(api.contains(r#"<tr><td><code>cudaLaunchKernel</code></td><td data-key="api_calls.0.count" data-value="32">32</td>"#), "{api}");
+    assert!(api.contains(r#"<td><code>cudaMemcpyAsync</code></td><td data-key="api_calls.1.count" data-value="16">16</td>"#), "{api}");
+    // Copies: 2 ranks x 8 steps of one 50 µs copy, every figure marked.
+    let copies = section(&html, "cp-copies");
+    assert!(copies.contains(r#"<tr><td><code>"#), "{copies}");
+    assert_eq!(s["memcpy"][0]["count"], 16);
+    assert!(
+        copies.contains(r#"<td data-key="memcpy.0.count" data-value="16">16</td>"#),
+        "{copies}"
+    );
+    assert!(copies.contains(r#"<td data-key="memcpy.0.median_ns" data-value="50000.0">50.000 µs</td><td data-key="memcpy.0.max_ns" data-value="50000">50.000 µs</td>"#), "{copies}");
+    assert!(html.find("cp-copies") < html.find("cp-api"));
+    // NVTX ranges and labels: per name over both ranks, every figure marked.
+    let ranges = section(&html, "cp-ranges");
+    assert!(
+        ranges.contains(
+            r#"<section id="cp-ranges"><h2>NVTX ranges and labels</h2><table><tr><th>range</th>"#
+        ),
+        "{ranges}"
+    );
+    assert_eq!(s["ranges"][0]["name"], "forward");
+    assert!(ranges.contains(r#"<tr><td><code>forward</code></td><td data-key="ranges.0.count" data-value="16">16</td><td data-key="ranges.0.total_ns" data-value="3208000">3.208 ms</td>"#), "{ranges}");
+    assert!(ranges.contains(r#"<td data-key="ranges.0.min_ns" data-value="200000">200.000 µs</td><td data-key="ranges.0.max_ns" data-value="201000">201.000 µs</td>"#), "{ranges}");
+    assert!(html.find("cp-api") < html.find("cp-ranges"));
+    // Steps: one dot per step and rank over the steps, and (16 step times: fewer than 30) one
+    // point each in the distribution, no histogram; the straggler in summary.json.
+    let steps = section(&html, "cp-steps");
+    assert_eq!(steps.matches(r#"class="dot""#).count(), 16);
+    assert_eq!(steps.matches(r#"<circle class="pt""#).count(), 16);
+    assert_eq!(steps.matches(r#"<g class="pct">"#).count(), 0);
+    assert_eq!(bin_total(steps), 0);
+    assert_eq!(i(&s["ranks"][1]["step_times"][5]["dur_ns"]), 1_400_000);
+    assert!(steps.contains(r#"data-key="ranks.1.step_times.5.dur_ns" data-value="1400000"><title>rank 1 step 5: 1.400 ms</title>"#));
+    // Two ranks: a legend of both, under the plot area (the x axis title is at 256 + 32).
+    assert!(
+        steps.contains(r##"fill="#4e79a7"/><text class="legend" x="78" y="311">rank 0</text>"##)
+    );
+    // No absolute path anywhere: the flame graph's subtitle names the input by base name.
+    assert!(!html.contains(&dir.display().to_string()));
+    assert!(html.contains(">traces</text>"));
+    // Nothing was lost, skipped or cut: no data-quality panel.
+    assert!(!html.contains(r#"id="cp-quality""#));
+
+    // GPU time: per rank, 8 × (gemm 300 µs of which 100 µs under NCCL, NCCL 100 µs alone,
+    // copy 50 µs).
+    let gpu = section(&html, "cp-gpu");
+    for r in 0..2 {
+        let b = &s["ranks"][r]["gpu"];
+        assert_eq!(i(&b["compute_ns"]), 2_400_000);
+        assert_eq!(i(&b["comm_compute_overlap_ns"]), 800_000);
+        assert_eq!(i(&b["communication_ns"]), 800_000);
+        assert_eq!(i(&b["communication_total_ns"]), 1_600_000);
+        assert_eq!(i(&b["memcpy_ns"]), 400_000);
+        assert!(gpu.contains(&format!(
+            r#"data-key="ranks.{r}.gpu.compute_ns - ranks.{r}.gpu.comm_compute_overlap_ns" data-value="1600000"><title>rank {r}: compute only 1.600 ms"#
+        )));
+        assert!(gpu.contains(&format!(
+            r#"data-key="ranks.{r}.gpu.communication_total_ns" data-value="1600000">1.600 ms"#
+        )));
+    }
+    assert_eq!(gpu.matches(r#"<rect class="part overlap""#).count(), 3); // 2 ranks + legend
+
+    // Heatmap: 2 ranks × 8 steps; rank 1 is the slowest of step 5 (1400 µs against 850 µs:
+    // mean 1125 µs); the other steps tie, and ties go to rank 0.
+    let heat = section(&html, "cp-heatmap");
+    assert_eq!(heat.matches(r#"<rect class="cell"#).count(), 16);
+    assert!(heat.contains(r#"<title>rank 1 step 5: 1.400 ms (+24.4% vs the step's mean over 2 ranks, 1.125 ms); slowest</title>"#));
+
+    // Kernels and operators.
+    let k = section(&html, "cp-kernels");
+    assert!(k.contains(r#"data-key="top_kernels.0.total_ns" data-value="4800000""#));
+    assert_eq!(k.matches(r#"<g class="row">"#).count(), 2);
+    // Three operators, then the two Python lines that called two of them.
+    let o = section(&html, "cp-operators");
+    assert_eq!(o.matches(r#"<g class="row">"#).count(), 5);
+    assert!(o.contains(r#"data-key="operators.by_call_site.0.gpu_ns" data-value="4800000""#));
+    assert!(o.contains("<title>aten::mm\n16 calls; GPU 4.800 ms (54.5% of GPU time), with nested operators 4.800 ms; CPU total 1.600 ms, self 1.600 ms"));
+
+    // Memory: one series per rank, peak 512 MiB.
+    let m = section(&html, "cp-memory");
+    assert_eq!(s["memory"][0]["peak_bytes"], 512 * MIB);
+    assert_eq!(i(&s["memory"][0]["samples"]), 16);
+    assert_eq!(m.matches(r#"<path class="mem""#).count(), 2);
+    assert!(m.contains(&format!(
+        r#"data-key="memory.0.peak_bytes" data-value="{}"><title>peak 512.0 MiB"#,
+        512 * MIB
+    )));
+
+    // Flame graph inline, inert.
+    let f = section(&html, "cp-flame");
+    assert!(f.contains(r#"<svg class="flame""#) && f.contains(r#"id="frames""#));
+    assert!(!f.contains("onload"));
+
+    assert!(check_numbers(&html, &s) > 100);
+}
+
+fn i(v: &Value) -> i64 {
+    v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"))
+}
+
+#[test]
+fn terminal_table_shows_communication_under_compute() {
+    let dir = tempdir("html2");
+    let (stdout, _) = two_ranks(&dir);
+    let head = stdout
+        .lines()
+        .find(|l| l.contains("host-bound"))
+        .expect("GPU time table");
+    assert_eq!(
+        head.split_whitespace().collect::<Vec<_>>(),
+        [
+            "rank",
+            "device",
+            "wall",
+            "compute",
+            "communication",
+            "comm",
+            "total",
+            "comm",
+            "under",
+            "compute",
+            "memcpy",
+            "memset",
+            "idle",
+            "host-bound",
+            "sync",
+            "wait"
+        ]
+    );
+    let row = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("0 "))
+        .expect("rank 0 row");
+    assert!(
+        row.contains("800.000 µs") && row.contains("1.600 ms"),
+        "{row}"
+    );
+}
+
+#[test]
+fn html_flag_alone_writes_only_the_page() {
+    let dir = tempdir("html3");
+    let trace = dir.join("run-rank0.trace.json.gz");
+    rank_trace(0).write_gz(&trace);
+    let page = dir.join("p.html");
+    cuprof_ok(&[
+        "report",
+        &trace.display().to_string(),
+        "--html",
+        &page.display().to_string(),
+    ]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    // One rank: no heatmap, no legend of ranks.
+    assert!(!html.contains(r#"id="cp-heatmap""#));
+    assert!(html.contains(r#"id="cp-memory""#));
+    assert!(!dir.join("summary.json").exists());
+    // The page is one of the inputs: refused.
+    let out = cuprof(&[
+        "report",
+        &trace.display().to_string(),
+        "--html",
+        &trace.display().to_string(),
+    ]);
+    assert!(!out.status.success());
+}
+
+// ---- headless Chromium ----
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// Runs headless Chromium on `page` with `args`; returns (stdout, stderr).
+fn chromium(page: &Path, profile: &Path, args: &[&str]) -> (String, String) {
+    assert!(
+        Path::new(CHROMIUM).exists(),
+        "{CHROMIUM} is missing: run scripts/test.sh, which installs Debian's chromium \
+         (apt-get install -y chromium) before the tests"
+    );
+    let out = Command::new(CHROMIUM)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+            &format!("--user-data-dir={}", profile.display()),
+        ])
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("run chromium");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "chromium failed: {stderr}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+}
+
+/// Console messages (errors, CSP violations, uncaught exceptions) as Chromium logs them.
+fn console_lines(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter(|l| l.contains(":CONSOLE")).collect()
+}
+
+#[test]
+fn chromium_renders_the_page_without_errors() {
+    let dir = tempdir("html4");
+    let (_, out) = two_ranks(&dir);
+    let page = out.join("report.html");
+    let s = read_json(&out.join("summary.json"));
+
+    // The check can fail: a page with an error and a blocked image is reported.
+    let bad = dir.join("bad.html");
+    std::fs::write(
+        &bad,
+        r#"<!DOCTYPE html><meta http-equiv="Content-Security-Policy" content="default-src 'none'"><img src="http://192.0.2.1/x.png"><p>x</p>"#,
+    )
+    .unwrap();
+    let (_, err) = chromium(&bad, &dir.join("profile0"), &["--dump-dom"]);
+    assert!(
+        !console_lines(&err).is_empty(),
+        "no console line for a broken page:\n{err}"
+    );
+
+    let (dom, err) = chromium(&page, &dir.join("profile1"), &["--dump-dom"]);
+    assert!(
+        console_lines(&err).is_empty(),
+        "console: {:?}",
+        console_lines(&err)
+    );
+    // The live DOM has every section's marks.
+    for (id, mark, n) in [
+        ("cp-steps", r#"<circle class="dot""#, 16),
+        ("cp-steps", r#"<circle class="pt""#, 16),
+        ("cp-gpu", r#"<rect class="part compute""#, 3),
+        ("cp-heatmap", r#"<rect class="cell"#, 16),
+        ("cp-kernels", r#"<rect class="bar"#, 4),
+        ("cp-operators", r#"<g class="row">"#, 5),
+        ("cp-memory", r#"<path class="mem""#, 2),
+        ("cp-memory", r#"<g class="peak">"#, 2),
+    ] {
+        assert_eq!(section(&dom, id).matches(mark).count(), n, "{id}: {mark}");
+    }
+    let flame = section(&dom, "cp-flame");
+    assert!(flame.contains(r#"<svg class="flame""#));
+    assert!(flame.matches("<rect").count() >= 5, "flame graph frames");
+    // Every number in the DOM equals summary.json's.
+    assert!(check_numbers(&dom, &s) > 100);
+    // Laid out: operators' two panels, memory's peak label, the heatmap's scale (see
+    // LAYOUT_CHECK).
+    let report = layout(&page, &dir, "two");
+    assert!(report.starts_with("ok 9 charts"), "{report}");
+
+    let shot = dir.join("shot.png");
+    let (_, err) = chromium(
+        &page,
+        &dir.join("profile2"),
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1280,3600",
+            "--hide-scrollbars",
+        ],
+    );
+    assert!(
+        console_lines(&err).is_empty(),
+        "console: {:?}",
+        console_lines(&err)
+    );
+    let (w, h, px) = decode_png(&std::fs::read(&shot).unwrap());
+    assert_eq!((w, h), (1280, 3600));
+    let colours: HashSet<[u8; 4]> = px.iter().copied().collect();
+    assert!(
+        colours.len() > 50,
+        "screenshot has {} colours",
+        colours.len()
+    );
+    let ink = px.iter().filter(|p| p[..3] != [255, 255, 255]).count();
+    assert!(
+        ink * 50 > px.len(),
+        "screenshot mostly blank: {ink} of {} pixels",
+        px.len()
+    );
+    if let Ok(keep) = std::env::var("CUPROF_KEEP_HTML") {
+        std::fs::copy(&page, Path::new(&keep).join("report.html")).unwrap();
+        std::fs::copy(&shot, Path::new(&keep).join("shot.png")).unwrap();
+    }
+}
+
+/// Width, height and RGBA pixels of an 8-bit RGB or RGBA PNG (what Chromium writes).
+fn decode_png(png: &[u8]) -> (usize, usize, Vec<[u8; 4]>) {
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    let (mut w, mut h, mut channels) = (0usize, 0usize, 0usize);
+    let mut idat = Vec::new();
+    let mut at = 8;
+    while at + 8 <= png.len() {
+        let len = u32::from_be_bytes(png[at..at + 4].try_into().unwrap()) as usize;
+        let kind = &png[at + 4..at + 8];
+        let body = &png[at + 8..at + 8 + len];
+        match kind {
+            b"IHDR" => {
+                w = u32::from_be_bytes(body[0..4].try_into().unwrap()) as usize;
+                h = u32::from_be_bytes(body[4..8].try_into().unwrap()) as usize;
+                assert_eq!(body[8], 8, "bit depth");
+                channels = match body[9] {
+                    2 => 3,
+                    6 => 4,
+                    c => panic!("colour type {c}"),
+                };
+            }
+            b"IDAT" => idat.extend_from_slice(body),
+            _ => {}
+        }
+        at += 12 + len;
+    }
+    let mut raw = Vec::new();
+    flate2::read::ZlibDecoder::new(&idat[..])
+        .read_to_end(&mut raw)
+        .unwrap();
+    let stride = w * channels;
+    let mut prev = vec![0u8; stride];
+    let mut px = Vec::with_capacity(w * h);
+    for row in raw.chunks(stride + 1).take(h) {
+        let (filter, data) = (row[0], &row[1..]);
+        let mut cur = vec![0u8; stride];
+        for x in 0..stride {
+            let a = if x >= channels {
+                cur[x - channels] as i32
+            } else {
+                0
+            };
+            let b = prev[x] as i32;
+            let c = if x >= channels {
+                prev[x - channels] as i32
+            } else {
+                0
+            };
+            let pred = match filter {
+                0 => 0,
+                1 => a,
+                2 => b,
+                3 => (a + b) / 2,
+                4 => {
+                    let p = a + b - c;
+                    let (pa, pb, pc) = ((p - a).abs(), (p - b).abs(), (p - c).abs());
+                    if pa <= pb && pa <= pc {
+                        a
+                    } else if pb <= pc {
+                        b
+                    } else {
+                        c
+                    }
+                }
+                f => panic!("PNG filter {f}"),
+            };
+            cur[x] = data[x].wrapping_add(pred as u8);
+        }
+        for p in cur.chunks(channels) {
+            px.push([p[0], p[1], p[2], if channels == 4 { p[3] } else { 255 }]);
+        }
+        prev = cur;
+    }
+    (w, h, px)
+}
+
+// ---- the page at scale: 1 to 512 ranks, 2 to 10,000 steps, as Chromium lays it out ----
+
+/// Step `k` of rank `r`: 1 ms plus a few µs that vary by rank and step; the last rank is the
+/// straggler, 300 µs slower every third step. One 500 µs kernel per step.
+fn scaled_trace(rank: i64, ranks: i64, steps: i64) -> Trace {
+    let mut t = Trace::new(rank, ranks);
+    t.metadata(&[0], &[(0, 7)], &[MAIN]);
+    let mut s = 0;
+    for k in 0..steps {
+        let slow = rank == ranks - 1 && ranks > 1 && k % 3 == 0;
+        let d = 1_000_000 + 1_000 * ((rank * 7 + k * 3) % 11) + if slow { 300_000 } else { 0 };
+        t.step(k, MAIN, s, d, None);
+        t.launch("gemm", MAIN, s + 10_000, 0, 7, s + 20_000, 500_000);
+        s += d;
+    }
+    t.window_end(s);
+    t
+}
+
+/// Test-only: appended to a copy of the page (whose Content-Security-Policy is taken out), it
+/// measures the laid-out page and writes what it finds into `<pre id="layout">`, which
+/// `--dump-dom` returns. The shipped page has no script; this is how a headless Chromium run
+/// without a debugging protocol can report bounding boxes. Per `svg.chart`: every `<text>`'s
+/// box (getBoundingClientRect, rotation included) inside the SVG's box and not overlapping
+/// another text's by more than 1 px each way; at least one axis title (`text.axis`); a
+/// colour scale (`rect.swatch`) where cells are coloured by value, and a legend
+/// (`text.legend`) where several ranks or a band are drawn in colours.
+const LAYOUT_CHECK: &str = r#"<pre id="layout"></pre><script>
+(function () {
+  const bad = [];
+  let charts = 0, texts = 0;
+  for (const svg of document.querySelectorAll('svg.chart')) {
+    charts++;
+    const sb = svg.getBoundingClientRect();
+    const name = svg.getAttribute('aria-label');
+    const boxes = [];
+    for (const t of svg.querySelectorAll('text')) {
+      const b = t.getBoundingClientRect();
+      if (b.width === 0) continue;
+      texts++;
+      if (b.left < sb.left - 1 || b.right > sb.right + 1 || b.top < sb.top - 1 || b.bottom > sb.bottom + 1)
+        bad.push('outside ' + name + ': ' + t.textContent);
+      for (const [o, ob] of boxes) {
+        const w = Math.min(b.right, ob.right) - Math.max(b.left, ob.left);
+        const h = Math.min(b.bottom, ob.bottom) - Math.max(b.top, ob.top);
+        if (w > 1 && h > 1) bad.push('overlap in ' + name + ': ' + o.textContent + ' | ' + t.textContent);
+      }
+      boxes.push([t, b]);
+    }
+    if (!svg.querySelector('text.axis')) bad.push('no axis title: ' + name);
+    if (svg.querySelector('rect.cell') && !svg.querySelector('rect.swatch')) bad.push('no colour scale: ' + name);
+    if ((svg.querySelectorAll('g.rank').length > 1 || svg.querySelector('polygon.band')) && !svg.querySelector('text.legend'))
+      bad.push('no legend: ' + name);
+  }
+  document.getElementById('layout').textContent =
+    bad.length ? bad.join('\n') : 'ok ' + charts + ' charts, ' + texts + ' texts';
+})();
+</script>"#;
+
+/// The page's layout report (see [`LAYOUT_CHECK`]) as Chromium renders `page`.
+fn layout(page: &Path, dir: &Path, tag: &str) -> String {
+    let html = std::fs::read_to_string(page).unwrap();
+    let csp = r#"<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">"#;
+    assert!(html.contains(csp));
+    let probe = html
+        .replace(csp, "")
+        .replace("</body>", &format!("{LAYOUT_CHECK}</body>"));
+    let copy = dir.join(format!("probe-{tag}.html"));
+    std::fs::write(&copy, probe).unwrap();
+    let (dom, err) = chromium(
+        &copy,
+        &dir.join(format!("profile-{tag}")),
+        &["--dump-dom", "--window-size=1280,1000"],
+    );
+    assert!(console_lines(&err).is_empty(), "{:?}", console_lines(&err));
+    between(&dom, r#"<pre id="layout">"#, "</pre>").to_string()
+}
+
+fn between<'a>(s: &'a str, a: &str, b: &str) -> &'a str {
+    let i = s.find(a).unwrap_or_else(|| panic!("no {a}")) + a.len();
+    &s[i..i + s[i..].find(b).unwrap()]
+}
+
+/// The check finds what it is for: text pushed onto other text and out of its chart, and a
+/// heatmap without its scale, are reported.
+#[test]
+fn layout_check_can_fail() {
+    let dir = tempdir("html5");
+    let page = dir.join("bad.html");
+    std::fs::write(
+        &page,
+        r#"<!DOCTYPE html><html><head><meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'"></head><body><svg class="chart" aria-label="bad" width="200" height="100" viewBox="0 0 200 100"><text class="axis" x="10" y="20">first label</text><text x="14" y="22">second</text><text x="190" y="60">outside</text><rect class="cell" x="0" y="0" width="5" height="5"/></svg></body></html>"#,
+    )
+    .unwrap();
+    assert_eq!(
+        layout(&page, &dir, "bad"),
+        "overlap in bad: first label | second\noutside bad: outside\nno colour scale: bad"
+    );
+}
+
+/// Ranks × steps from 1 × 2 to 512 × 2 and 1 × 10,000: on the rendered page no text overlaps
+/// another or leaves its chart, every chart has an axis title and its legend or scale, and
+/// every drawn number is summary.json's; the chosen views (lines or band, points or
+/// histogram, heatmap blocks, the lost-records panel) are the ones the size calls for.
+#[test]
+fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
+    let keep = std::env::var("CUPROF_ARTIFACTS").ok();
+    for (ranks, steps, lost) in [
+        (1, 2, false),
+        (1, 10_000, false),
+        (8, 20, true),
+        (32, 2, false),
+        (128, 20, false),
+        (512, 2, true),
+    ] {
+        let tag = format!("{ranks}x{steps}");
+        let dir = tempdir(&format!("html-{tag}"));
+        let traces = dir.join("traces");
+        std::fs::create_dir_all(&traces).unwrap();
+        for r in 0..ranks {
+            let mut t = scaled_trace(r, ranks, steps);
+            if lost && r == 0 {
+                // The profiler's own work, as Kineto writes CUPTI's overhead records.
+                t.x("overhead", "CUPTI Overhead", 0, MAIN, 100_000, 5_000, "");
+                t.x("overhead", "CUPTI Overhead", 0, MAIN, 200_000, 7_000, "");
+                t.stats = Some(r#"{"events": 0, "dropped_channel": 4, "dropped_cupti": 3, "dropped_buffers": 0, "kernels_without_timestamps": 2, "memory_events_dropped": 0, "complete": true}"#.into());
+            }
+            t.write_gz(&traces.join(format!("run-rank{r}.trace.json.gz")));
+        }
+        let out = dir.join("out");
+        cuprof_ok(&[
+            "report",
+            &traces.display().to_string(),
+            "-o",
+            &out.display().to_string(),
+        ]);
+        let page = out.join("report.html");
+        let html = std::fs::read_to_string(&page).unwrap();
+        let s = read_json(&out.join("summary.json"));
+        assert!(check_numbers(&html, &s) > 0, "{tag}");
+        assert!(!html.contains(&dir.display().to_string()), "{tag}: a path");
+
+        let report = layout(&page, &dir, &tag);
+        assert!(report.starts_with("ok "), "{tag}:\n{report}");
+
+        // The data-quality panel: there, with the terminal's figures, exactly when records
+        // were lost.
+        if lost {
+            let q = section(&html, "cp-quality");
+            assert!(
+                q.contains(r#"data-value="7">7</b> records were lost"#),
+                "{tag}: {q}"
+            );
+            assert!(q.contains(r#"rank 0 <span data-key="ranks.0.dropped.dropped_channel + ranks.0.dropped.dropped_cupti + ranks.0.dropped.dropped_buffers" data-value="7">7</span>"#));
+            assert!(q.contains(r#"<b data-key="dropped.kernels_without_timestamps" data-value="2">2</b> kernels came without timestamps from CUPTI: they are in no time figure below."#));
+            assert!(q.contains(r#"<code>run-rank0.trace.json.gz</code>: <b data-key="files.0.profiler_overhead_events" data-value="2">2</b> profiler overhead record(s), <b data-key="files.0.profiler_overhead_ns" data-value="12000">12.000 µs</b> in all"#), "{tag}: {q}");
+            assert_eq!(s["files"][0]["profiler_overhead_events"], 2);
+            // Only what happened is listed.
+            assert_eq!(q.matches("<li>").count(), 3, "{tag}: {q}");
+            assert!(html.find("cp-quality") < html.find("cp-steps"));
+        } else {
+            assert!(!html.contains(r#"id="cp-quality""#), "{tag}");
+        }
+
+        // Step latency: a line per rank up to 8, else the band with the straggler named.
+        let st = section(&html, "cp-steps");
+        let over = &st[..st.find("</svg>").unwrap()];
+        if ranks <= 8 {
+            assert_eq!(
+                over.matches(r#"<g class="rank""#).count(),
+                ranks as usize,
+                "{tag}"
+            );
+        } else {
+            assert_eq!(over.matches(r#"<polygon class="band""#).count(), 1, "{tag}");
+            let slow = (steps + 2) / 3;
+            let unit = if slow == 1 { "step" } else { "steps" };
+            assert!(
+                over.contains(&format!(
+                    ">rank {} (slowest in {slow} {unit})</text>",
+                    ranks - 1
+                )),
+                "{tag}"
+            );
+            assert!(over.contains(&format!(
+                ">fastest to slowest of {ranks} ranks, per step</text>"
+            )));
+        }
+        // Whole-number step ticks only.
+        let mut xticks = 0;
+        for (i, _) in over.match_indices(r#"<text class="tick""#) {
+            let el = &over[i..i + over[i..].find("</text>").unwrap()];
+            if let Some(label) = el.split(r#"text-anchor="middle">"#).nth(1) {
+                label
+                    .parse::<i64>()
+                    .unwrap_or_else(|_| panic!("{tag}: tick {label}"));
+                xticks += 1;
+            }
+        }
+        assert!(xticks >= 2, "{tag}: {xticks} step ticks");
+        // Distribution: a dot per step time below 30 of them, else bins holding all.
+        let n = (ranks * steps) as usize;
+        if n < 30 {
+            assert_eq!(st.matches(r#"<circle class="pt""#).count(), n, "{tag}");
+        } else {
+            assert_eq!(bin_total(st), n, "{tag}");
+            assert_eq!(st.matches(r#"<g class="pct">"#).count(), 3, "{tag}");
+        }
+
+        // Heatmap: one cell per rank and step up to 64 × 100, else blocks; a stated scale.
+        if ranks > 1 {
+            let h = section(&html, "cp-heatmap");
+            let rows = (ranks as usize).div_ceil((ranks as usize).div_ceil(64));
+            let cols = (steps as usize).div_ceil((steps as usize).div_ceil(100));
+            assert_eq!(
+                h.matches(r#"<rect class="cell"#).count(),
+                rows * cols,
+                "{tag}"
+            );
+            assert_eq!(h.matches(r#"<rect class="swatch""#).count(), 11);
+            // The straggler's +300 µs on ~1 ms: within ±50%, beyond ±20%.
+            assert!(
+                h.contains(">step time vs the step's mean, limits ±50%</text>"),
+                "{tag}"
+            );
+        }
+
+        // GPU time per rank: a bar per rank up to 32, else the 16 with the smallest compute
+        // share (the straggler, idle longest, first) and a line saying so; the table keeps all.
+        let g = section(&html, "cp-gpu");
+        let svg = &g[..g.find("</svg>").unwrap()];
+        let bars = svg.matches(r#"text-anchor="end">rank "#).count();
+        if ranks <= 32 {
+            assert_eq!(bars, ranks as usize, "{tag}");
+            assert!(!g.contains("ranks drawn"), "{tag}");
+        } else {
+            assert_eq!(bars, 16, "{tag}");
+            assert!(
+                g.contains(&format!(
+                    "16 of {ranks} ranks drawn: those with the smallest compute share, least first"
+                )),
+                "{tag}"
+            );
+            let first = svg.find(r#"text-anchor="end">rank "#).unwrap();
+            assert!(
+                svg[first..].starts_with(&format!(r#"text-anchor="end">rank {}<"#, ranks - 1)),
+                "{tag}"
+            );
+            assert_eq!(
+                g.matches(r#"<tr><td>rank "#).count(),
+                ranks as usize,
+                "{tag}"
+            );
+        }
+
+        let shot = dir.join(format!("{tag}.png"));
+        let (_, err) = chromium(
+            &page,
+            &dir.join(format!("profile-shot-{tag}")),
+            &[
+                &format!("--screenshot={}", shot.display()),
+                "--window-size=1000,2600",
+                "--hide-scrollbars",
+            ],
+        );
+        assert!(
+            console_lines(&err).is_empty(),
+            "{tag}: {:?}",
+            console_lines(&err)
+        );
+        if let Some(k) = &keep {
+            std::fs::copy(&shot, Path::new(k).join(format!("report-{tag}.png"))).unwrap();
+        }
+    }
+}

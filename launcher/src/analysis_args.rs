@@ -1,0 +1,171 @@
+//! The arguments of the offline commands (`report`, `flame`, `compare`, `merge`, `export`), each
+//! turned into the options of its `cuprof_analysis` call.
+
+use std::path::PathBuf;
+
+use cuprof_analysis as analysis;
+
+/// `-j N`: files read at once.
+#[derive(clap::Args, Clone, Copy, Debug, Default)]
+pub struct JobsArg {
+    /// Files read at once (default: every core, or RAYON_NUM_THREADS).
+    #[arg(short = 'j', long = "jobs", value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub jobs: Option<u16>,
+}
+
+impl From<JobsArg> for analysis::Jobs {
+    fn from(j: JobsArg) -> Self {
+        analysis::Jobs { jobs: j.jobs }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct ReportArgs {
+    /// Trace files (`*.trace.json.gz`, plain JSON too), or directories of rank traces.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// Also write `summary.json` and `report.md` into this directory (created if needed).
+    #[arg(short, long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Rows shown per table (summary.json has all of them).
+    #[arg(long, default_value_t = 15)]
+    pub top: usize,
+    /// Also write the report as one self-contained HTML page with plots (default with `-o DIR`:
+    /// `DIR/report.html`).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    #[command(flatten)]
+    pub jobs: JobsArg,
+}
+
+impl From<ReportArgs> for analysis::ReportOptions {
+    fn from(a: ReportArgs) -> Self {
+        analysis::ReportOptions {
+            paths: a.paths,
+            out: a.out,
+            top: a.top,
+            html: a.html,
+            jobs: a.jobs.into(),
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct FlameArgs {
+    /// Trace files or directories (several ranks get one root frame each).
+    #[arg(required = true, value_name = "TRACE")]
+    pub paths: Vec<PathBuf>,
+    /// The SVG to write.
+    #[arg(short, long, value_name = "SVG", default_value = "flame.svg")]
+    pub out: PathBuf,
+    /// Weight CUDA runtime/driver API calls by their CPU time instead of GPU work by GPU time.
+    #[arg(long)]
+    pub cpu: bool,
+    /// Weight PyTorch's tensor allocations by their bytes instead (the trace's `[memory]`
+    /// events: the MEM activity with the native observer, or torch.profiler's
+    /// `profile_memory`), under the Python lines and operators that made them.
+    #[arg(long, conflicts_with_all = ["cpu", "nvtx"])]
+    pub memory: bool,
+    /// Also write the folded stacks (`frame;frame;leaf weight` per line: nanoseconds, or
+    /// bytes with `--memory`).
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
+    /// Stack by NVTX ranges even when the trace has PyTorch operators.
+    #[arg(long)]
+    pub nvtx: bool,
+    #[command(flatten)]
+    pub jobs: JobsArg,
+}
+
+impl From<FlameArgs> for analysis::FlameOptions {
+    fn from(a: FlameArgs) -> Self {
+        analysis::FlameOptions {
+            paths: a.paths,
+            out: a.out,
+            cpu: a.cpu,
+            memory: a.memory,
+            folded: a.folded,
+            nvtx: a.nvtx,
+            jobs: a.jobs.into(),
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct CompareArgs {
+    /// The baseline: a trace file or a directory of rank traces.
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+    /// The candidate, compared against A.
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Rows shown per table (the JSON has all of them).
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+    #[command(flatten)]
+    pub jobs: JobsArg,
+}
+
+impl From<CompareArgs> for analysis::CompareOptions {
+    fn from(a: CompareArgs) -> Self {
+        analysis::CompareOptions {
+            a: a.a,
+            b: a.b,
+            json: a.json,
+            top: a.top,
+            jobs: a.jobs.into(),
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct MergeArgs {
+    /// Directory of rank traces (or the trace files themselves).
+    #[arg(required = true, value_name = "DIR")]
+    pub paths: Vec<PathBuf>,
+    /// The merged trace to write (gzip).
+    #[arg(
+        short,
+        long,
+        value_name = "FILE",
+        default_value = "merged.trace.json.gz"
+    )]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub jobs: JobsArg,
+}
+
+impl From<MergeArgs> for analysis::MergeOptions {
+    fn from(a: MergeArgs) -> Self {
+        analysis::MergeOptions {
+            paths: a.paths,
+            out: a.out,
+            jobs: a.jobs.into(),
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct ExportArgs {
+    /// Trace files (`*.trace.json.gz`, plain JSON too), or directories of rank traces.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// The dataset's directory (created if needed; files of the same name are replaced).
+    #[arg(short, long, value_name = "DIR")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub jobs: JobsArg,
+}
+
+impl From<ExportArgs> for analysis::ExportOptions {
+    fn from(a: ExportArgs) -> Self {
+        analysis::ExportOptions {
+            paths: a.paths,
+            out: a.out,
+            jobs: a.jobs.into(),
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! What only the `cuprof` binary can show, one test binary: arguments, exit codes, messages,
+//! the files it writes and refuses to write, signals. Each module was its own test binary
+//! before.
+
+#[path = "../../analysis/tests/figures/analysis_support.rs"]
+mod analysis_support;
+
+mod console_output;
+mod hostile_inputs;
+mod hostile_names;
+mod interrupted_outputs;
+mod memory_snapshot;
+mod output_paths;
+mod parallel_output;
+mod repair_safety;
+mod run_launcher;
