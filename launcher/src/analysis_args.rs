@@ -28,7 +28,7 @@ pub struct ReportArgs {
     #[arg(short, long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Rows shown per table (summary.json has all of them).
-    #[arg(long, default_value_t = 15)]
+    #[arg(long, default_value_t = analysis::report::DEFAULT_TOP)]
     pub top: usize,
     /// Also write the report as one self-contained HTML page with plots (default with `-o DIR`:
     /// `DIR/report.html`).
@@ -56,7 +56,7 @@ pub struct FlameArgs {
     #[arg(required = true, value_name = "TRACE")]
     pub paths: Vec<PathBuf>,
     /// The SVG to write.
-    #[arg(short, long, value_name = "SVG", default_value = "flame.svg")]
+    #[arg(short, long, value_name = "SVG", default_value = analysis::views::flame::DEFAULT_OUT)]
     pub out: PathBuf,
     /// Weight CUDA runtime/driver API calls by their CPU time instead of GPU work by GPU time.
     #[arg(long)]
@@ -103,7 +103,7 @@ pub struct CompareArgs {
     #[arg(long)]
     pub json: bool,
     /// Rows shown per table (the JSON has all of them).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = analysis::compare::DEFAULT_TOP)]
     pub top: usize,
     #[command(flatten)]
     pub jobs: JobsArg,
@@ -131,7 +131,7 @@ pub struct MergeArgs {
         short,
         long,
         value_name = "FILE",
-        default_value = "merged.trace.json.gz"
+        default_value = analysis::merge::DEFAULT_OUT
     )]
     pub out: PathBuf,
     #[command(flatten)]

@@ -70,15 +70,16 @@ enum Command {
 }
 
 fn dispatch(command: Command) -> anyhow::Result<()> {
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
     match command {
         Command::Run(a) => run::run(a),
-        Command::Report(a) => cuprof_analysis::report(&a.into()),
-        Command::Flame(a) => cuprof_analysis::flame(a.into()),
-        Command::Compare(a) => cuprof_analysis::compare(a.into()),
-        Command::Merge(a) => cuprof_analysis::merge(a.into()),
+        Command::Report(a) => cuprof_analysis::report(&a.into(), &mut out, &mut err),
+        Command::Flame(a) => cuprof_analysis::flame(&a.into(), &mut out, &mut err),
+        Command::Compare(a) => cuprof_analysis::compare(&a.into(), &mut out, &mut err),
+        Command::Merge(a) => cuprof_analysis::merge(&a.into(), &mut out, &mut err),
         Command::Memory(a) => memory_cmd::run(a),
         Command::Repair(a) => repair_cmd::run(a),
-        Command::Export(a) => cuprof_analysis::export(a.into()),
+        Command::Export(a) => cuprof_analysis::export(&a.into(), &mut out, &mut err),
         Command::Observer(a) => observer_cmd::run(a),
         Command::Capture(a) => control_cmd::capture(a),
         Command::Ps(a) => control_cmd::ps(a),
@@ -88,10 +89,16 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
 
 /// Errors are one line, `cuprof: what: why`, and exit with status 1.
 fn main() -> ExitCode {
-    match dispatch(Cli::parse().command) {
+    let command = Cli::parse().command;
+    // What a program decides and a library leaves to it: progress bars on stderr (drawn only
+    // on a terminal), and the temporary files of outputs being written removed on Ctrl-C (by a
+    // thread started with the first output).
+    cuprof_analysis::load::show_progress_bars();
+    cuprof_analysis::io::output::remove_temporaries_on_signal();
+    match dispatch(command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("cuprof: {}", console::one_line(&e));
+            eprint!("{}", console::error_line(&e));
             ExitCode::FAILURE
         }
     }

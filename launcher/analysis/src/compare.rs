@@ -4,13 +4,14 @@
 
 use crate::saturating::AddSat;
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
 use serde::Serialize;
 
 use crate::format::{bytes, dur, short, Table};
-use crate::io::console::outln;
+use crate::io::console::{outln, Console};
 use crate::model::{Breakdown, StepStats};
 use crate::sections::operators::Operators;
 use crate::summary::schema::Summary;
@@ -483,7 +484,33 @@ fn operator_table(rows: &[OperatorRow], top: usize) -> String {
     s
 }
 
-pub fn compare(args: CompareOptions) -> Result<()> {
+/// Rows shown per table unless asked (`--top`).
+pub const DEFAULT_TOP: usize = 20;
+
+impl CompareOptions {
+    /// `b` against `a`, as tables of [`DEFAULT_TOP`] rows, on every core.
+    pub fn new(a: PathBuf, b: PathBuf) -> Self {
+        CompareOptions {
+            a,
+            b,
+            json: false,
+            top: DEFAULT_TOP,
+            jobs: crate::io::jobs::Jobs::default(),
+        }
+    }
+}
+
+/// `cuprof compare`: the comparison printed on `stdout`, as tables or JSON. `stderr` gets the
+/// notices (`compare` has none today); errors are returned, not printed.
+pub fn compare(
+    args: &CompareOptions,
+    stdout: &mut (impl Write + Send),
+    stderr: &mut (impl Write + Send),
+) -> Result<()> {
+    compare_to(args, &mut Console::new(stdout, stderr))
+}
+
+fn compare_to(args: &CompareOptions, con: &mut Console) -> Result<()> {
     // A and B at once, each file of each on its own worker.
     let (a, b) = args.jobs.install(|| {
         rayon::join(
@@ -494,9 +521,9 @@ pub fn compare(args: CompareOptions) -> Result<()> {
     let (a, b) = (a?, b?);
     let c = comparison(&a, &b);
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&c)?)
+        outln!(con, "{}", serde_json::to_string_pretty(&c)?)
     } else {
-        crate::io::console::print_text(&text(
+        con.print_text(&text(
             &c,
             args.top,
             a.operators.is_some(),

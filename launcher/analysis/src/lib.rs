@@ -1,6 +1,14 @@
 //! cuprof's offline analysis: reads traces and computes, renders, compares, merges and exports
 //! them (`cuprof report | flame | compare | merge | export`). The `cuprof` binary is glue over it.
 //!
+//! Each command is one call: [`report`], [`flame`], [`compare`], [`merge`], [`export`], each
+//! taking its options and the writers for what the command prints (stdout, then stderr's
+//! notices), and returning its error rather than printing it (the binary prints
+//! [`io::console::error_line`] and exits with status 1). The binary passes its own stdout and
+//! stderr, a test passes buffers. What belongs to a process rather than to a call is asked for
+//! by the program: progress bars ([`load::show_progress_bars`]) and the removal of temporary
+//! outputs on Ctrl-C ([`io::output::remove_temporaries_on_signal`]).
+//!
 //! Every command streams each file once through [`cuprof_core::reader`] into compact columns
 //! ([`load`]), one file per worker ([`crate::io::jobs`], `-j N`), then computes from those. Each
 //! worker interns names on its own; the names are merged in file order, so every figure and

@@ -47,7 +47,7 @@ use flate2::Compression;
 use serde::Serialize;
 
 use crate::format::{dur, Table};
-use crate::io::console::outln;
+use crate::io::console::{outln, Console};
 use crate::io::gzip_out::ParGzWriter;
 use crate::io::output::Staged;
 use crate::load::{load, number_ranks, rank_from_name, Interner, OpKind};
@@ -64,6 +64,20 @@ pub struct MergeOptions {
     /// The merged trace to write (gzip).
     pub out: PathBuf,
     pub jobs: crate::io::jobs::Jobs,
+}
+
+/// The merged trace written unless asked (`-o`).
+pub const DEFAULT_OUT: &str = "merged.trace.json.gz";
+
+impl MergeOptions {
+    /// The rank traces of `paths` merged into [`DEFAULT_OUT`], on every core.
+    pub fn new(paths: Vec<PathBuf>) -> Self {
+        MergeOptions {
+            paths,
+            out: PathBuf::from(DEFAULT_OUT),
+            jobs: crate::io::jobs::Jobs::default(),
+        }
+    }
 }
 
 /// How one input file was placed on the merged timeline.
@@ -240,12 +254,19 @@ fn json_str(s: &str) -> String {
     serde_json::to_string(s).expect("strings serialize")
 }
 
-pub fn merge(args: MergeOptions) -> Result<()> {
-    args.jobs.install(|| merge_on_pool(&args))?
+/// `cuprof merge`: the merged trace written, and how each rank was placed printed on
+/// `stdout`; inputs skipped are noted on `stderr`. Errors are returned, not printed.
+pub fn merge(
+    args: &MergeOptions,
+    stdout: &mut (impl Write + Send),
+    stderr: &mut (impl Write + Send),
+) -> Result<()> {
+    let mut con = Console::new(stdout, stderr);
+    args.jobs.install(|| merge_on_pool(args, &mut con))?
 }
 
 /// `merge`, its reads and compression on the current rayon pool.
-fn merge_on_pool(args: &MergeOptions) -> Result<()> {
+fn merge_on_pool(args: &MergeOptions, con: &mut Console) -> Result<()> {
     // A file named as an input cannot be the output; one found in a directory can only be if it
     // is a merged trace (an earlier output, skipped below and replaced).
     let named: Vec<PathBuf> = args.paths.iter().filter(|p| !p.is_dir()).cloned().collect();
@@ -258,7 +279,10 @@ fn merge_on_pool(args: &MergeOptions) -> Result<()> {
     let mut inputs: Vec<(PathBuf, TraceMeta)> = Vec::new();
     for (p, meta) in files.into_iter().zip(headers) {
         if is_merged(&meta) {
-            eprintln!("skipping {}: it is itself a merged trace", p.display());
+            con.note(&format!(
+                "skipping {}: it is itself a merged trace",
+                p.display()
+            ));
             continue;
         }
         crate::io::output::refuse_input(&args.out, std::slice::from_ref(&p))?;
@@ -313,16 +337,18 @@ fn merge_on_pool(args: &MergeOptions) -> Result<()> {
             how,
         ]);
     }
-    crate::io::console::print(&t.text())?;
+    con.print(&t.text())?;
     for p in &placements {
         if let Some(tr) = &p.truncated {
             outln!(
+                con,
                 "warning: {} is cut short: {tr}; merged what was read",
                 p.file
             )?;
         }
         if p.not_utf8 > 0 {
             outln!(
+                con,
                 "warning: {}: {} event(s) held bytes that are not UTF-8; merged with U+FFFD in \
                  their place",
                 p.file,
@@ -336,6 +362,7 @@ fn merge_on_pool(args: &MergeOptions) -> Result<()> {
         .max()
         .unwrap_or(0);
     outln!(
+        con,
         "estimated clock skew against rank {} (max |skew| {}); wrote {} ({} ranks, {} events)",
         placements[0].rank,
         dur(max_skew as f64),

@@ -1,11 +1,12 @@
 //! `cuprof report`: the traces loaded, summarized, printed, and written as report.md,
 //! summary.json and report.html where asked.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::io::console::outln;
+use crate::io::console::{outln, Console};
 use crate::io::jobs::Jobs;
 use crate::load::trace_files;
 use crate::views::files::{write_report, REPORT_HTML, REPORT_MD, SUMMARY_JSON};
@@ -25,8 +26,33 @@ pub struct ReportOptions {
     pub jobs: Jobs,
 }
 
-/// `cuprof report`: the summary printed, and written as files where asked.
-pub fn report(args: &ReportOptions) -> Result<()> {
+/// Rows shown per table unless asked (`--top`).
+pub const DEFAULT_TOP: usize = 15;
+
+impl ReportOptions {
+    /// The report of `paths`, printed only: no files, [`DEFAULT_TOP`] rows, every core.
+    pub fn new(paths: Vec<PathBuf>) -> Self {
+        ReportOptions {
+            paths,
+            out: None,
+            top: DEFAULT_TOP,
+            html: None,
+            jobs: Jobs::default(),
+        }
+    }
+}
+
+/// `cuprof report`: the summary printed on `stdout`, and written as files where asked.
+/// `stderr` gets the notices (`report` has none today); errors are returned, not printed.
+pub fn report(
+    args: &ReportOptions,
+    stdout: &mut (impl Write + Send),
+    stderr: &mut (impl Write + Send),
+) -> Result<()> {
+    report_to(args, &mut Console::new(stdout, stderr))
+}
+
+fn report_to(args: &ReportOptions, con: &mut Console) -> Result<()> {
     // `--html FILE`, else `DIR/report.html` beside the other outputs.
     let html = args
         .html
@@ -45,10 +71,11 @@ pub fn report(args: &ReportOptions) -> Result<()> {
     }
     let an = args.jobs.install(|| crate::model::analyse(&args.paths))??;
     let summary = an.summarize();
-    crate::io::console::print_text(&crate::views::render::text(&summary, args.top))?;
+    con.print_text(&crate::views::render::text(&summary, args.top))?;
     if let Some(dir) = &args.out {
         write_report(dir, &summary, args.top)?;
         outln!(
+            con,
             "wrote {} and {}",
             dir.join(SUMMARY_JSON).display(),
             dir.join(REPORT_MD).display()
@@ -67,7 +94,7 @@ pub fn report(args: &ReportOptions) -> Result<()> {
         let page =
             crate::views::html::page(&summary, flame.as_deref(), memory.as_deref(), args.top);
         crate::io::output::write(h, page.as_bytes())?;
-        outln!("wrote {}", h.display())?;
+        outln!(con, "wrote {}", h.display())?;
     }
     Ok(())
 }

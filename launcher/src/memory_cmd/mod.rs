@@ -37,7 +37,8 @@ pub fn run(args: MemoryArgs) -> anyhow::Result<()> {
     let bytes = read_limited(&args.file, MAX_PICKLE_BYTES)?;
     let devices = load(&bytes)
         .with_context(|| format!("{} is not a memory snapshot", args.file.display()))?;
-    cuprof_analysis::io::console::print_text(&render::render(
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+    cuprof_analysis::io::console::Console::new(&mut out, &mut err).print_text(&render::render(
         &args.file.display().to_string(),
         &devices,
         args.frames,

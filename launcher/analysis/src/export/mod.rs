@@ -19,12 +19,13 @@ pub mod schema;
 mod table;
 
 use std::collections::HashSet;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use cuprof_core::reader::TraceReader;
 
-use crate::io::console::outln;
+use crate::io::console::{outln, Console};
 use crate::io::output::same_file;
 use crate::load::trace_files;
 use crate::load::{category_list, malformed_warning, not_a_trace, number_ranks, rank_from_name};
@@ -45,12 +46,20 @@ struct Header {
     cycle: i64,
 }
 
-pub fn export(args: ExportOptions) -> Result<()> {
-    args.jobs.install(|| export_all(&args))?
+/// `cuprof export`: the dataset written, and what it holds printed on `stdout` (with a note
+/// per input cut short or with events skipped). `stderr` gets the notices (`export` has none
+/// today); errors are returned, not printed.
+pub fn export(
+    args: &ExportOptions,
+    stdout: &mut (impl Write + Send),
+    stderr: &mut (impl Write + Send),
+) -> Result<()> {
+    let mut con = Console::new(stdout, stderr);
+    args.jobs.install(|| export_all(args, &mut con))?
 }
 
 /// `export`, one file per worker of the current rayon pool.
-fn export_all(args: &ExportOptions) -> Result<()> {
+fn export_all(args: &ExportOptions, con: &mut Console) -> Result<()> {
     let inputs = trace_files(&args.paths)?;
     refuse_output(&args.out, &args.paths, &inputs)?;
 
@@ -102,6 +111,7 @@ fn export_all(args: &ExportOptions) -> Result<()> {
     }
     let list: Vec<String> = totals.iter().map(|(t, n)| format!("{t} {n}")).collect();
     outln!(
+        con,
         "exported {} file{} ({events} events) to {}: {}",
         rows.len(),
         if rows.len() == 1 { "" } else { "s" },
@@ -111,13 +121,18 @@ fn export_all(args: &ExportOptions) -> Result<()> {
     for (r, skip) in rows.iter().zip(&skipped) {
         let p = r.path.display().to_string();
         if let Some(t) = &r.read.truncated {
-            outln!("note: {p}: {t}")?;
+            outln!(con, "note: {p}: {t}")?;
         }
         if skip.malformed + skip.clamped > 0 {
-            outln!("{}", malformed_warning(&p, skip.malformed, skip.clamped))?;
+            outln!(
+                con,
+                "{}",
+                malformed_warning(&p, skip.malformed, skip.clamped)
+            )?;
         }
         if !skip.ignored.is_empty() {
             outln!(
+                con,
                 "warning: {p}: {} event(s) of categories {} skipped: not CUDA activity nor host \
                  events, which no table holds",
                 skip.ignored.values().sum::<u64>(),

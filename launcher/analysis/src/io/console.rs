@@ -1,45 +1,73 @@
 //! What the user sees of a command: its standard output, which may be a pipe closed early
-//! (`cuprof report T | head -1`), and its error, on one line.
+//! (`cuprof report T | head -1`), its notices, and its error, on one line.
 //!
-//! A closed stdout is not an error: printing stops, the command still writes its files, and
-//! it exits with status 0 (as `rg` does; a shell's `pipefail` does not then flag the pipeline).
+//! A command prints through a [`Console`] over the writers its caller gives: the `cuprof`
+//! binary's stdout and stderr, or a test's buffers. A closed stdout is not an error: printing
+//! stops, the command still writes its files, and it exits with status 0 (as `rg` does; a
+//! shell's `pipefail` does not then flag the pipeline).
 
 use std::borrow::Cow;
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
 
-static CLOSED: AtomicBool = AtomicBool::new(false);
+/// Where a command prints: its standard output, and its notices (standard error). The `cuprof`
+/// binary passes the process's own; a test passes buffers and reads what the command printed.
+pub struct Console<'a> {
+    out: &'a mut (dyn Write + Send),
+    err: &'a mut (dyn Write + Send),
+    /// The reader of `out` has gone: nothing more is printed.
+    closed: bool,
+}
 
-/// Prints `text` to stdout; once the reader of a pipe has gone, prints nothing more.
-pub fn print(text: &str) -> anyhow::Result<()> {
-    if CLOSED.load(Ordering::Relaxed) {
-        return Ok(());
-    }
-    let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
-            CLOSED.store(true, Ordering::Relaxed);
-            Ok(())
+impl<'a> Console<'a> {
+    pub fn new(out: &'a mut (dyn Write + Send), err: &'a mut (dyn Write + Send)) -> Self {
+        Console {
+            out,
+            err,
+            closed: false,
         }
-        r => Ok(r.map_err(|e| anyhow::Error::new(e).context("writing to standard output"))?),
+    }
+
+    /// Prints `text` to stdout; once the reader of a pipe has gone, prints nothing more.
+    pub fn print(&mut self, text: &str) -> anyhow::Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        let out = &mut *self.out;
+        match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(())
+            }
+            r => Ok(r.map_err(|e| anyhow::Error::new(e).context("writing to standard output"))?),
+        }
+    }
+
+    /// [`Console::print`] for text made of a trace's names: what could act on a terminal is
+    /// escaped ([`printable_text`]). JSON goes through [`Console::print`]: its strings are
+    /// escaped already.
+    pub fn print_text(&mut self, text: &str) -> anyhow::Result<()> {
+        self.print(&printable_text(text))
+    }
+
+    /// A notice on stderr (as `eprintln!`, but a failure to write it is not the command's).
+    pub fn note(&mut self, line: &str) {
+        let _ = writeln!(self.err, "{line}");
     }
 }
 
-/// [`print`] for text made of a trace's names: what could act on a terminal is escaped
-/// ([`printable_text`]). JSON goes through [`print`]: its strings are escaped already.
-pub fn print_text(text: &str) -> anyhow::Result<()> {
-    print(&printable_text(text))
-}
-
-/// `println!` that tolerates a closed pipe; returns `anyhow::Result<()>`.
+/// `println!` to a [`Console`] that tolerates a closed pipe; returns `anyhow::Result<()>`.
 macro_rules! outln {
-    ($($arg:tt)*) => { $crate::io::console::print(&(format!($($arg)*) + "\n")) };
+    ($console:expr, $($arg:tt)*) => { $console.print(&(format!($($arg)*) + "\n")) };
 }
 
 pub(crate) use outln;
 
-/// The error and its causes on one line, `what: why: why`, each cause shown once (a cause whose
-/// text the message already quotes is not repeated).
+/// What the `cuprof` binary prints on stderr for a command that failed, before it exits with
+/// status 1: `cuprof: what: why`, one line ([`one_line`]).
+pub fn error_line(e: &anyhow::Error) -> String {
+    format!("cuprof: {}\n", one_line(e))
+}
+
 /// Whether `c` would act on a terminal or reorder the text around it instead of showing:
 /// C0 controls, DEL, C1 controls (ESC sequences, BEL, CSI), and Unicode's bidirectional
 /// controls.
@@ -74,6 +102,8 @@ pub fn printable_text(s: &str) -> Cow<'_, str> {
     escape(s, |c| c == '\n')
 }
 
+/// The error and its causes on one line, `what: why: why`, each cause shown once (a cause whose
+/// text the message already quotes is not repeated).
 pub fn one_line(e: &anyhow::Error) -> String {
     let mut s = e.to_string();
     for cause in e.chain().skip(1) {

@@ -3,7 +3,8 @@
 //! Every file a command writes is first written to a new file with a unique name in the
 //! target's directory (created with `O_CREAT | O_EXCL`, so it can never be an existing file or
 //! a symlink planted there), and renamed over the target only once it is complete and synced.
-//! An error or Ctrl-C leaves the target as it was, and removes the temporary file: SIGINT,
+//! An error or Ctrl-C leaves the target as it was, and removes the temporary file: once a
+//! program asks for it ([`remove_temporaries_on_signal`]; the `cuprof` binary does), SIGINT,
 //! SIGTERM and SIGHUP are caught by a thread (started with the first output) that removes every
 //! temporary file still open, then ends the process as the signal would have. The rename
 //! replaces a symlink at the target rather than writing through it. A target that is one of the
@@ -13,7 +14,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, Once};
 
 use anyhow::{bail, Context, Result};
@@ -26,9 +27,23 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 /// The temporary files being written, for the signal thread to remove.
 static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
-/// Starts, once, the thread that removes the live temporary files on SIGINT, SIGTERM or
-/// SIGHUP and then lets the signal end the process.
+static ON_SIGNAL: AtomicBool = AtomicBool::new(false);
+
+/// From now on, the first output written starts a thread that removes the temporary files
+/// still open on SIGINT, SIGTERM or SIGHUP, then lets the signal end the process. A program
+/// (the `cuprof` binary) asks for it; the library alone leaves the process's signals as they
+/// are (a test using it in-process keeps the test harness's).
+pub fn remove_temporaries_on_signal() {
+    ON_SIGNAL.store(true, Ordering::Relaxed);
+}
+
+/// Starts, once and where asked ([`remove_temporaries_on_signal`]), the thread that removes
+/// the live temporary files on SIGINT, SIGTERM or SIGHUP and then lets the signal end the
+/// process.
 fn remove_on_signal() {
+    if !ON_SIGNAL.load(Ordering::Relaxed) {
+        return;
+    }
     static START: Once = Once::new();
     START.call_once(|| {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};

@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
@@ -157,11 +158,24 @@ fn bars() -> &'static MultiProgress {
     BARS.get_or_init(MultiProgress::new)
 }
 
-/// A progress bar over `reader` that appears once the read has taken more than a second (and
-/// only on a terminal). Call `finish_and_clear` on what the returned cell holds when done.
+static SHOW_BARS: AtomicBool = AtomicBool::new(false);
+
+/// Draws [`progress`] bars on the process's stderr when it is a terminal, from now on. The
+/// `cuprof` binary asks for them; a program using the library in-process (a test) gets none,
+/// its stderr being its own.
+pub fn show_progress_bars() {
+    SHOW_BARS.store(true, Ordering::Relaxed);
+}
+
+/// A progress bar over `reader` that appears once the read has taken more than a second (only
+/// after [`show_progress_bars`], and only on a terminal). Call `finish_and_clear` on what the
+/// returned cell holds when done.
 pub fn progress(reader: &mut TraceReader<'_>, path: &Path) -> Rc<RefCell<Option<ProgressBar>>> {
-    let total = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let bar: Rc<RefCell<Option<ProgressBar>>> = Rc::new(RefCell::new(None));
+    if !SHOW_BARS.load(Ordering::Relaxed) {
+        return bar;
+    }
+    let total = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let cell = bar.clone();
     let started = Instant::now();
     let label = path.display().to_string();

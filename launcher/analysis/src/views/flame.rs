@@ -4,12 +4,12 @@
 
 use crate::saturating::{self, AddSat};
 use std::collections::BTreeMap;
-use std::io::BufWriter;
+use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
-use crate::io::console::outln;
+use crate::io::console::{outln, Console};
 use crate::io::output::Staged;
 use crate::load::{TensorMemoryOn, NO_NAME};
 use crate::model::links::{NONE, NO_OPERATOR};
@@ -33,6 +33,24 @@ pub struct FlameOptions {
     /// Stack by NVTX ranges even when the trace has PyTorch operators.
     pub nvtx: bool,
     pub jobs: crate::io::jobs::Jobs,
+}
+
+/// The SVG written unless asked (`-o`).
+pub const DEFAULT_OUT: &str = "flame.svg";
+
+impl FlameOptions {
+    /// The GPU time of `paths` by operator or NVTX range, to [`DEFAULT_OUT`], on every core.
+    pub fn new(paths: Vec<PathBuf>) -> Self {
+        FlameOptions {
+            paths,
+            out: PathBuf::from(DEFAULT_OUT),
+            cpu: false,
+            memory: false,
+            folded: None,
+            nvtx: false,
+            jobs: crate::io::jobs::Jobs::default(),
+        }
+    }
 }
 
 /// A frame name safe for the folded format (`;` separates frames, the count ends the line).
@@ -266,7 +284,18 @@ fn svg_of(an: &Analysis, weigh: Weigh, paths: &[PathBuf]) -> Result<Option<Strin
     Ok(Some(String::from_utf8(out)?))
 }
 
-pub fn flame(args: FlameOptions) -> Result<()> {
+/// `cuprof flame`: the SVG (and the folded stacks where asked) written, and what was written
+/// printed on `stdout`. `stderr` gets the notices (`flame` has none today); errors are
+/// returned, not printed.
+pub fn flame(
+    args: &FlameOptions,
+    stdout: &mut (impl Write + Send),
+    stderr: &mut (impl Write + Send),
+) -> Result<()> {
+    flame_to(args, &mut Console::new(stdout, stderr))
+}
+
+fn flame_to(args: &FlameOptions, con: &mut Console) -> Result<()> {
     let inputs = crate::load::trace_files(&args.paths)?;
     crate::io::output::refuse_input(&args.out, &inputs)?;
     if let Some(p) = &args.folded {
@@ -326,6 +355,7 @@ pub fn flame(args: FlameOptions) -> Result<()> {
         _ => crate::format::dur(total as f64),
     };
     outln!(
+        con,
         "wrote {} ({} stacks, {total} of {what})",
         args.out.display(),
         stacks.len(),
