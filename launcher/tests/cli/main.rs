@@ -4,7 +4,9 @@
 
 #[path = "../../analysis/tests/figures/analysis_support.rs"]
 mod analysis_support;
+mod command;
 
+mod arguments;
 mod console_output;
 mod hostile_inputs;
 mod hostile_names;

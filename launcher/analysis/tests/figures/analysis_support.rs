@@ -1,35 +1,19 @@
 //! Builds cuprof traces with known content for the analysis tests: the JSON is written here,
 //! in the schema of docs/trace-format.md, and gzipped with flate2.
+//!
+//! `cuprof ARGS` is `crate::command::cuprof`: in the figure tests, a call of the library
+//! in-process (analysis/tests/figures/command.rs); in the CLI suite, which includes this file
+//! too, the binary spawned (launcher/tests/cli/command.rs).
 #![allow(dead_code, clippy::too_many_arguments)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use flate2::write::GzEncoder;
 use flate2::{Compression, FlushCompress};
 
-/// The `cuprof` binary: `CUPROF_BIN` if set, else the one cargo built beside this test binary
-/// (`target/<profile>/cuprof`; the test binary is `target/<profile>/deps/NAME-HASH`). Tests in
-/// the analysis package cannot name it with `CARGO_BIN_EXE_cuprof`: build it first
-/// (`cargo build -p cuprof-launcher`; scripts/test.sh does).
-pub fn cuprof_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("CUPROF_BIN") {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let p = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps")
-        .join("cuprof");
-    assert!(
-        p.exists(),
-        "{} missing: run `cargo build -p cuprof-launcher` first (scripts/test.sh does)",
-        p.display()
-    );
-    p
-}
+pub use crate::command::cuprof;
 
 /// The repository's root (the folder of Cargo.lock above this package).
 pub fn repo_root() -> PathBuf {
@@ -415,14 +399,6 @@ pub fn tempdir(tag: &str) -> Tmp {
     ));
     std::fs::create_dir_all(&d).unwrap();
     Tmp(d)
-}
-
-pub fn cuprof(args: &[&str]) -> Output {
-    let out = Command::new(cuprof_bin())
-        .args(args)
-        .output()
-        .expect("run cuprof");
-    out
 }
 
 /// Runs `cuprof ARGS`, asserting success; returns stdout.

@@ -1,8 +1,11 @@
 //! The analysis's figure tests, one binary: traces with known content (or real ones from
 //! tests/data) through `cuprof report | flame | compare | merge | export`, and the figures
-//! checked. Each module was its own test binary under launcher/tests before.
+//! checked. Each command is a call of the library in-process ([`command`]), on the test's
+//! thread; what only the binary shows is the CLI suite's (launcher/tests/cli). Each module was
+//! its own test binary under launcher/tests before.
 
 mod analysis_support;
+mod command;
 mod export_support;
 
 mod analysis_attribution;
