@@ -5,6 +5,9 @@
 #[path = "../../analysis/tests/figures/analysis_support.rs"]
 mod analysis_support;
 mod command;
+/// The figure tests' in-process call, for `arguments` to check it against the binary.
+#[path = "../../analysis/tests/figures/command.rs"]
+mod in_process;
 
 mod arguments;
 mod console_output;

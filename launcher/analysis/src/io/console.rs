@@ -142,6 +142,54 @@ mod tests {
         assert_eq!(printable_text("a\nb\u{1b}c\n"), "a\nb\\u{1b}c\n");
     }
 
+    /// A writer whose reader has gone after `room` bytes, or that fails otherwise.
+    struct Pipe {
+        room: usize,
+        got: Vec<u8>,
+        kind: io::ErrorKind,
+    }
+
+    impl Write for Pipe {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            if self.got.len() + buf.len() > self.room {
+                return Err(io::Error::from(self.kind));
+            }
+            self.got.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_closed_stdout_stops_the_printing_quietly() {
+        let mut out = Pipe {
+            room: 8,
+            got: Vec::new(),
+            kind: io::ErrorKind::BrokenPipe,
+        };
+        let mut err = Vec::new();
+        let mut con = Console::new(&mut out, &mut err);
+        con.print("first\n").unwrap();
+        // The reader goes: not an error, and nothing more is printed, though it would fit.
+        con.print("second\n").unwrap();
+        con.print_text("x\n").unwrap();
+        con.note("a notice");
+        assert_eq!(out.got, b"first\n");
+        assert_eq!(err, b"a notice\n");
+        let mut out = Pipe {
+            room: 0,
+            got: Vec::new(),
+            kind: io::ErrorKind::PermissionDenied,
+        };
+        let e = Console::new(&mut out, &mut err).print("x").unwrap_err();
+        assert_eq!(
+            error_line(&e),
+            "cuprof: writing to standard output: permission denied\n"
+        );
+    }
+
     #[test]
     fn errors_fit_on_one_line() {
         let io = io::Error::new(io::ErrorKind::NotFound, "No such file or directory");

@@ -210,6 +210,24 @@ mod tests {
         v
     }
 
+    /// The library alone leaves the process's signals as they are: a test (or any program) that
+    /// writes outputs through it keeps its own Ctrl-C, unless it asks
+    /// ([`remove_temporaries_on_signal`]; nothing in these tests does).
+    #[test]
+    fn writing_outputs_leaves_the_signals_alone() {
+        let d = scratch("signals");
+        write(&d.join("out.txt"), b"x").unwrap();
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            // SAFETY: a zeroed sigaction is a valid output buffer.
+            let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+            // SAFETY: a null new action only reads the current one into `old`.
+            let read = unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) };
+            assert_eq!(read, 0);
+            assert_eq!(old.sa_sigaction, libc::SIG_DFL, "signal {sig}");
+        }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
     #[test]
     fn a_write_replaces_the_target_and_leaves_nothing_else() {
         let d = scratch("write");
