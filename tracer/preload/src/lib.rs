@@ -32,58 +32,30 @@
 //! `InitializeInjection` (libcuda calls it inside cuInit), so a process that never initialises
 //! CUDA loads no CUPTI, starts no thread and writes nothing.
 
-// The data path, in order (a paragraph per stage: rustfmt sorts a block of `mod`s).
-// 1. CUPTI hands back a buffer: decoded into events.
-mod buffers;
+// The C entry points: the loader's, CUDA's, NVTX's and the program's way in.
+mod entry;
 
-// 2. Other producers: NVTX ranges, PyTorch operators (through `ops`' hooks or the NVTX
-// observer), allocation stacks.
-mod nvtx;
-mod op_batch;
-mod ops;
-mod stacks;
+// The library's life: its state's transitions, CUPTI's set-up, signals, the control socket.
+mod life;
 
-// 3. The channel to the writer thread.
-mod channel;
-
-// 4. The profiling window: what is recorded, and when cycles begin and end.
-mod window;
-
-// What the window collects while recording (the process's options, or a capture's).
-mod collect;
-
-// 5. The writer thread: drains the channel into the session, and feeds the live figures.
-mod live;
+// 4. The writer thread and the session's files: the end of the data path.
 mod writer;
 
-// 6. The session's files.
-mod output;
+// 1. The producers: CUPTI buffers and callbacks, NVTX, the range stack, allocation stacks,
+// PyTorch operators.
+mod sources;
 
-// 7. What the user is told when the session ends.
-mod report;
+// 2. The profiling window: what is recorded, and when cycles begin and end.
+mod window;
 
-// The library's life and its entry points.
-mod control;
-mod entry;
-mod error;
-mod lifecycle;
-mod signals;
-mod tracer;
+// 3. The pipe to the writer: the running tracer, the operator batches, the channel.
+mod pipe;
 
-// CUPTI and what surrounds it.
-mod api;
-mod callbacks;
+// The cross-thread stores every stage reads: the phase, the asked captures, the live figures.
+mod state;
+
+// CUPTI and what surrounds it: the only code that calls CUPTI.
 mod cupti;
-mod pages;
-mod pool;
-mod rawdump;
-mod reclaim;
-mod resolve;
-mod setup;
 
-// The host process.
-mod devices;
-mod process;
-mod py_stacks;
-mod python;
-mod symbols;
+// The host process: Python, symbols, names, devices, the OS.
+mod host;

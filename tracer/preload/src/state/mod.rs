@@ -1,0 +1,4 @@
+//! Cross-thread stores that call nothing above them: the library's phase, the captures asked
+//! for, the live figures. Imports host/ only.
+
+pub mod live;
