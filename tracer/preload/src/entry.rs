@@ -5,8 +5,9 @@
 
 use crate::cupti::libcupti::forward;
 use crate::host::process::{guard, say};
-use crate::life::lifecycle::{self, Phase};
+use crate::life::lifecycle;
 use crate::pipe::tracer::running;
+use crate::state::phase::{phase, Phase};
 use crate::window::boundaries as window;
 use cuprof_core::config::Config;
 use cuprof_core::window::RangeSource;
@@ -110,7 +111,7 @@ fn on_load() {
 #[no_mangle]
 pub extern "C" fn InitializeInjection() -> c_int {
     guard(1, || {
-        if lifecycle::phase() == Phase::Inert && armed().is_none() {
+        if phase() == Phase::Inert && armed().is_none() {
             // Loaded through CUDA_INJECTION64_PATH alone: tracing is on unless CUPROF_ENABLED=0.
             if std::env::var("CUPROF_ENABLED").is_ok_and(|v| v.trim() == "0") {
                 return 1;
@@ -167,9 +168,7 @@ pub unsafe extern "C" fn InitializeInjectionNvtx2(
 ) -> c_int {
     guard(0, || match get_export_table {
         // SAFETY: the loader's export-table function.
-        Some(f) if lifecycle::phase() != Phase::Inert => unsafe {
-            crate::sources::nvtx::initialize(f)
-        },
+        Some(f) if phase() != Phase::Inert => unsafe { crate::sources::nvtx::initialize(f) },
         _ => 0,
     })
 }
@@ -216,7 +215,7 @@ pub extern "C" fn cuprof_stop() {
 /// `cuprof.enabled()`.
 #[no_mangle]
 pub extern "C" fn cuprof_state() -> c_int {
-    guard(0, || lifecycle::phase() as c_int)
+    guard(0, || phase() as c_int)
 }
 
 /// Reads the `CUPROF_*` environment again while the library waits for CUDA (armed, CUDA not yet
@@ -228,7 +227,7 @@ pub extern "C" fn cuprof_state() -> c_int {
 pub extern "C" fn cuprof_reload_env() -> c_int {
     guard(0, || {
         let mut slot = armed();
-        if lifecycle::phase() != Phase::Armed || slot.is_none() {
+        if phase() != Phase::Armed || slot.is_none() {
             return 0;
         }
         let (cfg, warnings) = Config::from_env();

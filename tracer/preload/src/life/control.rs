@@ -5,7 +5,7 @@
 //! connection at a time, reads one bounded line (1 s at most), answers one line and closes.
 //! Program threads never touch the socket; what a capture changes goes through the window
 //! ([`crate::window::boundaries`]) like any other boundary, and its files are reported by the writer
-//! thread ([`finished`]). Only started in on-demand mode: a process that did not ask to be
+//! thread ([`crate::state::captures::finished`]). Only started in on-demand mode: a process that did not ask to be
 //! controlled opens nothing.
 //!
 //! Safety of the way in: the socket lives in a per-user directory of mode 0700 (checked: a
@@ -14,33 +14,21 @@
 //! gets an error line; the program is not involved.
 
 use crate::host::process::{guard, pid, say};
-use crate::life::lifecycle::{self, Phase};
 use crate::pipe::tracer::Tracer;
-use cuprof_core::config::report::{self, ReportLine};
+use crate::state::captures;
+use crate::state::phase::{phase, Phase};
 use cuprof_core::control::{self as proto, Live, Reply, Request, Status};
-use cuprof_core::session::Written;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// How long a client may take to send its line, or to take the reply.
 const IO_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// A capture asked for and not yet written.
-struct Asked {
-    cycle: u32,
-    dir: Option<PathBuf>,
-    report: PathBuf,
-}
-
-static ASKED: Mutex<Vec<Asked>> = Mutex::new(Vec::new());
-/// The last capture whose files are written.
-static DONE: AtomicU32 = AtomicU32::new(0);
 static SOCKET: OnceLock<PathBuf> = OnceLock::new();
 
 /// What the status line shows besides the window.
@@ -194,10 +182,10 @@ fn handle(t: &'static Tracer, who: &Identity, req: Request) -> Reply {
             })),
             None => Reply::Error("this process keeps no live figures".into()),
         },
-        _ if lifecycle::phase() == Phase::Aside => Reply::Error(
+        _ if phase() == Phase::Aside => Reply::Error(
             "cuprof stepped aside for another profiler in this process (torch.profiler?): nothing can be captured".into(),
         ),
-        _ if lifecycle::phase() != Phase::Running => {
+        _ if phase() != Phase::Running => {
             Reply::Error("the process is exiting: nothing can be captured".into())
         }
         Request::Steps {
@@ -207,7 +195,7 @@ fn handle(t: &'static Tracer, who: &Identity, req: Request) -> Reply {
             report,
             options,
         } => match crate::window::boundaries::demand_steps(start, count, options, |cycle| {
-            ask(cycle, dir, report)
+            captures::ask(cycle, dir, report)
         }) {
             Ok((cycle, first)) => Reply::Started {
                 cycle,
@@ -222,7 +210,7 @@ fn handle(t: &'static Tracer, who: &Identity, req: Request) -> Reply {
             options,
         } => {
             let d = Duration::from_millis(ms);
-            match crate::window::boundaries::demand_duration(t, d, options, |cycle| ask(cycle, dir, report)) {
+            match crate::window::boundaries::demand_duration(t, d, options, |cycle| captures::ask(cycle, dir, report)) {
                 Ok(cycle) => Reply::Started {
                     cycle,
                     first_step: None,
@@ -237,14 +225,8 @@ fn handle(t: &'static Tracer, who: &Identity, req: Request) -> Reply {
     }
 }
 
-fn ask(cycle: u32, dir: Option<PathBuf>, report: PathBuf) {
-    if let Ok(mut a) = ASKED.lock() {
-        a.push(Asked { cycle, dir, report });
-    }
-}
-
 fn state_name() -> String {
-    match lifecycle::phase() {
+    match phase() {
         Phase::Running => crate::window::boundaries::demand_state().to_owned(),
         Phase::Aside => "stepped-aside".into(),
         _ => "stopped".into(),
@@ -259,59 +241,6 @@ fn status(who: &Identity) -> Status {
         state: state_name(),
         step: crate::window::boundaries::steps_seen(),
         files: crate::writer::report::files_written().lines().count() as u64,
-        captures_done: DONE.load(Relaxed),
-    }
-}
-
-/// The directory a capture asked its cycle's trace to go to.
-pub fn capture_dir(cycle: u32) -> Option<PathBuf> {
-    let a = ASKED.lock().ok()?;
-    a.iter().find(|a| a.cycle == cycle)?.dir.clone()
-}
-
-/// The writer thread has closed capture `cycle` (its file written, or none when it recorded
-/// nothing): tell the requester, through its report file, and count it done.
-pub fn finished(cycle: u32, written: &[Written]) {
-    let asked = {
-        let Ok(mut a) = ASKED.lock() else { return };
-        let Some(i) = a.iter().position(|a| a.cycle == cycle) else {
-            return;
-        };
-        a.remove(i)
-    };
-    let mut lines = Vec::new();
-    for w in written.iter().filter(|w| w.cycle == cycle) {
-        lines.push(ReportLine::File {
-            path: w.path.clone(),
-            events: w.events,
-            bytes: std::fs::metadata(&w.path).map_or(0, |m| m.len()),
-        });
-    }
-    if lines.is_empty() {
-        lines.push(ReportLine::Note(format!(
-            "process {} did no GPU work during capture {cycle}: no trace written",
-            pid()
-        )));
-    }
-    append(&asked.report, &lines);
-    DONE.fetch_max(cycle, Relaxed);
-}
-
-/// Appends to the requester's report file, which must exist: never creates a file and never
-/// follows a symlink at its place.
-fn append(report_file: &Path, lines: &[ReportLine]) {
-    let text: String = lines.iter().map(report::ReportLine::to_line).collect();
-    let opened = std::fs::OpenOptions::new()
-        .append(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(report_file);
-    match opened {
-        Ok(mut f) => {
-            let _ = f.write_all(text.as_bytes());
-        }
-        Err(e) => say(&format!(
-            "cannot report the capture to {} ({e}); its files are in the trace directory",
-            report_file.display()
-        )),
+        captures_done: captures::done(),
     }
 }

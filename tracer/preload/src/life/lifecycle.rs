@@ -1,4 +1,5 @@
-//! The library's life in this process: one state ([`Phase`]) and every transition of it.
+//! The library's life in this process: every transition of its one state ([`Phase`], kept in
+//! [`crate::state::phase`], which only this module moves).
 //!
 //! ```text
 //! Inert ─arm─▶ Armed ─claim_start─▶ Starting ─start─▶ Running ─shutdown─▶ ShuttingDown ─▶ Stopped
@@ -15,67 +16,14 @@ use crate::host::error::StartError;
 use crate::host::process::{guard, say};
 use crate::life::signals::{self, Request};
 use crate::pipe::tracer::{self, Tracer};
+use crate::state::phase::{phase, set, transition, Phase};
 use crate::window::boundaries as window;
 use cuprof_core::config::Config;
 use cuprof_core::window::{Capture, StepPattern};
-use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use std::time::Duration;
-
-/// Where the library stands. Only moves forward (down the list), except `Stopped -> Aside`
-/// when a second profiler made cuprof stop, and `Starting -> Inert` when CUPTI refused.
-#[repr(u8)]
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Phase {
-    /// Not enabled, or CUPTI could not be set up: do nothing.
-    Inert = 0,
-    /// Enabled; waiting for CUDA to initialise.
-    Armed = 1,
-    /// CUDA is initialising and cuprof is setting CUPTI up.
-    Starting = 2,
-    Running = 3,
-    /// Closing the window, draining CUPTI and the writer.
-    ShuttingDown = 4,
-    /// Shut down (exit path ran).
-    Stopped = 5,
-    /// Another profiler took CUPTI; cuprof finished its trace and stepped aside.
-    Aside = 6,
-    /// A child after fork: it never traces (the parent's threads and locks are not here).
-    Forked = 7,
-}
-
-const PHASES: [Phase; 8] = [
-    Phase::Inert,
-    Phase::Armed,
-    Phase::Starting,
-    Phase::Running,
-    Phase::ShuttingDown,
-    Phase::Stopped,
-    Phase::Aside,
-    Phase::Forked,
-];
-
-static PHASE: AtomicU8 = AtomicU8::new(Phase::Inert as u8);
 
 /// How long a signal that the program survives waits for the trace to be made durable.
 const SYNC_FLUSH_WAIT: Duration = Duration::from_secs(1);
-
-pub fn phase() -> Phase {
-    PHASES
-        .get(PHASE.load(Relaxed) as usize)
-        .copied()
-        .unwrap_or(Phase::Inert)
-}
-
-fn set(p: Phase) {
-    PHASE.store(p as u8, Relaxed);
-}
-
-/// `from -> to`, for one caller only.
-fn transition(from: Phase, to: Phase) -> bool {
-    PHASE
-        .compare_exchange(from as u8, to as u8, Relaxed, Relaxed)
-        .is_ok()
-}
 
 /// Tracing is enabled in this process: wait for CUDA.
 pub fn arm() {

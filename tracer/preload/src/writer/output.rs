@@ -22,7 +22,7 @@ struct FileSink {
 impl Sink for FileSink {
     fn open(&mut self, cycle: u32) -> std::io::Result<(Box<dyn Write + Send>, PathBuf)> {
         // An on-demand capture may name its own directory (`cuprof capture --dir`).
-        let dir = crate::life::control::capture_dir(cycle).unwrap_or_else(|| self.dir.clone());
+        let dir = crate::state::captures::capture_dir(cycle).unwrap_or_else(|| self.dir.clone());
         std::fs::create_dir_all(&dir)?;
         let file_name = cuprof_core::config::trace_file_name(
             &self.name,

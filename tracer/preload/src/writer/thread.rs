@@ -99,7 +99,7 @@ fn run(t: &Tracer, mut session: Session, inbox: Inbox) {
         ending.retain(|&cycle| {
             let open = session.has_cycle(cycle);
             if !open {
-                crate::life::control::finished(cycle, session.written());
+                crate::state::captures::finished(cycle, session.written());
             }
             open
         });
@@ -146,7 +146,7 @@ impl Receiving {
 fn finish(t: &Tracer, session: Session, ending: &[u32]) {
     let written = crate::writer::report::finish(t, session);
     for &cycle in ending {
-        crate::life::control::finished(cycle, &written);
+        crate::state::captures::finished(cycle, &written);
     }
 }
 
