@@ -1,5 +1,6 @@
 //! The one place cuprof talks to the CPython interpreter of the traced program, when there is
-//! one: it runs the operator recorder (`ops`) when the window starts or stops collecting (so
+//! one: it runs the operator recorder (`sources::ops`, whose inputs `life::setup` hands over once
+//! as a [`Recorder`]) when the window starts or stops collecting (so
 //! PyTorch operators reach cuprof with no change to the program), and reads the Python call
 //! stack for `--with-stack`.
 //!
@@ -133,6 +134,26 @@ fn api() -> Option<&'static Api> {
 /// Py_file_input.
 const FILE_INPUT: c_int = 257;
 
+/// What the recorder needs from libcuprof.so, handed over once by `life::setup` before the
+/// window first collects (so this module needs nothing of the operator sources above it).
+pub struct Recorder {
+    /// The recorder's Python source, run once in its own namespace.
+    pub source: &'static str,
+    /// The observer's C++ source, which the recorder builds.
+    pub observer_source: &'static str,
+    /// The address of the hooks the observer calls.
+    pub hooks: usize,
+    /// Notes the path the recorder took (its `_cuprof_path`) for the trace headers.
+    pub set_path: fn(u8),
+}
+
+static RECORDER: OnceLock<Recorder> = OnceLock::new();
+
+/// Hands over the recorder's inputs (the first call wins).
+pub fn set_recorder(r: Recorder) {
+    let _ = RECORDER.set(r);
+}
+
 /// The recorder's globals (a dict owned by cuprof, never the program's `__main__`).
 struct Globals(Obj);
 // SAFETY: the dict is only touched with the GIL held.
@@ -183,8 +204,9 @@ fn apply(api: &Api) {
         if g.is_none() {
             let dict = (api.dict_new)();
             if !dict.is_null()
-                && set_inputs(api, dict)
-                && run(api, crate::sources::ops::RECORDER, dict)
+                && RECORDER
+                    .get()
+                    .is_some_and(|rec| set_inputs(api, dict, rec) && run(api, rec.source, dict))
             {
                 *g = Some(Globals(dict));
             } else {
@@ -202,7 +224,9 @@ fn apply(api: &Api) {
             if !path.is_null() {
                 let path = (api.long_as)(path);
                 (api.err_clear)();
-                crate::sources::ops::set_path(u8::try_from(path).unwrap_or(0));
+                if let Some(rec) = RECORDER.get() {
+                    (rec.set_path)(u8::try_from(path).unwrap_or(0));
+                }
             }
         }
         (api.gil_release)(gil);
@@ -214,9 +238,9 @@ fn apply(api: &Api) {
 ///
 /// # Safety
 /// The GIL must be held; `dict` is a dict.
-unsafe fn set_inputs(api: &Api, dict: Obj) -> bool {
-    let source = crate::sources::ops::OBSERVER_SOURCE;
-    let hooks = std::ptr::addr_of!(crate::sources::ops::HOOKS) as usize as c_long;
+unsafe fn set_inputs(api: &Api, dict: Obj, rec: &Recorder) -> bool {
+    let source = rec.observer_source;
+    let hooks = rec.hooks as c_long;
     // SAFETY: per the function's contract; each new reference is released after the set.
     unsafe {
         let values = [

@@ -6,7 +6,9 @@ use crate::cupti::libcupti::{self as cupti, ActivityKind};
 use crate::host::error::StartError;
 use crate::host::process::say;
 use crate::pipe::channel::{self, Inbox};
-use crate::pipe::tracer::{Collect, Tracer};
+use crate::pipe::tracer::Tracer;
+use crate::sources::ops;
+use cuprof_core::collect::{Collect, TorchOptions};
 use cuprof_core::config::Config;
 use cuprof_core::decode::{Decoder, LayoutFamily};
 use cupti_sys::CUpti_driver_api_trace_cbid_enum as Drv;
@@ -96,11 +98,18 @@ pub fn connect(cfg: &Config) -> Result<(Tracer, Inbox), StartError> {
         }
     }
     let api = crate::cupti::api::ApiPlan::new(cfg, &cupti, &names);
+    // The recorder's inputs, for the Python bridge to run it when the window first collects.
+    crate::host::python::set_recorder(crate::host::python::Recorder {
+        source: ops::RECORDER,
+        observer_source: ops::OBSERVER_SOURCE,
+        hooks: std::ptr::addr_of!(ops::HOOKS) as usize,
+        set_path: ops::set_path,
+    });
     let options = Collect {
         cpu: cfg.activities.cpu,
         gpu: cfg.activities.gpu,
         torch_ops: cfg.torch_ops,
-        torch: crate::sources::ops::Options {
+        torch: TorchOptions {
             shapes: cfg.record_shapes,
             all_threads: cfg.all_threads,
             flops: cfg.with_flops,

@@ -10,6 +10,7 @@ use crate::cupti::libcupti::{ActivityKind, Cupti};
 use crate::cupti::pool::Pool;
 use crate::host::resolve::Names;
 use crate::pipe::channel::Outbox;
+use cuprof_core::collect::Collect;
 use cuprof_core::decode::Decoder;
 use cuprof_core::session::Counters;
 use std::path::PathBuf;
@@ -40,18 +41,6 @@ pub struct Tracer {
     pub shutdown_wait: std::time::Duration,
     /// The activity kinds on now (see [`Tracer::set_kinds`]).
     pub kinds_on: Mutex<Vec<ActivityKind>>,
-}
-
-/// What the window collects while recording.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Collect {
-    pub cpu: bool,
-    pub gpu: bool,
-    /// Record PyTorch operators (with CPU), with these options.
-    pub torch_ops: bool,
-    pub torch: crate::sources::ops::Options,
-    /// Python call stacks on operators (`--with-stack`).
-    pub with_stack: bool,
 }
 
 static RUNNING: AtomicPtr<Tracer> = AtomicPtr::new(std::ptr::null_mut());

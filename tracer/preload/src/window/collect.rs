@@ -6,8 +6,9 @@
 //! PyTorch operator recorder's level, and the flags the NVTX and operator paths read on every
 //! range ([`cpu`], [`stacks`]).
 
-use crate::pipe::tracer::{Collect, Tracer};
+use crate::pipe::tracer::Tracer;
 use cuprof_core::capture_options::CaptureOptions;
+use cuprof_core::collect::{Collect, TorchOptions};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Mutex;
 
@@ -34,7 +35,7 @@ fn resolve(own: Collect, asked: Option<CaptureOptions>) -> Collect {
         cpu: o.cpu.unwrap_or(own.cpu),
         gpu: o.gpu.unwrap_or(own.gpu),
         torch_ops: o.torch_ops.unwrap_or(own.torch_ops),
-        torch: crate::sources::ops::Options {
+        torch: TorchOptions {
             shapes: o.record_shapes.unwrap_or(own.torch.shapes),
             all_threads: own.torch.all_threads,
             flops: o.with_flops.unwrap_or(own.torch.flops),
@@ -93,7 +94,7 @@ mod tests {
             cpu: true,
             gpu: true,
             torch_ops: true,
-            torch: crate::sources::ops::Options {
+            torch: TorchOptions {
                 shapes: true,
                 all_threads: true,
                 flops: false,
@@ -116,7 +117,7 @@ mod tests {
                 cpu: false,
                 gpu: true,
                 torch_ops: true,
-                torch: crate::sources::ops::Options {
+                torch: TorchOptions {
                     shapes: false,
                     all_threads: true,
                     flops: true,

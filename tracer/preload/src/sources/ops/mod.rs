@@ -11,7 +11,7 @@
 //! - `native.rs`: the hooks the observer calls back into (`HOOKS`): each finished operator and
 //!   each allocation PyTorch reports (with `MEM`) into the thread's batch (`op_batch`), labels
 //!   onto `nvtx.rs`'s range stack, Python stacks, ids and CUPTI's correlation functions.
-//! - this module: the hooks' table, the options, and which path records (written in each
+//! - this module: the hooks' table, and which path records (written in each
 //!   trace's `cuprof` header).
 
 mod native;
@@ -30,29 +30,6 @@ pub const RECORDER: &str = concat!(
 
 /// The observer's C++ source, which the recorder builds.
 pub const OBSERVER_SOURCE: &str = include_str!("observer.cpp");
-
-/// How operators are recorded (the configuration's `record_shapes`, `all_threads`,
-/// `with_flops`, and `memory`: the `MEM` activity, torch.profiler's `profile_memory`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Options {
-    pub shapes: bool,
-    pub all_threads: bool,
-    pub flops: bool,
-    pub memory: bool,
-}
-
-impl Options {
-    /// The recorder's `level` (recorder.py): 0 off, else 1 plus a bit per option.
-    pub fn level(self, on: bool) -> u8 {
-        if !on {
-            return 0;
-        }
-        1 | (self.shapes as u8) << 1
-            | (self.all_threads as u8) << 2
-            | (self.flops as u8) << 3
-            | (self.memory as u8) << 4
-    }
-}
 
 /// What libcuprof.so gives the observer (`CuprofHooks` in observer.cpp: keep the two in step).
 ///
@@ -109,35 +86,5 @@ pub static HOOKS: Hooks = Hooks {
 pub fn set_path(path: u8) {
     if let (Some(_), Some(t)) = (OperatorPath::from_u8(path), crate::pipe::tracer::running()) {
         t.counters.operator_path.store(path, Relaxed);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn levels_carry_each_option_as_recorder_py_reads_them() {
-        let none = Options {
-            shapes: false,
-            all_threads: false,
-            flops: false,
-            memory: false,
-        };
-        assert_eq!(none.level(false), 0);
-        assert_eq!(none.level(true), 1);
-        let all = Options {
-            shapes: true,
-            all_threads: true,
-            flops: true,
-            memory: true,
-        };
-        assert_eq!(all.level(true), 1 | 2 | 4 | 8 | 16);
-        assert_eq!(all.level(false), 0);
-        let shapes = Options {
-            shapes: true,
-            ..none
-        };
-        assert_eq!(shapes.level(true), 3);
     }
 }
