@@ -6,7 +6,7 @@
 //! | message | from | when the channel is full |
 //! | --- | --- | --- |
 //! | a CUPTI buffer's records | `buffers` | dropped and counted; past [`MAX_IN_FLIGHT`] records waiting, too. While draining at exit: waits (2 s) |
-//! | an NVTX range, an allocation's stack, a stream-ordered allocation's stream | `nvtx` (through `window`), `callbacks` | dropped and counted (a lost stream is written as 0) |
+//! | an NVTX range, an allocation's stack, a stream-ordered allocation's stream | `ranges` (through `window`), `callbacks` | dropped and counted (a lost stream is written as 0) |
 //! | a thread's batch of PyTorch operator ranges | `op_batch` | dropped and counted; past [`MAX_OP_BATCHES_IN_FLIGHT`] batches waiting, too |
 //! | a window transition | `window` | waits 200 ms (few, and must not be lost) |
 //! | finish / sync-flush requests | `lifecycle` | waits, then waits for the writer's reply |

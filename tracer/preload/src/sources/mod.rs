@@ -6,4 +6,5 @@ pub mod buffers;
 pub mod callbacks;
 pub mod nvtx;
 pub mod ops;
+pub mod ranges;
 pub mod stacks;

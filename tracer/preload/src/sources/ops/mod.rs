@@ -3,14 +3,14 @@
 //! - `observer.cpp`: cuprof's native observer, PyTorch's RecordFunction callbacks (the API
 //!   Kineto uses). It is built against the torch the program imported, at first use, and cached
 //!   per torch build (`build.py`); libcuprof.so itself never links libtorch.
-//! - `recorder.py`: run in the program's Python by `python.rs` when the window starts or stops
+//! - `recorder.py`: run in the program's Python by `host/python.rs` when the window starts or stops
 //!   collecting; it loads the observer and registers its callbacks, or, where it cannot be
 //!   built or loaded, turns on the fallback (`nvtx_fallback.py`: PyTorch's NVTX observer,
-//!   whose ranges reach `nvtx.rs` as NVTX ranges). It also gives way to a profiler the program
+//!   whose ranges reach `nvtx.rs` and `ranges.rs` as NVTX ranges). It also gives way to a profiler the program
 //!   starts itself and takes operators back when that one stops.
 //! - `native.rs`: the hooks the observer calls back into (`HOOKS`): each finished operator and
 //!   each allocation PyTorch reports (with `MEM`) into the thread's batch (`op_batch`), labels
-//!   onto `nvtx.rs`'s range stack, Python stacks, ids and CUPTI's correlation functions.
+//!   onto `ranges.rs`' range stack, Python stacks, ids and CUPTI's correlation functions.
 //! - this module: the hooks' table, and which path records (written in each
 //!   trace's `cuprof` header).
 

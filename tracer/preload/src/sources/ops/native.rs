@@ -9,7 +9,7 @@
 //!   puts the operators that finished inside it into the thread's batch (`op_batch`);
 //! - per outermost operator, with `--with-stack` only: [`python_stack`];
 //! - per label (`record_function`), allocation report and thread: [`label_begin`] and
-//!   [`label_end`] (onto `nvtx.rs`'s range stack, where labels and NVTX ranges nest),
+//!   [`label_end`] (onto `ranges.rs`' range stack, where labels and NVTX ranges nest),
 //!   [`memory`], [`thread`].
 //!
 //! An operator's parent is the innermost range open on its thread, the observer's own or one of
@@ -106,13 +106,13 @@ pub unsafe extern "C" fn thread(tid: *mut u32) -> *const u64 {
             // SAFETY: the observer passes a u32 of its own.
             unsafe { *tid = crate::host::process::tid() };
         }
-        crate::sources::nvtx::innermost_range_cell()
+        crate::sources::ranges::innermost_range_cell()
     })
 }
 
 /// A block of range ids: the first, and (into `end`) one past the last.
 pub unsafe extern "C" fn take_ids(end: *mut u64) -> u64 {
-    let (first, last) = crate::sources::nvtx::take_id_block();
+    let (first, last) = crate::sources::ranges::take_id_block();
     if !end.is_null() {
         // SAFETY: the observer passes a u64 of its own.
         unsafe { *end = last };
@@ -211,12 +211,12 @@ pub unsafe extern "C" fn label_begin(
     guard(0, || {
         // SAFETY: a handle the enclosing operator holds while it is open.
         let stack = unsafe { stack_of(stack) };
-        crate::sources::nvtx::native_label_begin(record, parent, stack)
+        crate::sources::ranges::native_label_begin(record, parent, stack)
     })
 }
 
 pub unsafe extern "C" fn label_end(id: u64) {
-    guard((), || crate::sources::nvtx::native_label_end(id))
+    guard((), || crate::sources::ranges::native_label_end(id))
 }
 
 /// A PyTorch allocation (`bytes` > 0) or free (< 0) on this thread, with the allocator's
@@ -292,5 +292,5 @@ pub fn open_operators() -> (Vec<Name>, Option<PyStack>) {
             return (names, unsafe { stack_of(handle) });
         }
     }
-    crate::sources::nvtx::open_operators()
+    crate::sources::ranges::open_operators()
 }
