@@ -1,31 +1,42 @@
 //! libcuprof.so: injected into CUDA programs (LD_PRELOAD or CUDA_INJECTION64_PATH).
 //!
-//! The data path, top to bottom, one module per stage (declared below in this order):
+//! The folders follow the data path, and a folder imports only the folders below it in this
+//! list (its own files import each other without a circle):
 //!
 //! ```text
-//! CUPTI buffer completed ── buffers (decode: cuprof_core::decode) ──┐
-//! NVTX range pop/end ────── nvtx ───────────────────────────────────┤ channel (bounded; each
-//! allocation stack ──────── stacks ─────────────────────────────────┤  message's send policy,
-//! allocation stream ─────── callbacks ──────────────────────────────┤
-//! step / start / stop ───── window (cuprof_core::window) ───────────┘  drops counted)
-//!                                                                      │
-//!                    writer thread: writer → cuprof_core::session (route into cycles, via
-//!                    output's files) → cuprof_core::trace_writer (gzip JSON); report at the end
+//! entry.rs   the C entry points (loader, CUDA, NVTX, the program)      -> everything below
+//! life/      the lifecycle (the phase's only writer), CUPTI's set-up,
+//!            fatal signals, the on-demand control socket                -> everything below
+//! writer/    the writer thread, the session's files, the closing report -> window .. host
+//! sources/   the producers: CUPTI buffers and callbacks, NVTX (ABI),
+//!            the per-thread range stack, allocation stacks, operators   -> window .. host
+//! window/    when and what is recorded (cuprof_core::window)            -> pipe .. host
+//! pipe/      the way to the writer: the running tracer, operator
+//!            batches, the bounded channel                               -> state .. host
+//! state/     cross-thread stores: the phase, asked captures, live
+//!            figures; they call nothing above them                      -> host
+//! cupti/     the only code that calls CUPTI, its API plan and buffers   -> host
+//! host/      the host process: CPython, Python stacks, symbols, names,
+//!            GPUs, the OS, why tracing could not start                  -> (the ground)
 //! ```
 //!
-//! Around it:
-//! - `lifecycle` owns the library's one state (`Phase`) and every transition: start at CUDA
-//!   initialisation, shutdown on the exit paths and fatal signals (`signals` catches them),
-//!   step-aside for a second profiler, fork. `entry` holds the C entry points that drive it.
-//!   `error` says, in one line each, why tracing could not start.
-//! - `tracer` is what the running tracer holds, and where callbacks find it (`running()`).
-//! - `cupti` is the only module that calls CUPTI (a safe wrapper on cupti-sys's types; the
-//!   native operator observer `ops` loads is handed CUPTI's correlation push and pop from it);
-//!   `setup` brings CUPTI up in order, `callbacks` acts on its subscriber callbacks, `api`
-//!   chooses the API calls it records, `resolve` names records, `pool`/`pages`/`reclaim` bound
-//!   its buffers' memory.
-//! - `python` talks to the program's CPython (it runs `ops`' recorder there), `devices` to the
-//!   CUDA driver, `process` to the OS.
+//! The data path, top to bottom:
+//!
+//! ```text
+//! CUPTI buffer completed ── sources/buffers (decode: cuprof_core::decode) ──┐
+//! NVTX range pop/end ────── sources/nvtx → sources/ranges ──────────────────┤ pipe/channel
+//! PyTorch operators ─────── sources/ops → sources/ranges, pipe/op_batch ────┤ (bounded; each
+//! allocation stack ──────── sources/stacks ─────────────────────────────────┤ message's send
+//! allocation stream ─────── sources/callbacks ──────────────────────────────┤ policy, drops
+//! step / start / stop ───── window (cuprof_core::window) ───────────────────┘ counted)
+//!                                                                             │
+//!          writer/thread → cuprof_core::session (route into cycles, via writer/output's
+//!          files) → cuprof_core::trace_writer (gzip JSON); writer/report at the end
+//! ```
+//!
+//! Plain data the stages share (what the window collects, `cuprof_core::collect`) lives in
+//! core. The operator recorder's inputs reach `host/python` from `life/setup` once
+//! (`python::Recorder`), so the Python bridge needs nothing above it.
 //!
 //! Wake-up: the constructor only reads CUPROF_ENABLED and points CUDA_INJECTION64_PATH and
 //! NVTX_INJECTION64_PATH at this library. CUPTI, threads and files start in
