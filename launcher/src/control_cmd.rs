@@ -1,6 +1,6 @@
 //! `cuprof ps` and `cuprof capture`: the processes of this user on this host started with
 //! `--on-demand`, reached through their control sockets (protocol:
-//! `cuprof_core::control`; the library's side: `tracer/preload/src/control.rs`).
+//! `cuprof_core::control`; the library's side: `tracer/preload/src/life/control.rs`).
 //!
 //! A step capture of several processes (the ranks of one job) asks each for its step first,
 //! then tells every one to start at the step after the highest: every rank records the same

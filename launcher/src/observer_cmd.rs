@@ -9,8 +9,8 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-const BUILDER: &str = include_str!("../../tracer/preload/src/ops/build.py");
-const OBSERVER_SOURCE: &str = include_str!("../../tracer/preload/src/ops/observer.cpp");
+const BUILDER: &str = include_str!("../../tracer/preload/src/sources/ops/build.py");
+const OBSERVER_SOURCE: &str = include_str!("../../tracer/preload/src/sources/ops/observer.cpp");
 
 #[derive(clap::Args)]
 pub struct ObserverArgs {

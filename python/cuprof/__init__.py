@@ -29,7 +29,7 @@ __all__ = [
 #: libcuprof.so as installed with this package.
 LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libcuprof.so")
 
-# cuprof_state(): the library's phase (tracer/preload/src/lifecycle.rs).
+# cuprof_state(): the library's phase (tracer/preload/src/state/phase.rs).
 _ARMED, _STARTING, _RUNNING = 1, 2, 3
 # CUresult of a driver call made before cuInit.
 _CUDA_ERROR_NOT_INITIALIZED = 3

@@ -7,7 +7,7 @@ interleaved: no callback; torch's floor (floor_callback.cpp: an empty callback a
 inputs); cuprof's observer (ops/observer.cpp, built here with build.py) writing every
 record, shapes on, into hooks that do nothing (so none of libcuprof.so's work is counted);
 and, given OTHER_OBSERVER.cpp (another version of the observer, for example an earlier
-commit's: `git show REV:tracer/preload/src/ops/observer.cpp > /tmp/old.cpp`), that one too,
+commit's: `git show REV:tracer/preload/src/sources/ops/observer.cpp > /tmp/old.cpp`), that one too,
 into the same hooks with the version number it speaks. Prints, per part, the median step's
 program-thread CPU and the µs per operator over the steps without a callback.
 """
@@ -31,7 +31,7 @@ torch.set_num_threads(1)
 import real_models_lib  # noqa: E402
 
 builder = {}
-with open(os.path.join(root, "tracer", "preload", "src", "ops", "build.py")) as f:
+with open(os.path.join(root, "tracer", "preload", "src", "sources", "ops", "build.py")) as f:
     exec(f.read(), builder)
 build = builder["_torch_build"](torch)
 tmp = tempfile.mkdtemp()
@@ -86,7 +86,7 @@ parts = {
 if other:
     parts["other observer, no-op hooks"] = observer(other, "other.so")
 parts["cuprof observer, no-op hooks"] = observer(
-    os.path.join(root, "tracer", "preload", "src", "ops", "observer.cpp"), "obs.so")
+    os.path.join(root, "tracer", "preload", "src", "sources", "ops", "observer.cpp"), "obs.so")
 times = {name: [] for name in parts}
 for _ in range(3):
     step()

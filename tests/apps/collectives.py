@@ -20,7 +20,7 @@ import sys
 import torch
 
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(here)), "tracer", "preload", "src", "ops"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(here)), "tracer", "preload", "src", "sources", "ops"))
 import build  # noqa: E402  (the observer's builder: its flags match torch's build)
 
 mode, build_dir = sys.argv[1], sys.argv[2]

@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ops = os.path.join(repo, "tracer", "preload", "src", "ops")
+ops = os.path.join(repo, "tracer", "preload", "src", "sources", "ops")
 sys.path.insert(0, ops)
-import build  # noqa: E402  (tracer/preload/src/ops/build.py)
+import build  # noqa: E402  (tracer/preload/src/sources/ops/build.py)
 
 include = sys.argv[1]
 # PyPI's torch wheels are built with the C++11 ABI.

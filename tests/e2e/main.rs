@@ -2,9 +2,9 @@
 //! against the libcupti double (and PyPI's torch running CPU operators), read back through
 //! what they wrote. One module per area; `common` holds what they share.
 
-mod common;
 mod abi;
 mod capture_options;
+mod common;
 mod drops;
 mod faults;
 mod hta;

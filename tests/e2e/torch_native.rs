@@ -1,4 +1,4 @@
-//! The native operator observer (tracer/preload/src/ops) on real models: a diffusers
+//! The native operator observer (tracer/preload/src/sources/ops) on real models: a diffusers
 //! transformer's inference and a Hugging Face causal LM's training step (random weights, small
 //! configs), traced by cuprof (real libcuprof.so, started through the libcupti double's
 //! `cuInit`) and by torch.profiler with `record_shapes=True`: equal operator by operator in
@@ -1035,7 +1035,7 @@ fn the_report_counts_compilations_recompilations_and_graph_breaks() {
 fn the_observers_doubles_print_as_torchs() {
     require_models();
     let observer =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tracer/preload/src/ops/observer.cpp");
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tracer/preload/src/sources/ops/observer.cpp");
     let out = untraced_python("double_format.py", &[observer.as_os_str()], &[]);
     let out: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
     assert_eq!(out["checked"], 400026);

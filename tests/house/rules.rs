@@ -38,30 +38,33 @@ pub fn parse(doc: &str) -> Result<Vec<CrateRule>, String> {
             });
             continue;
         }
-        let (unit, targets) = line
+        let (name, targets) = line
             .split_once("->")
             .ok_or_else(|| format!("line {}: `UNIT -> UNITS` expected, got `{line}`", n + 1))?;
         let rule = out
             .last_mut()
             .ok_or_else(|| format!("line {}: a rule before any `crate` line", n + 1))?;
-        let targets = targets.split_whitespace().map(str::to_string).collect();
+        let targets = targets
+            .split_whitespace()
+            .map(|t| unit(t.trim_end_matches('/')).to_string())
+            .collect();
         if rule
             .allowed
-            .insert(unit.trim().to_string(), targets)
+            .insert(unit(name.trim().trim_end_matches('/')).to_string(), targets)
             .is_some()
         {
-            return Err(format!("line {}: `{}` is given twice", n + 1, unit.trim()));
+            return Err(format!("line {}: `{}` is given twice", n + 1, name.trim()));
         }
     }
     Ok(out)
 }
 
-/// `a/b/c.rs` -> `a/`, `x.rs` -> `x.rs`.
-fn unit(path: &str) -> String {
-    match path.split_once('/') {
-        Some((dir, _)) => format!("{dir}/"),
-        None => path.to_string(),
-    }
+/// The unit a file belongs to: its top-level folder or file under `src/`, by stem, so that a
+/// module file and its folder (`live.rs`, `live/`) are one unit: `a/b/c.rs` -> `a`,
+/// `x.rs` -> `x`. The document may write a unit as `a/`, `x.rs` or `x`.
+fn unit(path: &str) -> &str {
+    let first = path.split('/').next().unwrap_or(path);
+    first.strip_suffix(".rs").unwrap_or(first)
 }
 
 /// Each import that crosses from one unit to another the rule does not let it import.
@@ -69,7 +72,7 @@ pub fn violations(rule: &CrateRule, files: &[File]) -> Vec<String> {
     let mut out = Vec::new();
     for f in files {
         let from = unit(&f.path);
-        let Some(allowed) = rule.allowed.get(&from) else {
+        let Some(allowed) = rule.allowed.get(from) else {
             out.push(format!(
                 "{}: {} is in no rule (add `{from} -> …`)",
                 rule.src, f.path
@@ -78,7 +81,7 @@ pub fn violations(rule: &CrateRule, files: &[File]) -> Vec<String> {
         };
         for to in &f.imports {
             let target = unit(to);
-            if target != from && !allowed.iter().any(|a| a == "*" || *a == target) {
+            if target != from && !allowed.iter().any(|a| a == "*" || a == target) {
                 let may = if allowed.is_empty() {
                     "nothing of the crate".to_string()
                 } else {

@@ -46,7 +46,7 @@ const MEMSET: usize = std::mem::size_of::<cupti_sys::CUpti_ActivityMemset4>();
 /// (`CUPROF_BUFFER_SIZE`). Kept so the figures in BENCHMARKS.md stay comparable; the cost per
 /// record does not depend on it (one batch per buffer).
 const BUFFER_BYTES: usize = 8 << 20;
-/// The preload library's channel capacity (tracer/preload/src/setup.rs).
+/// The preload library's channel capacity (tracer/preload/src/life/setup.rs).
 const CHANNEL_CAPACITY: usize = 4096;
 const BASE_NS: u64 = 1_763_800_000_000_000_000;
 const PID: u32 = 4242;

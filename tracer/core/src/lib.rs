@@ -18,6 +18,7 @@
 
 pub mod byte_size;
 pub mod capture_options;
+pub mod collect;
 pub mod config;
 pub mod control;
 pub mod decode;

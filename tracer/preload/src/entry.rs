@@ -1,13 +1,14 @@
 //! The C entry points of libcuprof.so that the loader, CUDA, NVTX and the program call (the
-//! exit paths are [`crate::lifecycle`]'s, CUPTI's callbacks [`crate::buffers`]' and
-//! [`crate::callbacks`]', NVTX's [`crate::nvtx`]'s). Each one catches panics (`guard`): a panic
+//! exit paths are [`crate::life::lifecycle`]'s, CUPTI's callbacks [`crate::sources::buffers`]' and
+//! [`crate::sources::callbacks`]', NVTX's [`crate::sources::nvtx`]'s). Each one catches panics (`guard`): a panic
 //! unwinding into C would abort the host program.
 
-use crate::cupti::forward;
-use crate::lifecycle::{self, Phase};
-use crate::process::{guard, say};
-use crate::tracer::running;
-use crate::window;
+use crate::cupti::libcupti::forward;
+use crate::host::process::{guard, say};
+use crate::life::lifecycle;
+use crate::pipe::tracer::running;
+use crate::state::phase::{phase, Phase};
+use crate::window::boundaries as window;
 use cuprof_core::config::Config;
 use cuprof_core::window::RangeSource;
 use cupti_sys::{
@@ -52,7 +53,7 @@ fn env_is(name: &str, value: &CStr) -> bool {
 fn on_load() {
     guard((), || {
         let (cfg, warnings) = Config::from_env();
-        crate::process::set_quiet(cfg.quiet);
+        crate::host::process::set_quiet(cfg.quiet);
         if !cfg.enabled {
             // Only a malformed CUPROF_ENABLED gets here with something to say. Said once per
             // process tree (a `python3` may be a shim that starts dozens of processes): the
@@ -110,7 +111,7 @@ fn on_load() {
 #[no_mangle]
 pub extern "C" fn InitializeInjection() -> c_int {
     guard(1, || {
-        if lifecycle::phase() == Phase::Inert && armed().is_none() {
+        if phase() == Phase::Inert && armed().is_none() {
             // Loaded through CUDA_INJECTION64_PATH alone: tracing is on unless CUPROF_ENABLED=0.
             if std::env::var("CUPROF_ENABLED").is_ok_and(|v| v.trim() == "0") {
                 return 1;
@@ -167,7 +168,7 @@ pub unsafe extern "C" fn InitializeInjectionNvtx2(
 ) -> c_int {
     guard(0, || match get_export_table {
         // SAFETY: the loader's export-table function.
-        Some(f) if lifecycle::phase() != Phase::Inert => unsafe { crate::nvtx::initialize(f) },
+        Some(f) if phase() != Phase::Inert => unsafe { crate::sources::nvtx::initialize(f) },
         _ => 0,
     })
 }
@@ -214,7 +215,7 @@ pub extern "C" fn cuprof_stop() {
 /// `cuprof.enabled()`.
 #[no_mangle]
 pub extern "C" fn cuprof_state() -> c_int {
-    guard(0, || lifecycle::phase() as c_int)
+    guard(0, || phase() as c_int)
 }
 
 /// Reads the `CUPROF_*` environment again while the library waits for CUDA (armed, CUDA not yet
@@ -226,7 +227,7 @@ pub extern "C" fn cuprof_state() -> c_int {
 pub extern "C" fn cuprof_reload_env() -> c_int {
     guard(0, || {
         let mut slot = armed();
-        if lifecycle::phase() != Phase::Armed || slot.is_none() {
+        if phase() != Phase::Armed || slot.is_none() {
             return 0;
         }
         let (cfg, warnings) = Config::from_env();
@@ -236,7 +237,7 @@ pub extern "C" fn cuprof_reload_env() -> c_int {
         if !cfg.enabled || !cfg.traces_this_process() {
             return 0;
         }
-        crate::process::set_quiet(cfg.quiet);
+        crate::host::process::set_quiet(cfg.quiet);
         *slot = Some(cfg);
         1
     })
@@ -251,7 +252,7 @@ pub extern "C" fn cuprof_reload_env() -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn cuprof_trace_files(buf: *mut c_char, cap: usize) -> usize {
     guard(0, || {
-        let list = crate::report::files_written();
+        let list = crate::writer::report::files_written();
         let bytes = list.as_bytes();
         if !buf.is_null() && cap > bytes.len() {
             // SAFETY: the caller gives `cap` writable bytes at `buf`, and `cap > bytes.len()`

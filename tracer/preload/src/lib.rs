@@ -1,89 +1,72 @@
 //! libcuprof.so: injected into CUDA programs (LD_PRELOAD or CUDA_INJECTION64_PATH).
 //!
-//! The data path, top to bottom, one module per stage (declared below in this order):
+//! The folders follow the data path, and a folder imports only the folders below it in this
+//! list (its own files import each other without a circle):
 //!
 //! ```text
-//! CUPTI buffer completed ── buffers (decode: cuprof_core::decode) ──┐
-//! NVTX range pop/end ────── nvtx ───────────────────────────────────┤ channel (bounded; each
-//! allocation stack ──────── stacks ─────────────────────────────────┤  message's send policy,
-//! allocation stream ─────── callbacks ──────────────────────────────┤
-//! step / start / stop ───── window (cuprof_core::window) ───────────┘  drops counted)
-//!                                                                      │
-//!                    writer thread: writer → cuprof_core::session (route into cycles, via
-//!                    output's files) → cuprof_core::trace_writer (gzip JSON); report at the end
+//! entry.rs   the C entry points (loader, CUDA, NVTX, the program)      -> everything below
+//! life/      the lifecycle (the phase's only writer), CUPTI's set-up,
+//!            fatal signals, the on-demand control socket                -> everything below
+//! writer/    the writer thread, the session's files, the closing report -> window .. host
+//! sources/   the producers: CUPTI buffers and callbacks, NVTX (ABI),
+//!            the per-thread range stack, allocation stacks, operators   -> window .. host
+//! window/    when and what is recorded (cuprof_core::window)            -> pipe .. host
+//! pipe/      the way to the writer: the running tracer, operator
+//!            batches, the bounded channel                               -> state .. host
+//! state/     cross-thread stores: the phase, asked captures, live
+//!            figures; they call nothing above them                      -> host
+//! cupti/     the only code that calls CUPTI, its API plan and buffers   -> host
+//! host/      the host process: CPython, Python stacks, symbols, names,
+//!            GPUs, the OS, why tracing could not start                  -> (the ground)
 //! ```
 //!
-//! Around it:
-//! - `lifecycle` owns the library's one state (`Phase`) and every transition: start at CUDA
-//!   initialisation, shutdown on the exit paths and fatal signals (`signals` catches them),
-//!   step-aside for a second profiler, fork. `entry` holds the C entry points that drive it.
-//!   `error` says, in one line each, why tracing could not start.
-//! - `tracer` is what the running tracer holds, and where callbacks find it (`running()`).
-//! - `cupti` is the only module that calls CUPTI (a safe wrapper on cupti-sys's types; the
-//!   native operator observer `ops` loads is handed CUPTI's correlation push and pop from it);
-//!   `setup` brings CUPTI up in order, `callbacks` acts on its subscriber callbacks, `api`
-//!   chooses the API calls it records, `resolve` names records, `pool`/`pages`/`reclaim` bound
-//!   its buffers' memory.
-//! - `python` talks to the program's CPython (it runs `ops`' recorder there), `devices` to the
-//!   CUDA driver, `process` to the OS.
+//! The data path, top to bottom:
+//!
+//! ```text
+//! CUPTI buffer completed ── sources/buffers (decode: cuprof_core::decode) ──┐
+//! NVTX range pop/end ────── sources/nvtx → sources/ranges ──────────────────┤ pipe/channel
+//! PyTorch operators ─────── sources/ops → sources/ranges, pipe/op_batch ────┤ (bounded; each
+//! allocation stack ──────── sources/stacks ─────────────────────────────────┤ message's send
+//! allocation stream ─────── sources/callbacks ──────────────────────────────┤ policy, drops
+//! step / start / stop ───── window (cuprof_core::window) ───────────────────┘ counted)
+//!                                                                             │
+//!          writer/thread → cuprof_core::session (route into cycles, via writer/output's
+//!          files) → cuprof_core::trace_writer (gzip JSON); writer/report at the end
+//! ```
+//!
+//! Plain data the stages share (what the window collects, `cuprof_core::collect`) lives in
+//! core. The operator recorder's inputs reach `host/python` from `life/setup` once
+//! (`python::Recorder`), so the Python bridge needs nothing above it.
 //!
 //! Wake-up: the constructor only reads CUPROF_ENABLED and points CUDA_INJECTION64_PATH and
 //! NVTX_INJECTION64_PATH at this library. CUPTI, threads and files start in
 //! `InitializeInjection` (libcuda calls it inside cuInit), so a process that never initialises
 //! CUDA loads no CUPTI, starts no thread and writes nothing.
 
-// The data path, in order (a paragraph per stage: rustfmt sorts a block of `mod`s).
-// 1. CUPTI hands back a buffer: decoded into events.
-mod buffers;
+// The C entry points: the loader's, CUDA's, NVTX's and the program's way in.
+mod entry;
 
-// 2. Other producers: NVTX ranges, PyTorch operators (through `ops`' hooks or the NVTX
-// observer), allocation stacks.
-mod nvtx;
-mod op_batch;
-mod ops;
-mod stacks;
+// The library's life: its state's transitions, CUPTI's set-up, signals, the control socket.
+mod life;
 
-// 3. The channel to the writer thread.
-mod channel;
-
-// 4. The profiling window: what is recorded, and when cycles begin and end.
-mod window;
-
-// What the window collects while recording (the process's options, or a capture's).
-mod collect;
-
-// 5. The writer thread: drains the channel into the session, and feeds the live figures.
-mod live;
+// 4. The writer thread and the session's files: the end of the data path.
 mod writer;
 
-// 6. The session's files.
-mod output;
+// 1. The producers: CUPTI buffers and callbacks, NVTX, the range stack, allocation stacks,
+// PyTorch operators.
+mod sources;
 
-// 7. What the user is told when the session ends.
-mod report;
+// 2. The profiling window: what is recorded, and when cycles begin and end.
+mod window;
 
-// The library's life and its entry points.
-mod control;
-mod entry;
-mod error;
-mod lifecycle;
-mod signals;
-mod tracer;
+// 3. The pipe to the writer: the running tracer, the operator batches, the channel.
+mod pipe;
 
-// CUPTI and what surrounds it.
-mod api;
-mod callbacks;
+// The cross-thread stores every stage reads: the phase, the asked captures, the live figures.
+mod state;
+
+// CUPTI and what surrounds it: the only code that calls CUPTI.
 mod cupti;
-mod pages;
-mod pool;
-mod rawdump;
-mod reclaim;
-mod resolve;
-mod setup;
 
-// The host process.
-mod devices;
-mod process;
-mod py_stacks;
-mod python;
-mod symbols;
+// The host process: Python, symbols, names, devices, the OS.
+mod host;

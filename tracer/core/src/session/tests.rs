@@ -610,7 +610,7 @@ fn ranges_past_the_projection_bound_stay_on_the_cpu_timeline_and_are_said_once()
 
 #[test]
 fn backtrace_text_becomes_frames_without_cuprofs_own() {
-    let text = "   0: std::backtrace::Backtrace::force_capture\n             at /rustc/x/library/std/src/backtrace.rs:312:9\n   1: cuprof::stacks::capture\n             at tracer/preload/src/stacks.rs:20:13\n   2: double_malloc\n             at tests/cupti-double/src/lib.rs:162:5\n   3: ffi_call_unix64\n   4: _PyEval_EvalFrameDefault\n";
+    let text = "   0: std::backtrace::Backtrace::force_capture\n             at /rustc/x/library/std/src/backtrace.rs:312:9\n   1: cuprof::sources::stacks::capture\n             at tracer/preload/src/sources/stacks.rs:20:13\n   2: double_malloc\n             at tests/cupti-double/src/lib.rs:162:5\n   3: ffi_call_unix64\n   4: _PyEval_EvalFrameDefault\n";
     let f = frames_of(text);
     let names: Vec<&str> = f.iter().map(|f| f.name.as_str()).collect();
     assert_eq!(
