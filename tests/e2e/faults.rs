@@ -32,12 +32,18 @@ fn run_case(case: &str, env: &[(&str, &str)]) -> Case {
         .arg(case)
         .env("PYTHONPATH", apps())
         .env("CUPTI_DOUBLE_LIB", double());
-    let without = base.output().unwrap().status;
+    // The program without cuprof runs beside the traced one: only its exit status is compared.
+    let without = base
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let mut run = Run::python("fault.py", &[case], dir.path());
     for (k, v) in env {
         run = run.env(k, v);
     }
     let out = run.output();
+    let without = without.wait_with_output().unwrap().status;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let json = stdout
         .lines()
