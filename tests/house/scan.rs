@@ -2,7 +2,7 @@
 //! the other files of the crate its paths name.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// One file of a crate: its path relative to the crate's `src/` and the files it imports.
 #[derive(Debug)]
@@ -20,7 +20,9 @@ struct Module {
 /// The crate's files, in the order their `mod` declarations reach them, each with its imports.
 pub fn crate_files(root: &Path) -> Vec<File> {
     let src = root.parent().unwrap().to_path_buf();
-    let mut files: Vec<(PathBuf, Vec<String>, String)> = Vec::new();
+    // Each file's path under `src/` and the paths its code names (with the scope each is
+    // written in), read while the module tree is walked: resolved once the tree is whole.
+    let mut files: Vec<(String, Vec<NamedPath>)> = Vec::new();
     let mut modules: BTreeMap<Vec<String>, Module> = BTreeMap::new();
     let mut todo = vec![(root.to_path_buf(), Vec::<String>::new())];
     while let Some((path, module)) = todo.pop() {
@@ -103,20 +105,19 @@ pub fn crate_files(root: &Path) -> Vec<File> {
             .unwrap()
             .to_string_lossy()
             .into_owned();
-        files.push((path, module, rel));
+        files.push((rel, paths(&tokens, &module)));
     }
     // Second pass: every file's paths, resolved against the whole module tree.
     let mut out: Vec<File> = files
         .iter()
-        .map(|(_, _, rel)| File {
+        .map(|(rel, _)| File {
             path: rel.clone(),
             imports: BTreeSet::new(),
         })
         .collect();
-    for (n, (path, module, _)) in files.iter().enumerate() {
-        let code = blank(&std::fs::read_to_string(path).unwrap());
-        for (scope, segments) in paths(&tokenize(&code), module) {
-            if let Some(target) = resolve(&modules, &scope, &segments) {
+    for (n, (_, named)) in files.iter().enumerate() {
+        for (scope, segments) in named {
+            if let Some(target) = resolve(&modules, scope, segments) {
                 if target != n {
                     let name = out[target].path.clone();
                     out[n].imports.insert(name);
@@ -219,9 +220,12 @@ fn tokenize(code: &str) -> Vec<Token> {
     out
 }
 
+/// A path as written (`crate::a::b`, `super::T`) and the module it is written in.
+type NamedPath = (Vec<String>, Vec<String>);
+
 /// Every path of the code with the module it is written in: `use` trees expanded, and paths in
 /// expressions and types (`a::b::c`).
-fn paths(tokens: &[Token], module: &[String]) -> Vec<(Vec<String>, Vec<String>)> {
+fn paths(tokens: &[Token], module: &[String]) -> Vec<NamedPath> {
     let mut out = Vec::new();
     let mut inline: Vec<(String, usize)> = Vec::new();
     let mut depth = 0usize;
