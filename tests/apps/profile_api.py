@@ -61,9 +61,13 @@ else:
         p.step()
 d.flush()
 files = cuprof.trace_files()
-# The window closed after the fourth step; the writer thread finishes its file meanwhile.
-deadline = time.monotonic() + 60
-while cuprof.enabled() and not files and time.monotonic() < deadline:
-    time.sleep(0.05)
-    files = cuprof.trace_files()
-print(json.dumps({"mode": mode, "enabled": cuprof.enabled(), "files": files}))
+if mode == "raw":
+    # The window closed after the fourth step; the writer thread finishes its file meanwhile.
+    deadline = time.monotonic() + 60
+    while cuprof.enabled() and not files and time.monotonic() < deadline:
+        time.sleep(0.05)
+        files = cuprof.trace_files()
+    print(json.dumps({"mode": mode, "enabled": cuprof.enabled(), "files": files}))
+else:
+    # The block's file is complete when the block ends: listed at once, by both.
+    print(json.dumps({"mode": mode, "enabled": cuprof.enabled(), "files": files, "block": p.trace_files()}))

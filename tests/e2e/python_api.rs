@@ -85,9 +85,10 @@ fn profile_sets_the_window_of_a_preloaded_library_as_cuprof_run_would() {
     let (out, stderr) = profile_api("profile", api.path(), &[]);
     assert_eq!(recorded(api.path()), reference);
     let file = api.path().join("t-rank0.trace.json.gz");
+    // Listed as the block returns, by the module and by the profile.
     assert_eq!(
         out,
-        serde_json::json!({"mode": "profile", "enabled": true, "files": [file.to_str().unwrap()]})
+        serde_json::json!({"mode": "profile", "enabled": true, "files": [file.to_str().unwrap()], "block": [file.to_str().unwrap()]})
     );
     assert_eq!(cuprof_lines(&stderr), Vec::<&str>::new());
 
@@ -116,4 +117,151 @@ fn a_nested_profile_and_a_step_outside_are_said_once_and_change_nothing() {
     let (steps, ops, ..) = recorded(dir.path());
     assert_eq!(steps, ["ProfilerStep#2", "ProfilerStep#3"]);
     assert_eq!(ops["aten::linear"], 4);
+}
+
+/// Kinds and names of the complete events of a trace, counted: (cat, name) -> count.
+fn complete_events(path: &Path) -> BTreeMap<(String, String), usize> {
+    let t = read_trace(path);
+    let mut out = BTreeMap::new();
+    for e in phs(&t, "X") {
+        let key = (
+            e["cat"].as_str().unwrap_or("").to_string(),
+            e["name"].as_str().unwrap().to_string(),
+        );
+        *out.entry(key).or_insert(0) += 1;
+    }
+    out
+}
+
+/// One step's events in tests/apps/profile_torch.py: an `inside` range around a Linear and
+/// one `inside()` kernel, `times` over; plus the steps named.
+fn inside_steps(times: usize, steps: &[&str]) -> BTreeMap<(String, String), usize> {
+    let mut m: BTreeMap<(String, String), usize> = [
+        ("cpu_op", "aten::addmm", 1),
+        ("cpu_op", "aten::as_strided", 2),
+        ("cpu_op", "aten::copy_", 1),
+        ("cpu_op", "aten::expand", 1),
+        ("cpu_op", "aten::linear", 1),
+        ("cpu_op", "aten::resolve_conj", 2),
+        ("cpu_op", "aten::t", 1),
+        ("cpu_op", "aten::transpose", 1),
+        ("cuda_runtime", "cudaLaunchKernel", 1),
+        ("gpu_user_annotation", "inside", 1),
+        ("kernel", "inside()", 1),
+        ("user_annotation", "inside", 1),
+    ]
+    .into_iter()
+    .map(|(c, n, k)| ((c.to_string(), n.to_string()), k * times))
+    .collect();
+    for s in steps {
+        m.insert(("user_annotation".into(), s.to_string()), 1);
+    }
+    m
+}
+
+#[test]
+fn cuprof_profile_is_a_drop_in_for_torch_profiler_profile() {
+    require_python("torch");
+    let dir = TempDir::new("pyapi-dropin");
+    let d = dir.path();
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+    let (out, stderr) = Run::python("profile_torch.py", &["dropin", d.to_str().unwrap()], d)
+        .env(
+            "PYTHONPATH",
+            format!("{}:{}", apps().display(), python.display()),
+        )
+        .ok_json();
+    let path = |n: &str| d.join(n).to_str().unwrap().to_string();
+    let (c1, c2, c3) = (
+        path("t-rank0.trace.json.gz"),
+        path("t-rank0-cycle2.trace.json.gz"),
+        path("t-rank0-cycle3.trace.json.gz"),
+    );
+    // Each block's files are complete and listed when it returns; torch's step counts.
+    assert_eq!(out["block1"], serde_json::json!([c1]));
+    assert_eq!(out["block1_steps"], 1);
+    assert_eq!(out["block2"], serde_json::json!([c2, c3]));
+    assert_eq!(out["block2_steps"], 6);
+    assert_eq!(out["all"], serde_json::json!([c1, c2, c3]));
+    // on_trace_ready ran as each cycle was saved (wait=1, warmup=1, active=1: steps 2 and 5).
+    assert_eq!(out["ready_at"], serde_json::json!([3, 6]));
+    // No schedule: the whole block, its step() marked; nothing from before or after it (no
+    // `outside` range, no `outside()` kernel, in any file).
+    assert_eq!(
+        complete_events(Path::new(&c1)),
+        inside_steps(2, &["ProfilerStep#0", "ProfilerStep#1"])
+    );
+    assert_eq!(
+        complete_events(Path::new(&c2)),
+        inside_steps(1, &["ProfilerStep#2"])
+    );
+    assert_eq!(
+        complete_events(Path::new(&c3)),
+        inside_steps(1, &["ProfilerStep#5"])
+    );
+    // export_chrome_trace: the file itself as .json.gz, its JSON as .json.
+    assert_eq!(
+        std::fs::read(d.join("exported.json.gz")).unwrap(),
+        std::fs::read(&c1).unwrap()
+    );
+    let exported: Value =
+        serde_json::from_slice(&std::fs::read(d.join("exported.json")).unwrap()).unwrap();
+    assert_eq!(exported, read_trace(Path::new(&c1)));
+    // torch's own tensorboard_trace_handler, through export_chrome_trace: one file per cycle.
+    let mut tb: Vec<String> = std::fs::read_dir(d.join("tb"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    tb.sort();
+    assert_eq!(tb.len(), 2, "{tb:?}");
+    for (name, cycle) in tb.iter().zip([&c2, &c3]) {
+        let stamp = name
+            .strip_prefix("w0.")
+            .and_then(|n| n.strip_suffix(".pt.trace.json"))
+            .unwrap();
+        assert!(stamp.bytes().all(|b| b.is_ascii_digit()), "{name}");
+        let v: Value =
+            serde_json::from_slice(&std::fs::read(d.join("tb").join(name)).unwrap()).unwrap();
+        assert_eq!(v, read_trace(Path::new(cycle)), "{name}");
+    }
+    // Bad arguments raise as torch's do.
+    assert_eq!(
+        out["errors"],
+        serde_json::json!({
+            "wait=1.7": "TypeError: wait must be an int, got 1.7",
+            "wait=-1": "AssertionError: Invalid profiler schedule arguments. Got wait=-1 (need >= 0), warmup=1 (need >= 0), active=1 (need > 0), repeat=0 (need >= 0), skip_first=0 (need >= 0).",
+            "active=0": "AssertionError: Invalid profiler schedule arguments. Got wait=0 (need >= 0), warmup=0 (need >= 0), active=0 (need > 0), repeat=1 (need >= 0), skip_first=0 (need >= 0).",
+            "activities=[]": "AssertionError: No valid profiler activities found",
+            "activities=5": "TypeError: activities must be a list of torch.profiler.ProfilerActivity values or names (CPU, CUDA, MEM), got 5",
+            "schedule=5": "TypeError: schedule must be torch.profiler.schedule(...) or cuprof.schedule(...), got 5",
+            "schedule+wait": "TypeError: give schedule= or wait=, not both",
+            "record_shapes=1": "TypeError: record_shapes must be True or False, got 1",
+            "on_trace_ready=1": "TypeError: on_trace_ready must be callable, got 1",
+        })
+    );
+    assert_eq!(out["activities"], serde_json::json!(["CPU", "GPU"]));
+    assert_eq!(cuprof_lines(&stderr), Vec::<&str>::new());
+}
+
+#[test]
+fn a_block_in_which_cuda_never_initialises_says_so() {
+    require_python("torch");
+    let dir = TempDir::new("pyapi-nocuda");
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+    let (out, stderr) = Run::python(
+        "profile_torch.py",
+        &["nocuda", dir.path().to_str().unwrap()],
+        dir.path(),
+    )
+    .env(
+        "PYTHONPATH",
+        format!("{}:{}", apps().display(), python.display()),
+    )
+    .ok_json();
+    assert_eq!(out, serde_json::json!({"files": [], "all": []}));
+    assert_eq!(
+        cuprof_lines(&stderr),
+        ["cuprof: nothing recorded in this profile() block: CUDA was never initialised in this process (cuprof starts at the first CUDA call; a CPU-only program is traced by torch.profiler)"]
+    );
+    assert_eq!(dir.files(), Vec::<String>::new());
 }

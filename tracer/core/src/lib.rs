@@ -16,6 +16,7 @@
 // belongs in the preload, which owns the FFI.
 #![forbid(unsafe_code)]
 
+pub mod block;
 pub mod byte_size;
 pub mod capture_options;
 pub mod collect;

@@ -1207,6 +1207,17 @@ impl Session {
             .min()
     }
 
+    /// Closes now every cycle whose recording has ended, without waiting out [`DRAIN`]: the
+    /// caller flushed CUPTI and handed its records in first (a Python `profile()` block that
+    /// ends, whose file must be complete when the block returns).
+    pub fn close_ended(&mut self) {
+        for i in (0..self.cycles.len()).rev() {
+            if self.cycles[i].record_to.is_some() {
+                self.close_cycle(i);
+            }
+        }
+    }
+
     fn close_cycle(&mut self, i: usize) {
         let mut c = self.cycles.remove(i);
         let (others, mut o, calls) = self.parts();

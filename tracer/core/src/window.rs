@@ -505,6 +505,51 @@ impl RangeWindow {
     }
 }
 
+/// The window of a Python `profile()` block without a schedule: it records from the block's
+/// start to its end, as torch.profiler without a schedule does. Each `step()` ends a step and
+/// marks it (`ProfilerStep#N`; torch marks none there, but cuprof's figures are per step); the
+/// step running at the end is marked too once a step was.
+#[derive(Debug, Clone, Default)]
+pub struct BlockWindow {
+    /// The step now running.
+    step: u64,
+}
+
+impl BlockWindow {
+    /// The block begins: recording starts (cycle 1 of the block).
+    pub fn start() -> (BlockWindow, Transition) {
+        let tr = Transition {
+            record_starts: true,
+            collection: Collection::Enable,
+            step: Some(0),
+            ..Transition::none(Phase::Record)
+        };
+        (BlockWindow::default(), tr)
+    }
+
+    /// `step()`: the running step ends, recorded, and the next begins.
+    pub fn step(&mut self) -> Transition {
+        let ended = self.step;
+        self.step += 1;
+        Transition {
+            ended_step: Some(ended),
+            recorded_step: Some(ended),
+            step: Some(self.step),
+            ..Transition::none(Phase::Record)
+        }
+    }
+
+    /// At the block's end: its one cycle, and the running step to close when steps were
+    /// marked.
+    pub fn at_exit(&self) -> (Cycle, Option<u64>) {
+        let cycle = Cycle {
+            number: 1,
+            steps: 0..if self.step > 0 { self.step + 1 } else { 0 },
+        };
+        (cycle, (self.step > 0).then_some(self.step))
+    }
+}
+
 /// The window for `--delay`/`--duration`, measured from CUDA initialisation.
 #[derive(Debug, Clone)]
 pub struct TimeWindow {
@@ -668,6 +713,43 @@ impl StepPattern {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_block_without_schedule_records_throughout_and_marks_its_steps() {
+        let (mut w, first) = BlockWindow::start();
+        assert!(first.record_starts);
+        assert_eq!(first.collection, Collection::Enable);
+        assert_eq!(first.step, Some(0));
+        // No step(): one cycle, no step marked.
+        assert_eq!(
+            w.at_exit(),
+            (
+                Cycle {
+                    number: 1,
+                    steps: 0..0
+                },
+                None
+            )
+        );
+        let tr = w.step();
+        assert_eq!(
+            (tr.ended_step, tr.recorded_step, tr.step, tr.save.is_none()),
+            (Some(0), Some(0), Some(1), true)
+        );
+        assert!(!tr.record_starts);
+        assert_eq!(tr.collection, Collection::Keep);
+        w.step();
+        assert_eq!(
+            w.at_exit(),
+            (
+                Cycle {
+                    number: 1,
+                    steps: 0..3
+                },
+                Some(2)
+            )
+        );
+    }
+
     use super::*;
 
     /// One schedule and torch's answer for steps 0..20, one letter per step:

@@ -9,6 +9,7 @@ use crate::life::lifecycle;
 use crate::pipe::tracer::running;
 use crate::state::phase::{phase, Phase};
 use crate::window::boundaries as window;
+use cuprof_core::block::Block;
 use cuprof_core::config::Config;
 use cuprof_core::window::RangeSource;
 use cupti_sys::{
@@ -180,6 +181,8 @@ pub extern "C" fn cuprof_step() {
     guard((), || {
         if let Some(t) = running() {
             window::api_step(t)
+        } else if phase() == Phase::Armed {
+            window::pending_step()
         }
     })
 }
@@ -208,6 +211,95 @@ pub extern "C" fn cuprof_stop() {
             window::range_stop(t, RangeSource::Cuprof, None)
         }
     })
+}
+
+/// Begins a Python `profile()` block's window (`cuprof.profile`'s `__enter__`): `spec` is
+/// [`Block`]'s text form (`wait=1 warmup=1 active=2 repeat=0 options=shapes=1`; empty: record
+/// the whole block). What an earlier window records ends here. Returns 1: the block records
+/// now; 2: kept until CUDA initialises (the library is armed), when it begins; 0: this
+/// process is not traced; -1: `spec` is malformed (said on stderr); -2: the process is traced
+/// on demand, where `cuprof capture` chooses what is recorded.
+///
+/// # Safety
+/// `spec` is null (read as empty) or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn cuprof_begin_window(spec: *const c_char) -> c_int {
+    guard(0, || {
+        let text = if spec.is_null() {
+            String::new()
+        } else {
+            // SAFETY: the caller passes a NUL-terminated string.
+            unsafe { CStr::from_ptr(spec) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        let block = match Block::parse(&text) {
+            Ok(b) => b,
+            Err(e) => {
+                say(&format!(
+                    "cuprof_begin_window(\"{}\"): {e}",
+                    text.escape_debug()
+                ));
+                return -1;
+            }
+        };
+        if let Some(t) = running() {
+            return match window::begin_block(t, block, 0) {
+                window::BlockStart::Began => 1,
+                window::BlockStart::OnDemand => -2,
+            };
+        }
+        if phase() == Phase::Armed {
+            window::set_pending_block(Some(block));
+            return 2;
+        }
+        0
+    })
+}
+
+/// Ends a Python `profile()` block's window (`cuprof.profile`'s `__exit__`): what it records
+/// ends now, CUPTI's records are flushed, and the writer closes the block's files before this
+/// returns (waiting up to `timeout_ms`). Returns 1: a cycle was recorded and its files are
+/// complete (`cuprof_trace_files` lists them); 0: nothing was being recorded (the schedule had
+/// not reached a recorded step); -1: CUDA was never initialised, so nothing was recorded;
+/// -2: the writer did not finish in time; -3: this process is not traced.
+#[no_mangle]
+pub extern "C" fn cuprof_end_window(timeout_ms: u32) -> c_int {
+    guard(-3, || {
+        let Some(t) = running() else {
+            if phase() == Phase::Armed {
+                window::set_pending_block(None);
+                return -1;
+            }
+            return -3;
+        };
+        let recorded = window::end_block(t);
+        if !close_ended(t, timeout_ms) {
+            return -2;
+        }
+        c_int::from(recorded)
+    })
+}
+
+/// Completes the files of the cycles whose recording ended (a schedule's cycle saved at a
+/// `step()`), before `on_trace_ready` reads them: CUPTI's records are flushed and the writer
+/// closes those cycles, waiting up to `timeout_ms`. Returns 1: done; -2: the writer did not
+/// finish in time; -3: this process is not traced.
+#[no_mangle]
+pub extern "C" fn cuprof_wait_files(timeout_ms: u32) -> c_int {
+    guard(-3, || match running() {
+        Some(t) if close_ended(t, timeout_ms) => 1,
+        Some(_) => -2,
+        None => -3,
+    })
+}
+
+/// Flushes CUPTI (its buffers reach the channel before the request that follows them) and
+/// has the writer close every ended cycle.
+fn close_ended(t: &crate::pipe::tracer::Tracer, timeout_ms: u32) -> bool {
+    t.flush_cupti(true);
+    t.channel
+        .close_ended(std::time::Duration::from_millis(u64::from(timeout_ms)))
 }
 
 /// Where the library stands, [`Phase`] as a number (0 inert, 1 armed and waiting for CUDA,

@@ -150,6 +150,31 @@ fn gpu_work_is_routed_by_the_call_that_launched_it() {
 }
 
 #[test]
+fn close_ended_writes_an_ended_cycle_at_once_and_leaves_a_recording_one_open() {
+    let sink = MemSink::default();
+    let mut s = recording(&sink);
+    s.handle(Input::Events(vec![api(1, 1_100), kernel(1, 1_200, 1_300)]));
+    // Still recording: nothing to close.
+    s.close_ended();
+    assert!(s.written().is_empty());
+    assert!(s.has_cycle(1));
+    s.handle(Input::EndRecording {
+        ts: 2_000,
+        last_call: None,
+    });
+    // A kernel launched inside the cycle, its record come after the end but before the close.
+    s.handle(Input::Events(vec![kernel(1, 2_100, 2_200)]));
+    s.close_ended();
+    assert!(!s.has_cycle(1));
+    assert_eq!(s.written().len(), 1);
+    assert_eq!(s.written()[0].cycle, 1);
+    assert_eq!(
+        kernel_names(&sink.trace("cycle1.json.gz")),
+        vec!["k1", "k1"]
+    );
+}
+
+#[test]
 fn work_of_unrecorded_calls_before_cuda_profiler_stop_stays_in_the_cycle() {
     // Call 1 recorded; call 2 (a driver launch, its record filtered out) ran its kernel after
     // cudaProfilerStop (call 3) ended recording; call 4's kernel came after the stop.

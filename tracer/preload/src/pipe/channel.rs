@@ -36,6 +36,9 @@ pub enum Msg {
     /// An on-demand capture's recording ended (after its `EndRecording`): the writer reports
     /// its files once the cycle is closed.
     CaptureEnded(u32),
+    /// Close every cycle whose recording ended, now (a Python `profile()` block ended); the
+    /// sender waits on the reply (bounded).
+    CloseEnded(Sender<()>),
 }
 
 /// The most decoded records allowed to wait for the writer (136 bytes each: about 270 MB):
@@ -185,6 +188,16 @@ impl Outbox {
 
     /// Asks the writer to make what it wrote survive a crash and waits for it, each up to
     /// `wait`.
+    /// Has the writer close every cycle whose recording ended, once what was sent before is
+    /// written; waits up to `wait` for that. Whether it was done in time.
+    pub fn close_ended(&self, wait: Duration) -> bool {
+        let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
+        self.tx
+            .send_timeout(Msg::CloseEnded(reply_tx), wait)
+            .is_ok()
+            && reply_rx.recv_timeout(wait).is_ok()
+    }
+
     pub fn sync_flush(&self, wait: Duration) {
         let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
         if self.tx.send_timeout(Msg::SyncFlush(reply_tx), wait).is_ok() {

@@ -9,12 +9,14 @@
 use crate::cupti::libcupti::Correlated;
 use crate::host::process::{now_ns, pid, tid};
 use crate::pipe::tracer::Tracer;
+use cuprof_core::block::Block;
 use cuprof_core::capture_options::CaptureOptions;
 use cuprof_core::event::Range;
 use cuprof_core::on_demand::{DemandState, OnDemandWindow};
 use cuprof_core::session::Input;
 use cuprof_core::window::{
-    Capture, Collection, RangeSource, RangeWindow, StepPattern, TimeWindow, Transition, Window,
+    BlockWindow, Capture, Collection, RangeSource, RangeWindow, StepPattern, TimeWindow,
+    Transition, Window,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -35,6 +37,20 @@ enum Driver {
         window: OnDemandWindow,
         until: Option<Instant>,
     },
+    /// A Python `profile()` block ended ([`end_block`]): nothing is recorded until the next
+    /// block begins.
+    Ended,
+    /// A Python `profile()` block without a schedule.
+    Block(BlockWindow),
+}
+
+/// How [`begin_block`] went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockStart {
+    /// The block records now.
+    Began,
+    /// The process is traced on demand: `cuprof capture` chooses what is recorded.
+    OnDemand,
 }
 
 struct State {
@@ -45,6 +61,8 @@ struct State {
     /// Units of work reported for the running step (`cuprof_step_tokens`, NVTX payloads).
     step_work: Option<f64>,
     cycle: u32,
+    /// The cycles of the blocks before this window's (a schedule numbers its own from 1).
+    cycle_base: u32,
 }
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
@@ -62,6 +80,12 @@ static ON_DEMAND: AtomicBool = AtomicBool::new(false);
 pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
     STEPS_EXPECTED.store(matches!(capture, Capture::Steps(_)), Relaxed);
     ON_DEMAND.store(matches!(capture, Capture::OnDemand), Relaxed);
+    let pending = PENDING_BLOCK.lock().ok().and_then(|mut p| p.take());
+    if let Some(block) = pending {
+        if begin_block(t, block, PENDING_STEPS.swap(0, Relaxed)) == BlockStart::Began {
+            return;
+        }
+    }
     if let Some(p) = step_pattern {
         if let Ok(mut s) = STEP_PATTERN.lock() {
             *s = Some(p);
@@ -107,6 +131,7 @@ pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
             step_tid: tid(),
             step_work: None,
             cycle: 0,
+            cycle_base: 0,
         });
     }
     if whole_run {
@@ -149,9 +174,10 @@ fn apply_after_call(t: &Tracer, tr: Transition, ts: u64, call: Option<u32>) {
         s.step_tid = tid();
         if tr.record_starts {
             s.cycle = match (&s.driver, tr.step) {
-                (Driver::Steps(w), Some(step)) => {
-                    w.schedule().cycle_of(step).unwrap_or(s.cycle + 1)
-                }
+                (Driver::Steps(w), Some(step)) => w
+                    .schedule()
+                    .cycle_of(step)
+                    .map_or(s.cycle + 1, |c| s.cycle_base + c),
                 (Driver::OnDemand { window, .. }, _) => window.captures(),
                 _ => s.cycle + 1,
             };
@@ -211,6 +237,7 @@ pub fn api_step(t: &Tracer) {
     if let Some(tr) = with_driver(|d| match d {
         Driver::Steps(w) => Some(w.step()),
         Driver::OnDemand { window, .. } => Some(window.step()),
+        Driver::Block(w) => Some(w.step()),
         _ => None,
     })
     .flatten()
@@ -339,53 +366,151 @@ pub fn time_deadline() -> Option<Instant> {
     .flatten()
 }
 
-/// At exit: close the running step and the partial cycle, if one is being recorded.
-pub fn at_exit(t: &Tracer) {
-    let ts = now_ns();
+/// Ends what is being recorded at `ts`: the running step (with steps) and the partial cycle.
+/// `then` changes the driver under the same lock. Whether a cycle was being recorded.
+fn end_recording(t: &Tracer, ts: u64, then: impl FnOnce(&mut Driver)) -> bool {
     // `Some(running step)` when a cycle is being recorded (the step is `None` without steps).
     let mut capture_ended = None;
-    let recording = with_driver(|d| match d {
-        Driver::WholeRun => Some(None),
-        Driver::Steps(w) => w.at_exit().map(|_| w.current_step()),
-        Driver::Range(w, _) => w.at_exit().map(|_| None),
-        Driver::Time { window, .. } => window.at_exit().map(|_| None),
-        Driver::OnDemand { window, .. } => window.at_exit().map(|(cycle, step)| {
-            capture_ended = Some(cycle.number);
-            step
-        }),
+    let recording = with_driver(|d| {
+        let recording = match d {
+            Driver::WholeRun => Some(None),
+            Driver::Steps(w) => w.at_exit().map(|_| w.current_step()),
+            Driver::Range(w, _) => w.at_exit().map(|_| None),
+            Driver::Time { window, .. } => window.at_exit().map(|_| None),
+            Driver::OnDemand { window, .. } => window.at_exit().map(|(cycle, step)| {
+                capture_ended = Some(cycle.number);
+                step
+            }),
+            Driver::Ended => None,
+            Driver::Block(w) => Some(w.at_exit().1),
+        };
+        then(d);
+        recording
     })
     .flatten();
-    if let Some(running_step) = recording {
-        if let Some(n) = running_step {
-            let (start, stid, work) = STATE
-                .lock()
-                .ok()
-                .and_then(|mut g| {
-                    g.as_mut()
-                        .map(|s| (s.step_start, s.step_tid, s.step_work.take()))
-                })
-                .unwrap_or((ts, tid(), None));
-            t.channel.send_window(Input::Step {
-                number: n,
-                pid: pid(),
-                tid: stid,
-                start,
-                end: ts,
-                work,
-            });
-        }
-        t.channel.send_window(Input::EndRecording {
-            ts,
-            last_call: None,
+    let Some(running_step) = recording else {
+        return false;
+    };
+    if let Some(n) = running_step {
+        let (start, stid, work) = STATE
+            .lock()
+            .ok()
+            .and_then(|mut g| {
+                g.as_mut()
+                    .map(|s| (s.step_start, s.step_tid, s.step_work.take()))
+            })
+            .unwrap_or((ts, tid(), None));
+        t.channel.send_window(Input::Step {
+            number: n,
+            pid: pid(),
+            tid: stid,
+            start,
+            end: ts,
+            work,
         });
-        if let Some(cycle) = capture_ended {
-            t.channel.send_capture_ended(cycle);
-        }
     }
+    t.channel.send_window(Input::EndRecording {
+        ts,
+        last_call: None,
+    });
+    if let Some(cycle) = capture_ended {
+        t.channel.send_capture_ended(cycle);
+    }
+    true
+}
+
+/// At exit: close the running step and the partial cycle, if one is being recorded.
+pub fn at_exit(t: &Tracer) {
+    end_recording(t, now_ns(), |_| {});
     if let Ok(mut g) = STATE.lock() {
         *g = None;
     }
     COLLECTING.store(false, Relaxed);
+}
+
+/// A Python `profile()` block asked before CUDA initialised: it begins with tracing.
+static PENDING_BLOCK: Mutex<Option<Block>> = Mutex::new(None);
+/// The steps that block's program ended before CUDA initialised.
+static PENDING_STEPS: AtomicU64 = AtomicU64::new(0);
+
+/// Keeps `block` (or forgets the kept one) until tracing starts, when it replaces the
+/// process's own window.
+pub fn set_pending_block(block: Option<Block>) {
+    if let Ok(mut p) = PENDING_BLOCK.lock() {
+        PENDING_STEPS.store(0, Relaxed);
+        *p = block;
+    }
+}
+
+/// A step ended before CUDA initialised (`cuprof_step()` while armed): a kept block's window
+/// begins that many steps in, so its steps are the program's.
+pub fn pending_step() {
+    if PENDING_BLOCK.lock().is_ok_and(|p| p.is_some()) {
+        PENDING_STEPS.fetch_add(1, Relaxed);
+    }
+}
+
+/// A Python `profile()` block begins (`cuprof_begin_window`): what an earlier window records
+/// ends here (its file is written), and the block's window replaces it, its cycles numbered
+/// after the earlier ones. `steps_done`: the steps the block ended before tracing started.
+pub fn begin_block(t: &Tracer, block: Block, steps_done: u64) -> BlockStart {
+    if ON_DEMAND.load(Relaxed) {
+        return BlockStart::OnDemand;
+    }
+    crate::pipe::op_batch::flush_at_transition(t);
+    let ts = now_ns();
+    end_recording(t, ts, |_| {});
+    if COLLECTING.load(Relaxed) {
+        set_collecting(t, false, true);
+    }
+    crate::window::collect::ask(block.options);
+    let (driver, first) = match block.schedule {
+        Some(schedule) => {
+            let mut w = Window::new(schedule);
+            for _ in 0..steps_done {
+                w.step();
+            }
+            let first = w.initial();
+            (Driver::Steps(w), first)
+        }
+        None => {
+            let (mut w, first) = BlockWindow::start();
+            for _ in 0..steps_done {
+                w.step();
+            }
+            (Driver::Block(w), first)
+        }
+    };
+    STEPS_EXPECTED.store(block.schedule.is_some(), Relaxed);
+    if let Ok(mut g) = STATE.lock() {
+        let s = g.get_or_insert(State {
+            driver: Driver::Ended,
+            step_start: ts,
+            step_tid: tid(),
+            step_work: None,
+            cycle: 0,
+            cycle_base: 0,
+        });
+        s.driver = driver;
+        s.cycle_base = s.cycle;
+        s.step_start = ts;
+        s.step_tid = tid();
+        s.step_work = None;
+    }
+    apply(t, first, ts);
+    BlockStart::Began
+}
+
+/// A Python `profile()` block ends (`cuprof_end_window`): what it records ends now, and
+/// nothing more is recorded until the next block. Whether a cycle was being recorded.
+pub fn end_block(t: &Tracer) -> bool {
+    if ON_DEMAND.load(Relaxed) {
+        return false;
+    }
+    crate::pipe::op_batch::flush_at_transition(t);
+    let recorded = end_recording(t, now_ns(), |d| *d = Driver::Ended);
+    set_collecting(t, false, true);
+    recorded
 }
 
 const NOT_ON_DEMAND: &str =

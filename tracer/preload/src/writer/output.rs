@@ -27,7 +27,9 @@ impl Sink for FileSink {
         let file_name = cuprof_core::config::trace_file_name(
             &self.name,
             self.rank,
-            self.multi_cycle.then_some(cycle),
+            // A cycle after the first (a later Python `profile()` block's) is named even when
+            // the window has one cycle per block.
+            (self.multi_cycle || cycle > 1).then_some(cycle),
         );
         let unique = cuprof_core::config::unique_path(&dir, &file_name, std::process::id())?;
         if let Some(note) = unique.renamed_note(&file_name) {

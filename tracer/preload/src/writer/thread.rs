@@ -58,6 +58,11 @@ fn run(t: &Tracer, mut session: Session, inbox: Inbox) {
                 let _ = reply.send(());
             }
             Ok(Some(Msg::CaptureEnded(cycle))) => ending.push(cycle),
+            Ok(Some(Msg::CloseEnded(reply))) => {
+                session.close_ended();
+                crate::writer::report::publish(session.written());
+                let _ = reply.send(());
+            }
             Ok(Some(Msg::Shutdown(reply))) => {
                 // What is still queued is written; a second request has nobody to answer.
                 while let Some(m) = inbox.try_recv() {
