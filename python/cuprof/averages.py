@@ -1,4 +1,4 @@
-"""torch.profiler's `key_averages()` and its `table()`, computed from Chrome traces (cuprof's or torch's)."""
+"""torch.profiler's `key_averages()` and its `table()`, from Chrome traces (cuprof's, torch's)."""
 
 import gzip
 import json
@@ -7,12 +7,14 @@ from decimal import Decimal
 
 __all__ = ["EventList", "FunctionEventAvg", "key_averages"]
 
-# Host events, as torch's parser takes them (DeviceType.CPU): each one a row but python_function's,
-# which only nests (torch's `include_python_functions`).
-_CPU_CATS = frozenset({"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "python_function"})
+# Host events, as torch's parser takes them (DeviceType.CPU): each one a row but
+# python_function's, which only nest (torch's `include_python_functions`).
+_CPU_CATS = frozenset(
+    {"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "python_function"}
+)
 _LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})
-# Device events (DeviceType.CUDA): each a row with its duration as device time. cuda_sync is left
-# out as torch.profiler records none by default (Kineto's enable_cuda_sync_events).
+# Device events (DeviceType.CUDA): each a row with its duration as device time. cuda_sync is
+# left out: torch.profiler records none by default (Kineto's enable_cuda_sync_events).
 _DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"})
 # torch/autograd/profiler_util.py's _filter_name: events torch drops before anything else.
 _FILTERED = frozenset(
@@ -67,7 +69,7 @@ class _Event:
 
     __slots__ = (
         "name", "start", "end", "thread", "cat", "ext", "corr", "shapes", "stack", "device",
-        "user", "python", "kernels", "children", "parent", "base",
+        "user", "python", "kernels", "children", "parent", "base", "_device_total",
     )
 
     def __init__(self, e, cat, thread):
@@ -91,6 +93,7 @@ class _Event:
         self.children = []
         self.parent = None
         self.base = 0
+        self._device_total = None
 
     def elapsed(self):
         # torch's float arithmetic on its times relative to the trace's start, so that its
@@ -106,9 +109,14 @@ class _Event:
         return self.cpu_total() - sum(c.cpu_total() for c in self.children)
 
     def device_total(self):
-        if self.device:
-            return self.elapsed()
-        return sum(self.kernels) + sum(c.device_total() for c in self.children)
+        # Asked once the tree is final (after _remove_dup_nodes), so kept.
+        if self._device_total is None:
+            if self.device:
+                self._device_total = self.elapsed()
+            else:
+                own = sum(self.kernels)
+                self._device_total = own + sum(c.device_total() for c in self.children)
+        return self._device_total
 
     def self_device(self):
         if self.device:
@@ -124,7 +132,9 @@ def _load(path):
     doc = json.loads(data, parse_float=str)
     events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
     if not isinstance(events, list):
-        raise ValueError(f"{path}: not a Chrome trace (no traceEvents list); pass a .trace.json(.gz) file")
+        raise ValueError(
+            f"{path}: not a Chrome trace (no traceEvents list): pass a .trace.json(.gz) file"
+        )
     return events
 
 
@@ -154,7 +164,8 @@ def _file_events(path, index):
         out.sort(key=lambda p: p[1])
     else:
         group = {"python_function": 1, "cuda_runtime": 2, "cuda_driver": 2}
-        out.sort(key=lambda p: (3 if p[0].device else group.get(p[0].cat, 0), p[0].start, -p[0].end))
+        rank = lambda e: 3 if e.device else group.get(e.cat, 0)  # noqa: E731
+        out.sort(key=lambda p: (rank(p[0]), p[0].start, -p[0].end))
     return [e for e, _ in out]
 
 
@@ -284,7 +295,11 @@ class FunctionEventAvg:
 
     @property
     def cuda_time(self):
-        warnings.warn("`cuda_time` is deprecated, please use `device_time` instead.", FutureWarning, stacklevel=2)
+        warnings.warn(
+            "`cuda_time` is deprecated, please use `device_time` instead.",
+            FutureWarning,
+            stacklevel=2,
+        )
         return self.device_time
 
     cpu_time_str = property(lambda self: _format_time(self.cpu_time))
@@ -299,7 +314,8 @@ class FunctionEventAvg:
             f"<FunctionEventAvg key={self.key} self_cpu_time={self.self_cpu_time_total_str} "
             f"cpu_time={self.cpu_time_str}  self_cuda_time={self.self_device_time_total_str} "
             f"cuda_time={self.device_time_str} input_shapes={self.input_shapes} "
-            f"cpu_memory_usage={self.cpu_memory_usage} cuda_memory_usage={self.device_memory_usage}>"
+            f"cpu_memory_usage={self.cpu_memory_usage} "
+            f"cuda_memory_usage={self.device_memory_usage}>"
         )
 
 
@@ -356,7 +372,7 @@ def key_averages(
     group_by_overload_name=False,
     include_python_functions=False,
 ):
-    """torch.profiler's `prof.key_averages(...)` over one trace file or several (e.g. one per rank)."""
+    """torch.profiler's `prof.key_averages(...)` over one trace file or several (one per rank)."""
     if isinstance(trace_paths, (str, bytes)) or hasattr(trace_paths, "__fspath__"):
         trace_paths = [trace_paths]
     events = []
@@ -430,7 +446,8 @@ def _build_table(
     use_device = events[0].use_device
     has_input_shapes = any(e.input_shapes is not None and len(e.input_shapes) > 0 for e in events)
     if sort_by is not None:
-        attr = sort_by.replace("cuda", "device").replace("xpu", "device").replace("privateuse1", "device")
+        attr = sort_by.replace("cuda", "device").replace("xpu", "device")
+        attr = attr.replace("privateuse1", "device")
         events = sorted(events, key=lambda e: getattr(e, attr), reverse=True)
 
     name_column_width = max(len(e.key) for e in events) + 4
@@ -549,5 +566,6 @@ def _build_table(
     append(header_sep)
     append(f"Self CPU time total: {_unit(sum_self_cpu, _format_time(sum_self_cpu), time_unit)}")
     if has_device_time:
-        append(f"Self {device_name} time total: {_unit(sum_self_device, _format_time(sum_self_device), time_unit)}")
+        total = _unit(sum_self_device, _format_time(sum_self_device), time_unit)
+        append(f"Self {device_name} time total: {total}")
     return "".join(result)

@@ -3,8 +3,9 @@
     python3 key_averages.py torch DIR    # untraced: under torch.profiler
     python3 key_averages.py cuprof DIR   # under libcuprof.so + the libcupti double, after `torch`
 
-`cuprof` runs with CUPROF_WAIT=1 CUPROF_WARMUP=1 CUPROF_ACTIVE=2 CUPROF_WITH_STACK=1 (shapes are
-on by default). Both run the same 4 steps with the schedule wait=1, warmup=1, active=2 (steps 2 and 3 recorded).
+`cuprof` runs with CUPROF_WAIT=1 CUPROF_WARMUP=1 CUPROF_ACTIVE=2 CUPROF_WITH_STACK=1 (shapes
+are on by default). Both run the same 4 steps with the schedule wait=1, warmup=1, active=2
+(steps 2 and 3 recorded).
 Each step, in a `record_function("model_step")` label: a Linear -> ReLU -> Linear forward whose
 output goes through a custom operator `cuproftest::launch` (under cuprof it launches
 kernel_c, 5 us, through the double), then a `record_function("launch")` label launching
@@ -18,9 +19,9 @@ raising the same exception type. Writes torch's rows (DIR/torch_rows.json) for `
 
 `cuprof`: reads the trace cuprof wrote (with shapes and stacks) and asserts the rows are
 torch's (the same names and counts) plus cuprof's launches and device work, the device times
-of the launching operator and the labels around it exact (the double's kernel durations), and that the
-table text is torch's own _build_table's on the same rows (CUDA columns, Input Shapes,
-Source Location). Each mode prints one JSON line: what it checked.
+of the launching operator and the labels around it exact (the double's kernel durations), and
+that the table text is torch's own _build_table's on the same rows (CUDA columns, Input
+Shapes, Source Location). Each mode prints one JSON line: what it checked.
 """
 
 import ctypes
@@ -150,7 +151,8 @@ if mode == "torch":
             tables += 1
         check(str(theirs) == str(ours), "str()")
         for bad in ("nope", "cuda_memory"):
-            t, o = raises(lambda: theirs.table(sort_by=bad)), raises(lambda: ours.table(sort_by=bad))
+            t = raises(lambda: theirs.table(sort_by=bad))
+            o = raises(lambda: ours.table(sort_by=bad))
             check(t is not None and t == o, f"sort_by={bad!r}: {t} vs {o}")
     # torch's rows, for the `cuprof` mode.
     with open(os.path.join(out_dir, "torch_rows.json"), "w") as f:

@@ -117,3 +117,36 @@ fn a_nested_profile_and_a_step_outside_are_said_once_and_change_nothing() {
     assert_eq!(steps, ["ProfilerStep#2", "ProfilerStep#3"]);
     assert_eq!(ops["aten::linear"], 4);
 }
+
+#[test]
+fn key_averages_are_torch_profilers_from_its_trace_and_read_cuprofs_device_times() {
+    // tests/apps/key_averages.py: under torch.profiler, cuprof.averages' rows, times and table
+    // text from the exported trace equal torch's own key_averages(); then, under cuprof, the
+    // same rows plus the launches and kernels, the launching operator's device times exact.
+    require_python("torch");
+    let dir = TempDir::new("pyapi-averages");
+    let module = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+    let path = format!("{}:{}", apps().display(), module.display());
+    let dir_arg = dir.path().to_str().unwrap();
+    let stdout = untraced_python(
+        "key_averages.py",
+        &["torch".as_ref(), dir_arg.as_ref()],
+        &[("PYTHONPATH", path.as_ref())],
+    );
+    let torch: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        torch,
+        serde_json::json!({"mode": "torch", "rows": 37, "shape_rows": 84, "tables": 14})
+    );
+    let (out, _) = Run::python("key_averages.py", &["cuprof", dir_arg], dir.path())
+        .env("PYTHONPATH", &path)
+        .env("CUPROF_WAIT", "1")
+        .env("CUPROF_WARMUP", "1")
+        .env("CUPROF_ACTIVE", "2")
+        .env("CUPROF_WITH_STACK", "1")
+        .ok_json();
+    assert_eq!(
+        out,
+        serde_json::json!({"mode": "cuprof", "rows": 43, "tables": 21})
+    );
+}
