@@ -505,14 +505,15 @@ class profile:
         return list(self._last)
 
     def key_averages(self, group_by_input_shape=False, group_by_stack_n=0, group_by_overload_name=False):
-        """torch's `key_averages()`, computed from the last cycle's trace: `.table(sort_by=,
-        row_limit=)` prints torch's table."""
+        """torch's `key_averages()` (cuprof.averages), computed from the last cycle's trace:
+        `.table(sort_by=, row_limit=)` prints torch's table."""
         from . import averages
 
         return averages.key_averages(
-            [f for f in self._last_files() if ".trace.json" in f or f.endswith(".json")],
+            self._last_files(),
             group_by_input_shape=group_by_input_shape,
             group_by_stack_n=group_by_stack_n,
+            group_by_overload_name=group_by_overload_name,
         )
 
 

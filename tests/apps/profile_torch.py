@@ -70,6 +70,9 @@ out["block1"] = p.trace_files()
 out["block1_steps"] = p.step_num
 p.export_chrome_trace(os.path.join(out_dir, "exported.json"))
 p.export_chrome_trace(os.path.join(out_dir, "exported.json.gz"))
+averages = p.key_averages()
+out["averages"] = {e.key: e.count for e in averages if e.key in ("inside", "aten::linear", "inside()")}
+out["table_rows"] = len(averages.table(sort_by="cpu_time_total", row_limit=3).splitlines())
 
 outside()
 

@@ -199,6 +199,12 @@ fn cuprof_profile_is_a_drop_in_for_torch_profiler_profile() {
         complete_events(Path::new(&c3)),
         inside_steps(1, &["ProfilerStep#5"])
     );
+    // key_averages() from the block's trace (cuprof.averages: equal to torch's, its own test).
+    assert_eq!(
+        out["averages"],
+        serde_json::json!({"inside": 2, "aten::linear": 2, "inside()": 2})
+    );
+    assert_eq!(out["table_rows"], 9);
     // export_chrome_trace: the file itself as .json.gz, its JSON as .json.
     assert_eq!(
         std::fs::read(d.join("exported.json.gz")).unwrap(),
@@ -264,4 +270,37 @@ fn a_block_in_which_cuda_never_initialises_says_so() {
         ["cuprof: nothing recorded in this profile() block: CUDA was never initialised in this process (cuprof starts at the first CUDA call; a CPU-only program is traced by torch.profiler)"]
     );
     assert_eq!(dir.files(), Vec::<String>::new());
+}
+
+#[test]
+fn key_averages_are_torch_profilers_from_its_trace_and_read_cuprofs_device_times() {
+    // tests/apps/key_averages.py: under torch.profiler, cuprof.averages' rows, times and table
+    // text from the exported trace equal torch's own key_averages(); then, under cuprof, the
+    // same rows plus the launches and kernels, the launching operator's device times exact.
+    require_python("torch");
+    let dir = TempDir::new("pyapi-averages");
+    let module = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+    let path = format!("{}:{}", apps().display(), module.display());
+    let dir_arg = dir.path().to_str().unwrap();
+    let stdout = untraced_python(
+        "key_averages.py",
+        &["torch".as_ref(), dir_arg.as_ref()],
+        &[("PYTHONPATH", path.as_ref())],
+    );
+    let torch: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        torch,
+        serde_json::json!({"mode": "torch", "rows": 37, "shape_rows": 84, "tables": 14})
+    );
+    let (out, _) = Run::python("key_averages.py", &["cuprof", dir_arg], dir.path())
+        .env("PYTHONPATH", &path)
+        .env("CUPROF_WAIT", "1")
+        .env("CUPROF_WARMUP", "1")
+        .env("CUPROF_ACTIVE", "2")
+        .env("CUPROF_WITH_STACK", "1")
+        .ok_json();
+    assert_eq!(
+        out,
+        serde_json::json!({"mode": "cuprof", "rows": 43, "tables": 21})
+    );
 }
