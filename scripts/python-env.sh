@@ -10,6 +10,7 @@ set -euo pipefail
 venv="${CUPROF_VENV:-$HOME/.cache/cuprof/venv}"
 here="$(cd "$(dirname "$0")" && pwd)"
 req="$here/python-requirements.txt"
+nodeps="$here/python-requirements-nodeps.txt"
 stamp="$venv/.cuprof-requirements"
 # Spark (pyspark, for the export tests) runs on a JVM: install one only when none is there.
 if ! command -v java >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
@@ -18,10 +19,12 @@ fi
 if [ ! -x "$venv/bin/python3" ]; then
     python3 -m venv "$venv" >&2
 fi
-if ! cmp -s "$req" "$stamp"; then
+if ! cat "$req" "$nodeps" | cmp -s - "$stamp"; then
     "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check \
         --root-user-action=ignore -r "$req" >&2
-    cp "$req" "$stamp"
+    "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check \
+        --root-user-action=ignore --no-deps -r "$nodeps" >&2
+    cat "$req" "$nodeps" > "$stamp"
 fi
 # Headers of the torch versions the native observer must also compile against
 # (tests/e2e/torch_native.rs), besides the venv's own torch: 2.11 is the CUDA machines' torch.

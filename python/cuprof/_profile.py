@@ -257,7 +257,10 @@ class profile:
     def _window(self):
         """The window's spec for cuprof_begin_window, with the command line's window winning."""
         env = _native.ENV_AT_START
-        if any(env.get(v) for v in _OTHER_WINDOW_VARS):
+        # With CUPROF_CAPTURE_RANGE=cuprof (cuprof run --capture-range cuprof, or
+        # --as-torch-profiler) the program's blocks are its ranges.
+        chosen = [v for v in _OTHER_WINDOW_VARS if env.get(v)]
+        if chosen and chosen != ["CUPROF_CAPTURE_RANGE"] or env.get("CUPROF_CAPTURE_RANGE", "cuprof") != "cuprof":
             return None
         sched = self.schedule
         from_env = {k: env[v] for k, v in _SCHEDULE_VARS.items() if env.get(v)}

@@ -304,3 +304,73 @@ fn key_averages_are_torch_profilers_from_its_trace_and_read_cuprofs_device_times
         serde_json::json!({"mode": "cuprof", "rows": 43, "tables": 21})
     );
 }
+
+#[test]
+fn cache_dit_profiler_context_writes_cuprofs_trace_under_as_torch_profiler() {
+    // The real cache_dit.profiler.ProfilerContext (scripts/python-requirements-nodeps.txt),
+    // in a program that never imports cuprof: `cuprof run --as-torch-profiler` makes its
+    // torch.profiler.profile cuprof's, and its export lands where cache-dit says.
+    let dir = TempDir::new("pyapi-cache-dit");
+    let d = dir.path();
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+    let out = std::process::Command::new(cuprof_bin())
+        .args([
+            "run",
+            "--as-torch-profiler",
+            "--no-report",
+            "--name",
+            "job",
+            "--dir",
+        ])
+        .arg(d.join("cuprof"))
+        .args(["--", "python3"])
+        .arg(apps().join("cache_dit_profile.py"))
+        .arg(d.join("cache-dit"))
+        .arg("flux")
+        .env(
+            "PYTHONPATH",
+            format!("{}:{}", apps().display(), python.display()),
+        )
+        .env("CUPTI_DOUBLE_LIB", double())
+        .env("CUPROF_CUPTI_PATH", double())
+        .env("CUPROF_LIB", lib())
+        .env_remove("CUPROF_CAPTURE_RANGE")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let exported = d.join("cache-dit").join("flux.trace.json.gz");
+    let own = d.join("cuprof").join("job-rank0.trace.json.gz");
+    let printed: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(printed["trace_path"], exported.to_str().unwrap());
+    assert_eq!(printed["profile"], "cuprof._profile.profile");
+    // cuprof's file, and cache-dit's export of it, byte for byte: the three steps inside the
+    // context, nothing from before or after it.
+    assert_eq!(
+        std::fs::read(&exported).unwrap(),
+        std::fs::read(&own).unwrap()
+    );
+    let mut expected = inside_steps(3, &[]);
+    expected.insert(("python".into(), "GPU work (no steps recorded)".into()), 1);
+    assert_eq!(complete_events(&exported), expected);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("cuprof: "))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    let wrote = format!("cuprof: wrote {} (61 events, ", own.display());
+    assert!(lines[0].starts_with(&wrote), "{stderr}");
+    // The sitecustomize folder the program had first on its PYTHONPATH is gone with the run.
+    let site = Path::new(printed["site"].as_str().unwrap());
+    assert_eq!(site.parent(), Some(std::env::temp_dir().as_path()));
+    assert!(
+        site.file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("cuprof-site-"),
+        "{site:?}"
+    );
+    assert!(!site.exists(), "{site:?}");
+}

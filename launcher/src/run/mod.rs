@@ -15,12 +15,14 @@
 //!
 //! One file per job: `options` (the options, and the settings they make), `library` (finding
 //! and preloading libcuprof.so), `child` (the program as a child process: signals, exit),
-//! `end_of_run` (the report file and what is printed after the program).
+//! `end_of_run` (the report file and what is printed after the program), `torch_profiler`
+//! (`--as-torch-profiler`'s sitecustomize folder).
 
 mod child;
 pub(crate) mod end_of_run;
 mod library;
 mod options;
+mod torch_profiler;
 
 pub use options::RunArgs;
 pub(crate) use options::{activities_of, Activity};
@@ -45,7 +47,18 @@ pub fn run(a: RunArgs) -> Result<()> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let env = options::child_env(&a.opts, preload, report_file.as_deref(), now)?;
+    let mut env = options::child_env(&a.opts, preload, report_file.as_deref(), now)?;
+    // Removed when it drops, before the launcher ends like the program.
+    let site = if a.opts.as_torch_profiler {
+        let site = torch_profiler::SiteFolder::create(&std::env::temp_dir())?;
+        env.push((
+            "PYTHONPATH",
+            site.python_path(std::env::var_os("PYTHONPATH").as_deref()),
+        ));
+        Some(site)
+    } else {
+        None
+    };
 
     let mut child = match child::spawn(&a.command, env) {
         Ok(c) => c,
@@ -53,11 +66,13 @@ pub fn run(a: RunArgs) -> Result<()> {
             if let Some(r) = &report_file {
                 let _ = std::fs::remove_file(r);
             }
+            drop(site);
             child::exit_cannot_run(&a.command[0], &e);
         }
     };
-    let status = child.wait().context("waiting for the program")?;
-
+    let status = child.wait().context("waiting for the program");
+    drop(site);
+    let status = status?;
     if let Some(r) = &report_file {
         end_of_run::print(r, !a.opts.no_report);
     }

@@ -91,6 +91,12 @@ pub(super) struct Options {
     #[arg(long)]
     queued: bool,
 
+    /// The program's torch.profiler.profile(...) calls become cuprof.profile's: tools built on
+    /// torch.profiler (cache-dit's ProfilerContext) write cuprof's traces where they would
+    /// have written torch's. Needs the cuprof Python package in the program's environment
+    #[arg(long)]
+    pub(super) as_torch_profiler: bool,
+
     /// Start ready and idle: nothing is recorded until `cuprof capture` asks (steps are
     /// cuprof_step() calls); the other step options do not apply
     #[arg(long, conflicts_with_all = ["wait", "warmup", "active", "repeat", "skip_first", "skip_first_wait", "step_nvtx", "capture_range", "delay", "duration"])]
@@ -222,6 +228,21 @@ fn ranks(s: &str) -> Result<Ranks, String> {
 }
 
 impl Options {
+    /// An option chooses what is recorded (a schedule, ranges, time, on demand).
+    fn window_given(&self) -> bool {
+        self.wait.is_some()
+            || self.warmup.is_some()
+            || self.active.is_some()
+            || self.repeat.is_some()
+            || self.skip_first.is_some()
+            || self.skip_first_wait
+            || self.step_nvtx.is_some()
+            || self.capture_range.is_some()
+            || self.delay.is_some()
+            || self.duration.is_some()
+            || self.on_demand
+    }
+
     /// What the options ask of the library. The program's name is `--name`, else
     /// `profile_NOW`, chosen here so that every rank shares it.
     fn settings(&self, report_file: Option<&Path>, now_unix: u64) -> Result<Settings> {
@@ -263,10 +284,15 @@ impl Options {
                 skip_first: self.skip_first,
                 skip_first_wait: flag(self.skip_first_wait, true),
                 step_nvtx: self.step_nvtx.clone(),
-                capture_range: self.capture_range.map(|r| match r {
-                    CaptureRange::CudaProfilerApi => RangeSource::CudaProfilerApi,
-                    CaptureRange::Cuprof => RangeSource::Cuprof,
-                }),
+                // --as-torch-profiler alone: the program's profile() blocks are the ranges.
+                capture_range: self
+                    .capture_range
+                    .map(|r| match r {
+                        CaptureRange::CudaProfilerApi => RangeSource::CudaProfilerApi,
+                        CaptureRange::Cuprof => RangeSource::Cuprof,
+                    })
+                    .or((self.as_torch_profiler && !self.window_given())
+                        .then_some(RangeSource::Cuprof)),
                 delay: self.delay,
                 duration: self.duration,
                 on_demand: flag(self.on_demand, true),
@@ -412,5 +438,29 @@ mod tests {
             Some(CaptureRange::CudaProfilerApi)
         ));
         assert!(matches!(a.opts.api, Some(Api::All)));
+    }
+
+    #[test]
+    fn as_torch_profiler_records_the_programs_blocks_unless_a_window_is_given() {
+        let var = |v: &[&str], k: &str| {
+            let a = args(v);
+            child_env(&a.opts, "/l.so".into(), None, 1)
+                .unwrap()
+                .into_iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_str().unwrap().to_string())
+        };
+        assert_eq!(
+            var(
+                &["--as-torch-profiler", "--", "python"],
+                "CUPROF_CAPTURE_RANGE"
+            )
+            .as_deref(),
+            Some("cuprof")
+        );
+        assert_eq!(var(&["--", "python"], "CUPROF_CAPTURE_RANGE"), None);
+        let with_window = ["--as-torch-profiler", "--active", "2", "--", "python"];
+        assert_eq!(var(&with_window, "CUPROF_CAPTURE_RANGE"), None);
+        assert_eq!(var(&with_window, "CUPROF_ACTIVE").as_deref(), Some("2"));
     }
 }
