@@ -77,6 +77,8 @@ pub struct Counters {
     /// Which recorder records PyTorch operators ([`crate::torch_op::OperatorPath`] as u8),
     /// written in each file's `cuprof` header.
     pub operator_path: AtomicU8,
+    /// Cycles that recorded something but whose file could not be created or finished.
+    pub failed_files: AtomicU64,
 }
 
 impl Counters {
@@ -1246,8 +1248,14 @@ impl Session {
         {
             writer.gpu_work_span(first, last);
         }
-        let File::Open { writer, path } = std::mem::replace(&mut c.file, File::Failed) else {
-            return; // nothing was recorded: no file
+        let (writer, path) = match std::mem::replace(&mut c.file, File::Failed) {
+            File::Open { writer, path } => (writer, path),
+            File::Pending => return, // nothing was recorded: no file
+            File::Failed => {
+                // Something was recorded, and its file failed (said when it did).
+                self.counters.failed_files.fetch_add(1, Relaxed);
+                return;
+            }
         };
         let mut stats = self.counters.snapshot();
         if let Some(m) = self.memory.as_ref() {
@@ -1263,10 +1271,13 @@ impl Session {
                 events,
                 cycle: c.cycle,
             }),
-            Err(e) => self.errors.push(format!(
-                "cuprof: finishing {} failed: {e} (cuprof repair may recover it)",
-                path.display()
-            )),
+            Err(e) => {
+                self.counters.failed_files.fetch_add(1, Relaxed);
+                self.errors.push(format!(
+                    "cuprof: finishing {} failed: {e} (cuprof repair may recover it)",
+                    path.display()
+                ))
+            }
         }
         if let Err(e) = self.snapshot() {
             self.errors

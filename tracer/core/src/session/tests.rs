@@ -149,6 +149,54 @@ fn gpu_work_is_routed_by_the_call_that_launched_it() {
     assert_eq!(calls, vec![2, 3]);
 }
 
+/// A folder nothing can be created in.
+struct RefusingSink;
+
+impl Sink for RefusingSink {
+    fn open(&mut self, _: u32) -> io::Result<(Box<dyn Write + Send>, PathBuf)> {
+        Err(io::Error::from(io::ErrorKind::PermissionDenied))
+    }
+    fn open_snapshot(&mut self, _: u64) -> io::Result<(Box<dyn Write + Send>, PathBuf)> {
+        Err(io::Error::from(io::ErrorKind::PermissionDenied))
+    }
+}
+
+#[test]
+fn a_cycle_whose_file_cannot_be_created_is_counted_failed_not_empty() {
+    let counters = Arc::new(Counters::default());
+    let mut s = Session::new(
+        TraceMeta::default(),
+        1,
+        Duration::from_secs(1),
+        Box::new(RefusingSink),
+        counters.clone(),
+    );
+    // Cycle 1 records nothing: no file, and no failure.
+    s.handle(Input::BeginRecording {
+        ts: 1_000,
+        cycle: 1,
+    });
+    s.handle(Input::EndRecording {
+        ts: 1_500,
+        last_call: None,
+    });
+    s.close_ended();
+    assert_eq!(counters.failed_files.load(Relaxed), 0);
+    // Cycle 2 records a kernel: its file fails.
+    s.handle(Input::BeginRecording {
+        ts: 2_000,
+        cycle: 2,
+    });
+    s.handle(Input::Events(vec![api(1, 2_100), kernel(1, 2_200, 2_300)]));
+    let (written, errors) = s.finish();
+    assert!(written.is_empty());
+    assert_eq!(counters.failed_files.load(Relaxed), 1);
+    assert_eq!(
+        errors,
+        ["cuprof: cannot write the trace of cycle 2: permission denied; this cycle is not traced (make CUPROF_DIR writable or choose another)"]
+    );
+}
+
 #[test]
 fn close_ended_writes_an_ended_cycle_at_once_and_leaves_a_recording_one_open() {
     let sink = MemSink::default();

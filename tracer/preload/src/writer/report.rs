@@ -86,7 +86,7 @@ pub fn finish(t: &Tracer, session: Session) -> Vec<Written> {
         say(&note);
         lines.push(ReportLine::Note(note).to_line());
     }
-    if written.is_empty() {
+    if written.is_empty() && stats_failed(t) == 0 {
         let why = if window::is_on_demand() {
             format!(
                 "process {} was ready for cuprof capture and nothing was captured: no trace written",
@@ -113,6 +113,11 @@ pub fn finish(t: &Tracer, session: Session) -> Vec<Written> {
         }
     }
     written
+}
+
+/// Cycles whose file failed (each said when it did): nothing else is to be said about them.
+fn stats_failed(t: &Tracer) -> u64 {
+    t.counters.failed_files.load(Relaxed)
 }
 
 /// What to change for each cause of loss that happened.
