@@ -198,6 +198,7 @@ def main():
             expect(printed["enabled"], True, f"cuprof.enabled() ({label})")
             if cmd[0] == "python":
                 expect(printed["files"], [str(d / "t-rank0.trace.json.gz")], "cuprof.trace_files() of the plain run")
+                expect(printed["block"], [str(d / "t-rank0.trace.json.gz")], "the block's files, complete as it ended, in the plain run")
                 expect([l for l in p.stderr.splitlines() if l.startswith("cuprof: ") and "wrote" not in l], [], "cuprof lines of the plain run")
         reference = results["cuprof run --wait 1 --warmup 1 --active 2"]
         expect(reference[0], ["ProfilerStep#2", "ProfilerStep#3"], "recorded steps")
@@ -215,7 +216,7 @@ def main():
         p = run(["python", APPS / "profile_api.py", "profile", tmp / "broken-out", "t"], dict(env, PYTHONPATH=f"{broken}:{APPS}"))
         lines = [l for l in p.stderr.splitlines() if l.startswith("cuprof: ")]
         expect(lines, [f"cuprof: {broken / 'cuprof' / 'libcuprof.so'} is missing: reinstall cuprof (pip install --force-reinstall cuprof); the program runs untraced"], "lines with the library missing")
-        expect(last_json(p.stdout), {"mode": "profile", "enabled": False, "files": []}, "the untraced program's output")
+        expect(last_json(p.stdout), {"mode": "profile", "enabled": False, "files": [], "block": []}, "the untraced program's output")
         expect(os.path.exists(tmp / "broken-out"), False, "a trace directory without the library")
         # A nested profile() and a .step() after the block: one line each; the outer window
         # records as before.
