@@ -361,7 +361,19 @@ class profile:
             return
         running = lib.cuprof_state() in (_native.STARTING, _native.RUNNING)
         rc = lib.cuprof_begin_window(spec.encode())
-        self._windowed = rc in (1, 2)
+        self._windowed = rc in (1, 2, 3)
+        if rc == 3:
+            # The earlier window's recording ended here: its file is not this block's.
+            lib.cuprof_wait_files(_WRITE_TIMEOUT_MS)
+            now = _native.trace_files()
+            earlier = [f for f in now if f not in self._seen]
+            self._seen = now
+            _native.say(
+                "this profile() block ended the recording cuprof run started at CUDA initialisation"
+                + (f" (written as {', '.join(earlier)})" if earlier else "")
+                + ": run with `cuprof run --capture-range cuprof` (or --as-torch-profiler) to record only the program's blocks",
+                key="ended-whole-run",
+            )
         if rc == -2:
             _native.say(
                 "this process is traced on demand (cuprof run --on-demand): `cuprof capture` chooses what is recorded, not profile()",
@@ -372,7 +384,7 @@ class profile:
                 "cuprof does not trace this process (CUPROF_ENABLED=0, CUPROF_RANKS, or its tracing has ended): the block is not recorded",
                 key="not-traced-process",
             )
-        elif rc == 1 and running:
+        elif rc in (1, 3) and running:
             self._say_late_settings()
 
     def _say_late_settings(self):

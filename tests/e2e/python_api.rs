@@ -374,3 +374,64 @@ fn cache_dit_profiler_context_writes_cuprofs_trace_under_as_torch_profiler() {
     );
     assert!(!site.exists(), "{site:?}");
 }
+
+/// The operators and labels of an exported trace (torch's list or object form), counted.
+fn host_events(path: &Path) -> BTreeMap<(String, String), usize> {
+    let v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let events = v
+        .get("traceEvents")
+        .unwrap_or(&v)
+        .as_array()
+        .unwrap()
+        .clone();
+    let mut out = BTreeMap::new();
+    for e in &events {
+        let cat = e["cat"].as_str().unwrap_or("");
+        if e["ph"] == "X" && (cat == "cpu_op" || cat == "user_annotation") {
+            let key = (cat.to_string(), e["name"].as_str().unwrap().to_string());
+            *out.entry(key).or_insert(0) += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn changing_the_import_from_torch_profiler_to_cuprof_keeps_steps_and_operators() {
+    require_python("torch");
+    let dir = TempDir::new("pyapi-one-import");
+    let d = dir.path();
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+    untraced_python("one_import.py", &["torch".as_ref(), d.as_os_str()], &[]);
+    let (_, stderr) = Run::python("one_import.py", &["cuprof", d.to_str().unwrap()], d)
+        .env(
+            "PYTHONPATH",
+            format!("{}:{}", apps().display(), python.display()),
+        )
+        .ok_json();
+    let torch = host_events(&d.join("torch.json"));
+    let cuprof = host_events(&d.join("cuprof.json"));
+    let steps: Vec<&str> = torch
+        .keys()
+        .filter(|(_, n)| n.starts_with("ProfilerStep#"))
+        .map(|(_, n)| n.as_str())
+        .collect();
+    assert_eq!(steps, ["ProfilerStep#2", "ProfilerStep#3"]);
+    assert_eq!(torch[&("cpu_op".into(), "aten::linear".into())], 4);
+    assert_eq!(cuprof, torch);
+    // Under a bare preload the whole run was being recorded since cuInit (before the loop):
+    // the block ended it, as its own file, and said so.
+    let first = d.join("t-rank0.trace.json.gz");
+    assert_eq!(
+        cuprof_lines(&stderr),
+        [format!("cuprof: this profile() block ended the recording cuprof run started at CUDA initialisation (written as {}): run with `cuprof run --capture-range cuprof` (or --as-torch-profiler) to record only the program's blocks", first.display())]
+    );
+    assert_eq!(
+        dir.files(),
+        [
+            "cuprof.json",
+            "t-rank0-cycle2.trace.json.gz",
+            "t-rank0.trace.json.gz",
+            "torch.json"
+        ]
+    );
+}

@@ -216,7 +216,9 @@ pub extern "C" fn cuprof_stop() {
 /// Begins a Python `profile()` block's window (`cuprof.profile`'s `__enter__`): `spec` is
 /// [`Block`]'s text form (`wait=1 warmup=1 active=2 repeat=0 options=shapes=1`; empty: record
 /// the whole block). What an earlier window records ends here. Returns 1: the block records
-/// now; 2: kept until CUDA initialises (the library is armed), when it begins; 0: this
+/// now; 3: the same, and what the earlier window was recording ended where the block began
+/// (its file is closed by `cuprof_wait_files`); 2: kept until CUDA initialises (the library is
+/// armed), when it begins; 0: this
 /// process is not traced; -1: `spec` is malformed (said on stderr); -2: the process is traced
 /// on demand, where `cuprof capture` chooses what is recorded.
 ///
@@ -246,6 +248,7 @@ pub unsafe extern "C" fn cuprof_begin_window(spec: *const c_char) -> c_int {
         if let Some(t) = running() {
             return match window::begin_block(t, block, 0) {
                 window::BlockStart::Began => 1,
+                window::BlockStart::BeganAfterRecording => 3,
                 window::BlockStart::OnDemand => -2,
             };
         }

@@ -49,6 +49,8 @@ enum Driver {
 pub enum BlockStart {
     /// The block records now.
     Began,
+    /// The block records now, and what the earlier window was recording ended where it began.
+    BeganAfterRecording,
     /// The process is traced on demand: `cuprof capture` chooses what is recorded.
     OnDemand,
 }
@@ -82,7 +84,7 @@ pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
     ON_DEMAND.store(matches!(capture, Capture::OnDemand), Relaxed);
     let pending = PENDING_BLOCK.lock().ok().and_then(|mut p| p.take());
     if let Some(block) = pending {
-        if begin_block(t, block, PENDING_STEPS.swap(0, Relaxed)) == BlockStart::Began {
+        if begin_block(t, block, PENDING_STEPS.swap(0, Relaxed)) != BlockStart::OnDemand {
             return;
         }
     }
@@ -130,7 +132,8 @@ pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
             step_start: now,
             step_tid: tid(),
             step_work: None,
-            cycle: 0,
+            // The whole run is cycle 1 (sent below).
+            cycle: u32::from(whole_run),
             cycle_base: 0,
         });
     }
@@ -459,7 +462,7 @@ pub fn begin_block(t: &Tracer, block: Block, steps_done: u64) -> BlockStart {
     }
     crate::pipe::op_batch::flush_at_transition(t);
     let ts = now_ns();
-    end_recording(t, ts, |_| {});
+    let ended = end_recording(t, ts, |_| {});
     if COLLECTING.load(Relaxed) {
         set_collecting(t, false, true);
     }
@@ -498,7 +501,11 @@ pub fn begin_block(t: &Tracer, block: Block, steps_done: u64) -> BlockStart {
         s.step_work = None;
     }
     apply(t, first, ts);
-    BlockStart::Began
+    if ended {
+        BlockStart::BeganAfterRecording
+    } else {
+        BlockStart::Began
+    }
 }
 
 /// A Python `profile()` block ends (`cuprof_end_window`): what it records ends now, and
