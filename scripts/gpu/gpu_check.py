@@ -559,6 +559,34 @@ def check_api_selection():
            kernels=rt["kernels"], runtime=rt["runtime"], driver=rt["driver"])
 
 
+def check_profile_block():
+    """Issue 49: `cuprof.profile` as torch.profiler.profile on a real GPU, and an unchanged
+    torch.profiler program under `cuprof run --as-torch-profiler`: the block's file is complete
+    as it returns, holds its schedule's steps (ProfilerStep#2 and #3) and their GEMM kernels,
+    and no kernel of the sort run before and after the block; on_trace_ready's export is it."""
+    py = os.path.join(os.path.dirname(HERE), "..", "python")
+    for kind, extra in [("cuprof", []), ("torch", ["--as-torch-profiler"])]:
+        d = fresh(f"block-{kind}")
+        r = run([CUPROF, "run", "--no-report", "--capture-range", "cuprof", "--dir", d, "--name", "blk"] + extra
+                + ["--", sys.executable, os.path.join(HERE, "profile_block.py"), kind, d],
+                {"PYTHONPATH": os.path.abspath(py)})
+        try:
+            out = json.loads(r.stdout.strip().splitlines()[-1])
+            files = sorted(glob.glob(os.path.join(d, "blk-rank0*.trace.json.gz")))
+            t = load(files[0])
+            steps = sorted(e["name"] for e in events(t, "user_annotation") if e["name"].startswith("ProfilerStep#"))
+            kernels = [e["name"] for e in events(t, "kernel")]
+            sorts = [k for k in kernels if "sort" in k.lower()]
+            same = open(out["exported"], "rb").read() == open(files[0], "rb").read()
+            listed = out["files"] == files if kind == "cuprof" else True
+            record(f"issue49.profile_block_{kind}", r.returncode == 0 and len(files) == 1 and listed and same
+                   and steps == ["ProfilerStep#2", "ProfilerStep#3"] and len(kernels) >= 2 and not sorts,
+                   files=[os.path.basename(f) for f in files], listed=out["files"], steps=steps,
+                   kernels=len(kernels), sort_kernels=len(sorts), export_is_the_file=same, profile=out["profile"])
+        except Exception as ex:  # noqa: BLE001 (the check's figures say what broke)
+            record(f"issue49.profile_block_{kind}", False, rc=r.returncode, stderr=r.stderr[-600:], error=repr(ex)[:300])
+
+
 def check_memory():
     d = fresh("mem")
     r = run([CUPROF, "run", "--dir", d, "--name", "mem", "--activities", "CPU", "GPU", "MEM", "--with-stack", "--",
@@ -657,7 +685,7 @@ def main():
     print("torch", torch.__version__, "cuda", torch.version.cuda, flush=True)
     only = sys.argv[1:]
     for name, fn in [("basic", check_basic), ("inject", check_injection_only), ("dump", dump_buffers),
-                     ("transformer", check_transformer), ("operators", check_operators), ("torchmem", check_torch_memory), ("compiled", check_compiled), ("collectives", check_collectives), ("findings", check_findings), ("ondemand", check_on_demand), ("window", check_window), ("api", check_api_selection), ("memory", check_memory),
+                     ("transformer", check_transformer), ("operators", check_operators), ("torchmem", check_torch_memory), ("compiled", check_compiled), ("collectives", check_collectives), ("findings", check_findings), ("ondemand", check_on_demand), ("window", check_window), ("api", check_api_selection), ("block", check_profile_block), ("memory", check_memory),
                      ("faults", check_faults), ("offline", check_offline_scaling)]:
         if only and name not in only:
             continue
