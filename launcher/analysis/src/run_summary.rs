@@ -472,6 +472,11 @@ mod tests {
             report_dir(Path::new("/d/profile_1700-rank12.trace.json.gz")),
             PathBuf::from("/d/profile_1700-report")
         );
+        // `--tensorboard`'s names.
+        assert_eq!(
+            report_dir(Path::new("/d/job-rank3.2.pt.trace.json.gz")),
+            PathBuf::from("/d/job-report")
+        );
         assert_eq!(report_dir(Path::new("x.json")), PathBuf::from("x-report"));
     }
 }
