@@ -35,16 +35,27 @@ pub struct RepairArgs {
     in_place: bool,
 }
 
-/// Suffixes kept at the end of a repaired file's name, longest first.
-const SUFFIXES: [&str; 5] = [".trace.json.gz", ".trace.json", ".json.gz", ".json", ".gz"];
+/// Suffixes kept at the end of a repaired file's name, longest first (`.pt.trace.json.gz`:
+/// `cuprof run --tensorboard`'s).
+const SUFFIXES: [&str; 7] = [
+    ".pt.trace.json.gz",
+    ".pt.trace.json",
+    ".trace.json.gz",
+    ".trace.json",
+    ".json.gz",
+    ".json",
+    ".gz",
+];
 
-/// The default output: `NAME.repaired.SUFFIX` beside `file`.
+/// The default output: `NAME.repaired.SUFFIX` beside `file`; TensorBoard's span (a cycle,
+/// `NAME.C.pt.trace.json.gz`) stays before the suffix, so that the plugin sees the repaired
+/// file as worker `NAME.repaired` and the same span.
 pub fn repaired_name(file: &Path) -> PathBuf {
     let name = file
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let (stem, suffix) = SUFFIXES
+    let (mut stem, suffix) = SUFFIXES
         .iter()
         .find_map(|s| {
             name.strip_suffix(s)
@@ -52,7 +63,16 @@ pub fn repaired_name(file: &Path) -> PathBuf {
                 .map(|stem| (stem, *s))
         })
         .unwrap_or((&name, ""));
-    file.with_file_name(format!("{stem}.repaired{suffix}"))
+    let mut span = "";
+    if suffix.starts_with(".pt.") {
+        if let Some(dot) = stem.rfind('.').filter(|&i| i > 0) {
+            let digits = &stem[dot + 1..];
+            if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+                (stem, span) = stem.split_at(dot);
+            }
+        }
+    }
+    file.with_file_name(format!("{stem}.repaired{span}{suffix}"))
 }
 
 /// One pass over `path` by `f`, with a progress bar when it takes more than a second.
@@ -232,6 +252,14 @@ mod tests {
                 "d/run-rank0.repaired.trace.json.gz",
             ),
             ("x.trace.json", "x.repaired.trace.json"),
+            (
+                "d/run-rank0.pt.trace.json.gz",
+                "d/run-rank0.repaired.pt.trace.json.gz",
+            ),
+            (
+                "d/run-rank1.12.pt.trace.json.gz",
+                "d/run-rank1.repaired.12.pt.trace.json.gz",
+            ),
             ("x.json.gz", "x.repaired.json.gz"),
             ("x.json", "x.repaired.json"),
             ("x.gz", "x.repaired.gz"),

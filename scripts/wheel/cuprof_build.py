@@ -18,6 +18,7 @@ workspace a second time.
 """
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -67,30 +68,34 @@ def build_library():
     os.replace(tmp, PACKAGE_LIB)
 
 
-def _with_profile(config_settings):
+def _build_args(config_settings):
     """maturin's build arguments with the profile of build_library (maturin builds `--release`
-    unless told otherwise)."""
-    if PROFILE == "release":
-        return config_settings
+    unless told otherwise) and pyproject.toml's `[tool.maturin] compatibility` and `auditwheel`
+    unless the arguments name a compatibility: maturin's PEP 517 hook passes `--compatibility
+    off` (a linux_x86_64 tag) when they do not, above pyproject.toml."""
     settings = dict(config_settings or {})
     key = "maturin.build-args" if "maturin.build-args" in settings else "build-args"
     args = settings.get(key, os.environ.get("MATURIN_PEP517_ARGS", ""))
-    if isinstance(args, str):
-        args = f"{args} --profile {PROFILE}".strip()
-    else:
-        args = [*args, "--profile", PROFILE]
+    args = shlex.split(args) if isinstance(args, str) else list(args)
+    if PROFILE != "release":
+        args += ["--profile", PROFILE]
+    if "--compatibility" not in args and "--manylinux" not in args:
+        config = maturin.get_config()
+        for name in ("compatibility", "auditwheel"):
+            if name in config:
+                args += [f"--{name}", config[name]]
     settings[key] = args
     return settings
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     build_library()
-    return maturin.build_wheel(wheel_directory, _with_profile(config_settings), metadata_directory)
+    return maturin.build_wheel(wheel_directory, _build_args(config_settings), metadata_directory)
 
 
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
     build_library()
-    return maturin.build_editable(wheel_directory, _with_profile(config_settings), metadata_directory)
+    return maturin.build_editable(wheel_directory, _build_args(config_settings), metadata_directory)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 //! tests/apps/tb_overview.py) on every kind of cuprof trace: the whole run, a capture range, a
 //! trace repaired after SIGKILL (none of which has steps) and a schedule's cycles (which have).
 //! Its Overview must show real step times and a GPU utilization that agrees with `cuprof
-//! report`, its Kernel view the kernels, and its Trace view the file. Needs `torch-tb-profiler`
+//! report`, its Kernel view the kernels, and its Trace view the file; and the plugin itself
+//! (tests/apps/tb_logdir.py) must list the run and worker of traces written for it
+//! (`CUPROF_TENSORBOARD`) in cuprof's output folder. Needs `torch-tb-profiler`
 //! for `python3` (scripts/test.sh installs it).
 
 use crate::common::*;
@@ -20,6 +22,22 @@ fn plugin(trace: &Path) -> Value {
     assert!(
         out.status.success(),
         "tb_overview.py failed (needs torch-tb-profiler: run `bash scripts/test.sh`, which installs scripts/python-requirements.txt): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
+}
+
+/// What the plugin itself lists for `tensorboard --logdir DIR` (tests/apps/tb_logdir.py).
+fn plugin_logdir(dir: &Path) -> Value {
+    let out = Command::new("python3")
+        .arg(apps().join("tb_logdir.py"))
+        .arg(dir)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "tb_logdir.py failed (needs torch-tb-profiler: run `bash scripts/test.sh`, which installs scripts/python-requirements.txt): {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -171,6 +189,9 @@ fn repaired_trace() {
     check_without_steps(&repaired, dir.path(), 12);
 }
 
+/// Traced with `CUPROF_TENSORBOARD` (`cuprof run --tensorboard`): the plugin, given cuprof's
+/// output folder as its log directory, lists it as a run whose worker is the rank and whose
+/// spans are the cycles, and reads each file where cuprof wrote it.
 #[test]
 fn scheduled_cycles() {
     let dir = TempDir::new("tb-steps");
@@ -178,12 +199,25 @@ fn scheduled_cycles() {
         .env("CUPROF_WAIT", "1")
         .env("CUPROF_ACTIVE", "2")
         .env("CUPROF_REPEAT", "2")
+        .env("CUPROF_TENSORBOARD", "1")
         .ok_json();
+    let run = dir.path().file_name().unwrap().to_str().unwrap();
+    assert_eq!(
+        plugin_logdir(dir.path()),
+        serde_json::json!({
+            "runs": [run],
+            "workers": { run: ["t-rank0"] },
+            "spans": { run: { "t-rank0": ["1", "2"] } },
+        })
+    );
     for (cycle, numbers) in [(1, ["1", "2"]), (2, ["4", "5"])] {
-        let path = dir
-            .path()
-            .join(format!("t-rank0-cycle{cycle}.trace.json.gz"));
+        let path = dir.path().join(format!("t-rank0.{cycle}.pt.trace.json.gz"));
         let trace = read_trace(&path);
+        // The header's window, as docs/trace-format.md writes it.
+        assert_eq!(
+            trace["cuprof"]["window"],
+            "wait=1 warmup=0 active=2 repeat=2 source=cuprof_step"
+        );
         // Steps of their own: no GPU-work span.
         assert!(events(&trace, "python").is_empty());
         let tb = plugin(&path);

@@ -5,6 +5,7 @@
 //! trace directory).
 
 use crate::model::analyse;
+use crate::sections::operators::RankedBy;
 use crate::summary::schema::Summary;
 use crate::views::files::{write_report, REPORT_HTML};
 use crate::views::{flame, html};
@@ -97,32 +98,56 @@ pub fn short(s: &Summary) -> Vec<String> {
         }
     }
     if let Some(ops) = &s.operators {
-        // `top` is ordered by GPU time, then CPU time: operators that launched nothing come
-        // last, and are named only when none launched anything, by their CPU time.
+        // By the GPU time the operators launched, or by their self CPU time when the run is
+        // CPU-bound (`ranked_by`) or none launched any.
         let rows: Vec<Listed> = ops
             .top
             .iter()
-            .map(|o| (o.gpu_ns, o.cpu_ns, o.count, o.name.as_str()))
+            .map(|o| Listed {
+                gpu: o.gpu_ns,
+                self_cpu: o.self_cpu_ns,
+                cpu: Some(o.cpu_ns),
+                count: o.count,
+                what: &o.name,
+            })
             .collect();
         list(
             &mut out,
+            ops.ranked_by,
             rows,
             crate::format::short,
-            "cuprof: top operators (GPU time of the kernels they launched):",
-            "cuprof: top operators by CPU time (none launched GPU work):",
+            [
+                "cuprof: top operators by the GPU time they launched (then self CPU time, calls):",
+                "cuprof: top operators by self CPU time, the run being CPU-bound (then CPU time \
+                 with nested operators, calls):",
+                "cuprof: top operators by self CPU time, none having launched GPU work (then CPU \
+                 time with nested operators, calls):",
+            ],
         );
         // With stacks: the lines of the program that called them, the same way.
         let rows: Vec<Listed> = ops
             .by_call_site
             .iter()
-            .map(|c| (c.gpu_ns, c.self_cpu_ns, c.calls, c.call_site.as_str()))
+            .map(|c| Listed {
+                gpu: c.gpu_ns,
+                self_cpu: c.self_cpu_ns,
+                cpu: None,
+                count: c.calls,
+                what: &c.call_site,
+            })
             .collect();
         list(
             &mut out,
+            ops.ranked_by,
             rows,
             crate::format::short_tail,
-            "cuprof: top Python lines (GPU time their operators launched):",
-            "cuprof: top Python lines by their operators' CPU time:",
+            [
+                "cuprof: top Python lines by the GPU time their operators launched (then their \
+                 self CPU time, calls):",
+                "cuprof: top Python lines by their operators' self CPU time, the run being \
+                 CPU-bound (then calls):",
+                "cuprof: top Python lines by their operators' self CPU time (then calls):",
+            ],
         );
     }
     look_at(&mut out, &s.findings);
@@ -163,37 +188,51 @@ fn look_at(out: &mut Vec<String>, findings: &[crate::sections::findings::Finding
     }
 }
 
-/// A row of the summary's operator lists: GPU time, CPU time, calls, what it is.
-type Listed<'a> = (i64, i64, u64, &'a str);
+/// A row of the summary's operator lists.
+struct Listed<'a> {
+    gpu: i64,
+    self_cpu: i64,
+    /// With nested operators (operators have it, Python lines do not).
+    cpu: Option<i64>,
+    count: u64,
+    what: &'a str,
+}
 
-/// The first [`TOP`] rows that launched GPU work, by it (`rows` come ordered by it), under
-/// `by_gpu`; when none did, the first by CPU time under `by_cpu`; nothing for no rows. What a
-/// shown row is goes through `shorten` (to 80 characters).
+/// The first [`TOP`] rows (`rows` come in `ranked_by`'s order): by the GPU time they launched
+/// under `titles[0]` when ranked so and some launched any; else by self CPU time, under
+/// `titles[1]` for a CPU-bound run, `titles[2]` for one whose GPU work no row launched; nothing
+/// for no rows. What a shown row is goes through `shorten` (to 80 characters).
 fn list(
     out: &mut Vec<String>,
+    ranked_by: RankedBy,
     mut rows: Vec<Listed>,
     shorten: fn(&str, usize) -> String,
-    by_gpu: &str,
-    by_cpu: &str,
+    titles: [&str; 3],
 ) {
-    let line = |ns: i64, count: u64, what: &str| {
-        format!(
-            "cuprof:   {:>12}  {:>7}x  {}",
-            crate::format::dur(ns as f64),
-            count,
-            shorten(what, 80)
-        )
+    let line = |times: &[i64], count: u64, what: &str| {
+        let mut l = "cuprof:   ".to_string();
+        for &ns in times {
+            l.push_str(&format!("{:>12}  ", crate::format::dur(ns as f64)));
+        }
+        l.push_str(&format!("{count:>7}x  {}", shorten(what, 80)));
+        l
     };
-    if rows.iter().any(|r| r.0 > 0) {
-        out.push(by_gpu.to_string());
-        for (gpu, _, count, what) in rows.iter().filter(|r| r.0 > 0).take(TOP) {
-            out.push(line(*gpu, *count, what));
+    if ranked_by == RankedBy::GpuTime && rows.iter().any(|r| r.gpu > 0) {
+        out.push(titles[0].to_string());
+        for r in rows.iter().filter(|r| r.gpu > 0).take(TOP) {
+            out.push(line(&[r.gpu, r.self_cpu], r.count, r.what));
         }
     } else if !rows.is_empty() {
-        out.push(by_cpu.to_string());
-        rows.sort_by_key(|r| std::cmp::Reverse(r.1));
-        for (_, cpu, count, what) in rows.iter().take(TOP) {
-            out.push(line(*cpu, *count, what));
+        let title = match ranked_by {
+            RankedBy::SelfCpuTime => titles[1],
+            RankedBy::GpuTime => titles[2],
+        };
+        out.push(title.to_string());
+        // Stable: ties keep the summary's order.
+        rows.sort_by_key(|r| std::cmp::Reverse(r.self_cpu));
+        for r in rows.iter().take(TOP) {
+            let times: Vec<i64> = std::iter::once(r.self_cpu).chain(r.cpu).collect();
+            out.push(line(&times, r.count, r.what));
         }
     }
 }
@@ -274,27 +313,93 @@ mod tests {
         assert_eq!(
             summary_of("sites", &[&a, &b, &c])[3..],
             [
-                "cuprof: top Python lines by their operators' CPU time:",
+                "cuprof: top Python lines by their operators' self CPU time, the run being \
+                 CPU-bound (then calls):",
                 "cuprof:      30.000 µs        1x  m.py(4): g",
                 "cuprof:      12.000 µs        2x  m.py(3): f",
             ]
         );
+        // 80 µs of GPU time, not under half the 42 µs in operators: GPU-bound.
         let launch = r#"{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 55, "dur": 1, "args": {"External id": 50, "correlation": 1}}"#;
-        let kernel = r#"{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 60, "dur": 4, "args": {"device": 0, "External id": 50, "correlation": 1}}"#;
+        let kernel = r#"{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 60, "dur": 80, "args": {"device": 0, "External id": 50, "correlation": 1}}"#;
         let lines = summary_of("sites-gpu", &[&a, &b, &c, launch, kernel]);
         assert_eq!(
             lines[lines.len() - 2..],
             [
-                "cuprof: top Python lines (GPU time their operators launched):",
-                "cuprof:       4.000 µs        2x  m.py(3): f",
+                "cuprof: top Python lines by the GPU time their operators launched (then their \
+                 self CPU time, calls):",
+                "cuprof:      80.000 µs     12.000 µs        2x  m.py(3): f",
             ]
         );
     }
 
-    /// A program whose operators launched nothing: no operator listed at `0 ns` of GPU time,
-    /// but the operators by their CPU time.
+    /// A wrapper of 100 µs (`evaluate_function`) holds `aten::mm` (60 µs) and `aten::add` (30
+    /// µs): 10 µs its own. Another `aten::add` takes 20 µs: 120 µs in operators.
+    fn wrapped(kernel_us: i64) -> Vec<String> {
+        let op = |name: &str, ts: i64, dur: i64| {
+            format!(
+                r#"{{"ph": "X", "cat": "cpu_op", "name": "{name}", "pid": 1, "tid": 1, "ts": {ts}, "dur": {dur}, "args": {{"External id": {ts}}}}}"#
+            )
+        };
+        let launch = r#"{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 1, "args": {"External id": 5, "correlation": 1}}"#;
+        let kernel = format!(
+            r#"{{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 20, "dur": {kernel_us}, "args": {{"device": 0, "External id": 5, "correlation": 1}}}}"#
+        );
+        let events = [
+            op(
+                "autograd::engine::evaluate_function: AddmmBackward0",
+                0,
+                100,
+            ),
+            op("aten::mm", 5, 60),
+            op("aten::add", 70, 30),
+            op("aten::add", 200, 20),
+            launch.to_string(),
+            kernel,
+        ];
+        let events: Vec<&str> = events.iter().map(String::as_str).collect();
+        let lines = summary_of(&format!("wrapped-{kernel_us}"), &events);
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("cuprof: top operators"))
+            .expect("an operators line");
+        lines[at..].to_vec()
+    }
+
+    /// A CPU-bound run (10 µs of GPU time, under half the 120 µs in operators): operators by
+    /// their self CPU time, the wrapper last though its CPU time is the longest.
     #[test]
-    fn operators_without_gpu_work_are_listed_by_cpu_time() {
+    fn a_cpu_bound_run_lists_operators_by_self_cpu_time() {
+        assert_eq!(
+            wrapped(10),
+            [
+                "cuprof: top operators by self CPU time, the run being CPU-bound (then CPU time \
+                 with nested operators, calls):",
+                "cuprof:      60.000 µs     60.000 µs        1x  aten::mm",
+                "cuprof:      50.000 µs     50.000 µs        2x  aten::add",
+                "cuprof:      10.000 µs    100.000 µs        1x  autograd::engine::evaluate_function: \
+                 AddmmBackward0",
+            ]
+        );
+    }
+
+    /// A GPU-bound run (60 µs of GPU time, half the 120 µs in operators): by the GPU time they
+    /// launched, with their self CPU time.
+    #[test]
+    fn a_gpu_bound_run_lists_operators_by_gpu_time() {
+        assert_eq!(
+            wrapped(60),
+            [
+                "cuprof: top operators by the GPU time they launched (then self CPU time, calls):",
+                "cuprof:      60.000 µs     60.000 µs        1x  aten::mm",
+            ]
+        );
+    }
+
+    /// GPU work that no operator launched, enough for a GPU-bound run: the operators by self
+    /// CPU time, said to have launched none.
+    #[test]
+    fn operators_without_gpu_work_are_listed_by_self_cpu_time() {
         let op = |name: &str, ts: i64, dur: i64| {
             format!(
                 r#"{{"ph": "X", "cat": "cpu_op", "name": "{name}", "pid": 1, "tid": 1, "ts": {ts}, "dur": {dur}, "args": {{"External id": {ts}}}}}"#
@@ -305,12 +410,15 @@ mod tests {
             op("aten::mm", 10, 30),
             op("aten::add", 50, 7),
         );
+        let kernel = r#"{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0, "dur": 100, "args": {"device": 0}}"#;
+        let lines = summary_of("cpu-ops", &[&a, &b, &c, kernel]);
         assert_eq!(
-            summary_of("cpu-ops", &[&a, &b, &c]),
+            lines[lines.len() - 3..],
             [
-                "cuprof: top operators by CPU time (none launched GPU work):",
-                "cuprof:      30.000 µs        1x  aten::mm",
-                "cuprof:      12.000 µs        2x  aten::add",
+                "cuprof: top operators by self CPU time, none having launched GPU work (then CPU \
+                 time with nested operators, calls):",
+                "cuprof:      30.000 µs     30.000 µs        1x  aten::mm",
+                "cuprof:      12.000 µs     12.000 µs        2x  aten::add",
             ]
         );
     }
@@ -363,6 +471,11 @@ mod tests {
         assert_eq!(
             report_dir(Path::new("/d/profile_1700-rank12.trace.json.gz")),
             PathBuf::from("/d/profile_1700-report")
+        );
+        // `--tensorboard`'s names.
+        assert_eq!(
+            report_dir(Path::new("/d/job-rank3.2.pt.trace.json.gz")),
+            PathBuf::from("/d/job-report")
         );
         assert_eq!(report_dir(Path::new("x.json")), PathBuf::from("x-report"));
     }

@@ -97,6 +97,12 @@ pub(super) struct Options {
     #[arg(long)]
     pub(super) as_torch_profiler: bool,
 
+    /// Name the traces as TensorBoard's profiler plugin finds them, NAME-rankR.pt.trace.json.gz
+    /// (a cycle C: NAME-rankR.C.pt.trace.json.gz), so that `tensorboard --logdir DIR` lists the
+    /// run, a worker per rank
+    #[arg(long)]
+    tensorboard: bool,
+
     /// Start ready and idle: nothing is recorded until `cuprof capture` asks (steps are
     /// cuprof_step() calls); the other step options do not apply
     #[arg(long, conflicts_with_all = ["wait", "warmup", "active", "repeat", "skip_first", "skip_first_wait", "step_nvtx", "capture_range", "delay", "duration"])]
@@ -276,6 +282,7 @@ impl Options {
             record_shapes: flag(self.no_record_shapes, false),
             all_threads: flag(self.all_threads, true),
             with_flops: flag(self.with_flops, true),
+            tensorboard: flag(self.tensorboard, true),
             steps: StepSettings {
                 wait: self.wait,
                 warmup: self.warmup,

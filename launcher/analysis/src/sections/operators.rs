@@ -127,7 +127,15 @@ pub struct Operators {
     pub gpu_ns: i64,
     /// GPU time no operator launched (in `(no operator)` in `top_kernels[].operator`).
     pub gpu_without_operator_ns: i64,
-    /// Per operator name, by `gpu_ns` then `cpu_ns` (descending).
+    /// The host's time inside operators: every call's self time summed (the outermost
+    /// operators' time on every thread).
+    #[serde(default)]
+    pub self_cpu_ns: i64,
+    /// How `top`, `by_input_dims` and `by_call_site` are ordered ([`RankedBy::of`]).
+    #[serde(default)]
+    pub ranked_by: RankedBy,
+    /// Per operator name, by `ranked_by`: `gpu_ns` then `cpu_ns`, or `self_cpu_ns` then
+    /// `gpu_ns` (descending).
     pub top: Vec<OperatorRow>,
     /// Per operator name and input shapes, same order; empty when no shapes were recorded.
     pub by_input_dims: Vec<OperatorRow>,
@@ -135,13 +143,38 @@ pub struct Operators {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tensor_memory: Option<TensorMemoryTotals>,
     /// Per Python line that called into PyTorch ([`call_site`] of the operators' `Call stack`:
-    /// `--with-stack`, or torch.profiler's `with_stack`), by `gpu_ns` then `self_cpu_ns`;
-    /// empty when no operator has a stack.
+    /// `--with-stack`, or torch.profiler's `with_stack`), by `gpu_ns` then `self_cpu_ns`, or
+    /// the other way round when `ranked_by` is `self_cpu_time`; empty when no operator has a
+    /// stack.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub by_call_site: Vec<CallSiteRow>,
     /// What the rows of `by_call_site` name; present with them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call_sites: Option<CallSiteKind>,
+}
+
+/// What the operator tables are ordered by: the GPU time the operators launched, or, when the
+/// run is CPU-bound, their self CPU time (a wrapper's time is mostly its children's: by
+/// inclusive time the wrappers would come first).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RankedBy {
+    #[default]
+    GpuTime,
+    SelfCpuTime,
+}
+
+impl RankedBy {
+    /// The run is CPU-bound when its GPU time (every GPU operation, plain sum) is less than
+    /// half the host's time inside operators (`self_cpu_ns` summed over every call): then the
+    /// operators rank by self CPU time, else by GPU time.
+    pub fn of(gpu_ns: i64, self_cpu_ns: i64) -> RankedBy {
+        if gpu_ns.saturating_mul(2) < self_cpu_ns {
+            RankedBy::SelfCpuTime
+        } else {
+            RankedBy::GpuTime
+        }
+    }
 }
 
 /// What a call site names. A `Call stack` (cuprof's, and torch.profiler's before 2.0) names
@@ -285,7 +318,7 @@ impl<'n> CallSites<'n> {
         }
     }
 
-    fn rows(self, gpu_all: i64, memory: bool) -> Vec<CallSiteRow> {
+    fn rows(self, gpu_all: i64, memory: bool, ranked_by: RankedBy) -> Vec<CallSiteRow> {
         let mut rows: Vec<CallSiteRow> = self
             .rows
             .into_iter()
@@ -302,10 +335,12 @@ impl<'n> CallSites<'n> {
             })
             .collect();
         rows.sort_by(|a, b| {
-            b.gpu_ns
-                .cmp(&a.gpu_ns)
-                .then(b.self_cpu_ns.cmp(&a.self_cpu_ns))
-                .then_with(|| a.call_site.cmp(&b.call_site))
+            let (gpu, cpu) = (b.gpu_ns.cmp(&a.gpu_ns), b.self_cpu_ns.cmp(&a.self_cpu_ns));
+            match ranked_by {
+                RankedBy::GpuTime => gpu.then(cpu),
+                RankedBy::SelfCpuTime => cpu.then(gpu),
+            }
+            .then_with(|| a.call_site.cmp(&b.call_site))
         });
         rows
     }
@@ -340,7 +375,7 @@ pub fn summarize(
     let mut shapes = false;
     // (kernel name id, operator name id or NO_NAME) -> time.
     let mut kernel_ops: FxHashMap<(u32, u32), i64> = FxHashMap::default();
-    let (mut calls, mut gpu_all, mut gpu_none) = (0u64, 0i64, 0i64);
+    let (mut calls, mut gpu_all, mut gpu_none, mut self_all) = (0u64, 0i64, 0i64, 0i64);
     let mut memory = TensorMemoryTotals::default();
     let mut outside = OperatorMemory::default();
     let mut sites = CallSites::default();
@@ -368,6 +403,7 @@ pub fn summarize(
                 continue;
             }
             calls += 1;
+            self_all.add_sat(l.self_ns[i]);
             shapes |= o.dims != NO_NAME;
             for a in accs(&mut by_name, &mut by_dims, o) {
                 a.count += 1;
@@ -436,12 +472,15 @@ pub fn summarize(
             .then(|| a.flops as f64 / a.gpu_total as f64 / 1e3),
         memory: has_memory.then_some(a.memory),
     };
+    let ranked_by = RankedBy::of(gpu_all, self_all);
     let order = |a: &OperatorRow, b: &OperatorRow| {
-        b.gpu_ns
-            .cmp(&a.gpu_ns)
-            .then(b.cpu_ns.cmp(&a.cpu_ns))
-            .then_with(|| a.name.cmp(&b.name))
-            .then_with(|| a.input_dims.cmp(&b.input_dims))
+        let gpu = b.gpu_ns.cmp(&a.gpu_ns);
+        match ranked_by {
+            RankedBy::GpuTime => gpu.then(b.cpu_ns.cmp(&a.cpu_ns)),
+            RankedBy::SelfCpuTime => b.self_cpu_ns.cmp(&a.self_cpu_ns).then(gpu),
+        }
+        .then_with(|| a.name.cmp(&b.name))
+        .then_with(|| a.input_dims.cmp(&b.input_dims))
     };
     let mut top: Vec<OperatorRow> = by_name.into_iter().map(|(n, a)| row(n, None, a)).collect();
     top.sort_by(order);
@@ -468,7 +507,7 @@ pub fn summarize(
             *e = (name.to_string(), t);
         }
     }
-    let by_call_site = sites.rows(gpu_all, has_memory);
+    let by_call_site = sites.rows(gpu_all, has_memory, ranked_by);
     let call_sites = if by_call_site.is_empty() {
         None
     } else {
@@ -484,6 +523,8 @@ pub fn summarize(
             calls,
             gpu_ns: gpu_all,
             gpu_without_operator_ns: gpu_none,
+            self_cpu_ns: self_all,
+            ranked_by,
             top,
             by_input_dims,
             tensor_memory: has_memory.then_some(memory),

@@ -7,7 +7,7 @@ use crate::sections::durations::DurationRow;
 use crate::sections::findings::Finding;
 use crate::sections::idle::{IdleRow, KERNEL_WAIT_NS};
 use crate::sections::launches::{Launches, LATE_START_NS, SLOW_CALL_NS};
-use crate::sections::operators::{CallSiteKind, CallSiteRow, OperatorRow, Operators};
+use crate::sections::operators::{CallSiteKind, CallSiteRow, OperatorRow, Operators, RankedBy};
 use crate::sections::queues::{QueueRow, FULL_QUEUE};
 use crate::sections::torch_compile::{TorchCompile, SHOWN_PHASES};
 use crate::sections::triton::TritonRow;
@@ -199,7 +199,13 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
 
     if let Some(o) = &s.operators {
         out.push((
-            "Top operators (GPU time launched as the innermost operator)".to_string(),
+            match o.ranked_by {
+                RankedBy::GpuTime => "Top operators (by GPU time launched as the innermost operator)",
+                RankedBy::SelfCpuTime => {
+                    "Top operators (by self CPU time: the run is CPU-bound, its GPU time under half the host's time in operators)"
+                }
+            }
+            .to_string(),
             operators(o, top, md, name_max),
         ));
     }

@@ -75,6 +75,9 @@ fn report_tables_and_summary() {
         ]
     );
     assert_eq!(o["top"][0]["gpu_share"], 0.75);
+    // 600 µs of GPU time, not under half the 600 µs in operators: ranked by GPU time.
+    assert_eq!(i(&o["self_cpu_ns"]), 600_000);
+    assert_eq!(o["ranked_by"], "gpu_time");
     // Kineto's spaced shapes and cuprof's compact ones are one key; copy_ had none.
     assert_eq!(
         rows(&o["by_input_dims"]),
@@ -151,6 +154,71 @@ fn report_tables_and_summary() {
     assert!(
         md.contains("| 1 | gemm | 3 | 450.000 µs | 150.000 µs | 100.000 µs | 300.000 µs | 90.0% | aten::addmm |"),
         "{md}"
+    );
+}
+
+/// A CPU-bound run: on the main thread a wrapper of 800 µs
+/// (`autograd::engine::evaluate_function`) holds `aten::mm` (500 µs, which launches a 10 µs
+/// kernel) and `aten::add` (200 µs), 100 µs its own; another `aten::add` takes 150 µs; on
+/// another thread `aten::copy_` takes 300 µs. 1,250 µs in operators against 10 µs of GPU time:
+/// the tables rank by self CPU time, the wrapper last though its CPU time is the longest.
+#[test]
+fn a_cpu_bound_run_ranks_operators_by_self_cpu_time() {
+    let dir = tempdir("ops-self");
+    let trace = dir.join("run-rank0.trace.json.gz");
+    let wrapper = "autograd::engine::evaluate_function: AddmmBackward0";
+    let mut t = Trace::new(0, 1);
+    t.metadata(&[0], &[(0, 7)], &[MAIN, OTHER]);
+    t.cpu_op(wrapper, MAIN, 100_000, 800_000, 1, None, None);
+    t.cpu_op("aten::mm", MAIN, 150_000, 500_000, 2, None, None);
+    t.launch_in(
+        2,
+        "cudaLaunchKernel",
+        "kernel",
+        "gemm",
+        MAIN,
+        200_000,
+        700_000,
+        10_000,
+        true,
+    );
+    t.cpu_op("aten::add", MAIN, 700_000, 200_000, 3, None, None);
+    t.cpu_op("aten::add", MAIN, 2_000_000, 150_000, 4, None, None);
+    t.cpu_op("aten::copy_", OTHER, 100_000, 300_000, 5, None, None);
+    t.write_gz(&trace);
+    let out = dir.join("out");
+    let (stdout, s) = report(&trace, &out);
+    let o = &s["operators"];
+    assert_eq!(i(&o["self_cpu_ns"]), 1_250_000);
+    assert_eq!(o["ranked_by"], "self_cpu_time");
+    assert_eq!(
+        rows(&o["top"]),
+        [
+            row("aten::mm", None, [1, 500_000, 500_000, 10_000, 1, 10_000]),
+            row("aten::add", None, [2, 350_000, 350_000, 0, 0, 0]),
+            row("aten::copy_", None, [1, 300_000, 300_000, 0, 0, 0]),
+            row(wrapper, None, [1, 800_000, 100_000, 0, 0, 10_000]),
+        ]
+    );
+    let title = "Top operators (by self CPU time: the run is CPU-bound, its GPU time under half \
+                 the host's time in operators)";
+    assert!(stdout.contains(title), "{stdout}");
+    assert!(
+        stdout.contains(
+            "  4  autograd::engine::evaluate_function: AddmmBackward0      1       0 ns       0.0%  800.000 µs  100.000 µs\n"
+        ),
+        "{stdout}"
+    );
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains(title), "{md}");
+    assert!(
+        md.contains("| 1 | aten::mm | 1 | 10.000 µs | 100.0% | 500.000 µs | 500.000 µs |"),
+        "{md}"
+    );
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        page.contains("top operators by self CPU time (CPU-bound run)"),
+        "the page names the order"
     );
 }
 

@@ -4,13 +4,22 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// `NAME-rankR.trace.json.gz`, or `NAME-rankR-cycleC.trace.json.gz` with a cycle.
-pub fn trace_file_name(name: &str, rank: u32, cycle: Option<u32>) -> String {
-    match cycle {
-        Some(c) => format!("{name}-rank{rank}-cycle{c}.trace.json.gz"),
-        None => format!("{name}-rank{rank}.trace.json.gz"),
+/// `NAME-rankR.trace.json.gz`, or `NAME-rankR-cycleC.trace.json.gz` with a cycle. With
+/// `tensorboard`, the layout TensorBoard's profiler plugin finds (`WORKER[.SPAN].pt.trace.json[.gz]`
+/// in a folder, the folder being the run): `NAME-rankR.pt.trace.json.gz`, and
+/// `NAME-rankR.C.pt.trace.json.gz` with a cycle, so that each rank is a worker and each cycle
+/// one of its spans.
+pub fn trace_file_name(name: &str, rank: u32, cycle: Option<u32>, tensorboard: bool) -> String {
+    match (cycle, tensorboard) {
+        (Some(c), false) => format!("{name}-rank{rank}-cycle{c}.trace.json.gz"),
+        (None, false) => format!("{name}-rank{rank}.trace.json.gz"),
+        (Some(c), true) => format!("{name}-rank{rank}.{c}{TENSORBOARD_SUFFIX}"),
+        (None, true) => format!("{name}-rank{rank}{TENSORBOARD_SUFFIX}"),
     }
 }
+
+/// The end of the names TensorBoard's profiler plugin lists.
+const TENSORBOARD_SUFFIX: &str = ".pt.trace.json.gz";
 
 /// `NAME-rankR-memory-UNIXTIME.pickle` (cache-dit's memory snapshot name).
 pub fn memory_file_name(name: &str, rank: u32, unix_time: u64) -> String {
@@ -40,17 +49,30 @@ impl UniqueFile {
 }
 
 /// Suffixes the pid goes in front of.
-const KNOWN_SUFFIXES: [&str; 3] = [".trace.json.gz", ".trace.json", ".pickle"];
+const KNOWN_SUFFIXES: [&str; 4] = [
+    TENSORBOARD_SUFFIX,
+    ".trace.json.gz",
+    ".trace.json",
+    ".pickle",
+];
 
 /// `file_name` with `-pidPID` (and `-N` for N >= 2) inserted before its suffix
-/// (`.trace.json.gz`, `.pickle`, else the last extension).
+/// (`.pt.trace.json.gz` and TensorBoard's span `.C` before it, `.trace.json.gz`, `.pickle`, else
+/// the last extension): the worker TensorBoard sees gets the pid, its span stays.
 fn with_pid(file_name: &str, pid: u32, n: u32) -> String {
-    let cut = KNOWN_SUFFIXES
+    let mut cut = KNOWN_SUFFIXES
         .iter()
         .find(|s| file_name.len() > s.len() && file_name.ends_with(*s))
         .map(|s| file_name.len() - s.len())
         .or_else(|| file_name.rfind('.').filter(|&i| i > 0))
         .unwrap_or(file_name.len());
+    if file_name[cut..] == *TENSORBOARD_SUFFIX {
+        let stem = &file_name[..cut];
+        let digits = stem.len() - stem.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+        if digits > 0 && stem[..stem.len() - digits].ends_with('.') {
+            cut -= digits + 1;
+        }
+    }
     let (stem, suffix) = file_name.split_at(cut);
     if n <= 1 {
         format!("{stem}-pid{pid}{suffix}")
@@ -96,9 +118,20 @@ mod tests {
 
     #[test]
     fn file_names() {
-        assert_eq!(trace_file_name("run", 0, None), "run-rank0.trace.json.gz");
         assert_eq!(
-            trace_file_name("run", 12, Some(3)),
+            trace_file_name("run", 0, None, false),
+            "run-rank0.trace.json.gz"
+        );
+        assert_eq!(
+            trace_file_name("run", 3, None, true),
+            "run-rank3.pt.trace.json.gz"
+        );
+        assert_eq!(
+            trace_file_name("run", 3, Some(2), true),
+            "run-rank3.2.pt.trace.json.gz"
+        );
+        assert_eq!(
+            trace_file_name("run", 12, Some(3), false),
             "run-rank12-cycle3.trace.json.gz"
         );
         assert_eq!(
@@ -113,6 +146,15 @@ mod tests {
             with_pid("run-rank0-cycle2.trace.json.gz", 42, 3),
             "run-rank0-cycle2-pid42-3.trace.json.gz"
         );
+        // TensorBoard's worker gets the pid, its span stays.
+        assert_eq!(
+            with_pid("run-rank0.pt.trace.json.gz", 42, 1),
+            "run-rank0-pid42.pt.trace.json.gz"
+        );
+        assert_eq!(
+            with_pid("run-rank0.12.pt.trace.json.gz", 42, 2),
+            "run-rank0-pid42-2.12.pt.trace.json.gz"
+        );
         assert_eq!(
             with_pid("a.b-rank1-memory-5.pickle", 7, 1),
             "a.b-rank1-memory-5-pid7.pickle"
@@ -126,7 +168,7 @@ mod tests {
         use std::io::Write;
         let root = temp_dir("unique");
         let dir = root.join("created/if/missing");
-        let name = trace_file_name("run", 0, None);
+        let name = trace_file_name("run", 0, None, false);
         let mut a = unique_path(&dir, &name, 100).unwrap();
         assert!(!a.pid_added);
         assert_eq!(a.path, dir.join("run-rank0.trace.json.gz"));

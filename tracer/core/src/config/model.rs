@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::file_names::trace_file_name;
-use crate::window::Capture;
+use crate::window::{Capture, RangeSource};
 
 pub const DEFAULT_DIR: &str = "/tmp/cache_dit_profiles";
 pub const DEFAULT_MAX_MEM_EVENTS: u64 = 100_000;
@@ -153,6 +153,9 @@ pub struct Config {
     pub all_threads: bool,
     /// `CUPROF_WITH_FLOPS`: a `flops` arg on the operators torch counts (its `with_flops`).
     pub with_flops: bool,
+    /// `CUPROF_TENSORBOARD`: name the traces as TensorBoard's profiler plugin finds them
+    /// ([`trace_file_name`]).
+    pub tensorboard: bool,
     /// The step source and window.
     pub capture: Capture,
     /// With [`Capture::Steps`]: the NVTX pattern whose range starts are the steps; `None`:
@@ -198,6 +201,7 @@ impl Default for Config {
             torch_ops: true,
             all_threads: false,
             with_flops: false,
+            tensorboard: false,
             record_shapes: true,
             capture: Capture::WholeRun,
             step_nvtx: None,
@@ -227,10 +231,56 @@ impl Config {
                 .is_none_or(|r| r.contains(&self.rank.rank))
     }
 
+    /// The window as the trace header's `cuprof.window` says it (docs/trace-format.md): a
+    /// schedule `wait=1 warmup=1 active=2 repeat=2 source=nvtx:step` (`skip_first=N` and
+    /// `skip_first_wait=1` when set; `source=cuprof_step` for `cuprof_step()` calls), a capture
+    /// range `capture_range=cudaProfilerApi repeat=1` (or `cuprof`; `repeat=0`: no limit), a
+    /// time window `delay=30s duration=5s` (`duration=exit`: until exit), `whole run` or
+    /// `on demand`.
+    pub fn window_text(&self) -> String {
+        let secs = |d: Duration| format!("{}s", d.as_secs_f64());
+        match &self.capture {
+            Capture::WholeRun => "whole run".to_string(),
+            Capture::OnDemand => "on demand".to_string(),
+            Capture::Range { source, repeat } => {
+                let source = match source {
+                    RangeSource::CudaProfilerApi => "cudaProfilerApi",
+                    RangeSource::Cuprof => "cuprof",
+                };
+                format!("capture_range={source} repeat={repeat}")
+            }
+            Capture::Time { delay, duration } => format!(
+                "delay={} duration={}",
+                secs(*delay),
+                duration.map_or("exit".to_string(), secs)
+            ),
+            Capture::Steps(s) => {
+                let mut text = format!(
+                    "wait={} warmup={} active={} repeat={}",
+                    s.wait(),
+                    s.warmup(),
+                    s.active(),
+                    s.repeat()
+                );
+                if s.skip_first() > 0 {
+                    text.push_str(&format!(" skip_first={}", s.skip_first()));
+                }
+                if s.skip_first_wait() {
+                    text.push_str(" skip_first_wait=1");
+                }
+                match &self.step_nvtx {
+                    Some(pattern) => text.push_str(&format!(" source=nvtx:{pattern}")),
+                    None => text.push_str(" source=cuprof_step"),
+                }
+                text
+            }
+        }
+    }
+
     /// The trace file name for a cycle: with a `-cycleC` suffix when the capture can write
     /// more than one cycle.
     pub fn trace_file_name(&self, cycle: u32) -> String {
         let cycle = self.capture.multi_cycle().then_some(cycle);
-        trace_file_name(&self.name, self.rank.rank, cycle)
+        trace_file_name(&self.name, self.rank.rank, cycle, self.tensorboard)
     }
 }

@@ -17,6 +17,7 @@ struct FileSink {
     name: String,
     rank: u32,
     multi_cycle: bool,
+    tensorboard: bool,
 }
 
 impl Sink for FileSink {
@@ -30,6 +31,7 @@ impl Sink for FileSink {
             // A cycle after the first (a later Python `profile()` block's) is named even when
             // the window has one cycle per block.
             (self.multi_cycle || cycle > 1).then_some(cycle),
+            self.tensorboard,
         );
         let unique = cuprof_core::config::unique_path(&dir, &file_name, std::process::id())?;
         if let Some(note) = unique.renamed_note(&file_name) {
@@ -76,7 +78,7 @@ fn meta(cfg: &Config, t: &Tracer) -> TraceMeta {
         cycle: 1,
         clock_realtime_ns: realtime,
         clock_monotonic_ns: clock_ns(libc::CLOCK_MONOTONIC),
-        window: format!("{:?}", cfg.capture),
+        window: cfg.window_text(),
         operators: None,
         base_time_ns: base_time_ns(realtime),
         trace_name: String::new(),
@@ -90,6 +92,7 @@ pub fn session(cfg: &Config, t: &Tracer) -> Session {
         name: cfg.name.clone(),
         rank: cfg.rank.rank,
         multi_cycle: cfg.capture.multi_cycle(),
+        tensorboard: cfg.tensorboard,
     };
     let mut session = Session::new(
         meta(cfg, t),

@@ -6,6 +6,7 @@ use std::fmt::Write;
 use super::svg::{self, data, esc, f, Scale};
 use crate::format::{bytes, dur, pct};
 use crate::load::is_comm_kernel;
+use crate::sections::operators::RankedBy;
 use crate::summary::schema::Summary;
 
 const W: f64 = 760.0;
@@ -243,7 +244,11 @@ pub fn operators(s: &Summary, top: usize) -> String {
             bars: gpu_and_self_cpu(&format!("operators.top.{i}"), r.gpu_ns, r.self_cpu_ns),
         })
         .collect();
-    operator_chart(&mut out, &rows, "top operators by GPU time");
+    let by = match o.ranked_by {
+        RankedBy::GpuTime => "top operators by GPU time",
+        RankedBy::SelfCpuTime => "top operators by self CPU time (CPU-bound run)",
+    };
+    operator_chart(&mut out, &rows, by);
     more(&mut out, o.top.len(), top);
     call_sites(
         &mut out,

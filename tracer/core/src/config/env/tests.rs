@@ -188,6 +188,71 @@ fn every_variable_valid() {
 }
 
 #[test]
+fn tensorboard_names_the_traces_for_its_plugin() {
+    let (c, w) = on(&[
+        ("CUPROF_TENSORBOARD", "1"),
+        ("CUPROF_NAME", "run1"),
+        ("RANK", "3"),
+    ]);
+    assert!(w.is_empty(), "{w:#?}");
+    assert!(c.tensorboard);
+    assert_eq!(c.trace_file_name(1), "run1-rank3.pt.trace.json.gz");
+    let (c, _) = on(&[
+        ("CUPROF_TENSORBOARD", "1"),
+        ("CUPROF_NAME", "run1"),
+        ("CUPROF_REPEAT", "4"),
+        ("RANK", "3"),
+    ]);
+    assert_eq!(c.trace_file_name(2), "run1-rank3.2.pt.trace.json.gz");
+}
+
+/// The trace header's `cuprof.window`, as docs/trace-format.md writes it.
+#[test]
+fn the_window_reads_as_the_docs_write_it() {
+    let window = |vars: &[(&str, &str)]| {
+        let (c, w) = on(vars);
+        assert!(w.is_empty(), "{w:#?}");
+        c.window_text()
+    };
+    assert_eq!(
+        window(&[
+            ("CUPROF_WAIT", "1"),
+            ("CUPROF_WARMUP", "1"),
+            ("CUPROF_ACTIVE", "2"),
+            ("CUPROF_REPEAT", "2"),
+            ("CUPROF_STEP_NVTX", "step"),
+        ]),
+        "wait=1 warmup=1 active=2 repeat=2 source=nvtx:step"
+    );
+    assert_eq!(
+        window(&[
+            ("CUPROF_ACTIVE", "3"),
+            ("CUPROF_SKIP_FIRST", "2"),
+            ("CUPROF_SKIP_FIRST_WAIT", "1"),
+        ]),
+        "wait=0 warmup=0 active=3 repeat=1 skip_first=2 skip_first_wait=1 source=cuprof_step"
+    );
+    assert_eq!(
+        window(&[("CUPROF_CAPTURE_RANGE", "cudaProfilerApi")]),
+        "capture_range=cudaProfilerApi repeat=1"
+    );
+    assert_eq!(
+        window(&[("CUPROF_CAPTURE_RANGE", "cuprof"), ("CUPROF_REPEAT", "0")]),
+        "capture_range=cuprof repeat=0"
+    );
+    assert_eq!(
+        window(&[("CUPROF_DELAY", "30"), ("CUPROF_DURATION", "5")]),
+        "delay=30s duration=5s"
+    );
+    assert_eq!(
+        window(&[("CUPROF_DELAY", "2.5")]),
+        "delay=2.5s duration=exit"
+    );
+    assert_eq!(window(&[]), "whole run");
+    assert_eq!(window(&[("CUPROF_ON_DEMAND", "1")]), "on demand");
+}
+
+#[test]
 fn operator_switches_turn_off() {
     let (c, w) = on(&[("CUPROF_TORCH_OPS", "0"), ("CUPROF_RECORD_SHAPES", "off")]);
     assert!(w.is_empty(), "{w:?}");
@@ -640,6 +705,7 @@ fn settings_round_trip_through_the_environment() {
         record_shapes: Some(false),
         all_threads: Some(true),
         with_flops: Some(true),
+        tensorboard: Some(true),
         quiet: Some(true),
         // Every step source at once: kept as said, resolved (with warnings) by the library.
         steps: StepSettings {
