@@ -45,7 +45,16 @@ pub fn run(a: RunArgs) -> Result<()> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let env = options::child_env(&a.opts, preload, report_file.as_deref(), now)?;
+    let lookup = |k: &str| std::env::var_os(k);
+    let launch = options::Launch {
+        now_unix: now,
+        hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_default(),
+        pid: std::process::id(),
+        env: &lookup,
+    };
+    let env = options::child_env(&a.opts, preload, report_file.as_deref(), &launch)?;
 
     let mut child = match child::spawn(&a.command, env) {
         Ok(c) => c,
