@@ -4,8 +4,8 @@
 //! A file's run (docs/analysis.md, "Runs"):
 //! * its `cuprof.run_id` (every rank of one run shares it);
 //! * without one (cuprof before run ids, other tools), files named `STEM-rankR...` group by
-//!   `STEM`, by the tool (cuprof or not) and by `distributedInfo.world_size`; other tools' files
-//!   of one stem are one run only while no two claim the same rank;
+//!   `STEM` and by the tool (cuprof or not); other tools' files of one stem are one run only
+//!   while no two claim the same rank and no two say different `distributedInfo.world_size`;
 //! * any other file is a run of its own.
 //!
 //! A merged trace (`cuprofMerged` in its header) names the run and ranks it holds: it is skipped
@@ -79,11 +79,7 @@ pub struct Chosen {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Key {
     Id(String),
-    Stem {
-        stem: String,
-        cuprof: bool,
-        world: Option<i64>,
-    },
+    Stem { stem: String, cuprof: bool },
     File(PathBuf),
 }
 
@@ -93,6 +89,7 @@ struct FileRun {
     key: Key,
     name: String,
     rank: Option<i64>,
+    world: Option<i64>,
     time_ns: i64,
     cuprof: bool,
 }
@@ -191,7 +188,6 @@ fn group(
                 Key::Stem {
                     stem: s.clone(),
                     cuprof,
-                    world: if cuprof { None } else { meta.world_size },
                 },
                 s,
             ),
@@ -202,11 +198,13 @@ fn group(
             key,
             name,
             rank,
+            world: meta.world_size,
             time_ns,
             cuprof,
         });
     }
-    // Other tools' files of one stem are one run only while no two claim the same rank.
+    // Other tools' files of one stem are one run only while each has a rank, no two the same,
+    // and those that say a world size say the same one.
     let mut by_key: BTreeMap<Key, Vec<FileRun>> = BTreeMap::new();
     for f in plain {
         by_key.entry(f.key.clone()).or_default().push(f);
@@ -215,7 +213,8 @@ fn group(
     for (key, fs) in by_key {
         let foreign = matches!(key, Key::Stem { .. }) && fs.iter().all(|f| !f.cuprof);
         let ranks: BTreeSet<Option<i64>> = fs.iter().map(|f| f.rank).collect();
-        if foreign && (ranks.len() < fs.len() || ranks.contains(&None)) {
+        let worlds: BTreeSet<i64> = fs.iter().filter_map(|f| f.world).collect();
+        if foreign && (ranks.len() < fs.len() || ranks.contains(&None) || worlds.len() > 1) {
             groups.extend(fs.into_iter().map(|f| vec![f]));
         } else {
             groups.push(fs);

@@ -2,7 +2,7 @@
 //! together. `cuprof run` chooses it ([`launcher_run_id`]) and hands it down in
 //! `CUPROF_RUN_ID`; a library started without the launcher derives it ([`derive`]).
 //!
-//! The rule, in order (README.md, "Runs"):
+//! The rule, in order (README.md, `CUPROF_RUN_ID`):
 //! 1. `CUPROF_RUN_ID`, when set (the launcher sets it; a user may, to join processes no
 //!    launcher relates, like the nodes of a job without a rendezvous id);
 //! 2. the job's own identity ([`job_run_id`]): torchrun's rendezvous id
