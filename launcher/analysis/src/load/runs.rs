@@ -249,14 +249,16 @@ fn sort_newest_first(runs: &mut [Run]) {
 
 /// The run of `paths` a command reads: `want` (a run's name or id; the newest of several of
 /// that name), else the newest. `what` names the inputs in the notes (`A`, the paths...).
-/// Files whose header cannot be read go with the run read, where reading them says what is
-/// wrong with them.
+/// Files whose header cannot be read, or that are no trace, go with the run read, where
+/// reading them says what is wrong with them.
 pub fn choose(paths: &[PathBuf], want: Option<&str>, what: &str) -> Result<Chosen> {
     let files = super::trace_files(paths)?;
     let headers = crate::io::jobs::map_in_order(&files, |p| {
-        Ok(TraceReader::open(p)
-            .ok()
-            .and_then(|mut r| r.read_header().ok().cloned()))
+        // Not a trace (no `traceEvents`): no run; reading it says what it is.
+        Ok(TraceReader::open(p).ok().and_then(|mut r| {
+            let meta = r.read_header().ok()?.clone();
+            r.has_events_array().then_some(meta)
+        }))
     })?;
     let (mut runs, merged, unread) = group(&files, headers);
     let mut notes = Vec::new();
@@ -269,7 +271,7 @@ pub fn choose(paths: &[PathBuf], want: Option<&str>, what: &str) -> Result<Chose
         };
         if let Some(r) = runs.iter().find(|r| holds(r)) {
             notes.push(format!(
-                "skipping {}: a merged trace of run {}, whose rank files are read instead",
+                "skipping {}: a merged trace of run {}, whose rank files are among the inputs",
                 shown(&path),
                 printable_line(&r.name)
             ));

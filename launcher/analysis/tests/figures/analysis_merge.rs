@@ -156,7 +156,7 @@ fn merge_three_ranks() {
     assert_eq!(
         String::from_utf8_lossy(&o.stderr),
         format!(
-            "skipping {}: a merged trace of run job, whose rank files are read instead\n",
+            "skipping {}: a merged trace of run job, whose rank files are among the inputs\n",
             again.display()
         )
     );

@@ -177,7 +177,7 @@ fn ranks_and_their_merged_file() {
     assert_eq!(
         stderr,
         format!(
-            "skipping {}: a merged trace of run job, whose rank files are read instead\n",
+            "skipping {}: a merged trace of run job, whose rank files are among the inputs\n",
             merged.display()
         )
     );
