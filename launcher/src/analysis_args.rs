@@ -34,6 +34,10 @@ pub struct ReportArgs {
     /// `DIR/report.html`).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// The run to report when the inputs hold several (by its name or run id; default: the
+    /// newest). Runs are never added together.
+    #[arg(long, value_name = "NAME")]
+    pub run: Option<String>,
     #[command(flatten)]
     pub jobs: JobsArg,
 }
@@ -45,6 +49,7 @@ impl From<ReportArgs> for analysis::ReportOptions {
             out: a.out,
             top: a.top,
             html: a.html,
+            run: a.run,
             jobs: a.jobs.into(),
         }
     }
@@ -134,6 +139,10 @@ pub struct MergeArgs {
         default_value = analysis::merge::DEFAULT_OUT
     )]
     pub out: PathBuf,
+    /// The run to merge when the inputs hold several (by its name or run id; default: the
+    /// newest).
+    #[arg(long, value_name = "NAME")]
+    pub run: Option<String>,
     #[command(flatten)]
     pub jobs: JobsArg,
 }
@@ -143,6 +152,7 @@ impl From<MergeArgs> for analysis::MergeOptions {
         analysis::MergeOptions {
             paths: a.paths,
             out: a.out,
+            run: a.run,
             jobs: a.jobs.into(),
         }
     }

@@ -394,7 +394,14 @@ fn cuprof_run_on_demand_starts_ready_and_reports_the_captures_at_the_end() {
         cap_err.lines().next().unwrap().split(" (").next().unwrap(),
         format!("cuprof: wrote {}", file.display())
     );
-    assert_eq!(steps_of(&read_trace(&file)).len(), 2);
+    let t = read_trace(&file);
+    assert_eq!(steps_of(&t).len(), 2);
+    // The run id the launcher chose: its host, its pid, its start.
+    let host = t["cuprof"]["hostname"].as_str().unwrap();
+    let run_id = t["cuprof"]["run_id"].as_str().unwrap();
+    let launcher = format!("{host}-{}-", run.id());
+    assert!(run_id.starts_with(&launcher), "{run_id} {launcher}");
+    assert_eq!(t["cuprof"]["name"], "r");
     std::fs::write(&stop, "").unwrap();
     let done = run.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&done.stderr).into_owned();

@@ -125,6 +125,11 @@ fn h100_cupti13_buffer_replayed_under_the_tracer() {
     let trace = read_trace(&path);
     let base = trace["baseTimeNanoseconds"].as_i64().unwrap();
     let pid = trace["cuprof"]["pid"].as_u64().unwrap();
+    // A lone process without the launcher: its own host, pid and start time.
+    let host = trace["cuprof"]["hostname"].as_str().unwrap();
+    let run_id = trace["cuprof"]["run_id"].as_str().unwrap();
+    let ticks = run_id.strip_prefix(&format!("{host}-{pid}-")).unwrap();
+    assert!(ticks.parse::<u64>().unwrap() > 0, "{run_id}");
     assert_eq!(trace["cuprof"]["cupti_version"], 130_001);
     let stats = &trace["cuprofStats"];
     assert_eq!(stats["dropped_cupti"], 0);

@@ -353,11 +353,25 @@ fn a_torchrun_like_parent_writes_nothing_and_each_rank_one_trace() {
         dir.files(),
         vec!["t-rank0.trace.json.gz", "t-rank1.trace.json.gz"]
     );
+    let mut run_ids = Vec::new();
     for r in 0..2 {
         let t = trace(&dir, &format!("t-rank{r}.trace.json.gz"));
         assert_eq!(t["distributedInfo"]["rank"], r);
         assert_eq!(events(&t, "kernel").len(), 3 * 3);
+        // No launcher, no job id: the ranks' run id is their parent's host, pid and start.
+        let host = t["cuprof"]["hostname"].as_str().unwrap();
+        let own = t["cuprof"]["pid"].as_u64().unwrap();
+        run_ids.push(t["cuprof"]["run_id"].as_str().unwrap().to_owned());
+        assert!(run_ids[r].starts_with(&format!("{host}-")), "{run_ids:?}");
+        assert!(
+            !run_ids[r].starts_with(&format!("{host}-{own}-")),
+            "{run_ids:?}"
+        );
+        assert_eq!(t["cuprof"]["name"], "t");
     }
+    assert_eq!(run_ids[0], run_ids[1]);
+    let (_, ticks) = run_ids[0].rsplit_once('-').unwrap();
+    assert!(ticks.parse::<u64>().unwrap() > 0, "{run_ids:?}");
 }
 
 /// Lines of `stderr` naming both `var` and its `value`.

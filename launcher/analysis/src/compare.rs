@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::format::{bytes, dur, short, Table};
 use crate::io::console::{outln, Console};
+use crate::load::runs::{choose, inputs_named};
 use crate::model::{Breakdown, StepStats};
 use crate::sections::operators::Operators;
 use crate::summary::schema::Summary;
@@ -501,7 +502,8 @@ impl CompareOptions {
 }
 
 /// `cuprof compare`: the comparison printed on `stdout`, as tables or JSON. `stderr` gets the
-/// notices (`compare` has none today); errors are returned, not printed.
+/// notices (the runs of A or B when one holds several: the newest of each is compared); errors
+/// are returned, not printed.
 pub fn compare(
     args: &CompareOptions,
     stdout: &mut (impl Write + Send),
@@ -511,11 +513,23 @@ pub fn compare(
 }
 
 fn compare_to(args: &CompareOptions, con: &mut Console) -> Result<()> {
+    // The newest run of each side, said where a side holds several.
+    let side = |label: &str, p: &PathBuf| {
+        let what = format!("{label} ({})", inputs_named(std::slice::from_ref(p)));
+        choose(std::slice::from_ref(p), None, &what)
+    };
+    let (a_run, b_run) = args
+        .jobs
+        .install(|| (side("A", &args.a), side("B", &args.b)))?;
+    let (a_run, b_run) = (a_run?, b_run?);
+    for n in a_run.notes.iter().chain(&b_run.notes) {
+        con.note(n);
+    }
     // A and B at once, each file of each on its own worker.
     let (a, b) = args.jobs.install(|| {
         rayon::join(
-            || crate::model::analyse(std::slice::from_ref(&args.a)).map(|an| an.summarize()),
-            || crate::model::analyse(std::slice::from_ref(&args.b)).map(|an| an.summarize()),
+            || crate::model::analyse_files(&a_run.files).map(|an| an.summarize()),
+            || crate::model::analyse_files(&b_run.files).map(|an| an.summarize()),
         )
     })?;
     let (a, b) = (a?, b?);

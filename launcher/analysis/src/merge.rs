@@ -21,7 +21,9 @@
 //!
 //! The output says which case applied to each rank.
 //!
-//! Layout: the header marks the file as merged (`"cuprofMerged": true`); the `cuprof` member,
+//! Layout: the header marks the file as merged (`"cuprofMerged": {"run_id": ID, "name": NAME,
+//! "ranks": [R, ...]}`: the run and ranks it holds, so that analysis never counts it beside its
+//! rank files; `crate::load::runs`); the `cuprof` member,
 //! whose `merged.ranks` table holds each rank's event count and truncation, comes after
 //! `traceEvents`, once the events have been counted. The file is written to a temporary file
 //! beside `-o` and renamed over it at the end: an existing `-o` file is intact until then.
@@ -50,6 +52,7 @@ use crate::format::{dur, Table};
 use crate::io::console::{outln, Console};
 use crate::io::gzip_out::ParGzWriter;
 use crate::io::output::Staged;
+use crate::load::runs::{choose, inputs_named, merged_mark, MergedMark, MERGED_MARK};
 use crate::load::{load, number_ranks, rank_from_name, Interner, OpKind};
 
 /// pid offset per rank.
@@ -63,6 +66,8 @@ pub struct MergeOptions {
     pub paths: Vec<PathBuf>,
     /// The merged trace to write (gzip).
     pub out: PathBuf,
+    /// The run to merge, by name or id, when the inputs hold several (default: the newest).
+    pub run: Option<String>,
     pub jobs: crate::io::jobs::Jobs,
 }
 
@@ -75,6 +80,7 @@ impl MergeOptions {
         MergeOptions {
             paths,
             out: PathBuf::from(DEFAULT_OUT),
+            run: None,
             jobs: crate::io::jobs::Jobs::default(),
         }
     }
@@ -112,21 +118,6 @@ const MERGED_LEVEL: Compression = Compression::new(2);
 /// saturating: a crafted rank or id near the 64-bit limit must not wrap onto another rank's.
 fn offset(rank: i64, stride: i64, value: i64) -> i64 {
     rank.saturating_mul(stride).saturating_add(value)
-}
-
-/// Header member that marks a merged trace.
-pub const MERGED_MARK: &str = "cuprofMerged";
-
-/// A merged trace: its header has the mark (or, as merges before the mark wrote it, a `cuprof`
-/// member with `merged`).
-fn is_merged(meta: &TraceMeta) -> bool {
-    meta.members.iter().any(|(k, v)| {
-        k == MERGED_MARK
-            || k == "cuprof"
-                && serde_json::from_str::<serde_json::Value>(v.get())
-                    .map(|j| j.get("merged").is_some())
-                    .unwrap_or(false)
-    })
 }
 
 /// Absolute end times (base + end, ns) of a file's communication kernels, keyed by (step number
@@ -271,14 +262,18 @@ fn merge_on_pool(args: &MergeOptions, con: &mut Console) -> Result<()> {
     // is a merged trace (an earlier output, skipped below and replaced).
     let named: Vec<PathBuf> = args.paths.iter().filter(|p| !p.is_dir()).cloned().collect();
     crate::io::output::refuse_input(&args.out, &named)?;
-    let files = crate::load::trace_files(&args.paths)?;
+    let chosen = choose(&args.paths, args.run.as_deref(), &inputs_named(&args.paths))?;
+    for n in &chosen.notes {
+        con.note(n);
+    }
+    let files = chosen.files;
     let headers = crate::io::jobs::map_in_order(&files, |p| {
         let mut r = TraceReader::open(p)?;
         Ok(r.read_header()?.clone())
     })?;
     let mut inputs: Vec<(PathBuf, TraceMeta)> = Vec::new();
     for (p, meta) in files.into_iter().zip(headers) {
-        if is_merged(&meta) {
+        if merged_mark(&meta).is_some() {
             con.note(&format!(
                 "skipping {}: it is itself a merged trace",
                 p.display()
@@ -424,6 +419,32 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
     };
     let mut w =
         ParGzWriter::new(BufWriter::with_capacity(1 << 20, file), MERGED_LEVEL).map_err(wr)?;
+    // The mark: which run and ranks the file holds, so that analysis never counts it beside
+    // them (load::runs).
+    // The value every input shares, else none.
+    let same = |all: BTreeSet<Option<String>>| {
+        if all.len() == 1 {
+            all.into_iter().next().flatten()
+        } else {
+            None
+        }
+    };
+    let mark = MergedMark {
+        run_id: same(ranked.iter().map(|(_, _, m)| m.run_id.clone()).collect()),
+        name: same(
+            ranked
+                .iter()
+                .map(|(_, p, m)| m.run_name.clone().or_else(|| crate::load::runs::stem(p)))
+                .collect(),
+        ),
+        ranks: ranked
+            .iter()
+            .map(|(r, _, _)| *r)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect(),
+    };
+    let mark = serde_json::to_string(&mark).map_err(|e| wr(std::io::Error::other(e)))?;
     let devices = reference
         .members
         .iter()
@@ -432,7 +453,7 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
         .unwrap_or_else(|| "[]".to_string());
     write!(
         w,
-        "{{\"schemaVersion\": 1,\n \"deviceProperties\": {devices},\n \"{MERGED_MARK}\": true,\n \"displayTimeUnit\": \"ms\",\n \"baseTimeNanoseconds\": {base0},\n \"traceEvents\": [\n"
+        "{{\"schemaVersion\": 1,\n \"deviceProperties\": {devices},\n \"{MERGED_MARK}\": {mark},\n \"displayTimeUnit\": \"ms\",\n \"baseTimeNanoseconds\": {base0},\n \"traceEvents\": [\n"
     )
     .map_err(wr)?;
 

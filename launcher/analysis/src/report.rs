@@ -8,6 +8,7 @@ use anyhow::Result;
 
 use crate::io::console::{outln, Console};
 use crate::io::jobs::Jobs;
+use crate::load::runs::{choose, inputs_named};
 use crate::load::trace_files;
 use crate::views::files::{write_report, REPORT_HTML, REPORT_MD, SUMMARY_JSON};
 
@@ -23,6 +24,8 @@ pub struct ReportOptions {
     /// Also write the report as one self-contained HTML page (default with `out`:
     /// `DIR/report.html`).
     pub html: Option<PathBuf>,
+    /// The run to report, by name or id, when the inputs hold several (default: the newest).
+    pub run: Option<String>,
     pub jobs: Jobs,
 }
 
@@ -37,13 +40,15 @@ impl ReportOptions {
             out: None,
             top: DEFAULT_TOP,
             html: None,
+            run: None,
             jobs: Jobs::default(),
         }
     }
 }
 
 /// `cuprof report`: the summary printed on `stdout`, and written as files where asked.
-/// `stderr` gets the notices (`report` has none today); errors are returned, not printed.
+/// `stderr` gets the notices (the runs among the inputs when there are several, a merged trace
+/// skipped); errors are returned, not printed.
 pub fn report(
     args: &ReportOptions,
     stdout: &mut (impl Write + Send),
@@ -69,7 +74,15 @@ fn report_to(args: &ReportOptions, con: &mut Console) -> Result<()> {
             crate::io::output::refuse_input(h, &inputs)?;
         }
     }
-    let an = args.jobs.install(|| crate::model::analyse(&args.paths))??;
+    let chosen = args
+        .jobs
+        .install(|| choose(&args.paths, args.run.as_deref(), &inputs_named(&args.paths)))??;
+    for n in &chosen.notes {
+        con.note(n);
+    }
+    let an = args
+        .jobs
+        .install(|| crate::model::analyse_files(&chosen.files))??;
     let summary = an.summarize();
     con.print_text(&crate::views::render::text(&summary, args.top))?;
     if let Some(dir) = &args.out {

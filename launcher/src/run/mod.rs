@@ -47,7 +47,16 @@ pub fn run(a: RunArgs) -> Result<()> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let mut env = options::child_env(&a.opts, preload, report_file.as_deref(), now)?;
+    let lookup = |k: &str| std::env::var_os(k);
+    let launch = options::Launch {
+        now_unix: now,
+        hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_default(),
+        pid: std::process::id(),
+        env: &lookup,
+    };
+    let mut env = options::child_env(&a.opts, preload, report_file.as_deref(), &launch)?;
     // Removed when it drops, before the launcher ends like the program.
     let site = if a.opts.as_torch_profiler {
         let site = torch_profiler::SiteFolder::create(&std::env::temp_dir())?;

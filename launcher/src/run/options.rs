@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use cuprof_core::config::run_id::{job_run_id, launcher_run_id};
 use cuprof_core::config::{
     parse_ranks, parse_seconds, Activities, ApiFilter, Settings, StepSettings,
 };
@@ -46,7 +47,8 @@ pub struct RunArgs {
 
 #[derive(Args, Debug)]
 pub(super) struct Options {
-    /// Trace file name prefix [default: profile_UNIXTIME, the same for every rank]
+    /// Trace file name prefix [default: profile_UNIXTIME, the same for every rank; under
+    /// `srun`: profile_slurm-JOB.STEP, the same in every task]
     #[arg(long, value_name = "NAME", value_parser = file_prefix)]
     name: Option<String>,
 
@@ -233,6 +235,42 @@ fn ranks(s: &str) -> Result<Ranks, String> {
     parse_ranks(s).map(Ranks)
 }
 
+/// The launch the run id and the default name are chosen from: when and where the launcher
+/// started, and its environment.
+pub(super) struct Launch<'a> {
+    pub now_unix: u64,
+    pub hostname: String,
+    pub pid: u32,
+    pub env: &'a dyn Fn(&str) -> Option<OsString>,
+}
+
+impl Launch<'_> {
+    /// The program's name unless `--name`: `profile_JOB` where the job has an identity of its
+    /// own (a Slurm step, a torchrun rendezvous id: every task of `srun cuprof run` chooses the
+    /// same), else `profile_NOW`. Characters other than letters, digits, `.`, `-` and `_`
+    /// become `_`.
+    fn default_name(&self) -> String {
+        match job_run_id(self.env) {
+            Some(job) => format!(
+                "profile_{}",
+                job.chars()
+                    .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                        c
+                    } else {
+                        '_'
+                    })
+                    .collect::<String>()
+            ),
+            None => format!("profile_{}", self.now_unix),
+        }
+    }
+
+    /// `CUPROF_RUN_ID` for the program (core's `run_id::launcher_run_id`).
+    fn run_id(&self) -> String {
+        launcher_run_id(self.env, &self.hostname, self.pid, self.now_unix)
+    }
+}
+
 impl Options {
     /// An option chooses what is recorded (a schedule, ranges, time, on demand).
     fn window_given(&self) -> bool {
@@ -249,9 +287,10 @@ impl Options {
             || self.on_demand
     }
 
-    /// What the options ask of the library. The program's name is `--name`, else
-    /// `profile_NOW`, chosen here so that every rank shares it.
-    fn settings(&self, report_file: Option<&Path>, now_unix: u64) -> Result<Settings> {
+    /// What the options ask of the library. The program's name is `--name`, else the
+    /// launch's default, and its run id the launch's: chosen here so that every rank shares
+    /// them.
+    fn settings(&self, report_file: Option<&Path>, launch: &Launch<'_>) -> Result<Settings> {
         // Absolute, so that a program that changes directory still finds them.
         let absolute = |p: &Path, option: &str| {
             std::path::absolute(p).with_context(|| format!("{option} {}", p.display()))
@@ -265,11 +304,8 @@ impl Options {
                 .as_deref()
                 .map(|d| absolute(d, "--dir"))
                 .transpose()?,
-            name: Some(
-                self.name
-                    .clone()
-                    .unwrap_or_else(|| format!("profile_{now_unix}")),
-            ),
+            name: Some(self.name.clone().unwrap_or_else(|| launch.default_name())),
+            run_id: Some(launch.run_id()),
             activities,
             api: self.api.map(|api| match api {
                 Api::Filtered => ApiFilter::Filtered,
@@ -322,10 +358,10 @@ pub(super) fn child_env(
     a: &Options,
     preload: OsString,
     report_file: Option<&Path>,
-    now_unix: u64,
+    launch: &Launch<'_>,
 ) -> Result<Vec<(&'static str, OsString)>> {
     let mut env = vec![("LD_PRELOAD", preload)];
-    env.extend(a.settings(report_file, now_unix)?.to_env());
+    env.extend(a.settings(report_file, launch)?.to_env());
     Ok(env)
 }
 
@@ -338,6 +374,20 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         run: RunArgs,
+    }
+
+    fn no_env(_: &str) -> Option<OsString> {
+        None
+    }
+
+    /// A launch at 1234 on host `n1`, pid 10, with no job variables.
+    fn launch() -> Launch<'static> {
+        Launch {
+            now_unix: 1234,
+            hostname: "n1".into(),
+            pid: 10,
+            env: &no_env,
+        }
     }
 
     fn args(v: &[&str]) -> RunArgs {
@@ -355,7 +405,7 @@ mod tests {
             "python",
             "x.py",
         ]);
-        let env = child_env(&a.opts, "/l.so".into(), None, 1234).unwrap();
+        let env = child_env(&a.opts, "/l.so".into(), None, &launch()).unwrap();
         let get = |k: &str| {
             env.iter()
                 .find(|(n, _)| *n == k)
@@ -365,7 +415,7 @@ mod tests {
         assert_eq!(get("CUPROF_TORCH_OPS"), Some("0"));
         assert_eq!(get("CUPROF_ON_DEMAND"), None);
         let a = args(&["--on-demand", "--name", "job", "--", "python", "x.py"]);
-        let env = child_env(&a.opts, "/l.so".into(), None, 1234).unwrap();
+        let env = child_env(&a.opts, "/l.so".into(), None, &launch()).unwrap();
         let on_demand = env.iter().find(|(n, _)| *n == "CUPROF_ON_DEMAND");
         assert_eq!(on_demand.map(|(_, v)| v.to_str().unwrap()), Some("1"));
     }
@@ -388,13 +438,14 @@ mod tests {
             "x",
         ]);
         assert_eq!(a.command, ["python", "-c", "x"]);
-        let env = child_env(&a.opts, "/l.so".into(), None, 1234).unwrap();
+        let env = child_env(&a.opts, "/l.so".into(), None, &launch()).unwrap();
         let get = |k: &str| {
             env.iter()
                 .find(|(n, _)| *n == k)
                 .map(|(_, v)| v.to_str().unwrap())
         };
         assert_eq!(get("CUPROF_NAME"), Some("profile_1234"));
+        assert_eq!(get("CUPROF_RUN_ID"), Some("n1-10-1234"));
         // The set given, in core's canonical order (Activities::to_list).
         assert_eq!(get("CUPROF_ACTIVITIES"), Some("CPU,GPU,MEM"));
         assert_eq!(get("CUPROF_ACTIVE"), Some("3"));
@@ -404,6 +455,56 @@ mod tests {
         assert_eq!(get("CUPROF_REPORT_FILE"), None);
         assert_eq!(get("CUPROF_RECORD_SHAPES"), None);
         assert_eq!(get("CUPROF_TORCH_OPS"), None);
+    }
+
+    /// `srun cuprof run`: each task's launcher starts on its own host, with its own pid, at its
+    /// own second, and all choose the same name and run id, from the Slurm step.
+    #[test]
+    fn srun_tasks_share_name_and_run_id() {
+        fn srun(k: &str) -> Option<OsString> {
+            match k {
+                "SLURM_JOB_ID" => Some("4711".into()),
+                "SLURM_STEP_ID" => Some("3".into()),
+                "SLURM_PROCID" => Some("1".into()),
+                _ => None,
+            }
+        }
+        let a = args(&["--", "python", "x.py"]);
+        let task = |host: &str, pid: u32, now: u64| {
+            let launch = Launch {
+                now_unix: now,
+                hostname: host.into(),
+                pid,
+                env: &srun,
+            };
+            let env = child_env(&a.opts, "/l.so".into(), None, &launch).unwrap();
+            let get = |k: &str| {
+                env.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_str().unwrap().to_owned())
+            };
+            (get("CUPROF_NAME"), get("CUPROF_RUN_ID"))
+        };
+        let first = task("node1", 100, 1700000000);
+        assert_eq!(
+            first,
+            (
+                Some("profile_slurm-4711.3".to_owned()),
+                Some("slurm-4711.3".to_owned())
+            )
+        );
+        assert_eq!(task("node2", 555, 1700000002), first);
+        // `--name` names the files; the run id stays the step's.
+        let named = args(&["--name", "job", "--", "python", "x.py"]);
+        let launch = Launch {
+            now_unix: 1,
+            hostname: "node1".into(),
+            pid: 1,
+            env: &srun,
+        };
+        let env = child_env(&named.opts, "/l.so".into(), None, &launch).unwrap();
+        let name = env.iter().find(|(n, _)| *n == "CUPROF_NAME").unwrap();
+        assert_eq!(name.1, "job");
     }
 
     #[test]
@@ -451,7 +552,7 @@ mod tests {
     fn as_torch_profiler_records_the_programs_blocks_unless_a_window_is_given() {
         let var = |v: &[&str], k: &str| {
             let a = args(v);
-            child_env(&a.opts, "/l.so".into(), None, 1)
+            child_env(&a.opts, "/l.so".into(), None, &launch())
                 .unwrap()
                 .into_iter()
                 .find(|(n, _)| *n == k)

@@ -165,7 +165,10 @@ fn merge_counts_each_ranks_events() {
             .collect();
         // rank 0: 7 metadata + 2 x (API call, kernel, 2 flow events); rank 1 cut after 4.
         assert_eq!(counts, [(0, 15, false), (1, 4, true)], "{path:?}");
-        assert_eq!(m["cuprofMerged"], true);
+        assert_eq!(
+            m["cuprofMerged"],
+            serde_json::json!({"run_id": null, "name": "job", "ranks": [0, 1]})
+        );
         assert_eq!(m["cuprof"]["merged"]["reference_rank"], 0);
     }
     // The merged file is a trace `report` reads, with its rank table.

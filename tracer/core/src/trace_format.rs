@@ -99,12 +99,19 @@ pub struct CuprofMember {
     pub cupti_version: Option<i64>,
     pub cycle: Option<i64>,
     pub hostname: Option<String>,
+    /// The file name prefix every rank of the run shares (`CUPROF_NAME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// What recorded PyTorch operators when the file was opened: `native` (cuprof's
     /// RecordFunction observer) or `nvtx` (PyTorch's NVTX observer, the fallback); absent when
     /// none had started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operators: Option<String>,
     pub pid: Option<i64>,
+    /// The run the file belongs to, the same in every rank's file (`CUPROF_RUN_ID`, else
+    /// derived from the job: [`crate::config::run_id`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
     /// cuprof's version.
     pub version: Option<String>,
     /// The profiling window, as the configuration describes it.
@@ -145,6 +152,10 @@ pub struct Header {
     /// Names the process's track (a metadata event), not a header member.
     pub process_name: String,
     pub hostname: String,
+    /// [`CuprofMember::name`].
+    pub name: String,
+    /// [`CuprofMember::run_id`].
+    pub run_id: String,
     pub cupti_version: u32,
     pub cycle: u32,
     /// CLOCK_REALTIME and CLOCK_MONOTONIC read at one instant, for aligning ranks when merging.
@@ -170,8 +181,10 @@ impl Header {
             cupti_version: Some(self.cupti_version.into()),
             cycle: Some(self.cycle.into()),
             hostname: Some(self.hostname.clone()),
+            name: Some(self.name.clone()),
             operators: self.operators.map(str::to_owned),
             pid: Some(self.pid.into()),
+            run_id: Some(self.run_id.clone()),
             version: Some(env!("CARGO_PKG_VERSION").to_owned()),
             window: Some(self.window.clone()),
         };
@@ -207,6 +220,8 @@ mod tests {
             rank: 3,
             world_size: 4,
             hostname: "h".into(),
+            name: "job".into(),
+            run_id: "slurm-7.0".into(),
             ..Header::default()
         };
         let text = h.prefix().unwrap() + &footer(&TraceStats::default(), "t").unwrap();
@@ -218,6 +233,8 @@ mod tests {
         );
         let cuprof: CuprofMember = serde_json::from_value(v[member::CUPROF].clone()).unwrap();
         assert_eq!(cuprof.hostname.as_deref(), Some("h"));
+        assert_eq!(cuprof.name.as_deref(), Some("job"));
+        assert_eq!(cuprof.run_id.as_deref(), Some("slurm-7.0"));
         assert_eq!(v[member::TRACE_NAME], "t");
         assert_eq!(v[member::STATS]["events"], 0);
         let stats: TraceStats = serde_json::from_str(REPAIRED_STATS).unwrap();

@@ -14,6 +14,7 @@ use anyhow::{bail, Result};
 pub mod columns;
 pub mod inputs;
 pub mod python_frames;
+pub mod runs;
 
 pub use columns::*;
 pub use inputs::trace_files;

@@ -28,7 +28,13 @@ pub use steps::{median, percentile, step_stats, Spread, StepStats};
 /// Loads every trace named by `paths` (one file per worker of the current rayon pool) and
 /// derives the per-file attribution.
 pub fn analyse(paths: &[PathBuf]) -> Result<Analysis> {
-    let (names, loaded) = crate::load::load_all(&crate::load::inputs::trace_files(paths)?)?;
+    analyse_files(&crate::load::inputs::trace_files(paths)?)
+}
+
+/// Loads the trace files `files` (no directories: one run's, as `load::runs::choose` lists
+/// them) and derives the per-file attribution.
+pub fn analyse_files(files: &[PathBuf]) -> Result<Analysis> {
+    let (names, loaded) = crate::load::load_all(files)?;
     Ok(Analysis::new(names, loaded))
 }
 

@@ -66,6 +66,11 @@ fn merge_three_ranks() {
 
     let m = read_gz_json(&out);
     assert_eq!(m["baseTimeNanoseconds"], BASE);
+    // The mark: the run (no run id in these traces: their name) and the ranks it holds.
+    assert_eq!(
+        m["cuprofMerged"],
+        serde_json::json!({"run_id": null, "name": "job", "ranks": [0, 1, 2]})
+    );
     let ranks = m["cuprof"]["merged"]["ranks"].as_array().unwrap();
     let placed: Vec<(i64, i64, i64)> = ranks
         .iter()
@@ -148,7 +153,13 @@ fn merge_three_ranks() {
         out2.to_str().unwrap(),
     ]);
     assert!(o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("itself a merged trace"));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "skipping {}: a merged trace of run job, whose rank files are among the inputs\n",
+            again.display()
+        )
+    );
 
     // The merged file is itself a readable trace.
     cuprof_ok(&["report", out2.to_str().unwrap()]);

@@ -547,7 +547,8 @@ fn call_sites_from_python_functions_are_named_functions() {
     assert!(html.contains("with the operators and Python functions behind them"));
     assert!(!html.contains("Python line"));
 
-    let lines = dir.join("cuprof-rank1.trace.json.gz");
+    // Rank 1 of the same run (the same name).
+    let lines = dir.join("torch-rank1.trace.json.gz");
     let mut t = with_operators(300_000, true);
     t.rank = 1;
     t.write_gz(&lines);

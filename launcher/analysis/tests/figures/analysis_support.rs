@@ -46,6 +46,8 @@ pub struct Trace {
     pub base: i64,
     pub events: Vec<String>,
     pub stats: Option<String>,
+    /// `cuprof.name` and `cuprof.run_id`, written when set (cuprof before run ids wrote none).
+    pub run: Option<(String, String)>,
     next_corr: i64,
 }
 
@@ -62,6 +64,7 @@ impl Trace {
                 r#"{"events": 0, "dropped_channel": 0, "dropped_cupti": 0, "dropped_buffers": 0, "kernels_without_timestamps": 0, "memory_events_dropped": 0, "complete": true}"#
                     .into(),
             ),
+            run: None,
             next_corr: 1,
         }
     }
@@ -323,8 +326,11 @@ impl Trace {
     }
 
     pub fn header(&self) -> String {
+        let run = self.run.as_ref().map_or_else(String::new, |(name, id)| {
+            format!(", \"name\": {}, \"run_id\": {}", q(name), q(id))
+        });
         format!(
-            "{{\"schemaVersion\": 1,\n \"deviceProperties\": [{{\"id\": 0, \"name\": \"NVIDIA H100 80GB HBM3\", \"totalGlobalMem\": 85029158912, \"computeMajor\": 9, \"computeMinor\": 0, \"maxThreadsPerBlock\": 1024, \"maxThreadsPerMultiprocessor\": 2048, \"regsPerBlock\": 65536, \"warpSize\": 32, \"sharedMemPerBlock\": 49152, \"numSms\": 132, \"regsPerMultiprocessor\": 65536, \"sharedMemPerBlockOptin\": 232448, \"sharedMemPerMultiprocessor\": 233472}}],\n \"distributedInfo\": {{\"backend\": \"nccl\", \"rank\": {}, \"world_size\": {}, \"local_rank\": {}}},\n \"cuprof\": {{\"version\": \"0.1.0\", \"pid\": {PID}, \"hostname\": {}, \"cupti_version\": 130001, \"cycle\": 1, \"clock\": {{\"realtime_ns\": {}, \"monotonic_ns\": {}}}, \"window\": \"wait=0 warmup=0 active=4 repeat=1 source=nvtx:step\"}},\n \"displayTimeUnit\": \"ms\",\n \"baseTimeNanoseconds\": {},\n \"traceEvents\": [\n",
+            "{{\"schemaVersion\": 1,\n \"deviceProperties\": [{{\"id\": 0, \"name\": \"NVIDIA H100 80GB HBM3\", \"totalGlobalMem\": 85029158912, \"computeMajor\": 9, \"computeMinor\": 0, \"maxThreadsPerBlock\": 1024, \"maxThreadsPerMultiprocessor\": 2048, \"regsPerBlock\": 65536, \"warpSize\": 32, \"sharedMemPerBlock\": 49152, \"numSms\": 132, \"regsPerMultiprocessor\": 65536, \"sharedMemPerBlockOptin\": 232448, \"sharedMemPerMultiprocessor\": 233472}}],\n \"distributedInfo\": {{\"backend\": \"nccl\", \"rank\": {}, \"world_size\": {}, \"local_rank\": {}}},\n \"cuprof\": {{\"version\": \"0.1.0\", \"pid\": {PID}, \"hostname\": {}, \"cupti_version\": 130001, \"cycle\": 1, \"clock\": {{\"realtime_ns\": {}, \"monotonic_ns\": {}}}, \"window\": \"wait=0 warmup=0 active=4 repeat=1 source=nvtx:step\"{run}}},\n \"displayTimeUnit\": \"ms\",\n \"baseTimeNanoseconds\": {},\n \"traceEvents\": [\n",
             self.rank, self.world, self.rank, q(&self.hostname), self.clock.0, self.clock.1, self.base
         )
     }

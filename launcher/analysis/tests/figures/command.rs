@@ -45,6 +45,7 @@ fn call(args: &[&str], out: &mut Vec<u8>, err: &mut Vec<u8>) -> anyhow::Result<(
                 o.top = top.parse().expect("--top N");
             }
             o.html = a.value(&["--html"]).map(PathBuf::from);
+            o.run = a.value(&["--run"]);
             o.jobs = a.jobs();
             a.done(command);
             report(&o, out, err)
@@ -84,6 +85,7 @@ fn call(args: &[&str], out: &mut Vec<u8>, err: &mut Vec<u8>) -> anyhow::Result<(
             if let Some(file) = a.value(&["-o", "--out"]) {
                 o.out = file.into();
             }
+            o.run = a.value(&["--run"]);
             o.jobs = a.jobs();
             a.done(command);
             merge(&o, out, err)
@@ -109,7 +111,9 @@ struct Args {
 }
 
 /// The options that take a value.
-const VALUED: [&str; 7] = ["-o", "--out", "--top", "--html", "--folded", "-j", "--jobs"];
+const VALUED: [&str; 8] = [
+    "-o", "--out", "--top", "--html", "--folded", "-j", "--jobs", "--run",
+];
 
 impl Args {
     fn parse(args: &[&str]) -> Args {

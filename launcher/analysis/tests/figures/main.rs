@@ -23,6 +23,7 @@ mod analysis_operators;
 mod analysis_queues;
 mod analysis_ranks;
 mod analysis_report;
+mod analysis_runs;
 mod analysis_triton;
 mod export_engines;
 mod export_inputs;

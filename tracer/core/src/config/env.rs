@@ -77,6 +77,7 @@ impl Settings {
         let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.as_os_str().to_owned());
         let steps = &self.steps;
         put(vars::NAME, self.name.clone());
+        put(vars::RUN_ID, self.run_id.clone());
         put(
             vars::ACTIVITIES,
             self.activities.as_ref().map(Activities::to_list),
@@ -420,6 +421,7 @@ impl Parser<'_> {
             }
             name => name,
         };
+        s.run_id = self.text(vars::RUN_ID, "one is derived from the job");
 
         let act_fallback = "using the default (CPU,GPU)";
         if let Some(v) = self.text(vars::ACTIVITIES, act_fallback) {

@@ -14,7 +14,8 @@
 //!   `CUPROF_ENABLED` and `CUPROF_RANKS`, the default for every other variable. An empty value
 //!   counts as unset;
 //! * `file_names`: the files' names, created without ever overwriting one ([`unique_path`]);
-//! * [`report`]: the report-file protocol between the library and the launcher.
+//! * [`report`]: the report-file protocol between the library and the launcher;
+//! * [`run_id`]: the run id every rank's traces share, chosen by the launcher or derived.
 //!
 //! Step source, when several are given (each conflict gives a warning naming both):
 //! `CUPROF_STEP_NVTX` > `CUPROF_CAPTURE_RANGE` > `CUPROF_DELAY`/`CUPROF_DURATION` > a schedule
@@ -25,6 +26,7 @@ mod env;
 mod file_names;
 mod model;
 pub mod report;
+pub mod run_id;
 mod settings;
 #[cfg(test)]
 mod test_dir;

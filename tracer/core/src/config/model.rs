@@ -136,6 +136,9 @@ pub struct Config {
     pub dir: PathBuf,
     /// `CUPROF_NAME`, else `profile_UNIXTIME` (process start).
     pub name: String,
+    /// `CUPROF_RUN_ID`, else `None`: the library derives one from the job's identity
+    /// ([`super::run_id::derive`]).
+    pub run_id: Option<String>,
     pub activities: Activities,
     pub api: ApiFilter,
     pub with_stack: bool,
@@ -194,6 +197,7 @@ impl Default for Config {
             enabled: false,
             dir: PathBuf::from(DEFAULT_DIR),
             name: String::from("profile"),
+            run_id: None,
             activities: Activities::default(),
             api: ApiFilter::default(),
             with_stack: false,

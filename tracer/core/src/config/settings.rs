@@ -20,6 +20,8 @@ pub struct Settings {
     /// `CUPROF_DIR` (parsed: else `CACHE_DIT_TORCH_PROFILER_DIR`).
     pub dir: Option<PathBuf>,
     pub name: Option<String>,
+    /// `CUPROF_RUN_ID`: the run every rank's traces share.
+    pub run_id: Option<String>,
     pub activities: Option<Activities>,
     pub api: Option<ApiFilter>,
     pub with_stack: Option<bool>,
@@ -78,6 +80,7 @@ impl Settings {
                 .name
                 .clone()
                 .unwrap_or_else(|| format!("profile_{start_unix}")),
+            run_id: self.run_id.clone(),
             activities: self.activities.unwrap_or(defaults.activities),
             api: self.api.unwrap_or(defaults.api),
             with_stack: self.with_stack.unwrap_or(defaults.with_stack),

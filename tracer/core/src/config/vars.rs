@@ -5,6 +5,8 @@ pub const DIR: &str = "CUPROF_DIR";
 /// cache-dit's directory variable, used when `CUPROF_DIR` is unset.
 pub const CACHE_DIT_DIR: &str = "CACHE_DIT_TORCH_PROFILER_DIR";
 pub const NAME: &str = "CUPROF_NAME";
+/// The run the traces belong to (`cuprof run` sets it; else derived: [`super::run_id`]).
+pub const RUN_ID: &str = "CUPROF_RUN_ID";
 pub const ACTIVITIES: &str = "CUPROF_ACTIVITIES";
 pub const API: &str = "CUPROF_API";
 pub const WITH_STACK: &str = "CUPROF_WITH_STACK";

@@ -109,6 +109,9 @@ pub struct TraceMeta {
     pub hostname: Option<String>,
     pub pid: Option<i64>,
     pub cuprof_version: Option<String>,
+    /// `cuprof.name` and `cuprof.run_id`: the run the file belongs to.
+    pub run_name: Option<String>,
+    pub run_id: Option<String>,
     pub cycle: Option<i64>,
     pub window: Option<String>,
     pub clock: Option<ClockAnchor>,
@@ -143,6 +146,8 @@ impl TraceMeta {
             member::CUPROF => {
                 if let Ok(c) = serde_json::from_str::<CuprofMember>(text) {
                     self.cuprof_version = c.version;
+                    self.run_name = c.name;
+                    self.run_id = c.run_id;
                     self.pid = c.pid;
                     self.hostname = c.hostname;
                     self.cycle = c.cycle;

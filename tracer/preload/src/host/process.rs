@@ -72,3 +72,23 @@ pub fn warn(msg: &str) {
     // be closed by the host).
     unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
 }
+
+/// This process's run id: `CUPROF_RUN_ID`, else derived from its job, parent or itself
+/// (`cuprof_core::config::run_id`), on `hostname` as the trace names it.
+pub fn run_id(world_size: u32, hostname: &str) -> String {
+    let stat = |pid: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| cuprof_core::config::run_id::parse_stat(&s))
+    };
+    let (ppid, start_ticks) = stat("self").unwrap_or((0, 0));
+    let parent_start_ticks = stat(&ppid.to_string()).map_or(0, |(_, t)| t);
+    let facts = cuprof_core::config::run_id::ProcessFacts {
+        hostname: hostname.to_owned(),
+        pid: pid(),
+        start_ticks,
+        ppid,
+        parent_start_ticks,
+    };
+    cuprof_core::config::run_id::derive(|k| std::env::var_os(k), world_size, &facts)
+}

@@ -64,6 +64,7 @@ fn hostname() -> String {
 
 fn meta(cfg: &Config, t: &Tracer) -> TraceMeta {
     let realtime = clock_ns(libc::CLOCK_REALTIME);
+    let hostname = hostname();
     TraceMeta {
         devices: Vec::new(),
         rank: cfg.rank.rank,
@@ -73,7 +74,12 @@ fn meta(cfg: &Config, t: &Tracer) -> TraceMeta {
         process_name: std::fs::read_to_string("/proc/self/comm")
             .map(|s| s.trim().to_string())
             .unwrap_or_default(),
-        hostname: hostname(),
+        run_id: cfg
+            .run_id
+            .clone()
+            .unwrap_or_else(|| crate::host::process::run_id(cfg.rank.world_size, &hostname)),
+        name: cfg.name.clone(),
+        hostname,
         cupti_version: t.cupti_version,
         cycle: 1,
         clock_realtime_ns: realtime,

@@ -693,6 +693,7 @@ fn settings_round_trip_through_the_environment() {
     round_trip(&Settings {
         dir: Some("/data/prof".into()),
         name: Some("run1".into()),
+        run_id: Some("slurm-7.1".into()),
         activities: Some(Activities {
             cpu: false,
             gpu: true,
