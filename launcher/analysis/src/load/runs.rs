@@ -157,14 +157,39 @@ fn shown(p: &Path) -> String {
 }
 
 /// The runs of `files` (newest first), and the merged traces among them with their marks.
-fn group(
-    files: &[PathBuf],
-    headers: Vec<Option<TraceMeta>>,
-) -> (Vec<Run>, Vec<(PathBuf, MergedMark)>, Vec<PathBuf>) {
+/// What the files a folder holds were grouped into.
+struct Grouped {
+    runs: Vec<Run>,
+    merged: Vec<(PathBuf, MergedMark)>,
+    unread: Vec<PathBuf>,
+    /// Copies (an export, `cp`) of a file read: (the copy, the file).
+    copies: Vec<(PathBuf, PathBuf)>,
+}
+
+/// One trace of one process: its run, host, process and cycle. Two files with the same are
+/// one trace twice (torch.profiler's `export_chrome_trace` of cuprof's file, a `cp`).
+type TraceIdentity = (String, Option<String>, i64, i64, Option<i64>);
+
+fn identity(meta: &TraceMeta) -> Option<TraceIdentity> {
+    Some((
+        meta.run_id.clone()?,
+        meta.hostname.clone(),
+        meta.pid?,
+        meta.cycle?,
+        meta.rank,
+    ))
+}
+
+fn group(files: &[PathBuf], headers: Vec<Option<TraceMeta>>) -> Grouped {
     let mut plain: Vec<FileRun> = Vec::new();
     let mut merged: Vec<(PathBuf, MergedMark)> = Vec::new();
     let mut unread: Vec<PathBuf> = Vec::new();
-    for (path, meta) in files.iter().zip(headers) {
+    let mut copies: Vec<(PathBuf, PathBuf)> = Vec::new();
+    // Files named `STEM-rankR...` first: cuprof's own name is kept over a copy's.
+    let mut order: Vec<(&PathBuf, Option<TraceMeta>)> = files.iter().zip(headers).collect();
+    order.sort_by_key(|(p, _)| stem(p).is_none());
+    let mut seen: BTreeMap<TraceIdentity, PathBuf> = BTreeMap::new();
+    for (path, meta) in order {
         let Some(meta) = meta else {
             unread.push(path.clone());
             continue;
@@ -172,6 +197,13 @@ fn group(
         if let Some(mark) = merged_mark(&meta) {
             merged.push((path.clone(), mark));
             continue;
+        }
+        if let Some(id) = identity(&meta) {
+            if let Some(first) = seen.get(&id) {
+                copies.push((path.clone(), first.clone()));
+                continue;
+            }
+            seen.insert(id, path.clone());
         }
         let cuprof = meta.members.iter().any(|(k, _)| k == "cuprof");
         let rank = meta.rank.or_else(|| super::rank_from_name(path));
@@ -234,7 +266,12 @@ fn group(
         })
         .collect();
     sort_newest_first(&mut runs);
-    (runs, merged, unread)
+    Grouped {
+        runs,
+        merged,
+        unread,
+        copies,
+    }
 }
 
 fn sort_newest_first(runs: &mut [Run]) {
@@ -260,8 +297,20 @@ pub fn choose(paths: &[PathBuf], want: Option<&str>, what: &str) -> Result<Chose
             r.has_events_array().then_some(meta)
         }))
     })?;
-    let (mut runs, merged, unread) = group(&files, headers);
+    let Grouped {
+        mut runs,
+        merged,
+        unread,
+        copies,
+    } = group(&files, headers);
     let mut notes = Vec::new();
+    for (copy, of) in copies {
+        notes.push(format!(
+            "skipping {}: a copy of {} (the same run, process and cycle)",
+            shown(&copy),
+            shown(&of)
+        ));
+    }
     // Merged traces beside the rank files of their run are skipped; the others are runs.
     for (path, mark) in merged {
         let holds = |r: &Run| match (&mark.run_id, &mark.name) {

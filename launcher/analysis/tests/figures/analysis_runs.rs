@@ -188,6 +188,29 @@ fn ranks_and_their_merged_file() {
     assert_eq!((k, files), (kernels(&[("gemm", 6)]), 1));
 }
 
+/// A copy of a rank's trace beside it (torch.profiler's `export_chrome_trace` of cuprof's file
+/// under `cuprof run --as-torch-profiler`, into the same folder): one trace, read once.
+#[test]
+fn a_copy_of_a_trace_beside_it_is_read_once() {
+    let dir = tempdir("runs-copy");
+    let traces = dir.join("traces");
+    std::fs::create_dir_all(&traces).unwrap();
+    let own = traces.join("job-rank0.trace.json.gz");
+    rank(0, 1, Some(("job", "n1-7-1700000001")), "gemm", 3, 1).write_gz(&own);
+    let copy = traces.join("flux.trace.json.gz");
+    std::fs::copy(&own, &copy).unwrap();
+    let (stderr, k, files, ranks) = reported(&traces, &dir.join("out"), &[]);
+    assert_eq!(
+        stderr,
+        format!(
+            "skipping {}: a copy of {} (the same run, process and cycle)\n",
+            copy.display(),
+            own.display()
+        )
+    );
+    assert_eq!((k, files, ranks), (kernels(&[("gemm", 3)]), 1, 1));
+}
+
 /// A program traced by torch.profiler beside cuprof's traces of it: separate runs, never
 /// ranks of one. cuprof's traces without a run id (written before run ids) are one run by
 /// their shared name.
