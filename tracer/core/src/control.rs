@@ -464,11 +464,41 @@ pub fn alive(pid: u32) -> bool {
     pid != 0 && Path::new("/proc").join(pid.to_string()).exists()
 }
 
-/// Removes the sockets in `dir` of processes that no longer exist.
+/// Whether a process listens on the socket at `path`: it accepts a connection. Unlike
+/// [`alive`], this holds across PID namespaces (`unshare --pid`, a container sharing the
+/// folder), where /proc neither sees the listener nor gives its pid the socket's number. The
+/// probe asks for the status and reads the answer, so the listener never answers a closed
+/// connection.
+pub fn listening(path: &Path) -> bool {
+    use std::io::{Read, Write};
+    match std::os::unix::net::UnixStream::connect(path) {
+        Ok(mut s) => {
+            let wait = Some(std::time::Duration::from_millis(500));
+            let _ = s.set_write_timeout(wait);
+            let _ = s.set_read_timeout(wait);
+            if let Ok(line) = Request::Status.to_line() {
+                if s.write_all(line.as_bytes()).is_ok() {
+                    let _ = s.read(&mut [0u8; 256]);
+                }
+            }
+            true
+        }
+        // Refused: a socket file nobody listens on any more; gone: nothing to remove.
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound
+        ),
+    }
+}
+
+/// Removes the sockets in `dir` nobody listens on any more (their processes ended without
+/// removing them). A socket whose pid /proc does not know is kept while it is listened on: its
+/// process may live in another PID namespace.
 pub fn remove_stale(dir: &Path) {
     for pid in socket_pids(dir) {
-        if !alive(pid) {
-            let _ = std::fs::remove_file(socket_path(dir, pid));
+        let path = socket_path(dir, pid);
+        if !listening(&path) {
+            let _ = std::fs::remove_file(path);
         }
     }
 }
@@ -670,15 +700,30 @@ mod tests {
             check_private_dir(&file, me, true),
             Err(DirError::NotDir(_))
         ));
-        // Sockets only, of live processes only.
+        // Sockets only; of those, the ones nobody listens on are removed. A listened-on socket
+        // whose pid /proc does not know (its process in another PID namespace) is kept.
         std::fs::write(d.join("1.sock"), "").unwrap();
         let dead = u32::try_from(libc::pid_t::MAX).unwrap();
-        let _a = std::os::unix::net::UnixListener::bind(socket_path(&d, dead)).unwrap();
+        drop(std::os::unix::net::UnixListener::bind(socket_path(&d, dead)).unwrap());
+        let elsewhere = dead - 1;
+        assert!(!alive(elsewhere));
+        let listener = std::os::unix::net::UnixListener::bind(socket_path(&d, elsewhere)).unwrap();
+        // The other namespace's process answers the probe, as libcuprof.so's server does.
+        let server = std::thread::spawn(move || {
+            use std::io::{BufRead, Write};
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut line = String::new();
+            std::io::BufReader::new(&conn).read_line(&mut line).unwrap();
+            conn.write_all(b"cuprof error x\n").unwrap();
+            line
+        });
         let me_pid = std::process::id();
         let _b = std::os::unix::net::UnixListener::bind(socket_path(&d, me_pid)).unwrap();
-        assert_eq!(socket_pids(&d), [me_pid, dead]);
+        assert_eq!(socket_pids(&d), [me_pid, elsewhere, dead]);
+        // `_b` is listened on but never accepts: a pending connection counts as listening.
         remove_stale(&d);
-        assert_eq!(socket_pids(&d), [me_pid]);
+        assert_eq!(socket_pids(&d), [me_pid, elsewhere]);
+        assert_eq!(server.join().unwrap(), Request::Status.to_line().unwrap());
         assert!(d.join("1.sock").exists());
         std::fs::remove_dir_all(&tmp).unwrap();
     }

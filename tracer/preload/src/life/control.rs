@@ -95,11 +95,18 @@ fn bind() -> Result<UnixListener, String> {
     Ok(listener)
 }
 
-/// Removes an earlier socket at `path` (a process with our pid, since gone); anything else
-/// planted there is left alone, and control stays off.
+/// Removes an earlier socket at `path` (a process with our pid, since gone); a socket still
+/// listened on (a process with our pid number in another PID namespace) and anything else
+/// planted there are left alone, and control stays off.
 fn replace_socket_only(path: &Path) -> Result<(), String> {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_socket() => {
+            if proto::listening(path) {
+                return Err(format!(
+                    "{} is the control socket of another live process (in another PID namespace?)",
+                    path.display()
+                ));
+            }
             let _ = std::fs::remove_file(path);
             Ok(())
         }
