@@ -267,12 +267,19 @@ fn merge_on_pool(args: &MergeOptions, con: &mut Console) -> Result<()> {
         con.note(n);
     }
     let files = chosen.files;
+    // Each header, and what is wrong with a file that is JSON but no trace (`{}`, `[]`): read
+    // up to its first event, as `report` and `export` refuse it.
     let headers = crate::io::jobs::map_in_order(&files, |p| {
         let mut r = TraceReader::open(p)?;
-        Ok(r.read_header()?.clone())
+        let meta = r.read_header()?.clone();
+        let read = r.read_events(|_| ControlFlow::Break(()))?;
+        Ok((meta, crate::load::not_a_trace(p, &r, &read)))
     })?;
     let mut inputs: Vec<(PathBuf, TraceMeta)> = Vec::new();
-    for (p, meta) in files.into_iter().zip(headers) {
+    for (p, (meta, not_a_trace)) in files.into_iter().zip(headers) {
+        if let Some(why) = not_a_trace {
+            bail!("{why}");
+        }
         if merged_mark(&meta).is_some() {
             con.note(&format!(
                 "skipping {}: it is itself a merged trace",

@@ -322,3 +322,39 @@ fn the_reference_rank_is_placed_by_its_own_clock() {
     );
     assert!(lines[2].contains(" 7.000 µs "), "{said}");
 }
+
+/// JSON that is no trace (`{}`, `[]`) is refused by `merge` as by `report` and `export`, and
+/// no output is written.
+#[test]
+fn merge_refuses_json_that_is_no_trace() {
+    let dir = tempdir("merge-not-a-trace");
+    for (name, text, why) in [
+        (
+            "object.json",
+            "{}",
+            "a JSON object without `traceEvents` (0 other member(s)), not a Chrome trace; pass a cuprof `*.trace.json.gz` or another Kineto/Chrome JSON trace",
+        ),
+        (
+            "array.json",
+            "[]",
+            "an empty JSON array, with no trace events; pass a cuprof `*.trace.json.gz` or another Kineto/Chrome JSON trace",
+        ),
+    ] {
+        let input = dir.join(name);
+        std::fs::write(&input, text).unwrap();
+        let out = dir.join(format!("{name}.merged.trace.json.gz"));
+        let o = crate::command::cuprof(&[
+            "merge",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert!(!o.status.success(), "{name}");
+        assert_eq!(
+            stderr_of(&o),
+            format!("cuprof: {}: {why}\n", input.display()),
+            "{name}"
+        );
+        assert!(!out.exists(), "{name}");
+    }
+}
