@@ -97,6 +97,22 @@ impl Table {
     }
 }
 
+/// Text for report.md: a name from a trace can hold HTML (`<img src=x onerror=...>`), which
+/// every Markdown renderer passes through; `&`, `<` and `>` become entities, which they show
+/// as the characters.
+pub fn markdown_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Nanoseconds in a readable unit: `812 ns`, `12.500 µs`, `3.250 ms`, `1.204 s`.
 pub fn dur(ns: f64) -> String {
     let a = ns.abs();
@@ -156,6 +172,15 @@ pub fn tflops(v: Option<f64>) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn markdown_text_turns_html_into_entities() {
+        assert_eq!(
+            super::markdown_text("<img src=x onerror=alert(1)> & gemm<float>"),
+            "&lt;img src=x onerror=alert(1)&gt; &amp; gemm&lt;float&gt;"
+        );
+        assert_eq!(super::markdown_text("aten::mm | x"), "aten::mm | x");
+    }
+
     use super::*;
 
     #[test]

@@ -69,11 +69,12 @@ pub fn error_line(e: &anyhow::Error) -> String {
 }
 
 /// Whether `c` would act on a terminal or reorder the text around it instead of showing:
-/// C0 controls, DEL, C1 controls (ESC sequences, BEL, CSI), and Unicode's bidirectional
-/// controls.
+/// C0 controls, DEL, C1 controls (ESC sequences, BEL, CSI), Unicode's bidirectional controls,
+/// and its line and paragraph separators (U+2028, U+2029: a line break to many viewers and to
+/// JavaScript).
 fn is_active(c: char) -> bool {
     c.is_control()
-        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
 }
 
 fn escape(s: &str, keep: impl Fn(char) -> bool) -> Cow<'_, str> {
@@ -134,6 +135,8 @@ mod tests {
                 "bidi \\u{202e}txt.exe\\u{2066}",
             ),
             ("µs ünïcode 名前", "µs ünïcode 名前"),
+            ("sep\u{2028}para\u{2029}", "sep\\u{2028}para\\u{2029}"),
+            ("del\u{7f}csi\u{9b}", "del\\u{7f}csi\\u{9b}"),
         ];
         for (name, shown) in cases {
             assert_eq!(printable_line(name), shown, "{name:?}");

@@ -985,7 +985,11 @@ pub fn text(s: &Summary, top: usize) -> String {
 pub fn markdown(s: &Summary, top: usize) -> String {
     let mut out = String::from("# cuprof report\n\n");
     for (title, body) in sections(s, top, true) {
-        out.push_str(&format!("## {title}\n\n{body}\n"));
+        out.push_str(&format!(
+            "## {}\n\n{}\n",
+            crate::format::markdown_text(&title),
+            crate::format::markdown_text(&body)
+        ));
     }
     out
 }
