@@ -189,6 +189,16 @@ fn graph_breaks_and_recompilations_say_where_and_why() {
         md.contains("| 0/1 | 0/0: tensor 'x' size mismatch at index 0. expected 4, actual 8 |\n"),
         "{md}"
     );
+    // The page lists them too, escaped.
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        html.contains("<li>frame 0, <code>/home/u/train.py:31</code>, 2 compilations: Call to `torch._dynamo.graph_break()`: User-inserted graph break. Message: None</li>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<li>compile id 0/1: <code>0/0: tensor &#39;x&#39; size mismatch at index 0. expected 4, actual 8</code></li>"),
+        "{html}"
+    );
 }
 
 /// A trace without cuprof's labels (torch.profiler's) counts the same breaks it records
