@@ -144,17 +144,37 @@ fn fields<'a>(mut rest: &'a str, keys: &[&str]) -> Option<Vec<&'a str>> {
     Some(out)
 }
 
-/// torch's graph-break reason, short: its kind and its explanation (torch's first line,
-/// `Encountered graph break when attempting to trace ...`, left out).
+/// torch's graph-break reason, short: its kind (the line before its `Explanation:`) and the
+/// explanation, after `frame skipped: ` where dynamo fell back to eager for the whole frame
+/// (torch's preambles, `Encountered graph break when attempting to trace ...`, left out).
 fn short_reason(reason: &str) -> String {
-    let mut lines = reason
+    let lines: Vec<&str> = reason
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with("Encountered graph break when"));
-    let kind = lines.next().unwrap_or("").trim_end_matches(':');
-    match lines.find_map(|l| l.strip_prefix("Explanation: ")) {
-        Some(e) => format!("{kind}: {e}"),
-        None => kind.to_string(),
+        .filter(|l| !l.is_empty())
+        .collect();
+    let skipped = lines
+        .first()
+        .is_some_and(|l| l.starts_with("Failed to handle graph break gracefully"));
+    let explained = lines
+        .iter()
+        .position(|l| l.starts_with("Explanation: "))
+        .filter(|&i| i > 0);
+    let short = match explained {
+        Some(i) => format!(
+            "{}: {}",
+            lines[i - 1].trim_end_matches(':'),
+            &lines[i]["Explanation: ".len()..]
+        ),
+        None => lines
+            .iter()
+            .find(|l| !l.starts_with("Encountered graph break when"))
+            .map_or(String::new(), |l| l.trim_end_matches(':').to_string()),
+    };
+    if skipped {
+        format!("frame skipped: {short}")
+    } else {
+        short
     }
 }
 
@@ -404,5 +424,10 @@ mod tests {
         );
         assert_eq!(recompile_label("torch.compile recompile: reason=r"), None);
         assert_eq!(short_reason("frame skipped: loop"), "frame skipped: loop");
+        // A break in a loop: dynamo runs the whole frame eagerly (torch 2.15's words).
+        assert_eq!(
+            short_reason("Failed to handle graph break gracefully. Skipping the function and falling back to eager. Graph break encountered:\n\nFailed to trace builtin operator\n  Explanation: Dynamo does not know how to trace builtin operator `print`\n  Hint: Avoid it."),
+            "frame skipped: Failed to trace builtin operator: Dynamo does not know how to trace builtin operator `print`"
+        );
     }
 }
