@@ -918,18 +918,21 @@ fn labels_and_keyword_inputs_equal_torch_profilers() {
 
 /// The report's torch.compile section, from a trace that recorded the compilations: a graph
 /// break (frame 0 and its resume function, frame 1) and a recompilation of both (a new
-/// shape), counted alike from cuprof's trace and torch.profiler's.
+/// shape), counted alike from cuprof's trace and torch.profiler's; and, from cuprof's only
+/// (its recorder reads dynamo's reports), where the break is and why, and which guard failed.
 #[test]
 fn the_report_counts_compilations_recompilations_and_graph_breaks() {
     require_models();
     let dir = TempDir::new("native-compile-report");
     // Fresh inductor caches: both runs compile every phase.
-    Run::python("compile_events.py", &["cuprof"], dir.path())
+    let (_, stderr) = Run::python("compile_events.py", &["cuprof"], dir.path())
         .env(
             "TORCHINDUCTOR_CACHE_DIR",
             dir.path().join("inductor-cuprof"),
         )
         .ok_json();
+    // Reading dynamo's graph-break log prints nothing of it.
+    assert!(!stderr.contains("Graph break"), "{stderr}");
     let ours = report_summary(&dir.path().join("t-rank0.trace.json.gz"), dir.path());
     let path = dir.path().join("torch.json");
     let cache = dir.path().join("inductor-torch");
@@ -981,6 +984,49 @@ fn the_report_counts_compilations_recompilations_and_graph_breaks() {
     );
     assert_eq!(shape(&ours), expected);
     assert_eq!(shape(&theirs), expected);
+    // Why, in cuprof's trace only: where the break is in the program (compile_events.py's
+    // `torch._dynamo.graph_break()`, line 31) and torch's reason, met by both compilations of
+    // frame 0; the guard on each frame's input size that failed at the new shape.
+    let script = apps().join("compile_events.py").display().to_string();
+    let reason = "Call to `torch._dynamo.graph_break()`: User-inserted graph break. Message: None";
+    assert_eq!(
+        ours["torch_compile"]["breaks"],
+        serde_json::json!([
+            {"frame": 0, "file": script, "line": 31, "reason": reason, "count": 2}
+        ])
+    );
+    let why = |s: &Value| -> Vec<(String, Value)> {
+        s["torch_compile"]["compilations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| {
+                (
+                    k["compile_id"].as_str().unwrap().to_string(),
+                    k["recompile_reason"].clone(),
+                )
+            })
+            .collect()
+    };
+    let null = Value::Null;
+    assert_eq!(
+        why(&ours),
+        [
+            ("0/0".to_string(), null.clone()),
+            (
+                "0/1".to_string(),
+                serde_json::json!("0/0: tensor 'x' size mismatch at index 0. expected 4, actual 8")
+            ),
+            ("1/0".to_string(), null.clone()),
+            (
+                "1/1".to_string(),
+                serde_json::json!("1/0: tensor 'y' size mismatch at index 0. expected 4, actual 8")
+            ),
+        ]
+    );
+    // torch.profiler's trace carries no reasons.
+    assert_eq!(theirs["torch_compile"].get("breaks"), None);
+    assert!(why(&theirs).iter().all(|(_, r)| r.is_null()));
     // The compile time is the frames' whole compilations, which contain their phases.
     for k in ours["torch_compile"]["compilations"].as_array().unwrap() {
         let phase = |name: &str| {

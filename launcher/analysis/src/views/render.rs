@@ -913,7 +913,9 @@ fn finding_sources(
 /// One row per compilation (`F/N`: frame F, its Nth recompilation): its compile time and the
 /// main phases in it (dynamo's bytecode tracing, the backend, inductor within the backend),
 /// graph breaks, then what its compiled code cost when called (inclusive: a frame's first call
-/// includes compiling what it calls, such as the resume function after a graph break).
+/// includes compiling what it calls, such as the resume function after a graph break). Then,
+/// where the trace says, each frame's graph breaks (where and why) and each recompilation's
+/// failed guard.
 fn torch_compile(c: &TorchCompile, top: usize, md: bool) -> String {
     let mut text = format!(
         "{} compilation{} ({} recompilation{}, {} graph break{}); compile time recorded: {}\n\n",
@@ -962,6 +964,45 @@ fn torch_compile(c: &TorchCompile, top: usize, md: bool) -> String {
             "an empty compile time: compiled before the recorded window (its phases were not \
              recorded).\n",
         );
+    }
+    if !c.breaks.is_empty() {
+        text.push_str("\nGraph breaks (where in the code, in how many compilations, why):\n\n");
+        let mut t = Table::new(&["frame", "at", ">compilations", "reason"]);
+        for b in c.breaks.iter().take(top) {
+            t.row(vec![
+                b.frame.to_string(),
+                format!("{}:{}", b.file, b.line),
+                b.count.to_string(),
+                b.reason.clone(),
+            ]);
+        }
+        text.push_str(&if md { t.markdown() } else { t.text() });
+        let more = c.breaks.len().saturating_sub(top);
+        if more > 0 {
+            text.push_str(&format!("({more} more in summary.json)\n"));
+        }
+    }
+    let recompiled: Vec<_> = c
+        .compilations
+        .iter()
+        .filter_map(|k| Some((k, k.recompile_reason.as_deref()?)))
+        .collect();
+    if !recompiled.is_empty() {
+        text.push_str(
+            "\nRecompilations (the guard that failed; its F/N: the compilation it guarded):\n\n",
+        );
+        let mut t = Table::new(&["compile id", "reason"]);
+        for (k, reason) in recompiled.iter().take(top) {
+            t.row(vec![
+                k.compile_id.clone(),
+                reason.lines().next().unwrap_or("").to_string(),
+            ]);
+        }
+        text.push_str(&if md { t.markdown() } else { t.text() });
+        let more = recompiled.len().saturating_sub(top);
+        if more > 0 {
+            text.push_str(&format!("({more} more in summary.json)\n"));
+        }
     }
     text
 }

@@ -12,6 +12,7 @@ mod analysis_attribution;
 mod analysis_bad_inputs;
 mod analysis_collectives;
 mod analysis_compare;
+mod analysis_compile;
 mod analysis_durations;
 mod analysis_findings;
 mod analysis_flame;

@@ -339,7 +339,8 @@ fn call_sites(
 }
 
 /// Per compilation: its compile time (when recorded) beside the CPU and GPU time of its
-/// compiled code's calls.
+/// compiled code's calls; then each frame's graph breaks and each recompilation's failed guard,
+/// where the trace says.
 pub fn torch_compile(s: &Summary, top: usize) -> String {
     let Some(c) = &s.torch_compile else {
         return String::new();
@@ -406,6 +407,41 @@ pub fn torch_compile(s: &Summary, top: usize) -> String {
         &[],
     );
     more(&mut out, c.compilations.len(), top);
+    if !c.breaks.is_empty() {
+        out.push_str("<h3>Graph breaks</h3><ul>");
+        for b in c.breaks.iter().take(top) {
+            let _ = write!(
+                out,
+                "<li>frame {}, <code>{}:{}</code>, {} compilation{}: {}</li>",
+                b.frame,
+                esc(&b.file),
+                b.line,
+                b.count,
+                if b.count == 1 { "" } else { "s" },
+                esc(&b.reason)
+            );
+        }
+        out.push_str("</ul>");
+        more(&mut out, c.breaks.len(), top);
+    }
+    let recompiled: Vec<_> = c
+        .compilations
+        .iter()
+        .filter_map(|k| Some((k, k.recompile_reason.as_deref()?)))
+        .collect();
+    if !recompiled.is_empty() {
+        out.push_str("<h3>Recompilations (the guard that failed)</h3><ul>");
+        for (k, reason) in recompiled.iter().take(top) {
+            let _ = write!(
+                out,
+                "<li>compile id {}: <code>{}</code></li>",
+                esc(&k.compile_id),
+                esc(reason)
+            );
+        }
+        out.push_str("</ul>");
+        more(&mut out, recompiled.len(), top);
+    }
     out.push_str("</section>");
     out
 }

@@ -7,7 +7,8 @@
 //!   collecting; it loads the observer and registers its callbacks, or, where it cannot be
 //!   built or loaded, turns on the fallback (`nvtx_fallback.py`: PyTorch's NVTX observer,
 //!   whose ranges reach `nvtx.rs` and `ranges.rs` as NVTX ranges). It also gives way to a profiler the program
-//!   starts itself and takes operators back when that one stops.
+//!   starts itself and takes operators back when that one stops, and writes torch.compile's
+//!   graph breaks and recompilations, as dynamo reports them, as labels (docs/trace-format.md).
 //! - `native.rs`: the hooks the observer calls back into (`HOOKS`): each finished operator and
 //!   each allocation PyTorch reports (with `MEM`) into the thread's batch (`op_batch`), labels
 //!   onto `ranges.rs`' range stack, Python stacks, ids and CUPTI's correlation functions.

@@ -9,6 +9,14 @@
 # it cannot be built or loaded, PyTorch's NVTX observer records instead, and one line says why.
 # It never imports torch itself: it acts only once the program has. It never raises into the
 # program.
+#
+# torch.compile's reasons (trace-format.md, "torch.compile's graph breaks and recompilations"):
+# while it records operators, each graph break dynamo logs (its `graph_breaks` artifact loggers,
+# listened to without printing: enabled for DEBUG with no propagation unless the program enabled
+# them itself) and each recompilation's failed guard (read at the start of the compilation, from
+# a `torch._dynamo.callback_handler` start callback) become a record_function label, so they
+# reach the trace where torch's own compile markers do. Nothing of it runs per operator.
+import logging
 import sys
 import threading
 
@@ -243,6 +251,134 @@ def _patch(torch):
                 setattr(module, name, _wrap(fn, before, after))
 
 
+# The loggers of dynamo's `graph_breaks` artifact (torch._logging.getArtifactLogger's names).
+_GRAPH_BREAK_LOGGERS = (
+    "torch._dynamo.symbolic_convert.__graph_breaks",
+    "torch._dynamo.convert_frame.__graph_breaks",
+)
+# Label prefixes (torch_compile.rs in the analysis reads them).
+_BREAK_LABEL = "torch.compile graph break: "
+_RECOMPILE_LABEL = "torch.compile recompile: "
+_compile = {"handler": None, "callback": False, "finder": None}
+
+
+def _compile_label(torch, text):
+    # Only into cuprof's recording: never into a profiler the program runs itself.
+    if _state["thread"] is None or _state["gave_way"]:
+        return
+    with torch.autograd.profiler.record_function(text):
+        pass
+
+
+def _compile_id(torch):
+    guards = sys.modules.get("torch._guards")
+    cid = guards.CompileContext.current_compile_id() if guards is not None else None
+    return str(cid) if cid is not None else "?"
+
+
+def _break_site(msg):
+    """(file, line, reason) of one of dynamo's graph-break log lines; None for another line."""
+    head, sep, rest = msg.partition("\nGraph Break Reason: ")
+    if sep and " in user code at " in head:
+        site = head.rsplit(" in user code at ", 1)[1]
+        path, _, line = site.rpartition(":")
+        for end in ("\n\nStack variable source attribution:", "\n\nUser code traceback:"):
+            rest = rest.split(end, 1)[0]
+        return path, line, rest.strip()
+    return None
+
+
+class _BreakHandler(logging.Handler):
+    def emit(self, record):
+        try:
+            torch = sys.modules.get("torch")
+            if torch is None or _state["thread"] is None:
+                return
+            msg = record.getMessage()
+            site = _break_site(msg)
+            if site is None and msg.startswith("Graph break: torch.compile cannot properly resume"):
+                # A frame dynamo skips (falls back to eager): the reason is the exception, the
+                # site the last user frame of the stack it prints.
+                import re
+
+                frames = re.findall(r'File "([^"]+)", line (\d+)', msg)
+                exc = record.exc_info[1] if record.exc_info else None
+                reason = str(exc).strip() if exc is not None else msg.splitlines()[1]
+                if frames:
+                    site = (frames[-1][0], frames[-1][1], "frame skipped: " + reason)
+            if site is None:
+                return
+            path, line, reason = site
+            _compile_label(
+                torch,
+                "%scompile_id=%s, at=%s:%s, reason=%s"
+                % (_BREAK_LABEL, _compile_id(torch), path, line, reason),
+            )
+        except Exception:
+            pass
+
+
+def _on_compile_start(args):
+    try:
+        torch = sys.modules.get("torch")
+        utils = sys.modules.get("torch._dynamo.utils")
+        if torch is None or utils is None or _state["thread"] is None:
+            return
+        # Set by convert_frame before the compilation starts (CompilationMetrics'
+        # recompile_reason): the first guard that failed, "F/N: guard".
+        metrics = getattr(utils.get_metrics_context(), "_metrics", None) or {}
+        reason = metrics.get("recompile_reason")
+        if reason:
+            _compile_label(
+                torch, "%scompile_id=%s, reason=%s" % (_RECOMPILE_LABEL, args.compile_id, reason)
+            )
+    except Exception:
+        pass
+
+
+def _compile_callback():
+    """Registers the start-of-compilation callback once dynamo is imported; True once done."""
+    if _compile["callback"]:
+        return True
+    callback = sys.modules.get("torch._dynamo.callback")
+    handler = getattr(callback, "callback_handler", None)
+    if handler is None:
+        return False
+    handler.register_start_callback(_on_compile_start)
+    _compile["callback"] = True
+    return True
+
+
+class _DynamoImport:
+    # On sys.meta_path until dynamo is imported (torch imports it at the program's first
+    # torch.compile): it finds nothing, it only registers the callback then.
+    def find_spec(self, name, path=None, target=None):
+        try:
+            if name.startswith("torch._dynamo") and _compile_callback():
+                sys.meta_path.remove(self)
+                _compile["finder"] = None
+        except Exception:
+            pass
+        return None
+
+
+def _watch_compile():
+    if _compile["handler"] is None:
+        _compile["handler"] = _BreakHandler(logging.DEBUG)
+    for name in _GRAPH_BREAK_LOGGERS:
+        log = logging.getLogger(name)
+        if not log.isEnabledFor(logging.DEBUG):
+            # Not enabled by the program (or reset by its torch._logging.set_logs since):
+            # enabled for this handler only, printing nothing.
+            log.propagate = False
+            log.setLevel(logging.DEBUG)
+        if _compile["handler"] not in log.handlers:
+            log.addHandler(_compile["handler"])
+    if not _compile_callback() and _compile["finder"] is None:
+        _compile["finder"] = _DynamoImport()
+        sys.meta_path.insert(0, _compile["finder"])
+
+
 def _cuprof_set(level):
     global _cuprof_path
     _state["level"] = level
@@ -254,6 +390,11 @@ def _cuprof_set(level):
     try:
         if not _state["patched"]:
             _patch(torch)
+        if level & 1:
+            try:
+                _watch_compile()
+            except Exception:
+                pass
         if level & 1:
             _start(torch, level)
         else:
