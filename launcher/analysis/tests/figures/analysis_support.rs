@@ -242,9 +242,14 @@ impl Trace {
     /// A PyTorch allocation (`bytes` > 0) or free on thread `tid`, as Kineto writes it
     /// (`device_type`: c10's, 0 CPU, 1 CUDA).
     pub fn tensor_memory(&mut self, tid: i64, at: i64, bytes: i64, device_type: i64) {
+        self.tensor_memory_at(tid, at, bytes, device_type, 1);
+    }
+
+    /// [`Self::tensor_memory`] at address `addr` (what pairs an allocation with its free).
+    pub fn tensor_memory_at(&mut self, tid: i64, at: i64, bytes: i64, device_type: i64, addr: u64) {
         let device = if device_type == 0 { -1 } else { 0 };
         self.events.push(format!(
-            "{{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\", \"pid\": {PID}, \"tid\": {tid}, \"ts\": {}, \"args\": {{\"Total Reserved\": 0, \"Total Allocated\": 0, \"Bytes\": {bytes}, \"Device Id\": {device}, \"Device Type\": {device_type}, \"Addr\": 1}}}}",
+            "{{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\", \"pid\": {PID}, \"tid\": {tid}, \"ts\": {}, \"args\": {{\"Total Reserved\": 0, \"Total Allocated\": 0, \"Bytes\": {bytes}, \"Device Id\": {device}, \"Device Type\": {device_type}, \"Addr\": {addr}}}}}",
             us(at)
         ));
     }
