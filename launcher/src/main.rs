@@ -48,7 +48,8 @@ enum Command {
     Compare(CompareArgs),
     /// Merge the rank traces of a directory into one timeline.
     Merge(MergeArgs),
-    /// Summarise a memory snapshot pickle (peak reserved, when, by which stack; live at end).
+    /// Summarise a memory snapshot pickle (peak reserved, when, by which stack; live at end;
+    /// leaks and the peak of allocated blocks by stack) or a MEM trace's allocations.
     Memory(memory_cmd::MemoryArgs),
     /// Traces as a Parquet dataset for DuckDB and Spark: one table per kind, partitioned by
     /// rank and cycle (DIR/kernels/rank=R/cycle=C/NAME.parquet, ...).

@@ -335,14 +335,19 @@ fn allocations_equal_torch_profilers_profile_memory() {
         assert_eq!(a_op, b_op, "\n{a}\n{b}");
     }
     // A free names the address its allocation did.
-    let mut live = std::collections::HashSet::new();
-    let mut frees = 0;
+    let mut live = std::collections::HashMap::new();
+    let (mut frees, mut level, mut peak) = (0, 0i64, 0i64);
     for (m, _) in &ours {
+        assert_eq!(m["args"]["Device Type"], 0, "{m}");
         let addr = m["args"]["Addr"].as_u64().unwrap();
-        if m["args"]["Bytes"].as_i64().unwrap() > 0 {
-            assert!(live.insert(addr));
-        } else if live.remove(&addr) {
+        let bytes = m["args"]["Bytes"].as_i64().unwrap();
+        if bytes > 0 {
+            assert!(live.insert(addr, bytes).is_none());
+            level += bytes;
+            peak = peak.max(level);
+        } else if let Some(b) = live.remove(&addr) {
             frees += 1;
+            level -= b;
         }
     }
     let their_frees = theirs
@@ -372,6 +377,22 @@ fn allocations_equal_torch_profilers_profile_memory() {
     // nested in it, equal to torch's key_averages() (CPU Mem, Self CPU Mem).
     let summary = report_summary(&dir.path().join("t-rank0.trace.json.gz"), dir.path());
     let theirs: BTreeMap<String, [i64; 2]> = serde_json::from_value(out["memory"].clone()).unwrap();
+    // Its leaks and peak: the allocations left unfreed and the highest live bytes, as paired
+    // above.
+    let cpu = &summary["allocations"][0];
+    assert_eq!(cpu["device"], "CPU");
+    assert_eq!(
+        (
+            cpu["leaked_count"].as_u64(),
+            cpu["leaked_bytes"].as_i64(),
+            cpu["peak_bytes"].as_i64()
+        ),
+        (
+            Some(live.len() as u64),
+            Some(live.values().sum::<i64>()),
+            Some(peak)
+        )
+    );
     let rows = summary["operators"]["top"].as_array().unwrap();
     let mut allocating = 0;
     for r in rows {

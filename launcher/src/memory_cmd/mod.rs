@@ -1,14 +1,20 @@
-//! `cuprof memory FILE.pickle`: a short summary of a memory snapshot pickle (cuprof's, or
-//! one written by `torch.cuda.memory._dump_snapshot`), readable without a browser.
+//! `cuprof memory FILE`: what a memory snapshot pickle (cuprof's, or one written by
+//! `torch.cuda.memory._dump_snapshot`) or a trace recorded with `MEM` says about memory,
+//! readable without a browser.
 //!
-//! Per device: peak reserved bytes, when (`time_us` and the offset from the device's first
-//! trace entry), by which stack, what is live at the end, and the number of trace entries.
+//! A pickle, per device: peak reserved bytes, when (`time_us` and the offset from the device's
+//! first trace entry), by which stack, what is live at the end, the number of trace entries;
+//! then the blocks its trace allocated and never freed (leaks) and the peak of allocated
+//! blocks with what was alive at it, each by stack. A trace (`.json`, `.json.gz`): the same
+//! leaks and peak from its `[memory]` events, with growth over steps, as `cuprof report`
+//! writes them.
 //!
-//! The file goes through three modules, each with one job: [`unpickle`] decodes it into an
+//! A pickle goes through four modules, each with one job: [`unpickle`] decodes it into an
 //! arena of objects within limits a crafted file cannot exceed, [`snapshot`] reads the
 //! snapshot's model out of that and computes each device's summary (the peak rule is there),
-//! [`render`] writes the text.
+//! [`blocks`] the leaks and peak of allocated blocks, [`render`] writes the text.
 
+mod blocks;
 mod render;
 mod snapshot;
 mod unpickle;
@@ -18,15 +24,20 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
+use blocks::Blocks;
 use snapshot::DeviceSummary;
 
 #[derive(clap::Args)]
 pub struct MemoryArgs {
-    /// A memory snapshot pickle (`NAME-rankR-memory-UNIXTIME.pickle`, or torch's own).
+    /// A memory snapshot pickle (`NAME-rankR-memory-UNIXTIME.pickle`, or torch's own), or a
+    /// trace recorded with MEM (`.json`, `.json.gz`).
     pub file: PathBuf,
-    /// At most this many frames of the peak's stack are printed.
+    /// At most this many frames of each stack are printed.
     #[arg(long, default_value_t = 12)]
     pub frames: usize,
+    /// At most this many groups of allocations per list (leaks, growth, at the peak).
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
 }
 
 /// The largest pickle read: torch's snapshots of 100,000 trace entries with deep stacks are
@@ -34,17 +45,44 @@ pub struct MemoryArgs {
 const MAX_PICKLE_BYTES: u64 = 4 << 30;
 
 pub fn run(args: MemoryArgs) -> anyhow::Result<()> {
-    let bytes = read_limited(&args.file, MAX_PICKLE_BYTES)?;
-    let devices = load(&bytes)
-        .with_context(|| format!("{} is not a memory snapshot", args.file.display()))?;
+    let name = args.file.display().to_string();
+    let text = if is_trace(&args.file) {
+        trace_text(&args.file, args.top)?
+    } else {
+        let bytes = read_limited(&args.file, MAX_PICKLE_BYTES)?;
+        let (devices, blocks) =
+            load_with_blocks(&bytes).with_context(|| format!("{name} is not a memory snapshot"))?;
+        let mut text = render::render(&name, &devices, args.frames);
+        text.push_str(&render::blocks(&devices, &blocks, args.frames, args.top));
+        text
+    };
     let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
-    cuprof_analysis::io::console::Console::new(&mut out, &mut err).print_text(&render::render(
-        &args.file.display().to_string(),
-        &devices,
-        args.frames,
-    ))
+    cuprof_analysis::io::console::Console::new(&mut out, &mut err).print_text(&text)
 }
 
+/// Whether `path` names a trace (`.json`, `.json.gz`) rather than a pickle.
+fn is_trace(path: &Path) -> bool {
+    let name = path.to_string_lossy();
+    name.ends_with(".json") || name.ends_with(".json.gz")
+}
+
+/// The leaks, growth and peak of a trace's `[memory]` events, as `cuprof report` shows them.
+fn trace_text(path: &Path, top: usize) -> anyhow::Result<String> {
+    let a = cuprof_analysis::model::analyse(&[path.to_path_buf()])?;
+    let rows = cuprof_analysis::sections::allocations::find(&a.names, &a.files, &a.links, &a.ranks);
+    let mut text = format!("PyTorch allocations in {}\n", path.display());
+    if rows.is_empty() {
+        text.push_str(
+            "no PyTorch allocations with addresses ([memory] events): record with MEM, or \
+             torch.profiler's profile_memory=True\n",
+        );
+    } else {
+        text.push_str(&cuprof_analysis::views::render::allocations(
+            &rows, top, false, 70,
+        ));
+    }
+    Ok(text)
+}
 /// The whole of `path`, a regular file of at most `max` bytes (a device or a FIFO is refused
 /// before it is read, and a file that grows past `max` while read is refused too).
 fn read_limited(path: &Path, max: u64) -> anyhow::Result<Vec<u8>> {
@@ -71,10 +109,22 @@ fn read_limited(path: &Path, max: u64) -> anyhow::Result<Vec<u8>> {
 }
 
 /// The per-device summaries of a snapshot pickle.
+#[cfg(test)]
 fn load(bytes: &[u8]) -> anyhow::Result<Vec<DeviceSummary>> {
+    Ok(load_with_blocks(bytes)?.0)
+}
+
+/// The per-device summaries of a snapshot pickle, and each device's blocks.
+fn load_with_blocks(bytes: &[u8]) -> anyhow::Result<(Vec<DeviceSummary>, Vec<Blocks>)> {
     let pickle =
         unpickle::decode(bytes, unpickle::Limits::default()).context("cannot unpickle it")?;
-    snapshot::summaries(&pickle)
+    let devices = snapshot::summaries(&pickle)?;
+    let snap = snapshot::Snapshot::from_pickle(&pickle)?;
+    let blocks = devices
+        .iter()
+        .map(|d| blocks::blocks(&pickle, &snap, d.device))
+        .collect::<anyhow::Result<_>>()?;
+    Ok((devices, blocks))
 }
 
 #[cfg(test)]
@@ -164,6 +214,123 @@ mod tests {
              live at end:    1 segment, 2.0 MiB (2097152 bytes); 1 active block, 2.0 MiB (2097152 bytes)\n  \
              trace entries:  7 (alloc 2, free_completed 1, free_requested 1, segment_alloc 2, segment_free 1)\n"
         );
+    }
+
+    fn frame(name: &str, filename: &str, line: i64) -> CoreFrame {
+        CoreFrame {
+            filename: filename.into(),
+            line,
+            name: name.into(),
+        }
+    }
+
+    /// A planted leak (two 1 MiB blocks from `aten::zeros` at leak.py:10, never freed) and a
+    /// planted peak (an 8 MiB `aten::mm` block at model.py:20 while the leak is alive): the
+    /// blocks, groups, lines and time are exact.
+    #[test]
+    fn leaks_and_peak_of_a_snapshot() {
+        let leak: Arc<[CoreFrame]> = Arc::from(vec![
+            frame("torch::unwind::unwind()", "??", 0),
+            frame(
+                "at::_ops::empty_strided::call(c10::ArrayRef<long>)",
+                "??",
+                0,
+            ),
+            frame("at::_ops::zeros::call(c10::ArrayRef<long>)", "??", 0),
+            frame(
+                "_call_impl",
+                "/usr/lib/python3.12/site-packages/torch/nn/modules/module.py",
+                1751,
+            ),
+            frame("train", "leak.py", 10),
+            frame("<module>", "main.py", 3),
+        ]);
+        let mm: Arc<[CoreFrame]> = Arc::from(vec![
+            frame(
+                "at::_ops::mm::call(at::Tensor const&, at::Tensor const&)",
+                "??",
+                0,
+            ),
+            frame("forward", "model.py", 20),
+        ]);
+        let mut t = MemoryTimeline::default();
+        let ms = 1_000_000;
+        t.record(
+            &rec(MemoryOp::Alloc, 0x1000_0000, MIB, ms, 0),
+            Some(leak.clone()),
+        );
+        t.record(
+            &rec(MemoryOp::Alloc, 0x2000_0000, MIB, 2 * ms, 0),
+            Some(leak),
+        );
+        t.record(
+            &rec(MemoryOp::Alloc, 0x3000_0000, 8 * MIB, 3 * ms, 0),
+            Some(mm.clone()),
+        );
+        t.record(&rec(MemoryOp::Free, 0x3000_0000, 0, 4 * ms, 0), None);
+        t.record(
+            &rec(MemoryOp::Alloc, 0x4000_0000, 4 * MIB, 5 * ms, 0),
+            Some(mm),
+        );
+        t.record(&rec(MemoryOp::Free, 0x4000_0000, 0, 6 * ms, 0), None);
+        let (devices, blocks) = load_with_blocks(&t.snapshot_pickle()).unwrap();
+        assert_eq!(blocks.len(), 1);
+        let b = &blocks[0];
+        assert_eq!(
+            (b.allocations, b.leaked_count, b.leaked_bytes),
+            (4, 2, 2 * MIB as i64)
+        );
+        let row = |g: &super::blocks::Group| (g.operator.clone(), g.line.clone(), g.bytes, g.count);
+        let zeros = |bytes: u64| {
+            (
+                "aten::zeros".to_string(),
+                Some("leak.py:10".to_string()),
+                bytes as i64,
+                2,
+            )
+        };
+        assert_eq!(
+            b.leaks.iter().map(row).collect::<Vec<_>>(),
+            [zeros(2 * MIB)]
+        );
+        assert_eq!(
+            (b.peak_bytes, b.peak_time_us),
+            (10 * MIB as i64, Some(3000))
+        );
+        assert_eq!(
+            b.at_peak.iter().map(row).collect::<Vec<_>>(),
+            [
+                (
+                    "aten::mm".to_string(),
+                    Some("model.py:20".to_string()),
+                    8 * MIB as i64,
+                    1
+                ),
+                zeros(2 * MIB)
+            ]
+        );
+        assert_eq!(b.leaks[0].frames.len(), 6);
+        assert_eq!(
+            render::blocks(&devices, &blocks, 3, 10),
+            "device 0 blocks (allocated in the trace, freed by free_requested or free_completed)\n  \
+             allocated:      4 blocks\n  \
+             leaked:         2 blocks, 2.0 MiB (2097152 bytes) (not freed by the last entry)\n    \
+             2.0 MiB (2097152 bytes) in 2 blocks: aten::zeros at leak.py:10\n      \
+             at::_ops::empty_strided::call(c10::ArrayRef<long>) (??:0)\n      \
+             at::_ops::zeros::call(c10::ArrayRef<long>) (??:0)\n      \
+             _call_impl (/usr/lib/python3.12/site-packages/torch/nn/modules/module.py:1751)\n  \
+             peak allocated: 10.0 MiB (10485760 bytes) at time_us 3000 (+2.000 ms after the first trace entry)\n    \
+             8.0 MiB (8388608 bytes) in 1 block: aten::mm at model.py:20\n      \
+             at::_ops::mm::call(at::Tensor const&, at::Tensor const&) (??:0)\n      \
+             forward (model.py:20)\n    \
+             2.0 MiB (2097152 bytes) in 2 blocks: aten::zeros at leak.py:10\n      \
+             at::_ops::empty_strided::call(c10::ArrayRef<long>) (??:0)\n      \
+             at::_ops::zeros::call(c10::ArrayRef<long>) (??:0)\n      \
+             _call_impl (/usr/lib/python3.12/site-packages/torch/nn/modules/module.py:1751)\n"
+        );
+        // One group shown: the rest is counted.
+        assert!(render::blocks(&devices, &blocks, 0, 1)
+            .ends_with("aten::mm at model.py:20\n    ... 1 more group not shown\n"));
     }
 
     #[test]

@@ -1,8 +1,10 @@
-//! The text `cuprof memory` prints: per device, the peak and what reached it, what is live at
-//! the end, and the trace's entries by action.
+//! The text `cuprof memory` prints for a pickle: per device, the peak and what reached it, what
+//! is live at the end, and the trace's entries by action; then the blocks the trace leaked and
+//! those alive at the peak of allocated blocks, by stack.
 
 use std::fmt::Write as _;
 
+use super::blocks::{Blocks, Group};
 use super::snapshot::{DeviceSummary, Frame};
 use cuprof_core::byte_size::with_exact;
 
@@ -128,4 +130,74 @@ pub fn render(file: &str, devices: &[DeviceSummary], max_frames: usize) -> Strin
         }
     }
     s
+}
+
+/// Per device: the blocks allocated in the trace and not freed (leaks) and the peak of
+/// allocated blocks with what was alive then, each group with its first `max_frames` frames;
+/// at most `top` groups per list.
+pub fn blocks(
+    devices: &[DeviceSummary],
+    blocks: &[Blocks],
+    max_frames: usize,
+    top: usize,
+) -> String {
+    let mut s = String::new();
+    for (d, b) in devices.iter().zip(blocks) {
+        let _ = writeln!(
+            s,
+            "device {} blocks (allocated in the trace, freed by free_requested or free_completed)",
+            d.device
+        );
+        let _ = writeln!(
+            s,
+            "  allocated:      {}",
+            plural(b.allocations as usize, "block")
+        );
+        if b.allocations == 0 {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "  leaked:         {}, {} (not freed by the last entry)",
+            plural(b.leaked_count as usize, "block"),
+            with_exact(b.leaked_bytes)
+        );
+        groups(&mut s, &b.leaks, max_frames, top);
+        if let (Some(t), Some(first)) = (b.peak_time_us, d.first_time_us) {
+            let offset = t.saturating_sub(first) as f64 / 1000.0;
+            let _ = writeln!(
+                s,
+                "  peak allocated: {} at time_us {t} (+{offset:.3} ms after the first trace entry)",
+                with_exact(b.peak_bytes)
+            );
+            groups(&mut s, &b.at_peak, max_frames, top);
+        }
+    }
+    s
+}
+
+fn groups(s: &mut String, groups: &[Group], max_frames: usize, top: usize) {
+    for g in groups.iter().take(top) {
+        let _ = writeln!(
+            s,
+            "    {} in {}: {}{}",
+            with_exact(g.bytes),
+            plural(g.count as usize, "block"),
+            g.operator,
+            g.line
+                .as_ref()
+                .map(|l| format!(" at {l}"))
+                .unwrap_or_default()
+        );
+        for f in g.frames.iter().filter(|f| interesting(f)).take(max_frames) {
+            let _ = writeln!(s, "      {} ({}:{})", f.name, f.filename, f.line);
+        }
+    }
+    if groups.len() > top {
+        let _ = writeln!(
+            s,
+            "    ... {} not shown",
+            plural(groups.len() - top, "more group")
+        );
+    }
 }

@@ -195,18 +195,31 @@ pub struct DeviceSummary {
 /// reached a peak.
 pub fn summaries(p: &Pickle) -> anyhow::Result<Vec<DeviceSummary>> {
     let mut devices = summarize(&Snapshot::from_pickle(p)?);
+    for d in &mut devices {
+        if let Some(i) = d.peak_index {
+            d.peak_frames = entry_frames(p, d.device, i)?;
+        }
+    }
+    Ok(devices)
+}
+
+/// The frames of entry `index` of device `device`'s trace (innermost first; empty when the
+/// entry has none).
+pub fn entry_frames(p: &Pickle, device: usize, index: usize) -> anyhow::Result<Vec<Frame>> {
     let r = Reader { p };
     let traces = r.list(
         r.field(p.root, "device_traces", "the snapshot")?,
         "device_traces",
     )?;
-    for d in &mut devices {
-        if let Some(i) = d.peak_index {
-            let what = format!("device_traces[{}][{i}]", d.device);
-            d.peak_frames = r.frames(r.list(traces[d.device], &what)?[i], &what)?;
-        }
-    }
-    Ok(devices)
+    let what = format!("device_traces[{device}][{index}]");
+    let trace = traces
+        .get(device)
+        .with_context(|| format!("{what} is missing"))?;
+    let entry = r
+        .list(*trace, &what)?
+        .get(index)
+        .with_context(|| format!("{what} is missing"))?;
+    r.frames(*entry, &what)
 }
 
 /// Device indexes above this are refused: a crafted segment's index of 2^62 must not make the

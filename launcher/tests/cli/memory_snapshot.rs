@@ -350,6 +350,9 @@ fn torch_reference_snapshot_peaks_agree() {
     assert!(!text.contains("torch::unwind::unwind()"), "{text}");
     assert!(text.contains("<module> (<string>:4)"), "{text}");
     assert!(text.contains("  stack:\n    c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc("), "{text}");
+    // Its blocks: torch's own allocations at the program's line.
+    assert!(text.contains("  leaked:         2 blocks, 8.0 MiB (8388608 bytes) (not freed by the last entry)\n    8.0 MiB (8388608 bytes) in 2 blocks: aten::empty_memory_format at <string>:4\n"), "{text}");
+    assert!(text.contains("  peak allocated: 12.0 MiB (12582912 bytes) at time_us 1795351004966398 (+0.113 ms after the first trace entry)\n    12.0 MiB (12582912 bytes) in 3 blocks: aten::empty_memory_format at <string>:4\n"), "{text}");
     let short = cuprof_memory(&reference(), &[]);
     assert!(
         short.contains("    ... 16 more frames not shown\n"),
@@ -454,4 +457,34 @@ fn checker_fails_on_drift_and_viewer_traps() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr)
         .contains("peak reserved is 20971520 bytes, expected 1"));
+}
+
+/// `cuprof memory TRACE`: the leaks, growth and peak of a trace's `[memory]` events, as
+/// `cuprof report` shows them (analysis_support's `with_leak`).
+#[test]
+fn memory_of_a_trace() {
+    let path = scratch("leak-rank0.trace.json.gz");
+    crate::analysis_support::with_leak().write_gz(&path);
+    let text = cuprof_memory(&path, &["--top", "1"]);
+    assert_eq!(
+        text,
+        format!(
+            "PyTorch allocations in {}\n\
+             rank 0 GPU 0: 8 allocations in the window; peak 11.0 KiB at +2.210 ms (step 3); alive at the end: 4.0 KiB in 4 allocations\n\
+             live at step ends: 1 1.0 KiB, 2 2.0 KiB, 3 3.0 KiB, 4 4.0 KiB; growing 3.0 KiB over steps 1 to 4\n  \
+             \x20          bytes  allocations  operator     Python line\n  \
+             leaked   4.0 KiB            4  aten::empty  leak.py(10): train\n  \
+             grew     3.0 KiB            3  aten::empty  leak.py(10): train\n  \
+             at peak  8.0 KiB            1  aten::mm     model.py(20): forward\n\
+             rank 0 CPU: 1 allocation in the window; peak 256 B at +500.000 µs (step 1); alive at the end: 0 B in 0 allocations\n\
+             live at step ends: 1 256 B, 2 0 B, 3 0 B, 4 0 B\n  \
+             \x20        bytes  allocations  operator       Python line\n  \
+             at peak  256 B            1  (no operator)\n",
+            path.display()
+        )
+    );
+    // A trace without allocations says how to record them.
+    let plain = scratch("plain-rank0.trace.json.gz");
+    crate::analysis_support::sample().write_gz(&plain);
+    assert!(cuprof_memory(&plain, &[]).contains("record with MEM"));
 }

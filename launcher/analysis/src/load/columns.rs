@@ -170,7 +170,7 @@ pub struct TritonCall {
 
 /// Where a PyTorch allocation lives, as torch's tables count it (`Device Type` of a `[memory]`
 /// event: c10's `DeviceType`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum TensorMemoryOn {
     /// CPU, MKLDNN, IDEEP: torch's "CPU Mem".
     Cpu,
@@ -198,6 +198,10 @@ pub struct TensorMemory {
     /// Allocated (positive) or freed (negative).
     pub bytes: i64,
     pub on: TensorMemoryOn,
+    /// `Device Id` (-1: none, as on the CPU).
+    pub device: i64,
+    /// `Addr`: what pairs an allocation with its free (`None`: not written).
+    pub addr: Option<u64>,
 }
 
 /// API calls that block the CPU until the GPU has finished something.

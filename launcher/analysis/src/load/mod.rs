@@ -326,6 +326,11 @@ impl Builder<'_> {
             bytes: Option<i64>,
             #[serde(rename = "Device Type")]
             device_type: Option<i64>,
+            // Read leniently: an odd `Device Id` or `Addr` leaves the event counted, unpaired.
+            #[serde(rename = "Device Id")]
+            device: Option<serde_json::Value>,
+            #[serde(rename = "Addr")]
+            addr: Option<serde_json::Value>,
         }
         let Some(ts) = e.ts.filter(|t| (-TIME_LIMIT_NS..TIME_LIMIT_NS).contains(t)) else {
             return;
@@ -335,6 +340,8 @@ impl Builder<'_> {
                 Values {
                     bytes: Some(bytes),
                     device_type: Some(device_type),
+                    device,
+                    addr,
                 },
         }) = serde_json::from_slice::<Instant>(e.raw)
         else {
@@ -347,6 +354,8 @@ impl Builder<'_> {
                 ts,
                 bytes,
                 on,
+                device: device.and_then(|d| d.as_i64()).unwrap_or(-1),
+                addr: addr.and_then(|a| a.as_u64()),
             });
         }
     }

@@ -2,6 +2,7 @@
 //! they import downward only: `findings` uses `launches`, `queues` uses `launches`,
 //! `torch_compile` uses `operators`; nothing here imports `findings`, `queues` or `torch_compile`.
 
+pub mod allocations;
 pub mod collectives;
 pub mod durations;
 pub mod findings;

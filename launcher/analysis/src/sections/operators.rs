@@ -726,6 +726,8 @@ mod tests {
             ts,
             bytes,
             on,
+            device: 0,
+            addr: None,
         };
         f.tensor_memory = vec![
             // In empty (its end counts as inside), then in the folded mm: the outer mm's own.

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{Breakdown, StepStats};
 use crate::saturating::AddSat;
+use crate::sections::allocations::DeviceAllocations;
 use crate::sections::collectives::{CollectiveRow, CollectiveWait};
 use crate::sections::durations::DurationRow;
 use crate::sections::findings::Finding;
@@ -261,4 +262,9 @@ pub struct Summary {
     /// recorded memory.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub memory: Vec<MemorySeries>,
+    /// PyTorch's allocations (`[memory]` events with addresses) per file and device: leaks,
+    /// growth over steps, the peak and what was alive at it; absent when no trace recorded
+    /// any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allocations: Vec<DeviceAllocations>,
 }

@@ -12,8 +12,8 @@ use crate::model::{
 };
 use crate::saturating::{self, AddSat};
 use crate::sections::{
-    collectives, durations, findings, idle, launches, operators, queues, series, torch_compile,
-    triton,
+    allocations, collectives, durations, findings, idle, launches, operators, queues, series,
+    torch_compile, triton,
 };
 use crate::summary::schema::*;
 
@@ -174,6 +174,7 @@ impl Analysis {
             ),
             operators: ops.map(|o| o.0),
             memory,
+            allocations: allocations::find(&self.names, &self.files, &self.links, &self.ranks),
         }
     }
 

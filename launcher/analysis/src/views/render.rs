@@ -2,6 +2,7 @@
 
 use crate::format::{bytes, dur, gbps, pct, short, short_tail, tflops, Table};
 use crate::model::{self, Breakdown, StepStats};
+use crate::sections::allocations::DeviceAllocations;
 use crate::sections::collectives::{CollectiveRow, CollectiveWait};
 use crate::sections::durations::DurationRow;
 use crate::sections::findings::Finding;
@@ -267,6 +268,14 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
             render(&t)
         },
     ));
+
+    if !s.allocations.is_empty() {
+        out.push((
+            "PyTorch memory: leaks, growth and the peak (allocations made in the window)"
+                .to_string(),
+            allocations(&s.allocations, top, md, name_max),
+        ));
+    }
 
     if !s.api_calls.is_empty() {
         out.push((
@@ -1005,6 +1014,75 @@ fn torch_compile(c: &TorchCompile, top: usize, md: bool) -> String {
         }
     }
     text
+}
+
+/// Per file and device: what was alive at the window's end, what grew over the last steps,
+/// and what was alive at the peak, by operator and Python line (`cuprof memory TRACE` prints
+/// the same).
+pub fn allocations(rows: &[DeviceAllocations], top: usize, md: bool, name_max: usize) -> String {
+    let mut out = String::new();
+    for d in rows {
+        let since = |t: i64| dur(t.saturating_sub(d.window_start_ns) as f64);
+        out.push_str(&format!(
+            "rank {} {}: {} allocation{} in the window; peak {} at +{}{}; alive at the end: {} in {} allocation{}\n",
+            d.rank,
+            d.device,
+            d.allocations,
+            plural(d.allocations),
+            bytes(d.peak_bytes),
+            since(d.peak_ns),
+            d.peak_step
+                .map(|n| format!(" (step {n})"))
+                .unwrap_or_default(),
+            bytes(d.leaked_bytes),
+            d.leaked_count,
+            plural(d.leaked_count),
+        ));
+        if md {
+            out.push('\n');
+        }
+        if !d.step_ends.is_empty() {
+            let ends: Vec<String> = d
+                .step_ends
+                .iter()
+                .map(|s| format!("{} {}", s.step, bytes(s.bytes)))
+                .collect();
+            out.push_str(&format!("live at step ends: {}", ends.join(", ")));
+            match &d.growth {
+                Some(g) => out.push_str(&format!(
+                    "; growing {} over steps {} to {}\n",
+                    bytes(g.bytes),
+                    g.steps.first().copied().unwrap_or_default(),
+                    g.steps.last().copied().unwrap_or_default()
+                )),
+                None => out.push('\n'),
+            }
+            if md {
+                out.push('\n');
+            }
+        }
+        let mut t = Table::new(&["", ">bytes", ">allocations", "operator", "Python line"]);
+        let mut add = |what: &str, groups: &[crate::sections::allocations::AllocationGroup]| {
+            for g in groups.iter().take(top) {
+                t.row(vec![
+                    what.to_string(),
+                    bytes(g.bytes),
+                    g.count.to_string(),
+                    short(&g.operator, name_max / 2),
+                    short_tail(g.call_site.as_deref().unwrap_or(""), name_max),
+                ]);
+            }
+        };
+        add("leaked", &d.leaks);
+        if let Some(g) = &d.growth {
+            add("grew", &g.groups);
+        }
+        add("at peak", &d.at_peak);
+        if !t.is_empty() {
+            out.push_str(&if md { t.markdown() } else { t.text() });
+        }
+    }
+    out
 }
 
 fn plural(n: u64) -> &'static str {

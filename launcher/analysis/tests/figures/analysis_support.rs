@@ -242,9 +242,14 @@ impl Trace {
     /// A PyTorch allocation (`bytes` > 0) or free on thread `tid`, as Kineto writes it
     /// (`device_type`: c10's, 0 CPU, 1 CUDA).
     pub fn tensor_memory(&mut self, tid: i64, at: i64, bytes: i64, device_type: i64) {
+        self.tensor_memory_at(tid, at, bytes, device_type, 1);
+    }
+
+    /// [`Self::tensor_memory`] at address `addr` (what pairs an allocation with its free).
+    pub fn tensor_memory_at(&mut self, tid: i64, at: i64, bytes: i64, device_type: i64, addr: u64) {
         let device = if device_type == 0 { -1 } else { 0 };
         self.events.push(format!(
-            "{{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\", \"pid\": {PID}, \"tid\": {tid}, \"ts\": {}, \"args\": {{\"Total Reserved\": 0, \"Total Allocated\": 0, \"Bytes\": {bytes}, \"Device Id\": {device}, \"Device Type\": {device_type}, \"Addr\": 1}}}}",
+            "{{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\", \"pid\": {PID}, \"tid\": {tid}, \"ts\": {}, \"args\": {{\"Total Reserved\": 0, \"Total Allocated\": 0, \"Bytes\": {bytes}, \"Device Id\": {device}, \"Device Type\": {device_type}, \"Addr\": {addr}}}}}",
             us(at)
         ));
     }
@@ -661,6 +666,47 @@ pub fn with_allocations() -> Trace {
     t.tensor_memory(OTHER, 150_000, 64, 0);
     t.tensor_memory(MAIN, 5_000_000, 1024, 0);
     t.tensor_memory(MAIN, 2_050_000, 512, 13);
+    t
+}
+
+pub const LEAK_STACK: &str = "leak.py(10): train;main.py(3): <module>";
+pub const MM_STACK: &str = "/usr/lib/python3.12/site-packages/torch/nn/functional.py(5): linear;model.py(20): forward;main.py(4): <module>";
+
+/// Steps 1 to 4 (step `n` at `n` ms, 0.9 ms long). In each, `aten::empty` allocates 1 KiB on
+/// GPU 0 that is never freed (the leak, growing a KiB a step), and `aten::mm` 4 KiB freed
+/// 0.1 ms later (8 KiB in step 3: the peak). Outside every operator: 256 B on the CPU in step 1
+/// freed in step 2, and a free of GPU memory allocated before the window (not counted).
+pub fn with_leak() -> Trace {
+    let mut t = Trace::new(0, 1);
+    for n in 1..=4 {
+        let s = n * 1_000_000;
+        t.step(n, MAIN, s, 900_000, None);
+        t.cpu_op(
+            "aten::empty",
+            MAIN,
+            s + 100_000,
+            50_000,
+            10 * n,
+            None,
+            Some(LEAK_STACK),
+        );
+        t.tensor_memory_at(MAIN, s + 110_000, 1024, 1, 0x1000 + n as u64);
+        t.cpu_op(
+            "aten::mm",
+            MAIN,
+            s + 200_000,
+            50_000,
+            10 * n + 1,
+            None,
+            Some(MM_STACK),
+        );
+        let mm = if n == 3 { 8192 } else { 4096 };
+        t.tensor_memory_at(MAIN, s + 210_000, mm, 1, 0x9000);
+        t.tensor_memory_at(MAIN, s + 310_000, -mm, 1, 0x9000);
+    }
+    t.tensor_memory_at(MAIN, 1_500_000, 256, 0, 0x77);
+    t.tensor_memory_at(MAIN, 2_500_000, -256, 0, 0x77);
+    t.tensor_memory_at(MAIN, 2_600_000, -999, 1, 0x5555);
     t
 }
 

@@ -8,6 +8,7 @@ mod analysis_support;
 mod command;
 mod export_support;
 
+mod analysis_allocations;
 mod analysis_attribution;
 mod analysis_bad_inputs;
 mod analysis_collectives;
