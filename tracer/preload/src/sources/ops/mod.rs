@@ -89,3 +89,52 @@ pub fn set_path(path: u8) {
         t.counters.operator_path.store(path, Relaxed);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The top-level names a Python file defines (`def X`, `class X`, `X = ...`).
+    fn top_level_names(src: &str) -> std::collections::BTreeSet<String> {
+        let ident = |s: &str| -> String {
+            s.chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect()
+        };
+        src.lines()
+            .filter(|l| !l.starts_with([' ', '\t', '#']))
+            .filter_map(|l| {
+                if let Some(rest) = l.strip_prefix("def ").or_else(|| l.strip_prefix("class ")) {
+                    return Some(ident(rest));
+                }
+                let name = ident(l);
+                let after = l[name.len()..].trim_start();
+                (!name.is_empty() && after.starts_with('=') && !after.starts_with("=="))
+                    .then_some(name)
+            })
+            .filter(|n| !n.is_empty())
+            .collect()
+    }
+
+    /// The three files run in ONE namespace: a name one defines and another redefines breaks
+    /// the first (a `_compile` dict once replaced build.py's `_compile()`, and the native
+    /// observer's build failed with "'dict' object is not callable").
+    #[test]
+    fn the_recorders_files_define_no_name_twice() {
+        let files = [
+            ("build.py", include_str!("build.py")),
+            ("nvtx_fallback.py", include_str!("nvtx_fallback.py")),
+            ("recorder.py", include_str!("recorder.py")),
+        ];
+        let mut seen: std::collections::BTreeMap<String, &str> = Default::default();
+        let mut twice = Vec::new();
+        for (file, src) in files {
+            for name in top_level_names(src) {
+                if let Some(first) = seen.insert(name.clone(), file) {
+                    twice.push(format!("{name}: {first} and {file}"));
+                }
+            }
+        }
+        // Names both define on purpose (the same value), listed here when there are any.
+        assert_eq!(twice, Vec::<String>::new());
+        assert!(top_level_names("_compile = {}\ndef _compile(a):\n  x = 1\n").contains("_compile"));
+    }
+}

@@ -259,7 +259,7 @@ _GRAPH_BREAK_LOGGERS = (
 # Label prefixes (torch_compile.rs in the analysis reads them).
 _BREAK_LABEL = "torch.compile graph break: "
 _RECOMPILE_LABEL = "torch.compile recompile: "
-_compile = {"handler": None, "callback": False, "finder": None}
+_compile_watch = {"handler": None, "callback": False, "finder": None}
 
 
 def _compile_label(torch, text):
@@ -338,14 +338,14 @@ def _on_compile_start(args):
 
 def _compile_callback():
     """Registers the start-of-compilation callback once dynamo is imported; True once done."""
-    if _compile["callback"]:
+    if _compile_watch["callback"]:
         return True
     callback = sys.modules.get("torch._dynamo.callback")
     handler = getattr(callback, "callback_handler", None)
     if handler is None:
         return False
     handler.register_start_callback(_on_compile_start)
-    _compile["callback"] = True
+    _compile_watch["callback"] = True
     return True
 
 
@@ -356,15 +356,15 @@ class _DynamoImport:
         try:
             if name.startswith("torch._dynamo") and _compile_callback():
                 sys.meta_path.remove(self)
-                _compile["finder"] = None
+                _compile_watch["finder"] = None
         except Exception:
             pass
         return None
 
 
 def _watch_compile():
-    if _compile["handler"] is None:
-        _compile["handler"] = _BreakHandler(logging.DEBUG)
+    if _compile_watch["handler"] is None:
+        _compile_watch["handler"] = _BreakHandler(logging.DEBUG)
     for name in _GRAPH_BREAK_LOGGERS:
         log = logging.getLogger(name)
         if not log.isEnabledFor(logging.DEBUG):
@@ -372,11 +372,11 @@ def _watch_compile():
             # enabled for this handler only, printing nothing.
             log.propagate = False
             log.setLevel(logging.DEBUG)
-        if _compile["handler"] not in log.handlers:
-            log.addHandler(_compile["handler"])
-    if not _compile_callback() and _compile["finder"] is None:
-        _compile["finder"] = _DynamoImport()
-        sys.meta_path.insert(0, _compile["finder"])
+        if _compile_watch["handler"] not in log.handlers:
+            log.addHandler(_compile_watch["handler"])
+    if not _compile_callback() and _compile_watch["finder"] is None:
+        _compile_watch["finder"] = _DynamoImport()
+        sys.meta_path.insert(0, _compile_watch["finder"])
 
 
 def _cuprof_set(level):
