@@ -23,7 +23,10 @@ pub use attribution::{api_paths, op_paths, Paths, NO_LAUNCH, NO_RANGE};
 pub use intervals::{breakdown, sync_wait, union, Breakdown};
 pub use links::Links;
 pub use ratios::{imbalance, ratio};
-pub use steps::{median, percentile, step_stats, Spread, StepStats};
+pub use steps::{
+    median, percentile, percentile_f64, step_stats, tokens_per_s, MeanStd, Rates, RunSpread,
+    Spread, StepStats,
+};
 
 /// Loads every trace named by `paths` (one file per worker of the current rayon pool) and
 /// derives the per-file attribution.
