@@ -51,6 +51,7 @@ fn latency_percentiles_tokens_per_second_and_bins_are_exact() {
     let dir = tempdir("step-figures");
     ten_steps().write_gz(&dir.join("serve-rank0.trace.json.gz"));
     let (stdout, s, md) = report(&dir, &["--bin", "kv_len=256,512,1024,2048"]);
+    let html = std::fs::read_to_string(dir.join("out/report.html")).unwrap();
     let st = &s["steps"];
     assert_eq!(st["count"], 10);
     assert_eq!(st["mean_ns"], 5_500_000.0);
@@ -149,6 +150,22 @@ fn latency_percentiles_tokens_per_second_and_bins_are_exact() {
         md.contains("steps by figure kv_len (args.figures; tokens: args.work): 1 below the first edge, 0 without it"),
         "{md}"
     );
+    // The page's steps section: tokens/s, and the bins.
+    assert!(
+        html.contains(
+            r#"<td data-key="steps.throughput_per_s" data-value="7000000.0">7000000.0</td>"#
+        ),
+        "tokens/s cell"
+    );
+    assert!(html.contains("<h3>Steps by kv_len</h3>"), "bins table");
+    assert!(
+        html.contains(r#"<tr><td>[2048, inf)</td><td data-key="step_bins.bins.3.steps.count" data-value="2">2</td>"#),
+        "last bin"
+    );
+    assert!(
+        html.contains("<p>1 step(s) below the first edge, 0 without the figure</p>"),
+        "bin counts"
+    );
 }
 
 #[test]
@@ -220,5 +237,10 @@ fn all_runs_give_each_runs_steps_and_their_mean_and_std() {
     assert!(
         md.contains("| mean ± std (2 runs) |  | 3.000 ms ± 1.414 ms | 3.000 ms ± 1.414 ms | 3.800 ms ± 1.414 ms | 3.980 ms ± 1.414 ms | 150000.0 ± 70710.7 |"),
         "{md}"
+    );
+    let html = std::fs::read_to_string(dir.join("out/report.html")).unwrap();
+    assert!(
+        html.contains("<tr><td>mean ± std (2 runs)</td><td></td><td>3.000 ms ± 1.414 ms</td>"),
+        "runs table"
     );
 }
