@@ -121,6 +121,10 @@ pub struct CompareArgs {
     /// Rows shown per table (the JSON has all of them).
     #[arg(long, default_value_t = analysis::compare::DEFAULT_TOP)]
     pub top: usize,
+    /// Also read every run of each side: step latency and tokens/s as mean ± std over its runs
+    /// (the other figures compare the newest run of each).
+    #[arg(long)]
+    pub all_runs: bool,
     #[command(flatten)]
     pub jobs: JobsArg,
 }
@@ -132,6 +136,7 @@ impl From<CompareArgs> for analysis::CompareOptions {
             b: a.b,
             json: a.json,
             top: a.top,
+            all_runs: a.all_runs,
             jobs: a.jobs.into(),
         }
     }

@@ -8,9 +8,9 @@ use anyhow::Result;
 
 use crate::io::console::{outln, Console};
 use crate::io::jobs::Jobs;
-use crate::load::runs::{choose, inputs_named, label, Run};
+use crate::load::runs::{choose, inputs_named};
 use crate::load::trace_files;
-use crate::model::{step_stats, RunSpread};
+use crate::model::over_runs;
 use crate::sections::step_figures::BinSpec;
 use crate::views::files::{write_report, REPORT_HTML, REPORT_MD, SUMMARY_JSON};
 
@@ -126,15 +126,4 @@ fn report_to(args: &ReportOptions, con: &mut Console) -> Result<()> {
         outln!(con, "wrote {}", h.display())?;
     }
     Ok(())
-}
-
-/// Each run's step statistics, and their mean ± std over the runs.
-pub fn over_runs(runs: &[Run]) -> Result<RunSpread> {
-    let mut out = Vec::new();
-    for run in runs {
-        let an = crate::model::analyse_files(&run.files)?;
-        let steps = step_stats(an.files.iter().flat_map(|f| f.steps.iter()));
-        out.push((label(run), steps));
-    }
-    Ok(RunSpread::of(out))
 }

@@ -34,6 +34,17 @@ pub fn analyse(paths: &[PathBuf]) -> Result<Analysis> {
     analyse_files(&crate::load::inputs::trace_files(paths)?)
 }
 
+/// Each run's step statistics, and their mean ± std over the runs (`--all-runs`).
+pub fn over_runs(runs: &[crate::load::runs::Run]) -> Result<RunSpread> {
+    let mut out = Vec::new();
+    for run in runs {
+        let an = analyse_files(&run.files)?;
+        let steps = step_stats(an.files.iter().flat_map(|f| f.steps.iter()));
+        out.push((crate::load::runs::label(run), steps));
+    }
+    Ok(RunSpread::of(out))
+}
+
 /// Loads the trace files `files` (no directories: one run's, as `load::runs::choose` lists
 /// them) and derives the per-file attribution.
 pub fn analyse_files(files: &[PathBuf]) -> Result<Analysis> {

@@ -244,3 +244,39 @@ fn all_runs_give_each_runs_steps_and_their_mean_and_std() {
         "runs table"
     );
 }
+
+#[test]
+fn compare_all_runs_gives_each_sides_mean_and_std() {
+    // A: runs of 1+3 ms and 3+5 ms (as above); B: one run of 2+2 ms, 800 tokens in 4 ms.
+    let root = tempdir("step-runs-compare");
+    let (a, b) = (root.join("a"), root.join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    run(&a, "a", 1, &[1, 3], 200);
+    run(&a, "b", 2, &[3, 5], 800);
+    run(&b, "c", 3, &[2, 2], 400);
+    let args = ["compare", a.to_str().unwrap(), b.to_str().unwrap()];
+    let json: Value =
+        serde_json::from_str(&cuprof_ok(&[&args[..], &["--json", "--all-runs"]].concat())).unwrap();
+    assert_eq!(
+        json["a_runs"]["mean_ns"],
+        serde_json::json!({"mean": 3e6, "std": 2e12f64.sqrt()})
+    );
+    assert_eq!(
+        json["b_runs"]["mean_ns"],
+        serde_json::json!({"mean": 2e6, "std": 0.0})
+    );
+    assert_eq!(
+        json["b_runs"]["tokens_per_s"],
+        serde_json::json!({"mean": 200_000.0, "std": 0.0})
+    );
+    let text = cuprof_ok(&[&args[..], &["--all-runs"]].concat());
+    assert!(
+        text.contains("A over 2 run(s): step mean 3.000 ms ± 1.414 ms, p50 3.000 ms ± 1.414 ms, p90 3.800 ms ± 1.414 ms, p99 3.980 ms ± 1.414 ms, 150000.0 ± 70710.7 tokens/s\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("B over 1 run(s): step mean 2.000 ms ± 0 ns"),
+        "{text}"
+    );
+}

@@ -81,6 +81,7 @@ fn call(args: &[&str], out: &mut Vec<u8>, err: &mut Vec<u8>) -> anyhow::Result<(
             if let Some(top) = a.value(&["--top"]) {
                 o.top = top.parse().expect("--top N");
             }
+            o.all_runs = a.switch("--all-runs");
             o.jobs = a.jobs();
             a.done(command);
             compare(&o, out, err)
