@@ -38,6 +38,15 @@ pub struct ReportArgs {
     /// newest). Runs are never added together.
     #[arg(long, value_name = "NAME")]
     pub run: Option<String>,
+    /// Also bin the steps by one of their figures (`cuprof.step(kv_len=...)`, or `tokens`):
+    /// bin i is [E_i, E_i+1), the last [E_last, inf); each gets its steps, latency
+    /// p50/p90/p99 and tokens/s (e.g. `--bin kv_len=0,512,1024,2048`).
+    #[arg(long, value_name = "FIGURE=E0,E1,...")]
+    pub bin: Option<analysis::sections::step_figures::BinSpec>,
+    /// Also read every run among the inputs: each run's step latency and tokens/s, and their
+    /// mean ± std over the runs (the rest of the report is the run --run chooses).
+    #[arg(long)]
+    pub all_runs: bool,
     #[command(flatten)]
     pub jobs: JobsArg,
 }
@@ -50,6 +59,8 @@ impl From<ReportArgs> for analysis::ReportOptions {
             top: a.top,
             html: a.html,
             run: a.run,
+            bin: a.bin,
+            all_runs: a.all_runs,
             jobs: a.jobs.into(),
         }
     }
@@ -110,6 +121,10 @@ pub struct CompareArgs {
     /// Rows shown per table (the JSON has all of them).
     #[arg(long, default_value_t = analysis::compare::DEFAULT_TOP)]
     pub top: usize,
+    /// Also read every run of each side: step latency and tokens/s as mean ± std over its runs
+    /// (the other figures compare the newest run of each).
+    #[arg(long)]
+    pub all_runs: bool,
     #[command(flatten)]
     pub jobs: JobsArg,
 }
@@ -121,6 +136,7 @@ impl From<CompareArgs> for analysis::CompareOptions {
             b: a.b,
             json: a.json,
             top: a.top,
+            all_runs: a.all_runs,
             jobs: a.jobs.into(),
         }
     }

@@ -12,7 +12,7 @@ line starting `cuprof: `, and the program runs on untraced. Bad arguments raise 
 import os
 import sys
 
-from . import _native
+from . import _figures, _native
 from ._native import LIBRARY, trace_files
 from ._profile import Schedule as schedule
 from ._profile import profile
@@ -43,12 +43,16 @@ def enabled():
     return lib is not None and lib.cuprof_state() in (_native.ARMED, _native.STARTING, _native.RUNNING)
 
 
-def step():
-    """Marks a step boundary (torch.profiler's `prof.step()`): `cuprof_step()`."""
+def step(tokens=None, **figures):
+    """Marks a step boundary (torch.profiler's `prof.step()`): `cuprof_step()`. `tokens` (an
+    int) and named numbers (`kv_len=1024`) are attached to the step this call ends first:
+    `args.work` and `args.figures` of its `ProfilerStep#N`, which `cuprof report` reads."""
+    tokens, pairs = _figures.check(tokens, figures)
     lib = _native.in_process()
     if lib is None:
         _native.not_traced("cuprof.step()")
         return
+    _figures.attach(lib, tokens, pairs)
     lib.cuprof_step()
 
 

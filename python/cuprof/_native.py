@@ -56,6 +56,11 @@ def _declare(lib):
     for f in ("cuprof_step", "cuprof_start", "cuprof_stop"):
         getattr(lib, f).restype = None
         getattr(lib, f).argtypes = []
+    lib.cuprof_step_tokens.restype = None
+    lib.cuprof_step_tokens.argtypes = [ctypes.c_uint64]
+    if hasattr(lib, "cuprof_step_figure"):
+        lib.cuprof_step_figure.restype = ctypes.c_int
+        lib.cuprof_step_figure.argtypes = [ctypes.c_char_p, ctypes.c_double]
     if hasattr(lib, "cuprof_begin_window"):
         lib.cuprof_begin_window.restype = ctypes.c_int
         lib.cuprof_begin_window.argtypes = [ctypes.c_char_p]

@@ -8,7 +8,7 @@ import shutil
 import sys
 import tempfile
 
-from . import _native
+from . import _figures, _native
 
 # How long the end of a block waits for the writer to complete its files.
 _WRITE_TIMEOUT_MS = 30_000
@@ -452,8 +452,10 @@ class profile:
                 key="no-record-step",
             )
 
-    def step(self):
-        """Ends the running step and begins the next (torch.profiler's `prof.step()`)."""
+    def step(self, tokens=None, **figures):
+        """Ends the running step and begins the next (torch.profiler's `prof.step()`); `tokens`
+        and named numbers (`kv_len=1024`) are attached to the step it ends (`cuprof.step`)."""
+        tokens, pairs = _figures.check(tokens, figures)
         if self._nested:
             _native.say(
                 "profile.step() of a profile() nested in another: ignored (the outer one's steps count)",
@@ -468,6 +470,7 @@ class profile:
             return
         saved = self.schedule is not None and self.schedule.action(self.step_num) == "RECORD_AND_SAVE"
         if self._lib is not None:
+            _figures.attach(self._lib, tokens, pairs)
             self._lib.cuprof_step()
         self.step_num += 1
         if saved and self.on_trace_ready is not None and self._windowed:

@@ -3,6 +3,10 @@
 stream 13, an HtoD copy and a memset on stream 7. argv[2] = number of steps (default 6).
 With --gpu-behind, gemm lasts 30 ms: the GPU falls behind the program, so a step's work runs
 during later steps (as on a real GPU when the program runs ahead).
+With --figures (api mode), steps attach figures: even steps through the Python API
+(`cuprof.step(tokens=128, kv_len=256*i, accepted=i//2)`), odd ones through the C ABI
+(`cuprof_step_tokens(128)`, `cuprof_step_figure("kv_len", 256*i)`); bad arguments are tried
+first (out["errors"]), and one NaN figure through the C ABI (out["refused"]: its return).
 Prints {"steps": N, "corr": [[...], ...]} (correlation ids per step)."""
 import ctypes
 import json
@@ -17,7 +21,30 @@ steps = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].isdigit() else 6
 d = dbl.load()
 assert d.cuInit(0) == 0
 me = ctypes.CDLL(None)
+me.cuprof_step_figure.argtypes = [ctypes.c_char_p, ctypes.c_double]
+me.cuprof_step_figure.restype = ctypes.c_int
 out = []
+figures = "--figures" in sys.argv
+result = {}
+if figures:
+    import cuprof
+
+    def raised(call):
+        try:
+            call()
+        except (TypeError, ValueError) as e:
+            return f"{type(e).__name__}: {e}"
+        return None
+
+    result["errors"] = {
+        "tokens=-1": raised(lambda: cuprof.step(tokens=-1)),
+        "tokens=1.5": raised(lambda: cuprof.step(tokens=1.5)),
+        "tokens=True": raised(lambda: cuprof.step(tokens=True)),
+        "kv_len=nan": raised(lambda: cuprof.step(kv_len=float("nan"))),
+        "kv_len='x'": raised(lambda: cuprof.step(kv_len="x")),
+        "long name": raised(lambda: cuprof.step(**{"n" * 65: 1})),
+        "17 figures": raised(lambda: cuprof.step(**{f"f{i}": i for i in range(17)})),
+    }
 
 
 # 30 ms: far more than a step takes on the CPU even on a loaded machine (3 ms was not, at load
@@ -41,8 +68,15 @@ for i in range(steps):
     if mode == "nvtx":
         with nvtx.annotate("step"):
             out.append(body(i))
+    elif figures and i % 2 == 0:
+        out.append(body(i))
+        cuprof.step(tokens=128, kv_len=256 * i, accepted=i // 2)
     else:
         out.append(body(i))
         me.cuprof_step_tokens(128)
+        if figures:
+            me.cuprof_step_figure(b"kv_len", 256 * i)
+            if i == 1:
+                result["refused"] = me.cuprof_step_figure(b"bad", float("nan"))
         me.cuprof_step()
-print(json.dumps({"steps": steps, "corr": out}))
+print(json.dumps({"steps": steps, "corr": out, **result}))

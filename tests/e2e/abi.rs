@@ -33,6 +33,7 @@ fn the_library_exports_exactly_the_documented_entry_points() {
             "cuprof_start",
             "cuprof_state",
             "cuprof_step",
+            "cuprof_step_figure",
             "cuprof_step_tokens",
             "cuprof_stop",
             "cuprof_trace_files",

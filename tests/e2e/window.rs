@@ -226,8 +226,15 @@ fn gpu_work_running_behind_stays_in_the_cycle_that_launched_it() {
 
 #[test]
 fn cuprof_step_calls_drive_the_schedule_and_report_work() {
+    // Steps end through `cuprof.step(tokens=, **figures)` (even) and the C ABI (odd), each with
+    // its figures; `cuprof report` reads them back.
     let dir = TempDir::new("api-steps");
-    Run::python("steps.py", &["api", "8"], dir.path())
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+    let (out, stderr) = Run::python("steps.py", &["api", "8", "--figures"], dir.path())
+        .env(
+            "PYTHONPATH",
+            format!("{}:{}", apps().display(), python.display()),
+        )
         .env("CUPROF_WAIT", "1")
         .env("CUPROF_WARMUP", "1")
         .env("CUPROF_ACTIVE", "2")
@@ -238,6 +245,64 @@ fn cuprof_step_calls_drive_the_schedule_and_report_work() {
     for s in events(&t, "user_annotation") {
         assert_eq!(s["args"]["work"], 128.0);
     }
+    let figures: Vec<&Value> = events(&t, "user_annotation")
+        .into_iter()
+        .map(|s| &s["args"]["figures"])
+        .collect();
+    assert_eq!(
+        figures,
+        [
+            &serde_json::json!({"kv_len": 512, "accepted": 1}),
+            &serde_json::json!({"kv_len": 768})
+        ]
+    );
+    // Bad arguments raise before any step is marked; a NaN through the C ABI is refused, said
+    // once.
+    assert_eq!(
+        out["errors"],
+        serde_json::json!({
+            "tokens=-1": "ValueError: tokens must be 0 or more (and under 2**64), got -1",
+            "tokens=1.5": "TypeError: tokens must be an int, got 1.5",
+            "tokens=True": "TypeError: tokens must be an int, got True",
+            "kv_len=nan": "ValueError: step figure kv_len must be finite, got nan",
+            "kv_len='x'": "TypeError: step figure kv_len must be a number, got 'x'",
+            "long name": format!("ValueError: step figure name '{}'... must be at most 64 bytes, without NUL", "n".repeat(64)),
+            "17 figures": "ValueError: a step keeps at most 16 named figures, got 17",
+        })
+    );
+    assert_eq!(out["refused"], -1);
+    let refusals: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("cuprof: cuprof_step_figure"))
+        .collect();
+    assert_eq!(
+        refusals,
+        ["cuprof: cuprof_step_figure: step figure \"bad\" is not a finite number (NaN or infinite): pass a finite value (said once)"]
+    );
+    let report = dir.path().join("report");
+    cuprof_ok(&[
+        "report".as_ref(),
+        dir.path().join("t-rank0.trace.json.gz").as_os_str(),
+        "-o".as_ref(),
+        report.as_os_str(),
+        "--bin".as_ref(),
+        "kv_len=0,600".as_ref(),
+    ]);
+    let s: Value =
+        serde_json::from_slice(&std::fs::read(report.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["steps"]["work"], 256.0);
+    let bins: Vec<(u64, f64)> = s["step_bins"]["bins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["steps"]["count"].as_u64().unwrap(),
+                b["steps"]["work"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(bins, [(1, 128.0), (1, 128.0)]);
     assert_eq!(events(&t, "kernel").len(), 6);
     let gemm: Vec<f64> = events(&t, "kernel")
         .iter()

@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::format::{bytes, dur, short, Table};
 use crate::io::console::{outln, Console};
 use crate::load::runs::{choose, inputs_named};
-use crate::model::{Breakdown, StepStats};
+use crate::model::{over_runs, Breakdown, MeanStd, RunSpread, StepStats};
 use crate::sections::operators::Operators;
 use crate::summary::schema::Summary;
 
@@ -27,6 +27,8 @@ pub struct CompareOptions {
     pub json: bool,
     /// Rows shown per table (the JSON has all of them).
     pub top: usize,
+    /// Also read every run of each side: step latency and tokens/s as mean ± std over its runs.
+    pub all_runs: bool,
     pub jobs: crate::io::jobs::Jobs,
 }
 
@@ -51,6 +53,11 @@ pub struct Side {
 pub struct Comparison {
     pub a: Side,
     pub b: Side,
+    /// `--all-runs`: each side's runs, their step latency and tokens/s, mean ± std over them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub a_runs: Option<RunSpread>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub b_runs: Option<RunSpread>,
     /// Mean step time of A / mean step time of B (> 1: B is faster); `null` without steps on
     /// both sides.
     pub step_time_speedup: Option<f64>,
@@ -297,6 +304,8 @@ pub(crate) fn comparison(a: &Summary, b: &Summary) -> Comparison {
     Comparison {
         a: side(a),
         b: side(b),
+        a_runs: None,
+        b_runs: None,
         step_time_speedup: speedup(a.steps.mean_ns, b.steps.mean_ns),
         total_step_time_speedup: speedup(a.steps.total_ns as f64, b.steps.total_ns as f64),
         kernels: rows(&a.top_kernels, &b.top_kernels, |k| (&k.name, k.total_ns)),
@@ -373,6 +382,24 @@ fn table(title: &str, rows: &[Row], top: usize) -> String {
 }
 
 /// `a_ops` / `b_ops`: whether each side has operators (to say so when only one does).
+/// `--all-runs`: a side's step figures over its runs, mean ± std.
+fn runs_line(side: &str, r: &RunSpread) -> String {
+    let pm = |m: MeanStd| format!("{} ± {}", dur(m.mean), dur(m.std));
+    let mut line = format!(
+        "{side} over {} run(s): step mean {}, p50 {}, p90 {}, p99 {}",
+        r.runs.len(),
+        pm(r.mean_ns),
+        pm(r.p50_ns),
+        pm(r.p90_ns),
+        pm(r.p99_ns)
+    );
+    if let Some(t) = r.tokens_per_s {
+        line.push_str(&format!(", {:.1} ± {:.1} tokens/s", t.mean, t.std));
+    }
+    line.push('\n');
+    line
+}
+
 pub(crate) fn text(c: &Comparison, top: usize, a_ops: bool, b_ops: bool) -> String {
     let mut out = format!("A: {}\nB: {}\n\n", c.a.paths.join(" "), c.b.paths.join(" "));
     out.push_str(&format!(
@@ -392,6 +419,11 @@ pub(crate) fn text(c: &Comparison, top: usize, a_ops: bool, b_ops: bool) -> Stri
             }
         )),
         None => out.push_str("no step time speedup (needs ProfilerStep#N on both sides)\n"),
+    }
+    for (side, r) in [("A", &c.a_runs), ("B", &c.b_runs)] {
+        if let Some(r) = r {
+            out.push_str(&runs_line(side, r));
+        }
     }
     out.push_str(&format!(
         "GPU busy: A {}, B {}; idle: A {}, B {}\n\n",
@@ -496,6 +528,7 @@ impl CompareOptions {
             b,
             json: false,
             top: DEFAULT_TOP,
+            all_runs: false,
             jobs: crate::io::jobs::Jobs::default(),
         }
     }
@@ -533,7 +566,11 @@ fn compare_to(args: &CompareOptions, con: &mut Console) -> Result<()> {
         )
     })?;
     let (a, b) = (a?, b?);
-    let c = comparison(&a, &b);
+    let mut c = comparison(&a, &b);
+    if args.all_runs {
+        c.a_runs = Some(args.jobs.install(|| over_runs(&a_run.every))??);
+        c.b_runs = Some(args.jobs.install(|| over_runs(&b_run.every))??);
+    }
     if args.json {
         outln!(con, "{}", serde_json::to_string_pretty(&c)?)
     } else {

@@ -10,6 +10,8 @@ use crate::io::console::{outln, Console};
 use crate::io::jobs::Jobs;
 use crate::load::runs::{choose, inputs_named};
 use crate::load::trace_files;
+use crate::model::over_runs;
+use crate::sections::step_figures::BinSpec;
 use crate::views::files::{write_report, REPORT_HTML, REPORT_MD, SUMMARY_JSON};
 
 /// What `cuprof report` was asked for.
@@ -26,6 +28,11 @@ pub struct ReportOptions {
     pub html: Option<PathBuf>,
     /// The run to report, by name or id, when the inputs hold several (default: the newest).
     pub run: Option<String>,
+    /// Also bin the steps by one of their figures (`--bin kv_len=0,512,1024`).
+    pub bin: Option<BinSpec>,
+    /// Read every run among the inputs (`--all-runs`): step latency and tokens/s per run and
+    /// their mean ± std; the other figures are the chosen run's.
+    pub all_runs: bool,
     pub jobs: Jobs,
 }
 
@@ -41,6 +48,8 @@ impl ReportOptions {
             top: DEFAULT_TOP,
             html: None,
             run: None,
+            bin: None,
+            all_runs: false,
             jobs: Jobs::default(),
         }
     }
@@ -83,7 +92,14 @@ fn report_to(args: &ReportOptions, con: &mut Console) -> Result<()> {
     let an = args
         .jobs
         .install(|| crate::model::analyse_files(&chosen.files))??;
-    let summary = an.summarize();
+    let mut summary = an.summarize();
+    summary.step_bins = args
+        .bin
+        .as_ref()
+        .map(|b| crate::sections::step_figures::bins(&an.files, b));
+    if args.all_runs {
+        summary.runs = Some(args.jobs.install(|| over_runs(&chosen.every))??);
+    }
     con.print_text(&crate::views::render::text(&summary, args.top))?;
     if let Some(dir) = &args.out {
         write_report(dir, &summary, args.top)?;

@@ -24,6 +24,7 @@ pub mod config;
 pub mod control;
 pub mod decode;
 pub mod event;
+pub mod figures;
 pub mod gpu_work;
 pub mod json;
 pub mod live;

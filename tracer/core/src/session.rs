@@ -20,6 +20,7 @@
 //! with it (a torchrun parent asking for the device count) writes no file.
 
 use crate::event::*;
+use crate::figures::StepFigures;
 use crate::memory::MemoryTimeline;
 use crate::trace_writer::{TraceMeta, TraceStats, TraceWriter};
 use std::collections::{HashMap, HashSet};
@@ -109,7 +110,8 @@ pub enum Input {
         tid: u32,
         start: u64,
         end: u64,
-        work: Option<f64>,
+        /// Its work (`args.work`) and named figures (`args.figures`).
+        figures: StepFigures,
     },
     /// Recording of `cycle` begins at `ts` (the first active step starts).
     BeginRecording { ts: u64, cycle: u32 },
@@ -878,7 +880,7 @@ impl Session {
                 tid,
                 start,
                 end,
-                work,
+                figures,
             } => {
                 let step = Range {
                     name: Name::from(format!("ProfilerStep#{number}")),
@@ -897,7 +899,7 @@ impl Session {
                     kind: RangeKind::Step,
                     stack: None,
                 };
-                self.range(&step, work);
+                self.range(&step, Some(&figures));
             }
             Input::BeginRecording { ts, cycle } => {
                 // A cycle still recording ends where the new one begins.
@@ -958,8 +960,8 @@ impl Session {
         self.errors.extend(failures);
     }
 
-    /// An NVTX range or a step annotation (with the work it reported) on its CPU thread.
-    fn range(&mut self, r: &Range, work: Option<f64>) {
+    /// An NVTX range or a step annotation (with the figures it reported) on its CPU thread.
+    fn range(&mut self, r: &Range, figures: Option<&StepFigures>) {
         match r.kind {
             RangeKind::PushPop => {
                 if let Some(op) = TorchOp::parse(&r.name) {
@@ -981,7 +983,7 @@ impl Session {
             return;
         };
         if let Some(w) = c.writer(&mut o) {
-            w.range(r, work);
+            w.range(r, figures);
         }
         c.has_steps |= r.kind == RangeKind::Step;
         c.last_ts = c.last_ts.max(r.end);

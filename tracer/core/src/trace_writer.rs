@@ -5,6 +5,7 @@
 //! that a file cut short by SIGKILL still decompresses up to that point (`cuprof repair` closes it).
 
 use crate::event::*;
+use crate::figures::StepFigures;
 use crate::json::{push_f64, push_i64, push_str, push_u64, push_us};
 use crate::torch_op::TorchOp;
 use flate2::write::GzEncoder;
@@ -598,8 +599,10 @@ impl<W: Write> TraceWriter<W> {
         self.close(false);
     }
 
-    /// An NVTX range or a `ProfilerStep#N` on its CPU thread.
-    pub fn range(&mut self, r: &Range, work: Option<f64>) {
+    /// An NVTX range or a `ProfilerStep#N` on its CPU thread, with the step's figures:
+    /// `args.work` (tokens) and `args.figures` (`{"name": value, ...}`, names escaped, values
+    /// exact).
+    pub fn range(&mut self, r: &Range, figures: Option<&StepFigures>) {
         self.cpu_track(r.pid, r.tid);
         let name: &str = &r.name;
         if r.kind == RangeKind::Mark {
@@ -631,9 +634,24 @@ impl<W: Write> TraceWriter<W> {
             open(self, "payload");
             push_f64(&mut self.buf, p, 6);
         }
-        if let Some(wk) = work {
+        if let Some(wk) = figures.and_then(|f| f.work) {
             open(self, "work");
             push_f64(&mut self.buf, wk, 6);
+        }
+        if let Some(named) = figures.map(|f| &f.named).filter(|n| !n.is_empty()) {
+            open(self, "figures");
+            self.buf.push(b'{');
+            for (i, (name, value)) in named.iter().enumerate() {
+                if i > 0 {
+                    self.buf.extend_from_slice(b", ");
+                }
+                push_str(&mut self.buf, name);
+                self.buf.extend_from_slice(b": ");
+                // Finite (checked when attached); Rust's shortest form reads back exactly.
+                let v = if value.is_finite() { *value } else { 0.0 };
+                self.buf.extend_from_slice(format!("{v}").as_bytes());
+            }
+            self.buf.push(b'}');
         }
         self.close(args);
     }

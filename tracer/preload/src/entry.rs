@@ -193,6 +193,38 @@ pub extern "C" fn cuprof_step_tokens(n: u64) {
     guard((), || window::add_work(n as f64))
 }
 
+/// The first refused step figure was said (later ones are not: a program refusing one each
+/// step would flood stderr).
+static FIGURE_REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Attaches the number `value`, named `name`, to the running step (`args.figures` of its
+/// `ProfilerStep#N`; `tokens` adds to its work, as `cuprof_step_tokens`). Returns 0, or -1 when
+/// refused (an empty name, a name over 64 bytes, a value that is not finite, a 17th figure in
+/// one step), said once on stderr.
+///
+/// # Safety
+/// `name` is null (read as empty) or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn cuprof_step_figure(name: *const c_char, value: f64) -> c_int {
+    guard(0, || {
+        let name = if name.is_null() {
+            std::borrow::Cow::Borrowed("")
+        } else {
+            // SAFETY: the caller passes a NUL-terminated string.
+            unsafe { CStr::from_ptr(name) }.to_string_lossy()
+        };
+        match window::add_figure(&name, value) {
+            Ok(()) => 0,
+            Err(e) => {
+                if !FIGURE_REFUSED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    say(&format!("cuprof_step_figure: {e} (said once)"));
+                }
+                -1
+            }
+        }
+    })
+}
+
 /// Starts a capture range (with CUPROF_CAPTURE_RANGE=cuprof).
 #[no_mangle]
 pub extern "C" fn cuprof_start() {

@@ -105,12 +105,38 @@ pub struct Range {
     pub name: u32,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Default)]
 pub struct Step {
     pub number: i64,
     pub start: i64,
     pub dur: i64,
+    /// `args.work`: the step's tokens (or other units of work).
     pub work: Option<f64>,
+    /// `args.figures`: named numbers the program attached, by name.
+    pub figures: Vec<(String, f64)>,
+}
+
+impl Step {
+    /// Figure `name` of this step: `tokens` is its work.
+    pub fn figure(&self, name: &str) -> Option<f64> {
+        if name == cuprof_core::figures::TOKENS {
+            return self.work;
+        }
+        self.figures.iter().find(|(n, _)| n == name).map(|f| f.1)
+    }
+}
+
+/// A step's `args.figures` (JSON object text): its finite numbers, by name; anything else in
+/// it is skipped.
+pub fn parse_figures(text: &str) -> Vec<(String, f64)> {
+    let Ok(map) =
+        serde_json::from_str::<std::collections::BTreeMap<String, serde_json::Value>>(text)
+    else {
+        return Vec::new();
+    };
+    map.into_iter()
+        .filter_map(|(k, v)| Some((k, v.as_f64().filter(|x| x.is_finite())?)))
+        .collect()
 }
 
 /// A PyTorch operator (`cpu_op`), as Kineto and cuprof write it.

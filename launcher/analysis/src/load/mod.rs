@@ -453,6 +453,7 @@ impl Builder<'_> {
                         start,
                         dur: end - start,
                         work: e.args.work,
+                        figures: e.args.figures.map(parse_figures).unwrap_or_default(),
                     });
                 } else {
                     let name = self.names.id(&e.name);

@@ -74,6 +74,8 @@ pub struct Chosen {
     pub notes: Vec<String>,
     /// Runs among the inputs.
     pub runs: usize,
+    /// Every run among the inputs, oldest first (`report --all-runs`).
+    pub every: Vec<Run>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -340,6 +342,7 @@ pub fn choose(paths: &[PathBuf], want: Option<&str>, what: &str) -> Result<Chose
             files: unread,
             notes,
             runs: 0,
+            every: Vec::new(),
         });
     };
     let chosen = match want {
@@ -383,10 +386,13 @@ pub fn choose(paths: &[PathBuf], want: Option<&str>, what: &str) -> Result<Chose
     let mut files = chosen.files;
     files.extend(unread);
     files.sort();
+    let count = runs.len();
+    runs.reverse();
     Ok(Chosen {
         files,
         notes,
-        runs: runs.len(),
+        runs: count,
+        every: runs,
     })
 }
 
@@ -397,7 +403,7 @@ pub fn inputs_named(paths: &[PathBuf]) -> String {
 }
 
 /// `NAME (run ID)`, or `NAME` without an id; escaped.
-fn label(r: &Run) -> String {
+pub fn label(r: &Run) -> String {
     match &r.id {
         Some(id) if *id != r.name => {
             format!("{} (run {})", printable_line(&r.name), printable_line(id))

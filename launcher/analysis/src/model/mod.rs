@@ -23,12 +23,26 @@ pub use attribution::{api_paths, op_paths, Paths, NO_LAUNCH, NO_RANGE};
 pub use intervals::{breakdown, sync_wait, union, Breakdown};
 pub use links::Links;
 pub use ratios::{imbalance, ratio};
-pub use steps::{median, percentile, step_stats, Spread, StepStats};
+pub use steps::{
+    median, percentile, percentile_f64, step_stats, tokens_per_s, MeanStd, Rates, RunSpread,
+    Spread, StepStats,
+};
 
 /// Loads every trace named by `paths` (one file per worker of the current rayon pool) and
 /// derives the per-file attribution.
 pub fn analyse(paths: &[PathBuf]) -> Result<Analysis> {
     analyse_files(&crate::load::inputs::trace_files(paths)?)
+}
+
+/// Each run's step statistics, and their mean ± std over the runs (`--all-runs`).
+pub fn over_runs(runs: &[crate::load::runs::Run]) -> Result<RunSpread> {
+    let mut out = Vec::new();
+    for run in runs {
+        let an = analyse_files(&run.files)?;
+        let steps = step_stats(an.files.iter().flat_map(|f| f.steps.iter()));
+        out.push((crate::load::runs::label(run), steps));
+    }
+    Ok(RunSpread::of(out))
 }
 
 /// Loads the trace files `files` (no directories: one run's, as `load::runs::choose` lists

@@ -1,4 +1,5 @@
-//! Step latency statistics: count, total, mean, interpolated percentiles, throughput.
+//! Step latency statistics: count, total, mean, interpolated percentiles, tokens per second
+//! (overall and per step), and their mean ± std over runs.
 
 use serde::{Deserialize, Serialize};
 
@@ -17,12 +18,103 @@ pub struct StepStats {
     pub p99_ns: f64,
     pub min_ns: i64,
     pub max_ns: i64,
-    /// Steps that reported `args.work`, their work and their time.
+    /// Steps that reported `args.work` (tokens), their work and their time.
     pub work_steps: usize,
     pub work: f64,
     pub work_time_ns: i64,
-    /// `work / work_time` in units per second, when any step reported work.
+    /// Tokens per second overall: `work / work_time`, when any step reported work.
     pub throughput_per_s: Option<f64>,
+    /// Tokens per second of each step that reported work (its work over its duration):
+    /// p50 by [`percentile`]'s rule, min and max.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_tokens_per_s: Option<Rates>,
+}
+
+/// Per-step rates: p50 (interpolated as [`percentile`]), min, max.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Rates {
+    pub p50: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// A step's tokens per second: its work over its duration (none without work or duration).
+pub fn tokens_per_s(s: &Step) -> Option<f64> {
+    let w = s.work?;
+    (s.dur > 0).then(|| w / (s.dur as f64 / 1e9))
+}
+
+/// [`percentile`] of sorted floats, by the same rule.
+pub fn percentile_f64(sorted: &[f64], p: u32) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let scaled = p as usize * (sorted.len() - 1);
+    let lo = scaled / 100;
+    let rem = (scaled % 100) as f64;
+    if rem == 0.0 {
+        return sorted[lo];
+    }
+    sorted[lo] + (sorted[lo + 1] - sorted[lo]) * rem / 100.0
+}
+
+/// Mean and sample standard deviation (n - 1; 0 for one value) of one figure over runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct MeanStd {
+    pub mean: f64,
+    pub std: f64,
+}
+
+impl MeanStd {
+    pub fn of(values: &[f64]) -> MeanStd {
+        let n = values.len();
+        if n == 0 {
+            return MeanStd::default();
+        }
+        let mean = values.iter().sum::<f64>() / n as f64;
+        let std = if n < 2 {
+            0.0
+        } else {
+            (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+        };
+        MeanStd { mean, std }
+    }
+}
+
+/// Step figures over several runs: each run's figure, then mean ± std over the runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunSpread {
+    /// The runs, by name, in the order read.
+    pub runs: Vec<String>,
+    /// Each run's step statistics, in the same order.
+    pub steps: Vec<StepStats>,
+    pub mean_ns: MeanStd,
+    pub p50_ns: MeanStd,
+    pub p90_ns: MeanStd,
+    pub p99_ns: MeanStd,
+    /// Over the runs that reported tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_s: Option<MeanStd>,
+}
+
+impl RunSpread {
+    /// The spread of `runs` (name, step statistics), runs without steps left out.
+    pub fn of(runs: Vec<(String, StepStats)>) -> RunSpread {
+        let runs: Vec<_> = runs.into_iter().filter(|r| r.1.count > 0).collect();
+        let over = |f: fn(&StepStats) -> f64| {
+            MeanStd::of(&runs.iter().map(|r| f(&r.1)).collect::<Vec<_>>())
+        };
+        let rates: Vec<f64> = runs.iter().filter_map(|r| r.1.throughput_per_s).collect();
+        RunSpread {
+            mean_ns: over(|s| s.mean_ns),
+            p50_ns: over(|s| s.p50_ns),
+            p90_ns: over(|s| s.p90_ns),
+            p99_ns: over(|s| s.p99_ns),
+            tokens_per_s: (!rates.is_empty()).then(|| MeanStd::of(&rates)),
+            runs: runs.iter().map(|r| r.0.clone()).collect(),
+            steps: runs.into_iter().map(|r| r.1).collect(),
+        }
+    }
 }
 
 /// Percentile `p` (an integer percent) of sorted values, interpolating linearly: exact rational
@@ -91,9 +183,11 @@ impl Spread {
 
 pub fn step_stats<'a>(steps: impl Iterator<Item = &'a Step>) -> StepStats {
     let mut durs = Vec::new();
+    let mut rates = Vec::new();
     let mut s = StepStats::default();
     for st in steps {
         durs.push(st.dur);
+        rates.extend(tokens_per_s(st));
         if let Some(w) = st.work {
             s.work_steps += 1;
             s.work += w;
@@ -114,6 +208,14 @@ pub fn step_stats<'a>(steps: impl Iterator<Item = &'a Step>) -> StepStats {
     s.max_ns = durs[durs.len() - 1];
     if s.work_steps > 0 && s.work_time_ns > 0 {
         s.throughput_per_s = Some(s.work / (s.work_time_ns as f64 / 1e9));
+    }
+    if !rates.is_empty() {
+        rates.sort_unstable_by(f64::total_cmp);
+        s.step_tokens_per_s = Some(Rates {
+            p50: percentile_f64(&rates, 50),
+            min: rates[0],
+            max: rates[rates.len() - 1],
+        });
     }
     s
 }
@@ -148,6 +250,7 @@ mod tests {
                 start: 0,
                 dur: d,
                 work: Some(10.0),
+                ..Step::default()
             })
             .collect();
         let s = step_stats(steps.iter());

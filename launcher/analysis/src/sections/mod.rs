@@ -11,5 +11,6 @@ pub mod launches;
 pub mod operators;
 pub mod queues;
 pub mod series;
+pub mod step_figures;
 pub mod torch_compile;
 pub mod triton;

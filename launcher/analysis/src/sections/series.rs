@@ -10,10 +10,13 @@ use serde::{Deserialize, Serialize};
 use crate::load::FileData;
 
 /// One `ProfilerStep#N` of a rank.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct StepTime {
     pub step: i64,
     pub dur_ns: i64,
+    /// Its tokens per second (`args.work` over its duration), when it reported tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_s: Option<f64>,
 }
 
 /// Every step of the files `idx`, by step number (a number seen in two profiling cycles
@@ -25,6 +28,7 @@ pub fn step_times(files: &[FileData], idx: &[usize]) -> Vec<StepTime> {
         .map(|s| StepTime {
             step: s.number,
             dur_ns: s.dur,
+            tokens_per_s: crate::model::tokens_per_s(s),
         })
         .collect();
     // Stable: repeats keep file order.

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Breakdown, StepStats};
+use crate::model::{Breakdown, RunSpread, StepStats};
 use crate::saturating::AddSat;
 use crate::sections::allocations::DeviceAllocations;
 use crate::sections::collectives::{CollectiveRow, CollectiveWait};
@@ -15,6 +15,7 @@ use crate::sections::launches::Launches;
 use crate::sections::operators::Operators;
 use crate::sections::queues::QueueRow;
 use crate::sections::series::{MemorySeries, StepTime};
+use crate::sections::step_figures::StepBins;
 use crate::sections::torch_compile::TorchCompile;
 use crate::sections::triton::TritonRow;
 
@@ -206,6 +207,14 @@ pub struct Summary {
     pub files: Vec<FileSummary>,
     /// `ProfilerStep#N` annotations of every rank.
     pub steps: StepStats,
+    /// The steps binned by one of their figures (`report --bin FIGURE=E0,E1,...`); absent
+    /// unless asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_bins: Option<StepBins>,
+    /// Step latency and tokens/s over runs, mean ± std (`report --all-runs`); absent unless
+    /// asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs: Option<RunSpread>,
     /// Sum over every device of every rank.
     pub gpu: Breakdown,
     pub ranks: Vec<RankSummary>,

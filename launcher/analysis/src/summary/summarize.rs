@@ -151,6 +151,8 @@ impl Analysis {
             version: env!("CARGO_PKG_VERSION").into(),
             files,
             steps,
+            step_bins: None,
+            runs: None,
             gpu,
             ranks,
             top_kernels,

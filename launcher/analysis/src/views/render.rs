@@ -1,7 +1,7 @@
 //! Tables for the terminal and for `report.md`.
 
 use crate::format::{bytes, dur, gbps, pct, short, short_tail, tflops, Table};
-use crate::model::{self, Breakdown, StepStats};
+use crate::model::{self, Breakdown, MeanStd, RunSpread, StepStats};
 use crate::sections::allocations::DeviceAllocations;
 use crate::sections::collectives::{CollectiveRow, CollectiveWait};
 use crate::sections::durations::DurationRow;
@@ -10,6 +10,7 @@ use crate::sections::idle::{IdleRow, KERNEL_WAIT_NS};
 use crate::sections::launches::{Launches, LATE_START_NS, SLOW_CALL_NS};
 use crate::sections::operators::{CallSiteKind, CallSiteRow, OperatorRow, Operators, RankedBy};
 use crate::sections::queues::{QueueRow, FULL_QUEUE};
+use crate::sections::step_figures::StepBins;
 use crate::sections::torch_compile::{TorchCompile, SHOWN_PHASES};
 use crate::sections::triton::TritonRow;
 use crate::summary::schema::Summary;
@@ -30,11 +31,94 @@ fn step_line(s: &StepStats) -> String {
     );
     if let Some(t) = s.throughput_per_s {
         line.push_str(&format!(
-            "; throughput {:.1} work/s ({} work in {} steps)",
+            "; throughput {:.1} tokens/s ({} tokens in {} steps)",
             t, s.work, s.work_steps
         ));
     }
+    if let Some(r) = &s.step_tokens_per_s {
+        line.push_str(&format!(
+            "; per step p50 {:.1} tokens/s, min {:.1}, max {:.1}",
+            r.p50, r.min, r.max
+        ));
+    }
     line
+}
+
+/// `--bin`: a row per bin of the figure, with its steps' latency and tokens/s.
+fn bins_table(b: &StepBins) -> Table {
+    let mut t = Table::new(&[
+        "bin [lo, hi)",
+        ">steps",
+        ">mean",
+        ">p50",
+        ">p90",
+        ">p99",
+        ">tokens/s",
+    ]);
+    for bin in &b.bins {
+        let range = match bin.hi {
+            Some(hi) => format!("[{}, {})", bin.lo, hi),
+            None => format!("[{}, inf)", bin.lo),
+        };
+        let st = &bin.steps;
+        let d = |v: f64| {
+            if st.count == 0 {
+                "-".to_string()
+            } else {
+                dur(v)
+            }
+        };
+        t.row(vec![
+            range,
+            st.count.to_string(),
+            d(st.mean_ns),
+            d(st.p50_ns),
+            d(st.p90_ns),
+            d(st.p99_ns),
+            st.throughput_per_s
+                .map_or_else(|| "-".to_string(), |v| format!("{v:.1}")),
+        ]);
+    }
+    t
+}
+
+/// `--all-runs`: each run's step figures, then mean ± std over the runs.
+fn runs_table(r: &RunSpread) -> Table {
+    let mut t = Table::new(&[
+        "run",
+        ">steps",
+        ">mean",
+        ">p50",
+        ">p90",
+        ">p99",
+        ">tokens/s",
+    ]);
+    let rate = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.1}"));
+    for (name, st) in r.runs.iter().zip(&r.steps) {
+        t.row(vec![
+            name.clone(),
+            st.count.to_string(),
+            dur(st.mean_ns),
+            dur(st.p50_ns),
+            dur(st.p90_ns),
+            dur(st.p99_ns),
+            rate(st.throughput_per_s),
+        ]);
+    }
+    let pm = |m: MeanStd| format!("{} ± {}", dur(m.mean), dur(m.std));
+    t.row(vec![
+        format!("mean ± std ({} runs)", r.runs.len()),
+        String::new(),
+        pm(r.mean_ns),
+        pm(r.p50_ns),
+        pm(r.p90_ns),
+        pm(r.p99_ns),
+        r.tokens_per_s.map_or_else(
+            || "-".to_string(),
+            |m| format!("{:.1} ± {:.1}", m.mean, m.std),
+        ),
+    ]);
+    t
 }
 
 fn breakdown_cells(b: &Breakdown) -> Vec<String> {
@@ -107,6 +191,18 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
         }
     }
     out.push(("Steps (ProfilerStep#N)".to_string(), steps));
+    if let Some(b) = &s.step_bins {
+        let figure = crate::io::console::printable_line(&b.figure);
+        let mut text = render(&bins_table(b));
+        text.push_str(&format!(
+            "steps by figure {figure} (args.figures; tokens: args.work): {} below the first edge, {} without it\n",
+            b.below, b.without
+        ));
+        out.push((format!("Steps by {figure}"), text));
+    }
+    if let Some(r) = &s.runs {
+        out.push(("Steps over runs".to_string(), render(&runs_table(r))));
+    }
 
     let mut t = Table::new(&[
         "rank",

@@ -132,7 +132,7 @@ fn single_rank_every_section() {
         stdout.contains("4 steps, mean 2.500 ms, p50 2.500 ms, p90 3.700 ms, p99 3.970 ms"),
         "{stdout}"
     );
-    assert!(stdout.contains("throughput 50000.0 work/s"), "{stdout}");
+    assert!(stdout.contains("throughput 50000.0 tokens/s"), "{stdout}");
     assert!(stdout.contains("5 records dropped"), "{stdout}");
     let md = std::fs::read_to_string(dir.join("out/report.md")).unwrap();
     assert!(

@@ -46,6 +46,11 @@ fn call(args: &[&str], out: &mut Vec<u8>, err: &mut Vec<u8>) -> anyhow::Result<(
             }
             o.html = a.value(&["--html"]).map(PathBuf::from);
             o.run = a.value(&["--run"]);
+            o.bin = a
+                .value(&["--bin"])
+                .map(|b| b.parse().map_err(anyhow::Error::msg))
+                .transpose()?;
+            o.all_runs = a.switch("--all-runs");
             o.jobs = a.jobs();
             a.done(command);
             report(&o, out, err)
@@ -76,6 +81,7 @@ fn call(args: &[&str], out: &mut Vec<u8>, err: &mut Vec<u8>) -> anyhow::Result<(
             if let Some(top) = a.value(&["--top"]) {
                 o.top = top.parse().expect("--top N");
             }
+            o.all_runs = a.switch("--all-runs");
             o.jobs = a.jobs();
             a.done(command);
             compare(&o, out, err)
@@ -111,8 +117,8 @@ struct Args {
 }
 
 /// The options that take a value.
-const VALUED: [&str; 8] = [
-    "-o", "--out", "--top", "--html", "--folded", "-j", "--jobs", "--run",
+const VALUED: [&str; 9] = [
+    "-o", "--out", "--top", "--html", "--folded", "-j", "--jobs", "--run", "--bin",
 ];
 
 impl Args {

@@ -26,6 +26,7 @@ mod analysis_queues;
 mod analysis_ranks;
 mod analysis_report;
 mod analysis_runs;
+mod analysis_step_figures;
 mod analysis_triton;
 mod export_engines;
 mod export_inputs;

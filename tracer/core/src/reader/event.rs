@@ -52,6 +52,9 @@ pub struct Args<'a> {
     pub bytes: Option<i64>,
     /// Units of work in a `ProfilerStep#N` (tokens, samples), when the program reported them.
     pub work: Option<f64>,
+    /// A `ProfilerStep#N`'s named figures (`{"kv_len": 1024, ...}`), the JSON text as it stands
+    /// in the file.
+    pub figures: Option<&'a str>,
     /// NVTX payload of a range.
     pub payload: Option<f64>,
     /// `process_name` / `thread_name` metadata.
@@ -315,6 +318,8 @@ struct LeanArgs<'a> {
     _bytes: Option<IgnoredAny>,
     #[serde(default, rename = "work")]
     _work: Option<IgnoredAny>,
+    #[serde(default, rename = "figures")]
+    _figures: Option<IgnoredAny>,
     #[serde(default, rename = "payload")]
     _payload: Option<IgnoredAny>,
     #[serde(default, rename = "External id")]
@@ -405,6 +410,8 @@ struct RawArgs<'a> {
     bytes: Option<Int>,
     #[serde(default)]
     work: Option<Float>,
+    #[serde(borrow, default)]
+    figures: Option<&'a RawValue>,
     #[serde(default)]
     payload: Option<Float>,
     #[serde(borrow, default)]
@@ -475,6 +482,7 @@ impl<'a> RawArgs<'a> {
             device: self.device.and_then(|i| i.0),
             bytes: self.bytes.and_then(|i| i.0),
             work: self.work.and_then(|f| f.0),
+            figures: self.figures.map(RawValue::get),
             payload: self.payload.and_then(|f| f.0),
             name: self.name.map(|t| t.0),
             sort_index: self.sort_index.and_then(|i| i.0),
@@ -760,12 +768,13 @@ mod tests {
 
     #[test]
     fn lenient_about_odd_types() {
-        let raw = r#"{"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", "ts": 400.000, "args": {"stream": "x", "correlation": 3.0, "work": 12, "name": "a\"b"}}"#;
+        let raw = r#"{"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", "ts": 400.000, "args": {"stream": "x", "correlation": 3.0, "work": 12, "figures": {"kv_len": 512}, "name": "a\"b"}}"#;
         let e = Event::parse(raw, 0).unwrap();
         assert_eq!(e.pid, Some(Id::Str(Cow::Borrowed(""))));
         assert_eq!(e.args.stream, None);
         assert_eq!(e.args.correlation, Some(3));
         assert_eq!(e.args.work, Some(12.0));
+        assert_eq!(e.args.figures, Some(r#"{"kv_len": 512}"#));
         assert_eq!(e.args.name.as_deref(), Some("a\"b"));
         assert_eq!(e.cat, "");
         assert_eq!(e.dur, None);

@@ -75,7 +75,7 @@ const EVENT_KEYS: [&[u8]; 9] = [
 ];
 
 /// The same for the members of `args` (`LeanArgs` in `event.rs`).
-const ARGS_KEYS: [&[u8]; 35] = [
+const ARGS_KEYS: [&[u8]; 36] = [
     b"name",
     b"sort_index",
     b"correlation",
@@ -111,6 +111,7 @@ const ARGS_KEYS: [&[u8]; 35] = [
     b"num_warps",
     b"num_stages",
     b"kernel_kwargs",
+    b"figures",
 ];
 
 // Each key has a bit of `object_once`'s `seen` mask.

@@ -901,7 +901,7 @@ fn consecutive_steps_do_not_touch() {
             tid: 7,
             start,
             end,
-            work: None,
+            figures: StepFigures::default(),
         });
     }
     s.handle(Input::EndRecording {
@@ -934,5 +934,41 @@ fn consecutive_steps_do_not_touch() {
             ("ProfilerStep#1".to_string(), 1_000, 1_234_566_890),
             ("ProfilerStep#2".to_string(), 1_234_567_891, 1_234_567_890),
         ]
+    );
+}
+
+#[test]
+fn a_steps_figures_are_its_args() {
+    // Tokens are `args.work`; named figures are `args.figures`, names escaped, values exact.
+    let sink = MemSink::default();
+    let mut s = recording(&sink);
+    let mut figures = StepFigures::default();
+    figures.set("tokens", 96.0).unwrap();
+    figures.set("kv_len", 1536.0).unwrap();
+    figures.set("say \"hi\"\n", 0.125).unwrap();
+    s.handle(Input::Step {
+        number: 3,
+        pid: 7,
+        tid: 7,
+        start: 1_000,
+        end: 5_000,
+        figures,
+    });
+    s.handle(Input::EndRecording {
+        ts: 5_000,
+        last_call: None,
+    });
+    s.finish();
+    let t = sink.trace(&sink.names()[0]);
+    let step = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "ProfilerStep#3")
+        .unwrap();
+    assert_eq!(step["args"]["work"], 96.0);
+    assert_eq!(
+        step["args"]["figures"],
+        serde_json::json!({"kv_len": 1536, "say \"hi\"\n": 0.125})
     );
 }

@@ -12,6 +12,7 @@ use crate::pipe::tracer::Tracer;
 use cuprof_core::block::Block;
 use cuprof_core::capture_options::CaptureOptions;
 use cuprof_core::event::Range;
+use cuprof_core::figures::{FigureError, StepFigures};
 use cuprof_core::on_demand::{DemandState, OnDemandWindow};
 use cuprof_core::session::Input;
 use cuprof_core::window::{
@@ -60,8 +61,9 @@ struct State {
     /// When the step now running began, and on which thread (for `ProfilerStep#N`).
     step_start: u64,
     step_tid: u32,
-    /// Units of work reported for the running step (`cuprof_step_tokens`, NVTX payloads).
-    step_work: Option<f64>,
+    /// Figures reported for the running step: its work (`cuprof_step_tokens`, NVTX payloads)
+    /// and named figures (`cuprof_step_figure`).
+    step_figures: StepFigures,
     cycle: u32,
     /// The cycles of the blocks before this window's (a schedule numbers its own from 1).
     cycle_base: u32,
@@ -131,7 +133,7 @@ pub fn start(t: &Tracer, capture: &Capture, step_pattern: Option<StepPattern>) {
             driver,
             step_start: now,
             step_tid: tid(),
-            step_work: None,
+            step_figures: StepFigures::default(),
             // The whole run is cycle 1 (sent below).
             cycle: u32::from(whole_run),
             cycle_base: 0,
@@ -169,10 +171,15 @@ fn apply_after_call(t: &Tracer, tr: Transition, ts: u64, call: Option<u32>) {
     tracing::debug!(?tr, ts, "window transition");
     // The operators that ended before the transition belong before it.
     crate::pipe::op_batch::flush_at_transition(t);
-    let (step_start, step_tid, work, cycle, on_demand) = {
+    let (step_start, step_tid, figures, cycle, on_demand) = {
         let Ok(mut g) = STATE.lock() else { return };
         let Some(s) = g.as_mut() else { return };
-        let out = (s.step_start, s.step_tid, s.step_work.take(), s.cycle);
+        let out = (
+            s.step_start,
+            s.step_tid,
+            std::mem::take(&mut s.step_figures),
+            s.cycle,
+        );
         s.step_start = ts;
         s.step_tid = tid();
         if tr.record_starts {
@@ -198,7 +205,7 @@ fn apply_after_call(t: &Tracer, tr: Transition, ts: u64, call: Option<u32>) {
             tid: step_tid,
             start: step_start,
             end: ts,
-            work,
+            figures,
         });
     }
     if let Some(saved) = &tr.save {
@@ -254,8 +261,20 @@ pub fn api_step(t: &Tracer) {
 pub fn add_work(n: f64) {
     if let Ok(mut g) = STATE.lock() {
         if let Some(s) = g.as_mut() {
-            *s.step_work.get_or_insert(0.0) += n;
+            s.step_figures.add_work(n);
         }
+    }
+}
+
+/// Attaches `name = value` to the running step (`tokens` adds to its work); refused when the
+/// figure is malformed or one too many. Outside a window (not tracing yet) it is dropped.
+pub fn add_figure(name: &str, value: f64) -> Result<(), FigureError> {
+    match STATE.lock() {
+        Ok(mut g) => match g.as_mut() {
+            Some(s) => s.step_figures.set(name, value),
+            None => cuprof_core::figures::check(name, value),
+        },
+        Err(_) => Ok(()),
     }
 }
 
@@ -395,21 +414,26 @@ fn end_recording(t: &Tracer, ts: u64, then: impl FnOnce(&mut Driver)) -> bool {
         return false;
     };
     if let Some(n) = running_step {
-        let (start, stid, work) = STATE
+        let (start, stid, figures) = STATE
             .lock()
             .ok()
             .and_then(|mut g| {
-                g.as_mut()
-                    .map(|s| (s.step_start, s.step_tid, s.step_work.take()))
+                g.as_mut().map(|s| {
+                    (
+                        s.step_start,
+                        s.step_tid,
+                        std::mem::take(&mut s.step_figures),
+                    )
+                })
             })
-            .unwrap_or((ts, tid(), None));
+            .unwrap_or_else(|| (ts, tid(), StepFigures::default()));
         t.channel.send_window(Input::Step {
             number: n,
             pid: pid(),
             tid: stid,
             start,
             end: ts,
-            work,
+            figures,
         });
     }
     t.channel.send_window(Input::EndRecording {
@@ -490,7 +514,7 @@ pub fn begin_block(t: &Tracer, block: Block, steps_done: u64) -> BlockStart {
             driver: Driver::Ended,
             step_start: ts,
             step_tid: tid(),
-            step_work: None,
+            step_figures: StepFigures::default(),
             cycle: 0,
             cycle_base: 0,
         });
@@ -498,7 +522,7 @@ pub fn begin_block(t: &Tracer, block: Block, steps_done: u64) -> BlockStart {
         s.cycle_base = s.cycle;
         s.step_start = ts;
         s.step_tid = tid();
-        s.step_work = None;
+        s.step_figures = StepFigures::default();
     }
     apply(t, first, ts);
     if ended {

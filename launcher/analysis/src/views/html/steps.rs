@@ -27,6 +27,7 @@ pub fn section(s: &Summary) -> String {
     distribution(&mut out, s);
     out.push_str("</div>");
     table(&mut out, s);
+    extra_tables(&mut out, s);
     out.push_str("</section>");
     out
 }
@@ -409,13 +410,102 @@ fn stats_row(out: &mut String, label: &str, key: &str, st: &StepStats) {
             dur(v as f64)
         );
     }
+    rate_cell(out, &format!("{key}.throughput_per_s"), st.throughput_per_s);
     out.push_str("</tr>");
+}
+
+fn rate_cell(out: &mut String, key: &str, v: Option<f64>) {
+    match v {
+        Some(v) => {
+            let _ = write!(out, "<td{}>{v:.1}</td>", data(key, v));
+        }
+        None => out.push_str("<td>-</td>"),
+    }
+}
+
+/// `report --bin`: the steps per bin of a figure, and `--all-runs`: the steps per run with
+/// mean ± std.
+fn extra_tables(out: &mut String, s: &Summary) {
+    if let Some(b) = &s.step_bins {
+        let _ = write!(
+            out,
+            "<h3>Steps by {}</h3><table><thead><tr><th>bin [lo, hi)</th><th>steps</th><th>mean</th>\
+             <th>p50</th><th>p90</th><th>p99</th><th>tokens/s</th></tr></thead><tbody>",
+            esc(&b.figure)
+        );
+        for (i, bin) in b.bins.iter().enumerate() {
+            let hi = bin.hi.map_or_else(|| "inf".to_string(), |h| h.to_string());
+            let key = format!("step_bins.bins.{i}.steps");
+            let _ = write!(
+                out,
+                "<tr><td>[{}, {hi})</td><td{}>{}</td>",
+                bin.lo,
+                data(&format!("{key}.count"), bin.steps.count),
+                bin.steps.count
+            );
+            let st = &bin.steps;
+            for (k, v) in [
+                ("mean_ns", st.mean_ns),
+                ("p50_ns", st.p50_ns),
+                ("p90_ns", st.p90_ns),
+                ("p99_ns", st.p99_ns),
+            ] {
+                if st.count == 0 {
+                    out.push_str("<td>-</td>");
+                } else {
+                    let _ = write!(out, "<td{}>{}</td>", data(&format!("{key}.{k}"), v), dur(v));
+                }
+            }
+            rate_cell(out, &format!("{key}.throughput_per_s"), st.throughput_per_s);
+            out.push_str("</tr>");
+        }
+        let _ = write!(
+            out,
+            "</tbody></table><p>{} step(s) below the first edge, {} without the figure</p>",
+            b.below, b.without
+        );
+    }
+    if let Some(r) = &s.runs {
+        out.push_str(
+            "<h3>Steps over runs</h3><table><thead><tr><th>run</th><th>steps</th><th>mean</th>\
+             <th>p50</th><th>p90</th><th>p99</th><th>tokens/s</th></tr></thead><tbody>",
+        );
+        for (i, (name, st)) in r.runs.iter().zip(&r.steps).enumerate() {
+            let key = format!("runs.steps.{i}");
+            let _ = write!(out, "<tr><td>{}</td><td>{}</td>", esc(name), st.count);
+            for (k, v) in [
+                ("mean_ns", st.mean_ns),
+                ("p50_ns", st.p50_ns),
+                ("p90_ns", st.p90_ns),
+                ("p99_ns", st.p99_ns),
+            ] {
+                let _ = write!(out, "<td{}>{}</td>", data(&format!("{key}.{k}"), v), dur(v));
+            }
+            rate_cell(out, &format!("{key}.throughput_per_s"), st.throughput_per_s);
+            out.push_str("</tr>");
+        }
+        let _ = write!(
+            out,
+            "<tr><td>mean ± std ({} runs)</td><td></td>",
+            r.runs.len()
+        );
+        for m in [r.mean_ns, r.p50_ns, r.p90_ns, r.p99_ns] {
+            let _ = write!(out, "<td>{} ± {}</td>", dur(m.mean), dur(m.std));
+        }
+        match r.tokens_per_s {
+            Some(m) => {
+                let _ = write!(out, "<td>{:.1} ± {:.1}</td>", m.mean, m.std);
+            }
+            None => out.push_str("<td>-</td>"),
+        }
+        out.push_str("</tr></tbody></table>");
+    }
 }
 
 fn table(out: &mut String, s: &Summary) {
     out.push_str(
         "<table><thead><tr><th>ranks</th><th>steps</th><th>mean</th><th>p50</th><th>p90</th>\
-         <th>p99</th><th>min</th><th>max</th></tr></thead><tbody>",
+         <th>p99</th><th>min</th><th>max</th><th>tokens/s</th></tr></thead><tbody>",
     );
     stats_row(out, "all", "steps", &s.steps);
     // Beyond the ranks drawn as lines, the rows per rank fold away (HTML's own <details>, no
