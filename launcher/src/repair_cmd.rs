@@ -35,18 +35,6 @@ pub struct RepairArgs {
     in_place: bool,
 }
 
-/// Suffixes kept at the end of a repaired file's name, longest first (`.pt.trace.json.gz`:
-/// `cuprof run --tensorboard`'s).
-const SUFFIXES: [&str; 7] = [
-    ".pt.trace.json.gz",
-    ".pt.trace.json",
-    ".trace.json.gz",
-    ".trace.json",
-    ".json.gz",
-    ".json",
-    ".gz",
-];
-
 /// The default output: `NAME.repaired.SUFFIX` beside `file`; TensorBoard's span (a cycle,
 /// `NAME.C.pt.trace.json.gz`) stays before the suffix, so that the plugin sees the repaired
 /// file as worker `NAME.repaired` and the same span.
@@ -55,14 +43,8 @@ pub fn repaired_name(file: &Path) -> PathBuf {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let (mut stem, suffix) = SUFFIXES
-        .iter()
-        .find_map(|s| {
-            name.strip_suffix(s)
-                .filter(|stem| !stem.is_empty())
-                .map(|stem| (stem, *s))
-        })
-        .unwrap_or((&name, ""));
+    // Its trace ending stays at the end.
+    let (mut stem, suffix) = cuprof_core::config::split_trace_suffix(&name);
     let mut span = "";
     if suffix.starts_with(".pt.") {
         if let Some(dot) = stem.rfind('.').filter(|&i| i > 0) {

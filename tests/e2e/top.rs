@@ -374,16 +374,25 @@ fn top_names_a_process_of_another_release_in_one_line() {
     let pid = std::process::id();
     let path: PathBuf = dir.join(format!("{pid}.sock"));
     let listener = UnixListener::bind(&path).unwrap();
+    // Two connections: the probe that tells a live socket from a stale one (a status request),
+    // then top's own.
     let old = std::thread::spawn(move || {
         use std::io::{BufRead, BufReader, Write};
-        let (mut c, _) = listener.accept().unwrap();
-        let mut request = String::new();
-        BufReader::new(&c).read_line(&mut request).unwrap();
-        c.write_all(b"cuprof\t1\terror\tthe other side speaks control protocol 2, this cuprof speaks 1: use cuprof and libcuprof.so of the same release\n").unwrap();
-        request
+        let mut requests = Vec::new();
+        for _ in 0..2 {
+            let (mut c, _) = listener.accept().unwrap();
+            let mut request = String::new();
+            BufReader::new(&c).read_line(&mut request).unwrap();
+            c.write_all(b"cuprof\t1\terror\tthe other side speaks control protocol 2, this cuprof speaks 1: use cuprof and libcuprof.so of the same release\n").unwrap();
+            requests.push(request);
+        }
+        requests
     });
     let (out, _) = job.ok(&["top", "-n", "1"]);
-    assert_eq!(old.join().unwrap(), "cuprof\t2\tlive\n");
+    assert_eq!(
+        old.join().unwrap(),
+        ["cuprof\t2\tstatus\n", "cuprof\t2\tlive\n"]
+    );
     assert_eq!(
         out,
         format!("cuprof top: 1 process, refreshed every second\nprocess {pid}'s answer: the other side speaks control protocol 1, this cuprof speaks 2: use cuprof and libcuprof.so of the same release\n\n")

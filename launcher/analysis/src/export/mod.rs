@@ -196,19 +196,7 @@ fn file_names(inputs: &[PathBuf]) -> Vec<String> {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let stem = [
-                ".pt.trace.json.gz",
-                ".pt.trace.json",
-                ".trace.json.gz",
-                ".trace.json",
-                ".json.gz",
-                ".json",
-                ".gz",
-            ]
-            .iter()
-            .find_map(|s| name.strip_suffix(s))
-            .unwrap_or(&name)
-            .to_owned();
+            let stem = cuprof_core::config::split_trace_suffix(&name).0.to_owned();
             let stem = if seen.insert(stem.clone()) {
                 stem
             } else {

@@ -21,6 +21,31 @@ pub fn trace_file_name(name: &str, rank: u32, cycle: Option<u32>, tensorboard: b
 /// The end of the names TensorBoard's profiler plugin lists.
 const TENSORBOARD_SUFFIX: &str = ".pt.trace.json.gz";
 
+/// The endings a trace file's name may have, longest first (`.pt.trace.json.gz`: TensorBoard's
+/// names, `cuprof run --tensorboard`).
+pub const TRACE_SUFFIXES: [&str; 7] = [
+    ".pt.trace.json.gz",
+    ".pt.trace.json",
+    ".trace.json.gz",
+    ".trace.json",
+    ".json.gz",
+    ".json",
+    ".gz",
+];
+
+/// `name` split into its stem and its trace ending ([`TRACE_SUFFIXES`]; `""` when none ends it,
+/// or when it would leave no stem).
+pub fn split_trace_suffix(name: &str) -> (&str, &str) {
+    TRACE_SUFFIXES
+        .iter()
+        .find_map(|s| {
+            name.strip_suffix(s)
+                .filter(|stem| !stem.is_empty())
+                .map(|stem| (stem, *s))
+        })
+        .unwrap_or((name, ""))
+}
+
 /// `NAME-rankR-memory-UNIXTIME.pickle` (cache-dit's memory snapshot name).
 pub fn memory_file_name(name: &str, rank: u32, unix_time: u64) -> String {
     format!("{name}-rank{rank}-memory-{unix_time}.pickle")
@@ -114,6 +139,21 @@ pub fn unique_path(dir: &Path, file_name: &str, pid: u32) -> io::Result<UniqueFi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trace_name_splits_into_its_stem_and_ending() {
+        assert_eq!(
+            split_trace_suffix("t-rank0.trace.json.gz"),
+            ("t-rank0", ".trace.json.gz")
+        );
+        assert_eq!(
+            split_trace_suffix("t-rank0.2.pt.trace.json.gz"),
+            ("t-rank0.2", ".pt.trace.json.gz")
+        );
+        assert_eq!(split_trace_suffix("x.json"), ("x", ".json"));
+        assert_eq!(split_trace_suffix(".json"), (".json", ""));
+        assert_eq!(split_trace_suffix("notes.txt"), ("notes.txt", ""));
+    }
     use crate::config::test_dir::test_dir as temp_dir;
 
     #[test]

@@ -33,6 +33,8 @@ mod test_dir;
 pub mod vars;
 
 pub use env::{parse_ranks, parse_seconds};
-pub use file_names::{memory_file_name, trace_file_name, unique_path, UniqueFile};
+pub use file_names::{
+    memory_file_name, split_trace_suffix, trace_file_name, unique_path, UniqueFile, TRACE_SUFFIXES,
+};
 pub use model::*;
 pub use settings::{Settings, StepSettings};
