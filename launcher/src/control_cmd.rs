@@ -103,6 +103,10 @@ struct CaptureOptionArgs {
     /// A `flops` arg on the PyTorch operators torch counts, in this capture
     #[arg(long)]
     with_flops: bool,
+
+    /// Each nn.Module forward call as a range with its module path, in this capture
+    #[arg(long)]
+    with_modules: bool,
 }
 
 impl CaptureOptionArgs {
@@ -120,6 +124,7 @@ impl CaptureOptionArgs {
             record_shapes: flag(self.record_shapes, true).or(flag(self.no_record_shapes, false)),
             with_flops: flag(self.with_flops, true),
             torch_ops: flag(self.no_torch_ops, false),
+            with_modules: flag(self.with_modules, true),
         })
     }
 }

@@ -239,8 +239,6 @@ class profile:
                 _native.say(f"{arg} is torch.profiler's own: cuprof ignores it", key=f"ignored-{arg}")
         if use_cuda is not None:
             _native.say("use_cuda is deprecated in torch.profiler: cuprof records CUDA unless activities leave it out", key="use_cuda")
-        if self.with_modules:
-            _native.say("with_modules: this cuprof does not record module paths yet: ignored", key="with_modules")
         self.dir = None if dir is None else os.fspath(dir)
         self.name = None if name is None else str(name)
         self.step_num = 0
@@ -289,12 +287,20 @@ class profile:
             ("stack", "CUPROF_WITH_STACK", self.with_stack),
             ("shapes", "CUPROF_RECORD_SHAPES", self.record_shapes or (True if self.with_flops else None)),
             ("flops", None, self.with_flops),
+            ("modules", "CUPROF_WITH_MODULES", self._modules()),
         ):
             if value is not None and not (var and env.get(var)):
                 options.append(f"{key}={int(value)}")
         if options:
             parts.append("options=" + ",".join(options))
         return " ".join(parts)
+
+    def _modules(self):
+        """Module calls: `with_modules`, else as `with_stack` (torch 2.x's `with_stack` writes
+        each nn.Module call; its `with_modules` no longer does anything in eager mode)."""
+        if self.with_modules is not None:
+            return self.with_modules
+        return True if self.with_stack else None
 
     def _wants(self, activity):
         if self.activities is None or _native.ENV_AT_START.get("CUPROF_ACTIVITIES"):
@@ -312,6 +318,7 @@ class profile:
             "CUPROF_ACTIVITIES": None if acts is None else ",".join(acts),
             "CUPROF_RECORD_SHAPES": None if self.record_shapes is None else str(int(self.record_shapes)),
             "CUPROF_WITH_STACK": None if self.with_stack is None else str(int(self.with_stack)),
+            "CUPROF_WITH_MODULES": None if self._modules() is None else str(int(self._modules())),
         }
         return {k: v for k, v in env.items() if v is not None}
 

@@ -11,9 +11,10 @@ dropin, under the preloaded library (the libcupti double as CUDA, $CUPTI_DOUBLE_
    (`export_chrome_trace` to `.json` and to `.json.gz`).
 2. Between the blocks: an `outside` range and a `_Z7outsidev` kernel, which no file may hold.
 3. `with cuprof.profile(schedule=torch.profiler.schedule(wait=1, warmup=1, active=1, repeat=2),
-   on_trace_ready=torch.profiler.tensorboard_trace_handler(DIR/tb, worker_name="w0"))`:
-   six steps (`inside`), so two cycles are saved, each handed to torch's own TensorBoard
-   handler as it is saved (which calls `export_chrome_trace`).
+   on_trace_ready=torch.profiler.tensorboard_trace_handler(DIR/tb, worker_name="w0"),
+   with_modules=True)`: six steps (`inside`), so two cycles are saved, each handed to torch's
+   own TensorBoard handler as it is saved (which calls `export_chrome_trace`); each Linear
+   call is a module call.
 4. After it, `outside` again; then each bad argument, with the exception it raised.
 Prints one JSON line with what the program saw.
 """
@@ -85,7 +86,7 @@ def on_ready(prof):
 
 
 sched = torch.profiler.schedule(wait=1, warmup=1, active=1, repeat=2)
-with cuprof.profile(schedule=sched, on_trace_ready=on_ready) as p2:
+with cuprof.profile(schedule=sched, on_trace_ready=on_ready, with_modules=True) as p2:
     for _ in range(6):
         inside()
         p2.step()

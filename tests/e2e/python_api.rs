@@ -191,13 +191,19 @@ fn cuprof_profile_is_a_drop_in_for_torch_profiler_profile() {
         complete_events(Path::new(&c1)),
         inside_steps(2, &["ProfilerStep#0", "ProfilerStep#1"])
     );
+    // The second block asked for module calls (with_modules=True): its Linear's, each step.
+    let with_module = |step: &str| {
+        let mut m = inside_steps(1, &[step]);
+        m.insert(("python_function".into(), "nn.Module: Linear_0".into()), 1);
+        m
+    };
     assert_eq!(
         complete_events(Path::new(&c2)),
-        inside_steps(1, &["ProfilerStep#2"])
+        with_module("ProfilerStep#2")
     );
     assert_eq!(
         complete_events(Path::new(&c3)),
-        inside_steps(1, &["ProfilerStep#5"])
+        with_module("ProfilerStep#5")
     );
     // key_averages() from the block's trace (cuprof.averages: equal to torch's, its own test).
     assert_eq!(

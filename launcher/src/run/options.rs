@@ -84,6 +84,12 @@ pub(super) struct Options {
     #[arg(long)]
     with_flops: bool,
 
+    /// Each nn.Module forward call as a range with its module path
+    /// (`GPT2LMHeadModel.transformer.h.3.attn`), written as torch.profiler's with_stack writes
+    /// module calls; `cuprof report` gives time per module
+    #[arg(long)]
+    with_modules: bool,
+
     /// Do not analyse the traces when the program ends (by default: a short summary, and
     /// summary.json + report.md in NAME-report/ beside the traces)
     #[arg(long)]
@@ -318,6 +324,7 @@ impl Options {
             record_shapes: flag(self.no_record_shapes, false),
             all_threads: flag(self.all_threads, true),
             with_flops: flag(self.with_flops, true),
+            with_modules: flag(self.with_modules, true),
             tensorboard: flag(self.tensorboard, true),
             steps: StepSettings {
                 wait: self.wait,

@@ -20,12 +20,14 @@ pub struct CaptureOptions {
     pub with_flops: Option<bool>,
     /// PyTorch operators at all (with CPU).
     pub torch_ops: Option<bool>,
+    /// `nn.Module` calls (`--with-modules`).
+    pub with_modules: Option<bool>,
 }
 
-const KEYS: [&str; 6] = ["cpu", "gpu", "stack", "shapes", "flops", "ops"];
+const KEYS: [&str; 7] = ["cpu", "gpu", "stack", "shapes", "flops", "ops", "modules"];
 
 impl CaptureOptions {
-    fn slots(&self) -> [Option<bool>; 6] {
+    fn slots(&self) -> [Option<bool>; 7] {
         [
             self.cpu,
             self.gpu,
@@ -33,10 +35,11 @@ impl CaptureOptions {
             self.record_shapes,
             self.with_flops,
             self.torch_ops,
+            self.with_modules,
         ]
     }
 
-    fn slots_mut(&mut self) -> [&mut Option<bool>; 6] {
+    fn slots_mut(&mut self) -> [&mut Option<bool>; 7] {
         [
             &mut self.cpu,
             &mut self.gpu,
@@ -44,6 +47,7 @@ impl CaptureOptions {
             &mut self.record_shapes,
             &mut self.with_flops,
             &mut self.torch_ops,
+            &mut self.with_modules,
         ]
     }
 
@@ -98,8 +102,12 @@ mod tests {
             record_shapes: Some(false),
             with_flops: None,
             torch_ops: Some(false),
+            with_modules: Some(true),
         };
-        assert_eq!(some.to_field(), "cpu=0,gpu=1,stack=1,shapes=0,ops=0");
+        assert_eq!(
+            some.to_field(),
+            "cpu=0,gpu=1,stack=1,shapes=0,ops=0,modules=1"
+        );
         assert_eq!(CaptureOptions::parse(&some.to_field()), Ok(some));
     }
 

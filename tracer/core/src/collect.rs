@@ -16,13 +16,15 @@ pub struct Collect {
 }
 
 /// How operators are recorded (the configuration's `record_shapes`, `all_threads`,
-/// `with_flops`, and `memory`: the `MEM` activity, torch.profiler's `profile_memory`).
+/// `with_flops`, `memory`: the `MEM` activity, torch.profiler's `profile_memory`, and
+/// `modules`: `--with-modules`, each `nn.Module` call as a range).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TorchOptions {
     pub shapes: bool,
     pub all_threads: bool,
     pub flops: bool,
     pub memory: bool,
+    pub modules: bool,
 }
 
 impl TorchOptions {
@@ -35,6 +37,7 @@ impl TorchOptions {
             | (self.all_threads as u8) << 2
             | (self.flops as u8) << 3
             | (self.memory as u8) << 4
+            | (self.modules as u8) << 5
     }
 }
 
@@ -49,6 +52,7 @@ mod tests {
             all_threads: false,
             flops: false,
             memory: false,
+            modules: false,
         };
         assert_eq!(none.level(false), 0);
         assert_eq!(none.level(true), 1);
@@ -57,8 +61,9 @@ mod tests {
             all_threads: true,
             flops: true,
             memory: true,
+            modules: true,
         };
-        assert_eq!(all.level(true), 1 | 2 | 4 | 8 | 16);
+        assert_eq!(all.level(true), 1 | 2 | 4 | 8 | 16 | 32);
         assert_eq!(all.level(false), 0);
         let shapes = TorchOptions {
             shapes: true,

@@ -189,6 +189,11 @@ pub enum RangeKind {
     /// length, the name is its `args` object, made by
     /// [`crate::native_record::memory_args`].
     TorchMemory,
+    /// One `nn.Module` forward call (`--with-modules`), as torch.profiler's `with_stack` writes
+    /// it: the name is torch's (`nn.Module: Linear_0`, the class and its instance number), the
+    /// domain the module's path (`GPT2LMHeadModel.transformer.h.3.attn`), the id and parent
+    /// the call's `Python id` and its enclosing call's `Python parent id` (0 for none).
+    Module,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -976,6 +976,7 @@ impl Session {
                 return;
             }
             RangeKind::TorchMemory => return self.torch_memory(r),
+            RangeKind::Module => return self.module(r),
             _ => {}
         }
         let (cycles, mut o, _) = self.parts();
@@ -1032,6 +1033,19 @@ impl Session {
         };
         if let Some(w) = c.writer(&mut o) {
             w.torch_memory(r);
+        }
+        c.last_ts = c.last_ts.max(r.end);
+    }
+
+    /// An `nn.Module` forward call (`--with-modules`): torch's `python_function` event, never
+    /// projected onto the GPU (its operators carry the correlation).
+    fn module(&mut self, r: &Range) {
+        let (cycles, mut o, _) = self.parts();
+        let Some(c) = cycle_for(cycles, r.start, true) else {
+            return;
+        };
+        if let Some(w) = c.writer(&mut o) {
+            w.module(r);
         }
         c.last_ts = c.last_ts.max(r.end);
     }

@@ -725,6 +725,24 @@ impl<W: Write> TraceWriter<W> {
         self.close(false);
     }
 
+    /// An `nn.Module` forward call as torch.profiler's `with_stack` writes it (TensorBoard's
+    /// Module View builds its tree from these): a `python_function` event named
+    /// `nn.Module: Class_N`, with its `Python id`, its enclosing call's `Python parent id` and
+    /// the instance number as `Python module id`; and cuprof's `Module path`.
+    pub fn module(&mut self, r: &Range) {
+        self.cpu_track(r.pid, r.tid);
+        self.complete("python_function", &r.name, r.pid, r.tid, r.start, r.end);
+        self.args_open();
+        self.first_arg("Python parent id");
+        push_u64(&mut self.buf, r.parent);
+        self.arg_u64("Python id", r.id);
+        self.arg_u64("Python module id", module_instance(&r.name));
+        if let Some(path) = &r.domain {
+            self.arg_str("Module path", path);
+        }
+        self.close(true);
+    }
+
     /// An NVTX range projected onto the GPU stream that ran its work, over `start..end` (the
     /// session widens its work's span by 1 ns each side, as Kineto does). `external`: a
     /// `record_function` label's `External id`, which Kineto writes on its projection too.
@@ -886,6 +904,13 @@ pub fn call_stack(out: &mut String, stack: &[PyFrame]) {
         }
         let _ = write!(out, "{}({}): {}", f.file, f.line, f.function);
     }
+}
+
+/// The instance number of a module call's name (`nn.Module: Linear_3` -> 3; 0 if it has none).
+fn module_instance(name: &str) -> u64 {
+    name.rsplit_once('_')
+        .and_then(|(_, n)| n.parse().ok())
+        .unwrap_or(0)
 }
 
 fn thread_name(pid: u32, tid: u32) -> String {

@@ -92,6 +92,7 @@ impl Settings {
         put(vars::RECORD_SHAPES, switch(self.record_shapes));
         put(vars::ALL_THREADS, switch(self.all_threads));
         put(vars::WITH_FLOPS, switch(self.with_flops));
+        put(vars::WITH_MODULES, switch(self.with_modules));
         put(vars::TENSORBOARD, switch(self.tensorboard));
         put(vars::QUIET, switch(self.quiet));
         put(vars::WAIT, number(steps.wait));
@@ -441,6 +442,7 @@ impl Parser<'_> {
         s.record_shapes = self.switch(vars::RECORD_SHAPES, true);
         s.all_threads = self.switch(vars::ALL_THREADS, false);
         s.with_flops = self.switch(vars::WITH_FLOPS, false);
+        s.with_modules = self.switch(vars::WITH_MODULES, false);
         s.tensorboard = self.switch(vars::TENSORBOARD, false);
         s.quiet = self.switch(vars::QUIET, false);
 

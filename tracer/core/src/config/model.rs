@@ -156,6 +156,9 @@ pub struct Config {
     pub all_threads: bool,
     /// `CUPROF_WITH_FLOPS`: a `flops` arg on the operators torch counts (its `with_flops`).
     pub with_flops: bool,
+    /// `CUPROF_WITH_MODULES`: each `nn.Module` forward call becomes a `python_function` event
+    /// with its path, as torch.profiler's `with_stack` writes module calls.
+    pub with_modules: bool,
     /// `CUPROF_TENSORBOARD`: name the traces as TensorBoard's profiler plugin finds them
     /// ([`trace_file_name`]).
     pub tensorboard: bool,
@@ -205,6 +208,7 @@ impl Default for Config {
             torch_ops: true,
             all_threads: false,
             with_flops: false,
+            with_modules: false,
             tensorboard: false,
             record_shapes: true,
             capture: Capture::WholeRun,

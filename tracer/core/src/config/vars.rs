@@ -15,6 +15,7 @@ pub const TORCH_OPS: &str = "CUPROF_TORCH_OPS";
 pub const RECORD_SHAPES: &str = "CUPROF_RECORD_SHAPES";
 pub const ALL_THREADS: &str = "CUPROF_ALL_THREADS";
 pub const WITH_FLOPS: &str = "CUPROF_WITH_FLOPS";
+pub const WITH_MODULES: &str = "CUPROF_WITH_MODULES";
 pub const TENSORBOARD: &str = "CUPROF_TENSORBOARD";
 pub const WAIT: &str = "CUPROF_WAIT";
 pub const WARMUP: &str = "CUPROF_WARMUP";

@@ -522,6 +522,60 @@ fn native_labels_are_written_with_their_fields_and_link_their_projection() {
     assert!(by("user_annotation", "nvtx").get("args").is_none());
 }
 
+/// An `nn.Module` call (`--with-modules`) is torch.profiler's `python_function` event, with the
+/// args TensorBoard's Module View reads and the module's path; it is never projected.
+#[test]
+fn module_calls_are_written_as_torch_python_functions_with_their_path() {
+    let sink = MemSink::default();
+    let mut s = recording(&sink);
+    s.handle(Input::Range(Range {
+        domain: Some(Name::from("Net.blocks.0.\"q_proj\"")),
+        kind: RangeKind::Module,
+        ..nvtx_range(12, 11, "nn.Module: Linear_3", 1_100, 1_350)
+    }));
+    s.handle(Input::Range(Range {
+        domain: Some(Name::from("Net")),
+        kind: RangeKind::Module,
+        ..nvtx_range(11, 0, "nn.Module: Net_0", 1_050, 1_400)
+    }));
+    s.finish();
+    let t = sink.trace("cycle1.json.gz");
+    let modules: Vec<_> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "python_function")
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["ts"].as_f64().unwrap(),
+                e["dur"].as_f64().unwrap(),
+                e["args"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        modules,
+        vec![
+            (
+                "nn.Module: Linear_3".to_string(),
+                1.1,
+                0.25,
+                serde_json::json!({"Python parent id": 11, "Python id": 12,
+                    "Python module id": 3, "Module path": "Net.blocks.0.\"q_proj\""})
+            ),
+            (
+                "nn.Module: Net_0".to_string(),
+                1.05,
+                0.35,
+                serde_json::json!({"Python parent id": 0, "Python id": 11,
+                    "Python module id": 0, "Module path": "Net"})
+            ),
+        ]
+    );
+    assert!(gpu_annotations(&t).is_empty());
+}
+
 #[test]
 fn projected_ranges_start_before_their_first_op_and_enclosing_ranges_come_first() {
     let sink = MemSink::default();

@@ -114,6 +114,7 @@ pub fn connect(cfg: &Config) -> Result<(Tracer, Inbox), StartError> {
             all_threads: cfg.all_threads,
             flops: cfg.with_flops,
             memory: cfg.activities.mem,
+            modules: cfg.with_modules,
         },
         with_stack: cfg.with_stack,
     };

@@ -40,6 +40,7 @@ fn resolve(own: Collect, asked: Option<CaptureOptions>) -> Collect {
             all_threads: own.torch.all_threads,
             flops: o.with_flops.unwrap_or(own.torch.flops),
             memory: own.torch.memory,
+            modules: o.with_modules.unwrap_or(own.torch.modules),
         },
         with_stack: o.with_stack.unwrap_or(own.with_stack),
     }
@@ -99,6 +100,7 @@ mod tests {
                 all_threads: true,
                 flops: false,
                 memory: true,
+                modules: false,
             },
             with_stack: false,
         };
@@ -109,6 +111,7 @@ mod tests {
             with_stack: Some(true),
             record_shapes: Some(false),
             with_flops: Some(true),
+            with_modules: Some(true),
             ..CaptureOptions::default()
         };
         assert_eq!(
@@ -122,6 +125,7 @@ mod tests {
                     all_threads: true,
                     flops: true,
                     memory: true,
+                    modules: true,
                 },
                 with_stack: true,
             }

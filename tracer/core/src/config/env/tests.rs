@@ -706,6 +706,7 @@ fn settings_round_trip_through_the_environment() {
         record_shapes: Some(false),
         all_threads: Some(true),
         with_flops: Some(true),
+        with_modules: Some(true),
         tensorboard: Some(true),
         quiet: Some(true),
         // Every step source at once: kept as said, resolved (with warnings) by the library.

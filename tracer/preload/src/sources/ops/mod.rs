@@ -57,6 +57,7 @@ pub struct Hooks {
     label_end: unsafe extern "C" fn(u64),
     memory: unsafe extern "C" fn(*const native::Memory),
     attach: unsafe extern "C" fn(native::OpenOpsFn),
+    module: unsafe extern "C" fn(*const native::ModuleCall),
 }
 
 // SAFETY: the flag pointers point at atomics that live as long as the process and are only
@@ -64,7 +65,7 @@ pub struct Hooks {
 unsafe impl Sync for Hooks {}
 
 /// The hooks' version (`kHooksVersion` in observer.cpp, `_HOOKS_VERSION` in recorder.py).
-pub const HOOKS_VERSION: u32 = 6;
+pub const HOOKS_VERSION: u32 = 7;
 
 pub static HOOKS: Hooks = Hooks {
     version: HOOKS_VERSION,
@@ -81,6 +82,7 @@ pub static HOOKS: Hooks = Hooks {
     label_end: native::label_end,
     memory: native::memory,
     attach: native::attach,
+    module: native::module,
 };
 
 /// Notes the recorder's path (its `_cuprof_path`) for the trace headers.

@@ -10,7 +10,9 @@
 //! - per outermost operator, with `--with-stack` only: [`python_stack`];
 //! - per label (`record_function`), allocation report and thread: [`label_begin`] and
 //!   [`label_end`] (onto `ranges.rs`' range stack, where labels and NVTX ranges nest),
-//!   [`memory`], [`thread`].
+//!   [`memory`], [`thread`];
+//! - per `nn.Module` call with `--with-modules` (timed by recorder.py's module hooks, passed
+//!   through the observer's `cuprof_observer_module`): [`module`].
 //!
 //! An operator's parent is the innermost range open on its thread, the observer's own or one of
 //! libcuprof.so's (a label, an NVTX range, a step): the observer reads the id of libcuprof.so's
@@ -21,11 +23,11 @@
 //! outermost operator is handed over in [`ops_done`] (or by [`release_stack`]).
 
 use crate::cupti::libcupti::Correlated;
-use crate::host::process::{guard, now_ns, pid};
+use crate::host::process::{guard, now_ns, pid, tid};
 use crate::pipe::op_batch;
 use crate::pipe::tracer::running;
 use crate::window::boundaries as window;
-use cuprof_core::event::{Name, PyStack};
+use cuprof_core::event::{Name, PyStack, Range, RangeKind};
 use cuprof_core::native_record::MemoryReport;
 use cuprof_core::range_batch::{FinishedOp, OpKind};
 use cuprof_core::torch_op;
@@ -47,6 +49,21 @@ pub struct Memory {
     tid: u32,
     device_type: i8,
     device_index: i8,
+}
+
+/// An `nn.Module` forward call that ended (`CuprofModule` in observer.cpp): torch's event name
+/// and the module's path (UTF-8, each valid for the call), the call's id and its enclosing
+/// call's (0: none).
+#[repr(C)]
+pub struct ModuleCall {
+    start: u64,
+    end: u64,
+    id: u64,
+    parent: u64,
+    name: *const u8,
+    name_len: usize,
+    path: *const u8,
+    path_len: usize,
 }
 
 /// CUPTI's external correlation push and pop, and the kind operators are pushed on
@@ -212,6 +229,37 @@ pub unsafe extern "C" fn label_begin(
         // SAFETY: a handle the enclosing operator holds while it is open.
         let stack = unsafe { stack_of(stack) };
         crate::sources::ranges::native_label_begin(record, parent, stack)
+    })
+}
+
+/// An `nn.Module` call (`--with-modules`), to the writer while the window records CPU activity.
+pub unsafe extern "C" fn module(m: *const ModuleCall) {
+    guard((), || {
+        // SAFETY: the observer passes its call, valid for the call.
+        let Some(m) = (unsafe { m.as_ref() }) else {
+            return;
+        };
+        let Some(t) = running().filter(|_| window::records_ranges()) else {
+            return;
+        };
+        // SAFETY: recorder.py's bytes objects, alive for the call, with their lengths.
+        let (name, path) = unsafe { (bytes(m.name, m.name_len), bytes(m.path, m.path_len)) };
+        window::send_range(
+            t,
+            Range {
+                name: Name::from(String::from_utf8_lossy(name).as_ref()),
+                domain: Some(Name::from(String::from_utf8_lossy(path).as_ref())),
+                start: m.start,
+                end: m.end.max(m.start),
+                pid: pid(),
+                tid: tid(),
+                id: m.id,
+                parent: m.parent,
+                payload: None,
+                kind: RangeKind::Module,
+                stack: None,
+            },
+        );
     })
 }
 

@@ -90,6 +90,20 @@ struct CuprofCorrelation {
   uint32_t kind;
 };
 
+// An nn.Module forward call that ended (--with-modules; ops/native.rs, `ModuleCall`): torch's
+// event name (`nn.Module: Linear_0`), the module's path, the call's id and its enclosing
+// call's.
+struct CuprofModule {
+  uint64_t start;
+  uint64_t end;
+  uint64_t id;
+  uint64_t parent;
+  const char* name;
+  size_t name_len;
+  const char* path;
+  size_t path_len;
+};
+
 typedef void (*CuprofEachOpenOp)(void* ctx, const char* record, size_t len);
 typedef uint64_t (*CuprofOpenOps)(CuprofEachOpenOp each, void* ctx);
 
@@ -118,12 +132,14 @@ struct CuprofHooks {
   void (*memory)(const CuprofMemory* report);
   // Registers this library's walk over a thread's open operators (allocation stacks).
   void (*attach)(CuprofOpenOps walk);
+  // An nn.Module call recorder.py timed (--with-modules), passed through cuprof_observer_module.
+  void (*module)(const CuprofModule* call);
 };
 }
 
 namespace {
 
-constexpr uint32_t kHooksVersion = 6;
+constexpr uint32_t kHooksVersion = 7;
 // Finished operators kept before they are handed over inside an outermost one still open (a
 // compiled region, a custom operator running a model), and their records' bytes.
 constexpr uint32_t kMaxDone = 64;
@@ -1166,6 +1182,23 @@ __attribute__((visibility("default"))) uint64_t cuprof_observer_start(
   } catch (...) {
     return 0;
   }
+}
+
+// An nn.Module forward call that ended, timed by recorder.py's module hooks (--with-modules;
+// flag 16 of the level, which the callbacks above do not read): to libcuprof.so, which keeps
+// it while the window records.
+__attribute__((visibility("default"))) void cuprof_observer_module(
+    uint64_t start,
+    uint64_t end,
+    uint64_t id,
+    uint64_t parent,
+    const char* name,
+    size_t name_len,
+    const char* path,
+    size_t path_len) {
+  if (!g_hooks) return;
+  CuprofModule call{start, end, id, parent, name, name_len, path, path_len};
+  g_hooks->module(&call);
 }
 
 // Removes what start registered, on the thread that started it.

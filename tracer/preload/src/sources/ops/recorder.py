@@ -2,7 +2,8 @@
 # python.rs), after build.py and nvtx_fallback.py, in a namespace of its own, and calls
 # _cuprof_set(level) when its window starts or stops collecting; `level` is a set of bits:
 # 1 operators, 2 input shapes (with dtypes, strides and scalars), 4 every thread, 8 FLOPs,
-# 16 PyTorch's allocations (the MEM activity: torch.profiler's profile_memory).
+# 16 PyTorch's allocations (the MEM activity: torch.profiler's profile_memory), 32 nn.Module
+# calls (--with-modules).
 # It leaves in _cuprof_path which recorder runs: 0 none, 1 native, 2 NVTX fallback.
 #
 # The native observer (observer.cpp, built for this torch by build.py) is tried first; where
@@ -48,7 +49,7 @@ def _say(msg):
 
 
 # The hooks' version libcuprof.so passes (ops/mod.rs `HOOKS`, observer.cpp `kHooksVersion`).
-_HOOKS_VERSION = 6
+_HOOKS_VERSION = 7
 
 
 def _native_load(torch):
@@ -136,6 +137,7 @@ def _stop_ours(torch):
     if not _state["all_threads"] and _state["thread"] != threading.get_ident():
         return False
     _state["thread"] = None
+    _modules_off()
     if _state["path"] == "native":
         handle, _state["handle"] = _state["handle"], 0
         _state["lib"].cuprof_observer_stop(handle)
@@ -173,6 +175,114 @@ def _start(torch, level):
         _nvtx_start(torch, shapes)
     _state["thread"] = threading.get_ident()
     _set_profiler_flag(torch, True)
+    if level & 32:
+        _modules_on(torch)
+
+
+# --with-modules: each nn.Module forward call, timed by global forward hooks and handed to
+# libcuprof.so through the native observer, which writes it as torch.profiler's `with_stack`
+# writes module calls (`nn.Module: Linear_0`, numbered per class in the order first called).
+# A module's path is its root's class, then the name named_modules() gives it under that root
+# (`GPT2LMHeadModel.transformer.h.3.attn`), read once per root, when the root is first called.
+# The hooks do nothing while torch.compile traces (no graph break; a compiled region's modules
+# run inside it as one call), on threads whose operators are not recorded, and never raise.
+_module_calls = {"handles": None, "paths": {}, "names": {}, "instances": {}}
+
+
+def _modules_on(torch):
+    import ctypes
+    import itertools
+    import time
+    import weakref
+
+    if _module_calls["handles"] is not None:
+        return
+    if _state["path"] != "native":
+        _say("--with-modules needs cuprof's native observer: nn.Module calls are not recorded")
+        return
+    record = _state["lib"].cuprof_observer_module
+    record.restype = None
+    record.argtypes = [ctypes.c_uint64] * 4 + [ctypes.c_char_p, ctypes.c_size_t] * 2
+    compiler = getattr(torch, "compiler", None)
+    is_compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
+    only = None if _state["all_threads"] else _state["thread"]
+    get_ident, now, ref, ids = threading.get_ident, time.time_ns, weakref.ref, itertools.count(1)
+    local = threading.local()
+    paths, names, instances = _module_calls["paths"], _module_calls["names"], _module_calls["instances"]
+
+    def learn(module, stack):
+        # The module's event name and path, the first time it is called.
+        cls = type(module).__name__
+        known = paths.get(id(module))
+        if known is None or known[0]() is not module:
+            if stack:
+                path = stack[-1][1][2].decode("utf-8", "replace") + "." + cls
+            else:
+                path = cls
+                for qualified, sub in module.named_modules():
+                    if qualified and id(sub) not in paths:
+                        paths[id(sub)] = (ref(sub), cls + "." + qualified)
+            known = (ref(module), path)
+            paths[id(module)] = known
+        n = instances.get(cls, 0)
+        instances[cls] = n + 1
+        info = (known[0], ("nn.Module: %s_%d" % (cls, n)).encode(), known[1].encode())
+        if len(names) > 1 << 16:
+            for k in [k for k, v in names.items() if v[0]() is None]:
+                del names[k]
+        names[id(module)] = info
+        return info
+
+    def enter(module, args):
+        try:
+            if is_compiling() or (only is not None and get_ident() != only):
+                return None
+            stack = getattr(local, "stack", None)
+            if stack is None:
+                stack = local.stack = []
+            info = names.get(id(module))
+            if info is None or info[0]() is not module:
+                info = learn(module, stack)
+            stack.append((module, info, next(ids), now()))
+        except Exception:
+            pass
+        return None
+
+    def leave(module, args, output):
+        try:
+            end = now()
+            stack = getattr(local, "stack", None)
+            if not stack or is_compiling():
+                return None
+            at = len(stack) - 1
+            while at >= 0 and stack[at][0] is not module:
+                at -= 1
+            if at < 0:
+                return None
+            _, info, call, start = stack[at]
+            del stack[at:]
+            parent = stack[at - 1][2] if at else 0
+            record(start, end, call, parent, info[1], len(info[1]), info[2], len(info[2]))
+        except Exception:
+            pass
+        return None
+
+    hooks = torch.nn.modules.module
+    pre = hooks.register_module_forward_pre_hook(enter)
+    try:
+        post = hooks.register_module_forward_hook(leave, always_call=True)
+    except TypeError:
+        post = hooks.register_module_forward_hook(leave)
+    _module_calls["handles"] = (pre, post)
+
+
+def _modules_off():
+    handles, _module_calls["handles"] = _module_calls["handles"], None
+    for h in handles or ():
+        try:
+            h.remove()
+        except Exception:
+            pass
 
 
 def _give_way():
