@@ -7,8 +7,9 @@ python-source's `python/cuprof` package beside it. libcuprof.so is another crate
 launcher running a nested cargo (it blocks on the build directory's lock, and would run on
 every developer `cargo build`), or the launcher embedding the library's bytes and writing
 them out at run time (a copy per run, and no file for the Python module to load). So this
-runs `cargo build --release -p cuprof-preload` first (the release build scripts/test.sh makes
-already, so CI compiles nothing twice), copies the library into the package as package data,
+runs `cargo build --release -p cuprof-preload -p cuprof-launcher` first (the same build as the
+workspace's, features included: launcher/Cargo.toml, "The test build's features"; maturin
+then finds the launcher built), copies the library into the package as package data,
 stripped (the release profile keeps line tables for developers; the wheel carries none), and
 hands over to maturin's own hooks.
 
@@ -44,9 +45,12 @@ def build_library():
         raise SystemExit(
             "cuprof build: building cuprof from source needs the Rust toolchain: install it (https://rustup.rs), or install a built wheel"
         )
-    _say(f"cargo build --profile {PROFILE} -p cuprof-preload")
+    # With the launcher, whose dependencies decide features the library's share (syn's, for
+    # one): built alone, the library would differ from the workspace's build and compile again;
+    # maturin then finds the launcher built.
+    _say(f"cargo build --profile {PROFILE} -p cuprof-preload -p cuprof-launcher")
     subprocess.run(
-        [cargo, "build", "--profile", PROFILE, "-p", "cuprof-preload"],
+        [cargo, "build", "--profile", PROFILE, "-p", "cuprof-preload", "-p", "cuprof-launcher"],
         cwd=ROOT,
         check=True,
         stdout=sys.stderr,

@@ -250,9 +250,11 @@ def _modules_on(torch):
 
     def leave(module, args, output):
         try:
+            if is_compiling():
+                return None
             end = now()
             stack = getattr(local, "stack", None)
-            if not stack or is_compiling():
+            if not stack:
                 return None
             at = len(stack) - 1
             while at >= 0 and stack[at][0] is not module:
