@@ -9,6 +9,7 @@ mod drops;
 mod faults;
 mod hta;
 mod memory;
+mod modules;
 mod on_demand;
 mod overview;
 mod python_api;
