@@ -47,6 +47,13 @@ pub struct ReportArgs {
     /// mean ± std over the runs (the rest of the report is the run --run chooses).
     #[arg(long)]
     pub all_runs: bool,
+    /// Group the module view (CPU and GPU time per nn.Module) by module path, class
+    /// (`Linear`) or attribute name (`q_proj`; list indices as `*`).
+    #[arg(long, value_name = "path|class|attribute", default_value = "path")]
+    pub module_by: analysis::sections::modules::ModuleGrouping,
+    /// Roll the module paths up to their first N components (with --module-by path).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub module_depth: Option<u16>,
     #[command(flatten)]
     pub jobs: JobsArg,
 }
@@ -61,6 +68,10 @@ impl From<ReportArgs> for analysis::ReportOptions {
             run: a.run,
             bin: a.bin,
             all_runs: a.all_runs,
+            modules: analysis::sections::modules::ModuleView {
+                by: a.module_by,
+                depth: a.module_depth.map(usize::from),
+            },
             jobs: a.jobs.into(),
         }
     }
@@ -89,6 +100,11 @@ pub struct FlameArgs {
     /// Stack by NVTX ranges even when the trace has PyTorch operators.
     #[arg(long)]
     pub nvtx: bool,
+    /// Stack by nn.Module path instead of Python stack: module path -> operators -> kernel
+    /// (the trace's nn.Module calls: `cuprof run --with-modules`, or torch.profiler's
+    /// with_stack=True).
+    #[arg(long, conflicts_with = "nvtx")]
+    pub modules: bool,
     #[command(flatten)]
     pub jobs: JobsArg,
 }
@@ -102,6 +118,7 @@ impl From<FlameArgs> for analysis::FlameOptions {
             memory: a.memory,
             folded: a.folded,
             nvtx: a.nvtx,
+            modules: a.modules,
             jobs: a.jobs.into(),
         }
     }

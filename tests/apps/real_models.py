@@ -4,8 +4,9 @@ small configs: nothing is downloaded).
     python3 real_models.py cuprof MODEL          # under libcuprof.so + the libcupti double
     python3 real_models.py torch MODEL OUT.json  # under torch.profiler (record_shapes)
 
-MODEL: `flux` (a diffusers FluxTransformer2DModel's inference passes) or `llama` (a Hugging
-Face LlamaForCausalLM's training step with AdamW). Both run 4 steps with the schedule wait=1,
+MODEL: `flux` (a diffusers FluxTransformer2DModel's inference passes), `llama` (a Hugging
+Face LlamaForCausalLM's training step with AdamW) or `gpt2` (a GPT2LMHeadModel's inference
+pass). Each runs 4 steps with the schedule wait=1,
 warmup=1, active=2. CUPROF_TEST_FLOPS=1 asks torch.profiler for with_flops too and prints its
 FLOP count per operator and input shapes in the JSON line. CUPROF_TEST_ALL_THREADS=1 runs each
 step's model on a second thread as well (torch.profiler: profile_all_threads).

@@ -48,4 +48,21 @@ def llama():
     return step
 
 
-MODELS = {"flux": flux, "llama": llama}
+def gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(
+        vocab_size=128, n_positions=64, n_embd=32, n_layer=2, n_head=4,
+        bos_token_id=0, eos_token_id=0,
+    )
+    model = GPT2LMHeadModel(config).eval()
+    ids = torch.randint(0, 128, (1, 12))
+
+    def step():
+        with torch.no_grad():
+            model(input_ids=ids)
+
+    return step
+
+
+MODELS = {"flux": flux, "llama": llama, "gpt2": gpt2}

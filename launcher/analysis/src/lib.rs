@@ -42,6 +42,11 @@
 //!   time = duration minus the operators directly inside. A GPU operation belongs to the
 //!   operator its `External id` names, else to the one its launch's `External id` names (by
 //!   correlation), else to `(no operator)`.
+//! * **Modules** ([`sections::modules`]): `nn.Module` calls (`python_function` events named
+//!   `nn.Module: ...`) nested per thread by containment, each with its `Module path` or the
+//!   names of the calls around it; an operator belongs to the innermost call holding it, and
+//!   its kernels' time with it. Per path (or depth, class, attribute): calls, CPU and GPU time,
+//!   self and inclusive.
 //! * **CUDA API calls, NVTX ranges and labels** ([`sections::durations`]): per call name and per range
 //!   name, count, total, share, mean, median, min and max, as Nsight Systems' `cuda_api_sum`
 //!   and `nvtx_sum`.

@@ -11,6 +11,7 @@ use crate::io::jobs::Jobs;
 use crate::load::runs::{choose, inputs_named};
 use crate::load::trace_files;
 use crate::model::over_runs;
+use crate::sections::modules::{ModuleGrouping, ModuleView};
 use crate::sections::step_figures::BinSpec;
 use crate::views::files::{write_report, REPORT_HTML, REPORT_MD, SUMMARY_JSON};
 
@@ -33,6 +34,8 @@ pub struct ReportOptions {
     /// Read every run among the inputs (`--all-runs`): step latency and tokens/s per run and
     /// their mean ± std; the other figures are the chosen run's.
     pub all_runs: bool,
+    /// How the module view groups its rows (`--module-by`, `--module-depth`).
+    pub modules: ModuleView,
     pub jobs: Jobs,
 }
 
@@ -50,6 +53,7 @@ impl ReportOptions {
             run: None,
             bin: None,
             all_runs: false,
+            modules: ModuleView::default(),
             jobs: Jobs::default(),
         }
     }
@@ -67,6 +71,12 @@ pub fn report(
 }
 
 fn report_to(args: &ReportOptions, con: &mut Console) -> Result<()> {
+    if args.modules.depth.is_some() && args.modules.by != ModuleGrouping::Path {
+        anyhow::bail!(
+            "--module-depth cuts module paths; it goes with --module-by path only, not class or \
+             attribute"
+        );
+    }
     // `--html FILE`, else `DIR/report.html` beside the other outputs.
     let html = args
         .html
@@ -97,6 +107,9 @@ fn report_to(args: &ReportOptions, con: &mut Console) -> Result<()> {
         .bin
         .as_ref()
         .map(|b| crate::sections::step_figures::bins(&an.files, b));
+    if args.modules != ModuleView::default() {
+        summary.modules = Some(an.modules_view(args.modules));
+    }
     if args.all_runs {
         summary.runs = Some(args.jobs.install(|| over_runs(&chosen.every))??);
     }

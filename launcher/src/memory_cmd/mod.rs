@@ -69,7 +69,9 @@ fn is_trace(path: &Path) -> bool {
 /// The leaks, growth and peak of a trace's `[memory]` events, as `cuprof report` shows them.
 fn trace_text(path: &Path, top: usize) -> anyhow::Result<String> {
     let a = cuprof_analysis::model::analyse(&[path.to_path_buf()])?;
-    let rows = cuprof_analysis::sections::allocations::find(&a.names, &a.files, &a.links, &a.ranks);
+    let rows = cuprof_analysis::sections::allocations::find(
+        &a.names, &a.files, &a.links, &a.modules, &a.ranks,
+    );
     let mut text = format!("PyTorch allocations in {}\n", path.display());
     if rows.is_empty() {
         text.push_str(

@@ -230,6 +230,37 @@ pub struct TensorMemory {
     pub addr: Option<u64>,
 }
 
+/// An `nn.Module` forward call: torch.profiler's `python_function` event named
+/// `nn.Module: CLASS_N` (`with_stack`), or cuprof's (`--with-modules`), which adds the module's
+/// path as `args["Module path"]`.
+#[derive(Debug, Clone, Copy)]
+pub struct ModuleRange {
+    pub thread: u32,
+    pub start: i64,
+    pub end: i64,
+    /// The name without `nn.Module: ` (`GPT2Attention_3`), interned.
+    pub name: u32,
+    /// `Module path` (`GPT2LMHeadModel.transformer.h.3.attn`), interned (`NO_NAME`: not
+    /// written, as in torch's own traces).
+    pub path: u32,
+}
+
+/// The prefix of a module's `python_function` event name.
+pub const MODULE_PREFIX: &str = "nn.Module: ";
+
+/// A module's class from its event name without [`MODULE_PREFIX`]: `GPT2Attention_3` ->
+/// `GPT2Attention` (torch numbers each class's instances `_N`).
+pub fn module_class(name: &str) -> &str {
+    match name.rsplit_once('_') {
+        Some((class, n))
+            if !class.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            class
+        }
+        _ => name,
+    }
+}
+
 /// API calls that block the CPU until the GPU has finished something.
 pub fn is_sync_call(name: &str) -> bool {
     matches!(
@@ -273,6 +304,8 @@ pub struct FileData {
     pub collectives: Vec<CollectiveCall>,
     /// Triton kernel launches, from torch.compile's operators around them.
     pub triton: Vec<TritonCall>,
+    /// `nn.Module` forward calls, in file order.
+    pub modules: Vec<ModuleRange>,
     /// (index in `apis`, `External id`) of the API calls that carry one. Kept apart from
     /// `ApiCall` so that traces without operators pay nothing for it.
     pub api_ext: Vec<(u32, i64)>,
@@ -323,6 +356,10 @@ impl FileData {
         for t in &mut self.triton {
             m(&mut t.file);
             m(&mut t.config);
+        }
+        for r in &mut self.modules {
+            m(&mut r.name);
+            m(&mut r.path);
         }
     }
 }

@@ -360,6 +360,34 @@ impl Builder<'_> {
         }
     }
 
+    /// An `nn.Module` call; its `Module path` (cuprof's) parsed from the raw text, as
+    /// [`Self::memory_sample`] does (only these events carry one).
+    fn module(&mut self, e: &Event<'_>, start: i64, end: i64, name: &str) {
+        #[derive(serde::Deserialize)]
+        struct Module<'a> {
+            #[serde(borrow, default)]
+            args: Option<Values<'a>>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Values<'a> {
+            #[serde(rename = "Module path", borrow, default)]
+            path: Option<std::borrow::Cow<'a, str>>,
+        }
+        let path = serde_json::from_slice::<Module<'_>>(e.raw)
+            .ok()
+            .and_then(|m| m.args?.path)
+            .filter(|p| !p.is_empty());
+        let thread = self.thread(&e.pid, &e.tid);
+        let range = ModuleRange {
+            thread,
+            start,
+            end,
+            name: self.names.id(name),
+            path: path.map_or(NO_NAME, |p| self.names.id(&p)),
+        };
+        self.data.modules.push(range);
+    }
+
     // Called once per event from the reader's loop: left out of line (as the code around it
     // grew), it cost the parse 4-7% on a 2M-event trace (BENCHMARKS.md, session 11).
     #[inline(always)]
@@ -519,7 +547,9 @@ impl Builder<'_> {
                 }
             }
             "python_function" => {
-                if python_frames::is_code_frame(&e.name) {
+                if let Some(name) = e.name.strip_prefix(MODULE_PREFIX) {
+                    self.module(e, start, end, name);
+                } else if python_frames::is_code_frame(&e.name) {
                     let thread = self.thread(&e.pid, &e.tid);
                     let name = self.names.id(&e.name);
                     self.frames.push(PyFrame {

@@ -3,12 +3,14 @@
 //!
 //! One file a job: [`attribution`] (NVTX range paths of launches), [`intervals`] (unions and
 //! the per-device breakdown), [`steps`] (latency statistics), [`links`] (operator nesting and
-//! what each operator launched), [`ratios`]. The figures themselves are in `sections`, the
+//! what each operator launched), [`modules`] (the `nn.Module` call each operator ran in),
+//! [`ratios`]. The figures themselves are in `sections`, the
 //! summary that gathers them in `summary`.
 
 pub mod attribution;
 pub mod intervals;
 pub mod links;
+pub mod modules;
 pub mod ratios;
 pub mod steps;
 
@@ -65,6 +67,8 @@ pub struct Analysis {
     pub ranks: Vec<i64>,
     /// Per file: operator nesting and attribution (`None`: the file has no operators).
     pub links: Vec<Option<Links>>,
+    /// Per file: its module calls' nesting and paths (`None`: the file has no module call).
+    pub modules: Vec<Option<modules::ModuleTree>>,
 }
 
 impl Analysis {
@@ -79,6 +83,7 @@ impl Analysis {
             .zip(&api_p)
             .map(|(f, a)| (op_paths(f, a), links::links(f)))
             .unzip();
+        let module_trees = files.par_iter().map(|f| modules::tree(f, &names)).collect();
         let known: Vec<Option<i64>> = files.iter().map(|f| f.rank).collect();
         let ranks = number_ranks(&known);
         Analysis {
@@ -89,6 +94,7 @@ impl Analysis {
             op_paths: op_p,
             ranks,
             links,
+            modules: module_trees,
         }
     }
 

@@ -1,7 +1,8 @@
 //! PyTorch's allocations over each trace's window (`[memory]` events, an allocation paired with
 //! its free by device and address): what was still alive at the window's end (leaks), live
 //! bytes rising step over step (growth), and the peak of live bytes with what was alive then;
-//! each grouped by the operator that allocated, its Python line and its call stack.
+//! each grouped by the operator that allocated, its Python line, its call stack and, where the
+//! trace has `nn.Module` calls, the module path the operator ran in.
 //!
 //! The rules (`docs/analysis.md` says the same for users):
 //! * An **allocation** is a `[memory]` event with `Bytes` > 0 and an `Addr`; it is freed by the
@@ -23,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::load::{FileData, Interner, TensorMemoryOn, NO_NAME};
 use crate::model::links::{call_site, Links, NONE, NO_OPERATOR};
+use crate::model::modules::ModuleTree;
 use crate::saturating::AddSat;
 
 /// Steps needed before growth is looked for.
@@ -43,6 +45,10 @@ pub struct AllocationGroup {
     /// The operator's `Call stack` (innermost frame first, `;` between frames).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack: Option<String>,
+    /// The module path of the innermost `nn.Module` call holding the operator; absent without
+    /// one (or in a trace without module calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
     pub bytes: i64,
     pub count: u64,
 }
@@ -104,22 +110,29 @@ struct Alloc {
     freed_ns: i64,
 }
 
-/// The allocations of every file (`ranks`: each file's rank), per file and device (GPUs by
-/// index, then the CPU).
+/// The allocations of every file (`ranks`: each file's rank; `trees`: each file's module
+/// calls), per file and device (GPUs by index, then the CPU).
 pub fn find(
     names: &Interner,
     files: &[FileData],
     links: &[Option<Links>],
+    trees: &[Option<ModuleTree>],
     ranks: &[i64],
 ) -> Vec<DeviceAllocations> {
     let mut out = Vec::new();
-    for ((f, l), &rank) in files.iter().zip(links).zip(ranks) {
-        out.extend(of_file(names, f, l.as_ref(), rank));
+    for (((f, l), t), &rank) in files.iter().zip(links).zip(trees).zip(ranks) {
+        out.extend(of_file(names, f, l.as_ref(), t.as_ref(), rank));
     }
     out
 }
 
-fn of_file(names: &Interner, f: &FileData, l: Option<&Links>, rank: i64) -> Vec<DeviceAllocations> {
+fn of_file(
+    names: &Interner,
+    f: &FileData,
+    l: Option<&Links>,
+    t: Option<&ModuleTree>,
+    rank: i64,
+) -> Vec<DeviceAllocations> {
     let tm = &f.tensor_memory;
     if tm.iter().all(|m| m.addr.is_none() || m.bytes <= 0) {
         return Vec::new();
@@ -163,7 +176,7 @@ fn of_file(names: &Interner, f: &FileData, l: Option<&Links>, rank: i64) -> Vec<
         .map(|s| (s.start.saturating_add(s.dur), s.number, s.start))
         .collect();
     steps.sort_unstable();
-    let group = |of: &mut dyn Iterator<Item = &Alloc>| groups(names, f, l, of);
+    let group = |of: &mut dyn Iterator<Item = &Alloc>| groups(names, f, l, t, of);
 
     let mut out = Vec::new();
     for dev in devices {
@@ -289,14 +302,15 @@ fn window(f: &FileData) -> (i64, i64) {
     spans.fold((i64::MAX, i64::MIN), |(a, b), (s, e)| (a.min(s), b.max(e)))
 }
 
-/// `allocs` by operator and call stack, largest first, at most [`MAX_GROUPS`].
+/// `allocs` by operator, call stack and module path, largest first, at most [`MAX_GROUPS`].
 fn groups(
     names: &Interner,
     f: &FileData,
     l: Option<&Links>,
+    t: Option<&ModuleTree>,
     allocs: &mut dyn Iterator<Item = &Alloc>,
 ) -> Vec<AllocationGroup> {
-    let mut by: FxHashMap<(u32, u32), (i64, u64)> = FxHashMap::default();
+    let mut by: FxHashMap<(u32, u32, u32), (i64, u64)> = FxHashMap::default();
     for a in allocs {
         let op = l.map_or(NONE, |l| l.tensor_memory[a.event as usize]);
         let (name, stack) = if op == NONE {
@@ -305,13 +319,21 @@ fn groups(
             let l = l.expect("an operator comes from links");
             (f.cpu_ops[op as usize].name, l.stack_of(&f.cpu_ops, op))
         };
-        let e = by.entry((name, stack)).or_default();
+        // The module path's index in the tree (`NONE`: no module call holds the operator).
+        let module = match (t, op) {
+            (Some(t), op) if op != NONE => match t.op[op as usize] {
+                NONE => NONE,
+                m => t.path[m as usize],
+            },
+            _ => NONE,
+        };
+        let e = by.entry((name, stack, module)).or_default();
         e.0.add_sat(f.tensor_memory[a.event as usize].bytes);
         e.1 += 1;
     }
     let mut rows: Vec<AllocationGroup> = by
         .into_iter()
-        .map(|((name, stack), (bytes, count))| {
+        .map(|((name, stack, module), (bytes, count))| {
             let stack = (stack != NO_NAME).then(|| names.name(stack));
             AllocationGroup {
                 operator: if name == NO_NAME {
@@ -321,6 +343,9 @@ fn groups(
                 },
                 call_site: stack.and_then(call_site).map(str::to_string),
                 stack: stack.map(str::to_string),
+                module: t
+                    .filter(|_| module != NONE)
+                    .map(|t| t.paths[module as usize].clone()),
                 bytes,
                 count,
             }
@@ -332,6 +357,7 @@ fn groups(
             .then(b.count.cmp(&a.count))
             .then_with(|| a.operator.cmp(&b.operator))
             .then_with(|| a.stack.cmp(&b.stack))
+            .then_with(|| a.module.cmp(&b.module))
     });
     rows.truncate(MAX_GROUPS);
     rows

@@ -8,6 +8,7 @@ pub mod durations;
 pub mod findings;
 pub mod idle;
 pub mod launches;
+pub mod modules;
 pub mod operators;
 pub mod queues;
 pub mod series;

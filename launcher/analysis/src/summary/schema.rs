@@ -12,6 +12,7 @@ use crate::sections::durations::DurationRow;
 use crate::sections::findings::Finding;
 use crate::sections::idle::IdleRow;
 use crate::sections::launches::Launches;
+use crate::sections::modules::Modules;
 use crate::sections::operators::Operators;
 use crate::sections::queues::QueueRow;
 use crate::sections::series::{MemorySeries, StepTime};
@@ -264,6 +265,11 @@ pub struct Summary {
     /// PyTorch operators (`cpu_op` events); absent when no trace has any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operators: Option<Operators>,
+    /// CPU and GPU time per `nn.Module` path (or class, attribute, depth: `report
+    /// --module-by`, `--module-depth`), self and inclusive; a `note` instead of rows when the
+    /// traces have no operators or no module calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modules: Option<Modules>,
     /// torch.compile's compilations and compiled regions; absent when no trace has any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub torch_compile: Option<TorchCompile>,

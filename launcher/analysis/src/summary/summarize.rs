@@ -12,8 +12,8 @@ use crate::model::{
 };
 use crate::saturating::{self, AddSat};
 use crate::sections::{
-    allocations, collectives, durations, findings, idle, launches, operators, queues, series,
-    torch_compile, triton,
+    allocations, collectives, durations, findings, idle, launches, modules, operators, queues,
+    series, torch_compile, triton,
 };
 use crate::summary::schema::*;
 
@@ -175,9 +175,21 @@ impl Analysis {
                 ops.as_ref().map(|o| &o.0),
             ),
             operators: ops.map(|o| o.0),
+            modules: Some(self.modules_view(modules::ModuleView::default())),
             memory,
-            allocations: allocations::find(&self.names, &self.files, &self.links, &self.ranks),
+            allocations: allocations::find(
+                &self.names,
+                &self.files,
+                &self.links,
+                &self.modules,
+                &self.ranks,
+            ),
         }
+    }
+
+    /// The module view grouped as `view` asks (`report --module-by`, `--module-depth`).
+    pub fn modules_view(&self, view: modules::ModuleView) -> modules::Modules {
+        modules::summarize(&self.files, &self.links, &self.modules, view)
     }
 
     fn rank_summary(&self, rank: i64, idx: &[usize]) -> RankSummary {

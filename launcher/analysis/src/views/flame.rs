@@ -1,6 +1,7 @@
 //! `cuprof flame`: NVTX ranges -> kernel, weighted by GPU time (or API calls by CPU time); when
 //! the trace has PyTorch operators, Python lines -> operators -> kernel instead, or (`--memory`)
-//! Python lines -> operators -> the bytes PyTorch allocated in them.
+//! Python lines -> operators -> the bytes PyTorch allocated in them; or (`--modules`) nn.Module
+//! path -> operators -> kernel.
 
 use crate::saturating::{self, AddSat};
 use std::collections::BTreeMap;
@@ -32,6 +33,8 @@ pub struct FlameOptions {
     pub folded: Option<PathBuf>,
     /// Stack by NVTX ranges even when the trace has PyTorch operators.
     pub nvtx: bool,
+    /// Stack by nn.Module path instead of Python stack: module path -> operators -> kernel.
+    pub modules: bool,
     pub jobs: crate::io::jobs::Jobs,
 }
 
@@ -48,10 +51,14 @@ impl FlameOptions {
             memory: false,
             folded: None,
             nvtx: false,
+            modules: false,
             jobs: crate::io::jobs::Jobs::default(),
         }
     }
 }
+
+/// The frame above operators that ran in no module call (`flame --modules`).
+pub const NO_MODULE: &str = "(no module)";
 
 /// A frame name safe for the folded format (`;` separates frames, the count ends the line).
 fn frame(s: &str) -> String {
@@ -100,11 +107,24 @@ enum Leaf {
     Allocated(TensorMemoryOn),
 }
 
+/// How the stacks above the operators are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stacks {
+    /// The outermost operator's Python call stack.
+    Python,
+    /// The `nn.Module` path of the innermost module call holding the operator.
+    Modules,
+    /// NVTX ranges only, even when the trace has operators.
+    Nvtx,
+}
+
 /// Where a leaf hangs: under its operators, or (no operator) under its NVTX ranges.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Under {
     /// An id of the operator chains (`Call stack` id, then operator names outermost first).
     Operators(u32),
+    /// An id of `module_stacks`: module path components, then operator names.
+    Modules(u32),
     /// An NVTX path id; `found`: the launch is in the trace.
     Ranges { path: u32, found: bool },
 }
@@ -113,8 +133,10 @@ enum Under {
 /// by stack. Stacks go through the
 /// operators when a file has any (unless `nvtx`): the outermost operator's Python call stack
 /// (outermost frame first), the operators outermost first, the leaf; work no operator launched
-/// is under `(no operator)`, then its NVTX ranges.
-pub(crate) fn folded(an: &Analysis, weigh: Weigh, nvtx: bool) -> BTreeMap<String, u64> {
+/// is under `(no operator)`, then its NVTX ranges. With [`Stacks::Modules`] the operators hang
+/// under their module path's components instead (`(no module)` outside every module call).
+pub(crate) fn folded(an: &Analysis, weigh: Weigh, how: Stacks) -> BTreeMap<String, u64> {
+    let nvtx = how == Stacks::Nvtx;
     let multi = {
         let mut r = an.ranks.clone();
         r.sort_unstable();
@@ -123,6 +145,8 @@ pub(crate) fn folded(an: &Analysis, weigh: Weigh, nvtx: bool) -> BTreeMap<String
     };
     let by_op = !nvtx && an.links.iter().any(Option::is_some);
     let mut chains = Paths::default();
+    let mut module_stacks: Vec<String> = Vec::new();
+    let mut module_ids: rustc_hash::FxHashMap<String, u32> = rustc_hash::FxHashMap::default();
     // (rank, where, leaf) -> weight
     let mut acc: BTreeMap<(i64, Under, Leaf), u64> = BTreeMap::new();
     let mut chain = Vec::new();
@@ -132,7 +156,31 @@ pub(crate) fn folded(an: &Analysis, weigh: Weigh, nvtx: bool) -> BTreeMap<String
         let links = an.links[fi].as_ref().filter(|_| by_op);
         // Per operator of the file: its chain id, computed on first use.
         let mut chain_of = vec![NONE; links.map_or(0, |_| f.cpu_ops.len())];
+        let tree = an.modules[fi].as_ref();
         let mut under = |op: u32, path: Option<u32>| match links {
+            Some(l) if op != NONE && how == Stacks::Modules => {
+                if chain_of[op as usize] == NONE {
+                    l.chain(op, &mut chain);
+                    let mut text = match tree.map_or(NONE, |t| t.op[op as usize]) {
+                        NONE => NO_MODULE.to_string(),
+                        m => {
+                            let t = tree.expect("a module call is in a tree");
+                            let p = &t.paths[t.path[m as usize] as usize];
+                            p.split('.').map(frame).collect::<Vec<_>>().join(";")
+                        }
+                    };
+                    for &c in &chain {
+                        text.push(';');
+                        text.push_str(&frame(an.names.name(f.cpu_ops[c as usize].name)));
+                    }
+                    let next = module_stacks.len() as u32;
+                    chain_of[op as usize] = *module_ids.entry(text).or_insert_with_key(|k| {
+                        module_stacks.push(k.clone());
+                        next
+                    });
+                }
+                Under::Modules(chain_of[op as usize])
+            }
             Some(l) if op != NONE => {
                 if chain_of[op as usize] == NONE {
                     l.chain(op, &mut chain);
@@ -204,6 +252,7 @@ pub(crate) fn folded(an: &Analysis, weigh: Weigh, nvtx: bool) -> BTreeMap<String
                 }
                 stack.extend(key[1..].iter().map(|&n| frame(an.names.name(n))));
             }
+            Under::Modules(m) => stack.push(module_stacks[m as usize].clone()),
             Under::Ranges { path, found } => {
                 if by_op {
                     stack.push(NO_OPERATOR.to_string());
@@ -237,11 +286,21 @@ fn draw(
     lines: &[String],
     weigh: Weigh,
     by_op: bool,
+    how: Stacks,
     paths: &[PathBuf],
     w: &mut impl std::io::Write,
 ) -> Result<()> {
     let mut opt = inferno::flamegraph::Options::default();
     opt.title = match (weigh, by_op) {
+        (Weigh::ApiTime, true) if how == Stacks::Modules => {
+            "cuprof: CPU time of CUDA API calls by nn.Module path and operator"
+        }
+        (Weigh::GpuTime, true) if how == Stacks::Modules => {
+            "cuprof: GPU time by nn.Module path, operator and kernel"
+        }
+        (Weigh::Allocated, true) if how == Stacks::Modules => {
+            "cuprof: bytes PyTorch allocated, by nn.Module path and operator"
+        }
         (Weigh::ApiTime, false) => "cuprof: CPU time of CUDA API calls by NVTX range",
         (Weigh::GpuTime, false) => "cuprof: GPU time by NVTX range and kernel",
         (Weigh::ApiTime, true) => "cuprof: CPU time of CUDA API calls by Python stack and operator",
@@ -274,13 +333,20 @@ pub(crate) fn memory_svg(an: &Analysis, paths: &[PathBuf]) -> Result<Option<Stri
 }
 
 fn svg_of(an: &Analysis, weigh: Weigh, paths: &[PathBuf]) -> Result<Option<String>> {
-    let stacks = folded(an, weigh, false);
+    let stacks = folded(an, weigh, Stacks::Python);
     if stacks.is_empty() {
         return Ok(None);
     }
     let by_op = an.links.iter().any(Option::is_some);
     let mut out = Vec::new();
-    draw(&lines(&stacks), weigh, by_op, paths, &mut out)?;
+    draw(
+        &lines(&stacks),
+        weigh,
+        by_op,
+        Stacks::Python,
+        paths,
+        &mut out,
+    )?;
     Ok(Some(String::from_utf8(out)?))
 }
 
@@ -313,7 +379,28 @@ fn flame_to(args: &FlameOptions, con: &mut Console) -> Result<()> {
         (_, true) => Weigh::Allocated,
         _ => Weigh::GpuTime,
     };
-    let stacks = folded(&an, weigh, args.nvtx);
+    let how = match (args.nvtx, args.modules) {
+        (true, _) => Stacks::Nvtx,
+        (_, true) => Stacks::Modules,
+        _ => Stacks::Python,
+    };
+    if how == Stacks::Modules && an.modules.iter().all(Option::is_none) {
+        let inputs = args
+            .paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        bail!(
+            "{inputs}: {}",
+            if an.links.iter().all(Option::is_none) {
+                crate::sections::modules::NO_OPERATORS
+            } else {
+                crate::sections::modules::NO_MODULE_CALLS
+            }
+        );
+    }
+    let stacks = folded(&an, weigh, how);
     let by_op = !args.nvtx && an.links.iter().any(Option::is_some);
     let what = weigh.what();
     if stacks.is_empty() {
@@ -342,7 +429,7 @@ fn flame_to(args: &FlameOptions, con: &mut Console) -> Result<()> {
     }
     let (staged, file) = Staged::create(&args.out)?;
     let mut w = BufWriter::new(file);
-    draw(&lines, weigh, by_op, &args.paths, &mut w)
+    draw(&lines, weigh, by_op, how, &args.paths, &mut w)
         .with_context(|| format!("{}: cannot draw the flame graph", args.out.display()))?;
     let file = w
         .into_inner()

@@ -8,6 +8,7 @@ use crate::sections::durations::DurationRow;
 use crate::sections::findings::Finding;
 use crate::sections::idle::{IdleRow, KERNEL_WAIT_NS};
 use crate::sections::launches::{Launches, LATE_START_NS, SLOW_CALL_NS};
+use crate::sections::modules::{ModuleGrouping, Modules};
 use crate::sections::operators::{CallSiteKind, CallSiteRow, OperatorRow, Operators, RankedBy};
 use crate::sections::queues::{QueueRow, FULL_QUEUE};
 use crate::sections::step_figures::StepBins;
@@ -305,6 +306,10 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
             .to_string(),
             operators(o, top, md, name_max),
         ));
+    }
+
+    if let Some(m) = &s.modules {
+        out.push((modules_title(m), modules(m, top, md, name_max)));
     }
 
     if let Some(c) = &s.torch_compile {
@@ -739,6 +744,57 @@ fn collectives(rows: &[CollectiveRow], top: usize, md: bool, name_max: usize) ->
     text
 }
 
+/// The module view's title: what its rows are keyed by.
+pub fn modules_title(m: &Modules) -> String {
+    match (m.by, m.depth) {
+        (ModuleGrouping::Path, None) => "Modules (CPU and GPU time per nn.Module path)".into(),
+        (ModuleGrouping::Path, Some(d)) => {
+            format!("Modules (CPU and GPU time per nn.Module path, rolled up to depth {d})")
+        }
+        (ModuleGrouping::Class, _) => "Modules (CPU and GPU time per nn.Module class)".into(),
+        (ModuleGrouping::Attribute, _) => {
+            "Modules (CPU and GPU time per nn.Module attribute name)".into()
+        }
+    }
+}
+
+/// Module rows by GPU inclusive time: calls, CPU and GPU time, self and inclusive; or the one
+/// line saying why there are none.
+fn modules(m: &Modules, top: usize, md: bool, name_max: usize) -> String {
+    if let Some(note) = &m.note {
+        return format!("{note}\n");
+    }
+    let mut t = Table::new(&[
+        "module",
+        ">calls",
+        ">CPU self",
+        ">CPU total",
+        ">GPU self",
+        ">GPU total",
+    ]);
+    for r in m.rows.iter().take(top) {
+        t.row(vec![
+            short_tail(&r.name, name_max),
+            r.calls.to_string(),
+            dur(r.cpu_self_ns as f64),
+            dur(r.cpu_inclusive_ns as f64),
+            dur(r.gpu_self_ns as f64),
+            dur(r.gpu_inclusive_ns as f64),
+        ]);
+    }
+    let mut text = if md { t.markdown() } else { t.text() };
+    let more = m.rows.len().saturating_sub(top);
+    if more > 0 {
+        text.push_str(&format!("({more} more in summary.json)\n"));
+    }
+    text.push_str(&format!(
+        "GPU time of kernels launched outside every module call (backward, optimizer, code \
+         outside the model): {}\n",
+        dur(m.outside_gpu_ns as f64)
+    ));
+    text
+}
+
 /// Triton kernels by GPU time, with their launch config, the achieved GB/s and TFLOP/s
 /// against inductor's estimates, and the file inductor wrote them to.
 fn triton_kernels(rows: &[TritonRow], top: usize, md: bool, name_max: usize) -> String {
@@ -1157,16 +1213,38 @@ pub fn allocations(rows: &[DeviceAllocations], top: usize, md: bool, name_max: u
                 out.push('\n');
             }
         }
-        let mut t = Table::new(&["", ">bytes", ">allocations", "operator", "Python line"]);
+        // The module column only where the trace has module calls.
+        let by_module = d
+            .leaks
+            .iter()
+            .chain(d.growth.iter().flat_map(|g| &g.groups))
+            .chain(&d.at_peak)
+            .any(|g| g.module.is_some());
+        let mut t = if by_module {
+            Table::new(&[
+                "",
+                ">bytes",
+                ">allocations",
+                "operator",
+                "module",
+                "Python line",
+            ])
+        } else {
+            Table::new(&["", ">bytes", ">allocations", "operator", "Python line"])
+        };
         let mut add = |what: &str, groups: &[crate::sections::allocations::AllocationGroup]| {
             for g in groups.iter().take(top) {
-                t.row(vec![
+                let mut row = vec![
                     what.to_string(),
                     bytes(g.bytes),
                     g.count.to_string(),
                     short(&g.operator, name_max / 2),
-                    short_tail(g.call_site.as_deref().unwrap_or(""), name_max),
-                ]);
+                ];
+                if by_module {
+                    row.push(short_tail(g.module.as_deref().unwrap_or(""), name_max / 2));
+                }
+                row.push(short_tail(g.call_site.as_deref().unwrap_or(""), name_max));
+                t.row(row);
             }
         };
         add("leaked", &d.leaks);

@@ -51,6 +51,12 @@ fn call(args: &[&str], out: &mut Vec<u8>, err: &mut Vec<u8>) -> anyhow::Result<(
                 .map(|b| b.parse().map_err(anyhow::Error::msg))
                 .transpose()?;
             o.all_runs = a.switch("--all-runs");
+            if let Some(by) = a.value(&["--module-by"]) {
+                o.modules.by = by.parse().map_err(anyhow::Error::msg)?;
+            }
+            o.modules.depth = a
+                .value(&["--module-depth"])
+                .map(|d| d.parse().expect("--module-depth N"));
             o.jobs = a.jobs();
             a.done(command);
             report(&o, out, err)
@@ -68,6 +74,7 @@ fn call(args: &[&str], out: &mut Vec<u8>, err: &mut Vec<u8>) -> anyhow::Result<(
             );
             o.folded = a.value(&["--folded"]).map(PathBuf::from);
             o.nvtx = a.switch("--nvtx");
+            o.modules = a.switch("--modules");
             o.jobs = a.jobs();
             a.done(command);
             flame(&o, out, err)
@@ -117,8 +124,18 @@ struct Args {
 }
 
 /// The options that take a value.
-const VALUED: [&str; 9] = [
-    "-o", "--out", "--top", "--html", "--folded", "-j", "--jobs", "--run", "--bin",
+const VALUED: [&str; 11] = [
+    "-o",
+    "--out",
+    "--top",
+    "--html",
+    "--folded",
+    "-j",
+    "--jobs",
+    "--run",
+    "--bin",
+    "--module-by",
+    "--module-depth",
 ];
 
 impl Args {

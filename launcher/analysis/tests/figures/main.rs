@@ -21,6 +21,7 @@ mod analysis_hta;
 mod analysis_idle;
 mod analysis_launches;
 mod analysis_merge;
+mod analysis_modules;
 mod analysis_operators;
 mod analysis_queues;
 mod analysis_ranks;

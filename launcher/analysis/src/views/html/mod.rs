@@ -11,6 +11,7 @@
 //! * GPU time per rank as stacked bars, with every figure in a table ([`breakdown`]);
 //! * a rank × step heatmap of step time, with several ranks ([`heatmap`]);
 //! * top kernels and top operators as bars ([`bars`]);
+//! * CPU and GPU time per nn.Module path, class or attribute ([`modules`]);
 //! * the memory copies and sets, with their size and time spreads ([`copies`]);
 //! * the CUDA API calls, and the NVTX ranges and labels, by name ([`durations`]);
 //! * the collectives, with nccl-tests' figures ([`collectives`]);
@@ -33,6 +34,7 @@ mod flame;
 mod heatmap;
 mod launches;
 mod memory;
+mod modules;
 mod quality;
 mod steps;
 mod svg;
@@ -127,6 +129,7 @@ pub fn page(
         heatmap::section(s),
         bars::kernels(s, top),
         bars::operators(s, top),
+        modules::section(s, top),
         bars::torch_compile(s, top),
         copies::section(s),
         durations::api_calls(s, top),
