@@ -154,6 +154,27 @@ mod tests {
     }
 
     #[test]
+    fn every_route_to_the_terminal_escapes() {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let mut con = Console::new(&mut out, &mut err);
+        con.print("k\u{1b}]0;t\u{7}\u{9b}\u{202e}\n").unwrap();
+        con.note("note d/\u{1b}[2J\u{2028}x");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "k\\u{1b}]0;t\\u{7}\\u{9b}\\u{202e}\n"
+        );
+        assert_eq!(
+            String::from_utf8(err).unwrap(),
+            "note d/\\u{1b}[2J\\u{2028}x\n"
+        );
+        let e = anyhow::anyhow!("d/f\u{1b}]0;t\u{7}\r.json: cannot read it");
+        assert_eq!(
+            error_line(&e),
+            "cuprof: d/f\\u{1b}]0;t\\u{7}\\u{d}.json: cannot read it\n"
+        );
+    }
+
+    #[test]
     fn errors_fit_on_one_line() {
         let io = io::Error::new(io::ErrorKind::NotFound, "No such file or directory");
         let e = Err::<(), _>(io)
