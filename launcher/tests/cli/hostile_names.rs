@@ -314,6 +314,10 @@ fn hostile_names_and_file_names_reach_no_output_raw() {
         assert!(frames.contains(&want.as_str()), "folded: no frame {want:?}");
     }
 
+    for p in [out.join("report.html"), svg.clone(), mem_svg.clone()] {
+        no_raw_active(&p.to_string_lossy(), &std::fs::read_to_string(&p).unwrap());
+    }
+
     // The parsers: markdown-it, HTML, XML, DuckDB.
     let checked = Command::new("python3")
         .args(["-c", CHECKER])
