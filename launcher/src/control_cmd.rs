@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use cuprof_analysis::escape::terminal::{printable_line, Shown};
 use cuprof_core::capture_options::CaptureOptions;
 use cuprof_core::control::{self as proto, Reply, Request, Status};
 
@@ -148,7 +149,7 @@ pub(crate) fn socket_dir() -> Result<Option<PathBuf>> {
     );
     match std::fs::symlink_metadata(&dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => bail!("cannot reach the control directory {}: {e}", dir.display()),
+        Err(e) => bail!("cannot reach the control directory {}: {e}", dir.shown()),
         Ok(_) => {}
     }
     proto::check_private_dir(&dir, uid, false)?;
@@ -160,16 +161,16 @@ pub(crate) fn socket_dir() -> Result<Option<PathBuf>> {
 pub(crate) fn ask(dir: &Path, pid: u32, req: &Request) -> Result<Reply> {
     let path = proto::socket_path(dir, pid);
     let meta = std::fs::symlink_metadata(&path).with_context(|| {
-        format!("process {pid} has no control socket ({}): it was not started with --on-demand, has ended, or belongs to another user", path.display())
+        format!("process {pid} has no control socket ({}): it was not started with --on-demand, has ended, or belongs to another user", path.shown())
     })?;
     if !meta.file_type().is_socket() {
         bail!(
             "{} is not a socket (a file or symlink put there?): refused; remove it",
-            path.display()
+            path.shown()
         );
     }
     let mut conn = UnixStream::connect(&path)
-        .with_context(|| format!("process {pid} does not answer on {}", path.display()))?;
+        .with_context(|| format!("process {pid} does not answer on {}", path.shown()))?;
     conn.set_read_timeout(Some(ANSWER_WAIT))?;
     conn.set_write_timeout(Some(ANSWER_WAIT))?;
     conn.write_all(req.to_line()?.as_bytes())
@@ -212,12 +213,16 @@ pub fn ps(_: PsArgs) -> Result<()> {
                 "{}\t{}\t{}\t{}\t{}\t{}",
                 s.pid,
                 s.rank,
-                cuprof_analysis::io::console::printable_text(&s.name),
-                s.state,
+                // Tabs separate the columns: each field on one line of its own.
+                printable_line(&s.name),
+                printable_line(&s.state),
                 s.step,
                 s.files
             )?,
-            Err(e) => eprintln!("cuprof: {}", cuprof_analysis::io::console::one_line(&e)),
+            Err(e) => cuprof_analysis::io::console::eprint_line(&format!(
+                "cuprof: {}",
+                cuprof_analysis::io::console::one_line(&e)
+            )),
         }
     }
     Ok(())
@@ -233,7 +238,10 @@ fn targets(dir: &Path, a: &CaptureArgs) -> Result<Vec<Status>> {
         match status(dir, pid) {
             Ok(s) if a.name.as_ref().is_none_or(|n| *n == s.name) => found.push(s),
             Ok(_) => {}
-            Err(e) => eprintln!("cuprof: {}", cuprof_analysis::io::console::one_line(&e)),
+            Err(e) => cuprof_analysis::io::console::eprint_line(&format!(
+                "cuprof: {}",
+                cuprof_analysis::io::console::one_line(&e)
+            )),
         }
     }
     if found.is_empty() {
@@ -283,10 +291,10 @@ pub fn capture(a: CaptureArgs) -> Result<()> {
         match ask(&dir, s.pid, &req) {
             Ok(Reply::Started { cycle, first_step }) => {
                 if let Some(first) = first_step.filter(|&f| f != start) {
-                    eprintln!(
+                    cuprof_analysis::io::console::eprint_line(&format!(
                         "cuprof: process {} was past step {start}: it records from step {first}",
                         s.pid
-                    );
+                    ));
                 }
                 started.push((s.pid, cycle));
             }
@@ -301,12 +309,12 @@ pub fn capture(a: CaptureArgs) -> Result<()> {
             bail!("{one}");
         }
         for r in &refused {
-            eprintln!("cuprof: {r}");
+            cuprof_analysis::io::console::eprint_line(&format!("cuprof: {r}"));
         }
         bail!("no capture started");
     }
     for r in &refused {
-        eprintln!("cuprof: {r}");
+        cuprof_analysis::io::console::eprint_line(&format!("cuprof: {r}"));
     }
     if a.duration.is_some_and(|d| d.is_zero()) {
         record_until_interrupted(&dir, &started)?;
@@ -325,7 +333,9 @@ fn record_until_interrupted(dir: &Path, started: &[(u32, u32)]) -> Result<()> {
         signal_hook::flag::register_conditional_shutdown(sig, 130, interrupted.clone())?;
         signal_hook::flag::register(sig, interrupted.clone())?;
     }
-    eprintln!("cuprof: recording until interrupted (Ctrl-C); cuprof top shows it live");
+    cuprof_analysis::io::console::eprint_line(
+        "cuprof: recording until interrupted (Ctrl-C); cuprof top shows it live",
+    );
     let mut polled = std::time::Instant::now();
     while !interrupted.load(Relaxed) {
         std::thread::sleep(INTERRUPT_NAP);
@@ -340,9 +350,16 @@ fn record_until_interrupted(dir: &Path, started: &[(u32, u32)]) -> Result<()> {
         match ask(dir, pid, &Request::Stop) {
             Ok(Reply::Stopped { .. }) => {}
             // Ended meanwhile (exited: its file is closed on the way out).
-            Ok(Reply::Error(e)) => eprintln!("cuprof: process {pid}, capture {cycle}: {e}"),
-            Ok(other) => eprintln!("cuprof: process {pid} answered {other:?} to stop"),
-            Err(e) => eprintln!("cuprof: {}", cuprof_analysis::io::console::one_line(&e)),
+            Ok(Reply::Error(e)) => cuprof_analysis::io::console::eprint_line(&format!(
+                "cuprof: process {pid}, capture {cycle}: {e}"
+            )),
+            Ok(other) => cuprof_analysis::io::console::eprint_line(&format!(
+                "cuprof: process {pid} answered {other:?} to stop"
+            )),
+            Err(e) => cuprof_analysis::io::console::eprint_line(&format!(
+                "cuprof: {}",
+                cuprof_analysis::io::console::one_line(&e)
+            )),
         }
     }
     Ok(())

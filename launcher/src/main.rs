@@ -99,7 +99,10 @@ fn main() -> ExitCode {
     match dispatch(command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprint!("{}", console::error_line(&e));
+            #[allow(clippy::disallowed_macros)] // error_line escapes what it quotes.
+            {
+                eprint!("{}", console::error_line(&e));
+            }
             ExitCode::FAILURE
         }
     }

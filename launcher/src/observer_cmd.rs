@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
+use cuprof_analysis::escape::terminal::Shown;
 
 const BUILDER: &str = include_str!("../../tracer/preload/src/sources/ops/build.py");
 const OBSERVER_SOURCE: &str = include_str!("../../tracer/preload/src/sources/ops/observer.cpp");
@@ -36,10 +37,10 @@ pub fn run(args: ObserverArgs) -> Result<()> {
         .arg(BUILDER)
         .env("CUPROF_OBSERVER_SOURCE", OBSERVER_SOURCE)
         .status()
-        .with_context(|| format!("{}: cannot run it (give --python PYTHON)", python.display()))?;
+        .with_context(|| format!("{}: cannot run it (give --python PYTHON)", python.shown()))?;
     if !status.success() {
         // The builder said why, in one `cuprof:` line (or Python did: torch not importable).
-        bail!("no observer was built for {}", python.display());
+        bail!("no observer was built for {}", python.shown());
     }
     Ok(())
 }

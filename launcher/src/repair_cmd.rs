@@ -16,6 +16,7 @@ use cuprof_core::reader::TraceReader;
 use cuprof_core::repair::{rewrite, survey, Rewritten, Survey};
 use flate2::Compression;
 
+use cuprof_analysis::escape::terminal::Shown;
 use cuprof_analysis::io::gzip_out::ParGzWriter;
 use cuprof_analysis::io::output::{same_file, Staged};
 use cuprof_analysis::load::progress;
@@ -71,25 +72,25 @@ fn pass<T>(path: &Path, f: impl FnOnce(&mut TraceReader<'static>) -> Result<T>) 
 /// `--in-place` only replaces a regular, writable file that is not a symlink.
 fn check_replaceable(file: &Path) -> Result<std::fs::Permissions> {
     let md = std::fs::symlink_metadata(file)
-        .with_context(|| format!("{}: cannot read it", file.display()))?;
+        .with_context(|| format!("{}: cannot read it", file.shown()))?;
     if md.file_type().is_symlink() {
         bail!(
             "{}: is a symlink; --in-place would replace the link, not its target: repair to a \
              new file (without --in-place) or name the target itself",
-            file.display()
+            file.shown()
         );
     }
     if !md.is_file() {
         bail!(
             "{}: not a regular file; --in-place cannot replace it",
-            file.display()
+            file.shown()
         );
     }
     if md.permissions().readonly() {
         bail!(
             "{}: is read-only; --in-place will not override that: repair to a new file \
              (without --in-place) or make it writable first",
-            file.display()
+            file.shown()
         );
     }
     Ok(md.permissions())
@@ -97,9 +98,8 @@ fn check_replaceable(file: &Path) -> Result<std::fs::Permissions> {
 
 /// Writes the repaired trace of `input` to `staged`'s file.
 fn write_repaired(input: &Path, out: &Path, f: File) -> Result<(Rewritten, File)> {
-    let wr = |e: std::io::Error| {
-        anyhow::Error::new(e).context(format!("{}: cannot write", out.display()))
-    };
+    let wr =
+        |e: std::io::Error| anyhow::Error::new(e).context(format!("{}: cannot write", out.shown()));
     let buf = BufWriter::with_capacity(1 << 20, f);
     let (done, mut buf) = if out.extension().is_some_and(|e| e == "gz") {
         let mut gz = ParGzWriter::new(buf, Compression::fast()).map_err(wr)?;
@@ -117,12 +117,12 @@ fn write_repaired(input: &Path, out: &Path, f: File) -> Result<(Rewritten, File)
 /// Reads the written file back: it must be a complete trace holding `want` events or more.
 fn verify(tmp: &Path, out: &Path, want: u64) -> Result<()> {
     let back = survey(&mut TraceReader::open(tmp)?)
-        .with_context(|| format!("{}: the repaired trace does not read back", out.display()))?;
+        .with_context(|| format!("{}: the repaired trace does not read back", out.shown()))?;
     if !back.is_complete() || back.events < want {
         bail!(
             "{}: the repaired trace reads back with {} events ({}), fewer than the {want} read; \
              nothing was replaced",
-            out.display(),
+            out.shown(),
             back.events,
             if back.is_complete() {
                 "complete"
@@ -167,13 +167,13 @@ pub fn run(a: RepairArgs) -> Result<()> {
         if same_file(&out, &a.file) {
             bail!(
                 "{}: the output is the input; pass --in-place to replace it",
-                out.display()
+                out.shown()
             );
         }
         if a.output.is_none() && std::fs::symlink_metadata(&out).is_ok() {
             bail!(
                 "{}: exists already; pass -o OUT to choose where the repaired trace goes",
-                out.display()
+                out.shown()
             );
         }
     }
@@ -189,17 +189,17 @@ pub fn run(a: RepairArgs) -> Result<()> {
     );
     let s = s?;
     if s.is_complete() {
-        eprintln!(
+        cuprof_analysis::io::console::eprint_line(&format!(
             "{}: already complete ({} events); nothing written",
-            a.file.display(),
+            a.file.shown(),
             s.events
-        );
+        ));
         return Ok(());
     }
     let (staged, r, f) = written?;
     if let Some(p) = perms {
         f.set_permissions(std::fs::Permissions::from_mode(p.mode()))
-            .with_context(|| format!("{}: cannot set its permissions", out.display()))?;
+            .with_context(|| format!("{}: cannot set its permissions", out.shown()))?;
     }
     // Replacing FILE is what needs proof that nothing is lost; a new file beside it leaves FILE
     // as it was, and the rewrite's own count is exact, so reading it back again would only
@@ -208,17 +208,17 @@ pub fn run(a: RepairArgs) -> Result<()> {
         verify(staged.tmp_path(), &out, s.events.max(r.events))?;
     }
     staged.commit(f)?;
-    eprintln!(
+    cuprof_analysis::io::console::eprint_line(&format!(
         "{}: repaired: {} events kept, {}{}",
-        out.display(),
+        out.shown(),
         r.events,
         describe(&s, &r),
         if a.in_place {
             String::new()
         } else {
-            format!("; {} is unchanged", a.file.display())
+            format!("; {} is unchanged", a.file.shown())
         }
-    );
+    ));
     Ok(())
 }
 

@@ -37,8 +37,11 @@ impl Screen {
         if unsafe { libc::tcsetattr(fd, libc::TCSANOW, &raw) } != 0 {
             return None;
         }
-        // The alternate screen, cursor hidden.
-        print!("\x1b[?1049h\x1b[?25l");
+        // The alternate screen, cursor hidden (the escape sequences are this file's own).
+        #[allow(clippy::disallowed_macros)]
+        {
+            print!("\x1b[?1049h\x1b[?25l");
+        }
         let _ = std::io::stdout().flush();
         Some(Screen { saved, fd })
     }
@@ -77,7 +80,10 @@ impl Screen {
 
 impl Drop for Screen {
     fn drop(&mut self) {
-        print!("\x1b[?25h\x1b[?1049l");
+        #[allow(clippy::disallowed_macros)] // This file's own escape sequences.
+        {
+            print!("\x1b[?25h\x1b[?1049l");
+        }
         let _ = std::io::stdout().flush();
         // SAFETY: fd is the terminal whose settings were saved.
         unsafe { libc::tcsetattr(self.fd, libc::TCSANOW, &self.saved) };

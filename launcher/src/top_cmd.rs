@@ -66,7 +66,7 @@ pub fn top(a: TopArgs) -> Result<()> {
         lines.extend(render(&rows));
         match &screen {
             Some(s) => s.draw(&lines),
-            None => println!("{}\n", lines.join("\n")),
+            None => cuprof_analysis::io::console::print_line(&(lines.join("\n") + "\n")),
         }
         refreshes += 1;
         if a.count.is_some_and(|n| refreshes >= n) {

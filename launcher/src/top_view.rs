@@ -1,8 +1,8 @@
 //! What `cuprof top` shows, as lines: the same lines on a terminal (redrawn in place) and in
 //! plain mode (printed one refresh after another). Names from the processes are escaped.
 
+use cuprof_analysis::escape::terminal::printable_line;
 use cuprof_analysis::format::{bytes, dur, pct};
-use cuprof_analysis::io::console::printable_line;
 use cuprof_core::control::Live;
 use cuprof_core::live::{Top, WINDOW_NS};
 

@@ -572,9 +572,9 @@ fn compare_to(args: &CompareOptions, con: &mut Console) -> Result<()> {
         c.b_runs = Some(args.jobs.install(|| over_runs(&b_run.every))??);
     }
     if args.json {
-        outln!(con, "{}", serde_json::to_string_pretty(&c)?)
+        outln!(con, "{}", crate::escape::json::to_string_pretty(&c)?)
     } else {
-        con.print_text(&text(
+        con.print(&text(
             &c,
             args.top,
             a.operators.is_some(),

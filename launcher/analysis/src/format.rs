@@ -23,7 +23,7 @@ impl Table {
 
     /// Cells are data from a trace: each is kept on one line, its control characters escaped.
     pub fn row(&mut self, cells: Vec<String>) {
-        let one_line = |c: String| match crate::io::console::printable_line(&c) {
+        let one_line = |c: String| match crate::escape::terminal::printable_line(&c) {
             std::borrow::Cow::Borrowed(_) => c,
             std::borrow::Cow::Owned(escaped) => escaped,
         };
@@ -71,7 +71,7 @@ impl Table {
     }
 
     pub fn markdown(&self) -> String {
-        let esc = |s: &str| s.replace('|', "\\|");
+        let esc = crate::escape::markdown::cell;
         let mut out = format!(
             "| {} |\n|{}\n",
             self.headers
@@ -95,22 +95,6 @@ impl Table {
         out.push('\n');
         out
     }
-}
-
-/// Text for report.md: a name from a trace can hold HTML (`<img src=x onerror=...>`), which
-/// every Markdown renderer passes through; `&`, `<` and `>` become entities, which they show
-/// as the characters.
-pub fn markdown_text(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// Nanoseconds in a readable unit: `812 ns`, `12.500 µs`, `3.250 ms`, `1.204 s`.
@@ -172,15 +156,6 @@ pub fn tflops(v: Option<f64>) -> String {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn markdown_text_turns_html_into_entities() {
-        assert_eq!(
-            super::markdown_text("<img src=x onerror=alert(1)> & gemm<float>"),
-            "&lt;img src=x onerror=alert(1)&gt; &amp; gemm&lt;float&gt;"
-        );
-        assert_eq!(super::markdown_text("aten::mm | x"), "aten::mm | x");
-    }
-
     use super::*;
 
     #[test]

@@ -77,9 +77,11 @@
 //! graphs, the files of a report) -> [`summary`] (summary.json's schema and the summary of all
 //! sections) -> [`sections`] (one figure each) -> [`model`] (the loaded files and what is
 //! derived from them once) -> [`load`] (trace files into columns) -> [`format`], [`saturating`],
-//! [`io`] (stdout, output files, workers). `docs/architecture.md` has the tree.
+//! [`io`] (stdout, output files, workers) -> [`escape`] (one escaping layer per output syntax:
+//! terminal, Markdown, XML/HTML, JSON, folded stacks). `docs/architecture.md` has the tree.
 
 pub mod compare;
+pub mod escape;
 pub mod export;
 pub mod format;
 pub mod io;

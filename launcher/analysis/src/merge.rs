@@ -48,6 +48,7 @@ use cuprof_core::reader::{for_each_member, Detail, Event, Id, TraceMeta, TraceRe
 use flate2::Compression;
 use serde::Serialize;
 
+use crate::escape::terminal::Shown;
 use crate::format::{dur, Table};
 use crate::io::console::{outln, Console};
 use crate::io::gzip_out::ParGzWriter;
@@ -242,7 +243,7 @@ fn write_us(out: &mut Vec<u8>, ints: &mut itoa::Buffer, ns: i64) {
 }
 
 fn json_str(s: &str) -> String {
-    serde_json::to_string(s).expect("strings serialize")
+    crate::escape::json::to_string(s).expect("strings serialize")
 }
 
 /// `cuprof merge`: the merged trace written, and how each rank was placed printed on
@@ -283,7 +284,7 @@ fn merge_on_pool(args: &MergeOptions, con: &mut Console) -> Result<()> {
         if merged_mark(&meta).is_some() {
             con.note(&format!(
                 "skipping {}: it is itself a merged trace",
-                p.display()
+                p.shown()
             ));
             continue;
         }
@@ -295,7 +296,7 @@ fn merge_on_pool(args: &MergeOptions, con: &mut Console) -> Result<()> {
             "{}: no rank traces to merge; pass the directory cuprof wrote them to",
             args.paths
                 .iter()
-                .map(|p| p.display().to_string())
+                .map(|p| p.shown().to_string())
                 .collect::<Vec<_>>()
                 .join(" ")
         );
@@ -368,7 +369,7 @@ fn merge_on_pool(args: &MergeOptions, con: &mut Console) -> Result<()> {
         "estimated clock skew against rank {} (max |skew| {}); wrote {} ({} ranks, {} events)",
         placements[0].rank,
         dur(max_skew as f64),
-        args.out.display(),
+        args.out.shown(),
         placements
             .iter()
             .map(|p| p.rank)
@@ -403,7 +404,7 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
         };
         placements.push(Placement {
             rank: *rank,
-            file: path.display().to_string(),
+            file: path.to_string_lossy().into_owned(),
             hostname: m.hostname.clone(),
             skew_ns,
             shift_ns: m
@@ -422,7 +423,7 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
 
     let (staged, file) = Staged::create(out)?;
     let wr = |e: std::io::Error| {
-        anyhow::Error::new(e).context(format!("{}: cannot write the merged trace", out.display()))
+        anyhow::Error::new(e).context(format!("{}: cannot write the merged trace", out.shown()))
     };
     let mut w =
         ParGzWriter::new(BufWriter::with_capacity(1 << 20, file), MERGED_LEVEL).map_err(wr)?;
@@ -451,12 +452,12 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
             .into_iter()
             .collect(),
     };
-    let mark = serde_json::to_string(&mark).map_err(|e| wr(std::io::Error::other(e)))?;
+    let mark = crate::escape::json::to_string(&mark).map_err(|e| wr(std::io::Error::other(e)))?;
     let devices = reference
         .members
         .iter()
         .find(|(k, _)| k == "deviceProperties")
-        .map(|(_, v)| v.get().to_string())
+        .map(|(_, v)| crate::escape::json::escape_raw_str(v.get()).into_owned())
         .unwrap_or_else(|| "[]".to_string());
     write!(
         w,
@@ -511,6 +512,7 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
             "ranks": placements,
         }
     });
+    let merged = crate::escape::json::to_string(&merged).map_err(|e| wr(e.into()))?;
     write!(
         w,
         "\n],\n \"cuprof\": {merged},\n \"traceName\": {}}}\n",
@@ -745,19 +747,25 @@ fn write_rank(
         // ASCII first: it is nearly every event, and checked faster than UTF-8 (the full check
         // was 2% of `merge -j 1`'s samples on the small-events bench). An event the reader
         // found spans in is printable ASCII already.
-        let utf8 = e.spans.is_some() || e.raw.is_ascii() || std::str::from_utf8(e.raw).is_ok();
+        // Plain ASCII with no control, the same check: copied as it is. Anything else is
+        // written to `scratch`, made UTF-8, and its active characters escaped (a C1 or
+        // bidirectional control in a name reaches no viewer raw).
+        let plain = e.spans.is_some() || !crate::escape::json::needs_raw_escape(e.raw);
         let written = (|| {
             if !first {
                 w.write_all(b",\n")?;
             }
-            if utf8 {
+            if plain {
                 return rewrite.write(e, &mut value, &mut *w);
             }
             scratch.clear();
             let well_formed = rewrite.write(e, &mut value, &mut scratch)?;
             if well_formed {
-                replaced += 1;
-                w.write_all(String::from_utf8_lossy(&scratch).as_bytes())?;
+                let text = String::from_utf8_lossy(&scratch);
+                if matches!(text, std::borrow::Cow::Owned(_)) {
+                    replaced += 1;
+                }
+                w.write_all(&crate::escape::json::escape_raw(text.as_bytes()))?;
             }
             Ok(well_formed)
         })();
@@ -769,7 +777,7 @@ fn write_rank(
             Ok(false) => {
                 failure = Some(anyhow::anyhow!(
                     "{}: event at byte {} is not a JSON object; the file is corrupt",
-                    path.display(),
+                    path.shown(),
                     e.offset
                 ));
                 ControlFlow::Break(())

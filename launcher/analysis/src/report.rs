@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
+use crate::escape::terminal::Shown;
 use crate::io::console::{outln, Console};
 use crate::io::jobs::Jobs;
 use crate::load::runs::{choose, inputs_named};
@@ -113,14 +114,14 @@ fn report_to(args: &ReportOptions, con: &mut Console) -> Result<()> {
     if args.all_runs {
         summary.runs = Some(args.jobs.install(|| over_runs(&chosen.every))??);
     }
-    con.print_text(&crate::views::render::text(&summary, args.top))?;
+    con.print(&crate::views::render::text(&summary, args.top))?;
     if let Some(dir) = &args.out {
         write_report(dir, &summary, args.top)?;
         outln!(
             con,
             "wrote {} and {}",
-            dir.join(SUMMARY_JSON).display(),
-            dir.join(REPORT_MD).display()
+            dir.join(SUMMARY_JSON).shown(),
+            dir.join(REPORT_MD).shown()
         )?;
     }
     if let Some(h) = &html {
@@ -136,7 +137,7 @@ fn report_to(args: &ReportOptions, con: &mut Console) -> Result<()> {
         let page =
             crate::views::html::page(&summary, flame.as_deref(), memory.as_deref(), args.top);
         crate::io::output::write(h, page.as_bytes())?;
-        outln!(con, "wrote {}", h.display())?;
+        outln!(con, "wrote {}", h.shown())?;
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! `summary.json`) written into a folder beside the traces (not among them: HTA reads every `*.json` of the
 //! trace directory).
 
+use crate::escape::terminal::Shown;
 use crate::model::analyse;
 use crate::sections::operators::RankedBy;
 use crate::summary::schema::Summary;
@@ -48,7 +49,7 @@ pub fn after_run(traces: &[PathBuf], write: bool) -> (Vec<String>, Option<PathBu
             Ok(()) => {
                 lines.push(format!(
                     "cuprof: full report in {} (report.html, report.md, summary.json)",
-                    d.display()
+                    d.shown()
                 ));
                 dir = Some(d);
             }

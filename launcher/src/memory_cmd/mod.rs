@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use blocks::Blocks;
+use cuprof_analysis::escape::terminal::Shown;
 use snapshot::DeviceSummary;
 
 #[derive(clap::Args)]
@@ -45,7 +46,7 @@ pub struct MemoryArgs {
 const MAX_PICKLE_BYTES: u64 = 4 << 30;
 
 pub fn run(args: MemoryArgs) -> anyhow::Result<()> {
-    let name = args.file.display().to_string();
+    let name = args.file.shown().to_string();
     let text = if is_trace(&args.file) {
         trace_text(&args.file, args.top)?
     } else {
@@ -57,7 +58,7 @@ pub fn run(args: MemoryArgs) -> anyhow::Result<()> {
         text
     };
     let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
-    cuprof_analysis::io::console::Console::new(&mut out, &mut err).print_text(&text)
+    cuprof_analysis::io::console::Console::new(&mut out, &mut err).print(&text)
 }
 
 /// Whether `path` names a trace (`.json`, `.json.gz`) rather than a pickle.
@@ -72,7 +73,7 @@ fn trace_text(path: &Path, top: usize) -> anyhow::Result<String> {
     let rows = cuprof_analysis::sections::allocations::find(
         &a.names, &a.files, &a.links, &a.modules, &a.ranks,
     );
-    let mut text = format!("PyTorch allocations in {}\n", path.display());
+    let mut text = format!("PyTorch allocations in {}\n", path.shown());
     if rows.is_empty() {
         text.push_str(
             "no PyTorch allocations with addresses ([memory] events): record with MEM, or \
@@ -93,7 +94,7 @@ fn read_limited(path: &Path, max: u64) -> anyhow::Result<Vec<u8>> {
         anyhow::anyhow!(
             "{}: larger than {} bytes, the most `cuprof memory` reads; not a memory snapshot \
              cuprof or torch would write",
-            path.display(),
+            path.shown(),
             max
         )
     };
@@ -103,7 +104,7 @@ fn read_limited(path: &Path, max: u64) -> anyhow::Result<Vec<u8>> {
     let mut bytes = Vec::with_capacity(md.len() as usize);
     f.take(max + 1)
         .read_to_end(&mut bytes)
-        .with_context(|| format!("{}: cannot read it", path.display()))?;
+        .with_context(|| format!("{}: cannot read it", path.shown()))?;
     if bytes.len() as u64 > max {
         return Err(too_big());
     }

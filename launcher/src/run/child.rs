@@ -132,7 +132,10 @@ pub(super) fn exit_cannot_run(program: &OsStr, e: &io::Error) -> ! {
         io::ErrorKind::PermissionDenied => ("permission denied".to_owned(), 126),
         _ => (e.to_string(), 126),
     };
-    eprintln!("cuprof: cannot run {}: {why}", program.to_string_lossy());
+    cuprof_analysis::io::console::eprint_line(&format!(
+        "cuprof: cannot run {}: {why}",
+        program.to_string_lossy()
+    ));
     std::process::exit(code);
 }
 

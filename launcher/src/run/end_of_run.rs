@@ -6,6 +6,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use cuprof_analysis::escape::terminal::Shown;
 use cuprof_core::config::report::{self, ReportLine};
 
 /// An empty, new report file in the temporary directory.
@@ -50,7 +51,7 @@ fn summary(lines: &[ReportLine]) -> Vec<String> {
                 let s = if *events == 1 { "" } else { "s" };
                 out.push(format!(
                     "cuprof: wrote {} ({events} event{s}, {})",
-                    path.display(),
+                    path.shown(),
                     human_size(*bytes)
                 ));
             }
@@ -82,12 +83,12 @@ pub(crate) fn print(report_file: &Path, analyse: bool) {
     let lines = report::read(report_file).unwrap_or_default();
     let _ = std::fs::remove_file(report_file);
     for line in summary(&lines) {
-        eprintln!("{}", cuprof_analysis::io::console::printable_text(&line));
+        cuprof_analysis::io::console::eprint_line(&line);
     }
     if analyse {
         let (lines, _) = cuprof_analysis::after_run(&traces_written(&lines), true);
         for line in lines {
-            eprintln!("{}", cuprof_analysis::io::console::printable_text(&line));
+            cuprof_analysis::io::console::eprint_line(&line);
         }
     }
 }

@@ -5,6 +5,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use cuprof_analysis::escape::terminal::Shown;
 
 /// `libcuprof.so`: `$CUPROF_LIB`, else beside this executable (a cargo build's `target/*/`),
 /// else in `../lib` from it, else in the `cuprof` Python package installed beside it (the
@@ -19,12 +20,12 @@ pub(super) fn find_library(
         if !lib.is_file() {
             bail!(
                 "CUPROF_LIB={} is not a file: point it at libcuprof.so, or unset it to use the one installed beside cuprof",
-                lib.display()
+                lib.shown()
             );
         }
         return lib
             .canonicalize()
-            .with_context(|| format!("CUPROF_LIB={}", lib.display()));
+            .with_context(|| format!("CUPROF_LIB={}", lib.shown()));
     }
     let exe = exe.context("cannot find libcuprof.so: cannot locate the cuprof executable")?;
     let dir = exe.parent().unwrap_or(Path::new("/"));
@@ -33,14 +34,14 @@ pub(super) fn find_library(
     candidates.extend(python_packages(&lib_dir));
     for c in &candidates {
         if c.is_file() {
-            return c.canonicalize().with_context(|| c.display().to_string());
+            return c.canonicalize().with_context(|| c.shown().to_string());
         }
     }
     bail!(
         "cannot find libcuprof.so: looked for {} and {}, and in the cuprof Python package under {}; reinstall cuprof (pip install cuprof), build it (cargo build -p cuprof-preload) or set CUPROF_LIB=/path/to/libcuprof.so",
-        candidates[0].display(),
-        candidates[1].display(),
-        lib_dir.display()
+        candidates[0].shown(),
+        candidates[1].shown(),
+        lib_dir.shown()
     )
 }
 
@@ -76,7 +77,7 @@ pub(super) fn ld_preload(lib: &Path, existing: Option<&OsStr>) -> Result<OsStrin
     if bytes.iter().any(|&b| b == b':' || b == b' ' || b == b'\t') {
         bail!(
             "libcuprof.so's path {} holds a ':' or a space, which LD_PRELOAD cannot express; set CUPROF_LIB to a path without them (a symlink will do)",
-            lib.display()
+            lib.shown()
         );
     }
     let mut v = lib.as_os_str().to_owned();

@@ -30,6 +30,7 @@ pub(crate) use options::{activities_of, Activity};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
+use cuprof_analysis::escape::terminal::Shown;
 
 pub fn run(a: RunArgs) -> Result<()> {
     let lib = library::find_library(std::env::var_os("CUPROF_LIB"), std::env::current_exe())?;
@@ -37,10 +38,10 @@ pub fn run(a: RunArgs) -> Result<()> {
     let report_file = match end_of_run::create_report_file() {
         Ok(p) => Some(p),
         Err(e) => {
-            eprintln!(
+            cuprof_analysis::io::console::eprint_line(&format!(
                 "cuprof: cannot create a report file in {} ({e}); the program runs, without the summary of files written",
-                std::env::temp_dir().display()
-            );
+                std::env::temp_dir().shown()
+            ));
             None
         }
     };

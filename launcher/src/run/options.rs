@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use cuprof_analysis::escape::terminal::Shown;
 use cuprof_core::config::run_id::{job_run_id, launcher_run_id};
 use cuprof_core::config::{
     parse_ranks, parse_seconds, Activities, ApiFilter, Settings, StepSettings,
@@ -299,7 +300,7 @@ impl Options {
     fn settings(&self, report_file: Option<&Path>, launch: &Launch<'_>) -> Result<Settings> {
         // Absolute, so that a program that changes directory still finds them.
         let absolute = |p: &Path, option: &str| {
-            std::path::absolute(p).with_context(|| format!("{option} {}", p.display()))
+            std::path::absolute(p).with_context(|| format!("{option} {}", p.shown()))
         };
         let activities = (!self.activities.is_empty()).then(|| activities_of(&self.activities));
         // Flags ask for what is not the default; without them, the library's default holds.

@@ -9,6 +9,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use cuprof_analysis::escape::terminal::Shown;
 
 /// The `sitecustomize.py` the folder holds.
 const SITECUSTOMIZE: &str = include_str!("../../../python/cuprof/_site/sitecustomize.py");
@@ -32,30 +33,23 @@ impl SiteFolder {
                         .mode(0o600)
                         .open(&file)
                         .with_context(|| {
-                            format!("--as-torch-profiler: creating {}", file.display())
+                            format!("--as-torch-profiler: creating {}", file.shown())
                         })?;
                     std::io::Write::write_all(&mut f, SITECUSTOMIZE.as_bytes()).with_context(
-                        || format!("--as-torch-profiler: writing {}", file.display()),
+                        || format!("--as-torch-profiler: writing {}", file.shown()),
                     )?;
                     return Ok(folder);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
                 Err(e) => {
                     return Err(e).with_context(|| {
-                        format!(
-                            "--as-torch-profiler: creating a folder in {}",
-                            tmp.display()
-                        )
+                        format!("--as-torch-profiler: creating a folder in {}", tmp.shown())
                     })
                 }
             }
         }
-        Err(last.expect("16 attempts")).with_context(|| {
-            format!(
-                "--as-torch-profiler: creating a folder in {}",
-                tmp.display()
-            )
-        })
+        Err(last.expect("16 attempts"))
+            .with_context(|| format!("--as-torch-profiler: creating a folder in {}", tmp.shown()))
     }
 
     /// The program's PYTHONPATH with the folder first.
@@ -98,7 +92,7 @@ mod tests {
         assert_eq!(folder.python_path(None), dir.clone().into_os_string());
         assert_eq!(
             folder.python_path(Some("/a:/b".as_ref())),
-            OsString::from(format!("{}:/a:/b", dir.display()))
+            OsString::from(format!("{}:/a:/b", dir.to_string_lossy()))
         );
         // A second run's folder gets the next name.
         let second = SiteFolder::create(&tmp).unwrap();

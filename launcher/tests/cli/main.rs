@@ -2,6 +2,9 @@
 //! the files it writes and refuses to write, signals. Each module was its own test binary
 //! before.
 
+// Tests print and read raw text (launcher/clippy.toml is for what the crates output).
+#![allow(clippy::disallowed_methods, clippy::disallowed_macros)]
+
 #[path = "../../analysis/tests/figures/analysis_support.rs"]
 mod analysis_support;
 mod command;

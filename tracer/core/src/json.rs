@@ -1,7 +1,14 @@
-//! Small, allocation-free JSON formatting helpers for the hot writer path.
+//! JSON as cuprof writes it: the writer's allocation-free numbers and strings, and every other
+//! JSON output (summary.json, `compare --json`, merged traces) through [`to_string`] /
+//! [`to_string_pretty`]; one rule ([`is_active`]) for which characters a string shows escaped.
+
+use std::io;
+
+pub use crate::text::is_active;
 
 /// Appends `s` as a JSON string literal (quotes included). Control characters are escaped,
-/// because a raw one inside a string is fatal to Perfetto.
+/// because a raw one inside a string is fatal to Perfetto; so is every other [`is_active`]
+/// character (C1, bidirectional controls, line separators), which a viewer could act on.
 pub fn push_str(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     // Fast path, the common case (kernel and API names): nothing to escape. A branch-free
@@ -15,25 +22,36 @@ pub fn push_str(out: &mut Vec<u8>, s: &str) {
     }
     out.push(b'"');
     let mut run_start = 0;
-    for (i, &c) in bytes.iter().enumerate() {
+    for (i, c) in s.char_indices() {
         let escape: Option<&[u8]> = match c {
-            b'"' => Some(b"\\\""),
-            b'\\' => Some(b"\\\\"),
-            b'\n' => Some(b"\\n"),
-            b'\r' => Some(b"\\r"),
-            b'\t' => Some(b"\\t"),
-            0..=0x1f | 0x7f => None,
+            '"' => Some(b"\\\""),
+            '\\' => Some(b"\\\\"),
+            '\n' => Some(b"\\n"),
+            '\r' => Some(b"\\r"),
+            '\t' => Some(b"\\t"),
+            c if is_active(c) => None,
             _ => continue,
         };
         out.extend_from_slice(&bytes[run_start..i]);
         match escape {
             Some(e) => out.extend_from_slice(e),
-            None => push_control_escape(out, c),
+            None => push_unicode_escape(out, c),
         }
-        run_start = i + 1;
+        run_start = i + c.len_utf8();
     }
     out.extend_from_slice(&bytes[run_start..]);
     out.push(b'"');
+}
+
+/// Appends `\uXXXX`, the JSON escape of `c` (an [`is_active`] character: all lie in the BMP).
+fn push_unicode_escape(out: &mut Vec<u8>, c: char) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let c = c as u32;
+    debug_assert!(c <= 0xffff);
+    out.extend_from_slice(b"\\u");
+    for shift in [12, 8, 4, 0] {
+        out.push(HEX[(c >> shift) as usize & 15]);
+    }
 }
 
 /// Appends `\u00XX`, the JSON escape of the byte `c` (a control character, or DEL).
@@ -45,11 +63,135 @@ pub fn push_control_escape(out: &mut Vec<u8>, c: u8) {
     out.push(HEX[(c & 15) as usize]);
 }
 
-/// True for the bytes `push_str` must escape: `"`, `\\`, control characters and DEL.
+/// True for the bytes after which `push_str` looks closer: `"`, `\\`, control characters, DEL,
+/// and any byte of a non-ASCII character (which may be a C1 or bidirectional control).
 #[inline(always)]
 fn needs_escape(c: u8) -> bool {
     // `|`, not `||`: no branch per byte, so the scan in `push_str` vectorises.
-    (c < 0x20) | (c == b'"') | (c == b'\\') | (c == 0x7f)
+    (c < 0x20) | (c == b'"') | (c == b'\\') | (c >= 0x7f)
+}
+
+/// Whether JSON text as read (an event's bytes) holds a byte [`escape_raw`] would change: a
+/// control other than JSON's whitespace, DEL, or any non-ASCII byte (which may begin a C1 or
+/// bidirectional control). A branch-free scan: most events are plain ASCII.
+pub fn needs_raw_escape(raw: &[u8]) -> bool {
+    raw.iter().fold(false, |any, &b| {
+        any | (b >= 0x7f) | ((b < 0x20) & (b != b'\t') & (b != b'\n') & (b != b'\r'))
+    })
+}
+
+/// JSON text as read, each [`is_active`] character in it (but JSON's whitespace: tab, newline,
+/// carriage return) written as a `\u` escape. JSON's own syntax is ASCII, so such a character
+/// stands in a string, where the escape means the same character: a copied event (merge,
+/// repair) holds nothing raw a viewer could act on. Bytes that are not UTF-8 are kept.
+pub fn escape_raw(raw: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if !needs_raw_escape(raw) {
+        return std::borrow::Cow::Borrowed(raw);
+    }
+    let mut out = Vec::with_capacity(raw.len() + 16);
+    for chunk in raw.utf8_chunks() {
+        let valid = chunk.valid();
+        let mut start = 0;
+        for (i, c) in valid.char_indices() {
+            if is_active(c) && !matches!(c, '\t' | '\n' | '\r') {
+                out.extend_from_slice(&valid.as_bytes()[start..i]);
+                push_unicode_escape(&mut out, c);
+                start = i + c.len_utf8();
+            }
+        }
+        out.extend_from_slice(&valid.as_bytes()[start..]);
+        out.extend_from_slice(chunk.invalid());
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// [`escape_raw`] of JSON text held as a `str` (a header member as read).
+pub fn escape_raw_str(raw: &str) -> std::borrow::Cow<'_, str> {
+    match escape_raw(raw.as_bytes()) {
+        std::borrow::Cow::Borrowed(_) => std::borrow::Cow::Borrowed(raw),
+        // UTF-8 in, its characters kept or replaced by ASCII escapes: UTF-8 out.
+        std::borrow::Cow::Owned(b) => std::borrow::Cow::Owned(String::from_utf8(b).expect("UTF-8")),
+    }
+}
+
+/// A `serde_json` formatter that writes every [`is_active`] character of a string as a `\u`
+/// escape (serde_json escapes only C0 controls, `"` and `\\`).
+struct Escaping<F>(F);
+
+impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for Escaping<F> {
+    fn write_string_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        let mut start = 0;
+        for (i, c) in fragment.char_indices().filter(|&(_, c)| is_active(c)) {
+            w.write_all(&fragment.as_bytes()[start..i])?;
+            let mut e = Vec::with_capacity(6);
+            push_unicode_escape(&mut e, c);
+            w.write_all(&e)?;
+            start = i + c.len_utf8();
+        }
+        w.write_all(&fragment.as_bytes()[start..])
+    }
+    fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_array(w)
+    }
+    fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_object(w)
+    }
+    fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_object_value(w)
+    }
+}
+
+fn write_with<T: serde::Serialize + ?Sized, F: serde_json::ser::Formatter>(
+    v: &T,
+    f: F,
+) -> serde_json::Result<String> {
+    let mut out = Vec::with_capacity(128);
+    v.serialize(&mut serde_json::Serializer::with_formatter(
+        &mut out,
+        Escaping(f),
+    ))?;
+    // Serde writes valid UTF-8, and the escapes are ASCII.
+    Ok(String::from_utf8(out).expect("JSON is UTF-8"))
+}
+
+/// `v` as compact JSON, its strings escaped as [`push_str`] escapes them.
+pub fn to_string<T: serde::Serialize + ?Sized>(v: &T) -> serde_json::Result<String> {
+    write_with(v, serde_json::ser::CompactFormatter)
+}
+
+/// `v` as indented JSON (two spaces), its strings escaped as [`push_str`] escapes them.
+pub fn to_string_pretty<T: serde::Serialize + ?Sized>(v: &T) -> serde_json::Result<String> {
+    write_with(v, serde_json::ser::PrettyFormatter::new())
 }
 
 /// "00" .. "99" as little-endian u16s: two ASCII digits per lookup.
@@ -231,6 +373,36 @@ mod tests {
         );
         let round: String = serde_json::from_str(&s(|o| push_str(o, "t\u{7f}\u{1f}é"))).unwrap();
         assert_eq!(round, "t\u{7f}\u{1f}é");
+    }
+
+    #[test]
+    fn copied_json_text_gets_its_active_characters_escaped() {
+        let raw = "{\"name\": \"k\u{9b}1m\u{202e}\u{1b}[2J\u{7f}\ttab\",\n \"x\": 1}";
+        let esc = escape_raw(raw.as_bytes());
+        assert_eq!(
+            std::str::from_utf8(&esc).unwrap(),
+            "{\"name\": \"k\\u009b1m\\u202e\\u001b[2J\\u007f\ttab\",\n \"x\": 1}"
+        );
+        assert!(matches!(
+            escape_raw(b"{\"a\": 1}\n"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        // Not UTF-8: kept as it is, what follows still escaped.
+        assert_eq!(&*escape_raw(b"\"\xff\xc2\x9b\""), b"\"\xff\\u009b\"");
+    }
+
+    #[test]
+    fn strings_escape_what_a_viewer_could_act_on_in_every_json_output() {
+        let name = "k\u{1b}]0;x\u{7}\u{7f}\u{9b}1m\u{202e}\u{2066}\u{2028}\u{2029}é名\"\\";
+        let shown = r#""k\u001b]0;x\u0007\u007f\u009b1m\u202e\u2066\u2028\u2029é名\"\\""#;
+        assert_eq!(s(|o| push_str(o, name)), shown);
+        assert_eq!(to_string(name).unwrap(), shown);
+        let v = serde_json::json!({ name: [name] });
+        let pretty = to_string_pretty(&v).unwrap();
+        assert_eq!(pretty, format!("{{\n  {shown}: [\n    {shown}\n  ]\n}}"));
+        let back: serde_json::Value = serde_json::from_str(&pretty).unwrap();
+        assert_eq!(back, v);
+        assert_eq!(to_string(&v).unwrap(), format!("{{{shown}:[{shown}]}}"));
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! the launcher reads); [`trace_format`] (the trace's top level: header, stats, device types,
 //! member names), shared by the writer, [`reader`] (the streaming reader the offline commands
 //! use) and [`repair`] (closing a cut trace); [`json`] (the writer's number and string
-//! formatting).
+//! formatting, and every JSON output's strings); [`text`] (which characters every output
+//! escapes, and their escape in terminal text).
 
 // Core reads foreign memory only through safe, bounds-checked views (decode.rs): any `unsafe`
 // belongs in the preload, which owns the FFI.
@@ -35,6 +36,7 @@ pub mod range_batch;
 pub mod reader;
 pub mod repair;
 pub mod session;
+pub mod text;
 pub mod torch_op;
 pub mod trace_format;
 pub mod trace_writer;

@@ -120,7 +120,7 @@ pub fn rewrite<W: Write>(r: &mut TraceReader<'_>, out: &mut W) -> Result<Rewritt
         for (k, v) in &r.meta().members {
             head.push_str(&json_key(k));
             head.push_str(": ");
-            head.push_str(v.get());
+            head.push_str(&crate::json::escape_raw_str(v.get()));
             head.push_str(",\n ");
         }
         head.push_str(&json_key(member::TRACE_EVENTS));
@@ -135,7 +135,11 @@ pub fn rewrite<W: Write>(r: &mut TraceReader<'_>, out: &mut W) -> Result<Rewritt
         gpu_work.see(&e.ph, &e.cat, &e.name, e.ts, e.dur);
         let sep: &[u8] = if first { b"" } else { b",\n" };
         first = false;
-        match out.write_all(sep).and_then(|_| out.write_all(e.raw)) {
+        // A copied event holds nothing raw a viewer could act on (json::escape_raw).
+        match out
+            .write_all(sep)
+            .and_then(|_| out.write_all(&crate::json::escape_raw(e.raw)))
+        {
             Ok(()) => ControlFlow::Continue(()),
             Err(err) => {
                 failure = Some(err);
@@ -165,7 +169,7 @@ pub fn rewrite<W: Write>(r: &mut TraceReader<'_>, out: &mut W) -> Result<Rewritt
             tail.push_str(",\n ");
             tail.push_str(&json_key(k));
             tail.push_str(": ");
-            tail.push_str(v.get());
+            tail.push_str(&crate::json::escape_raw_str(v.get()));
         }
         if s.truncated.is_some() && !footer.iter().any(|(k, _)| k == member::STATS) {
             tail.push_str(",\n ");

@@ -951,7 +951,7 @@ impl Session {
                 if let Err(e) = writer.pump() {
                     failures.push(format!(
                         "cuprof: writing {} failed: {e}; tracing of this cycle stopped (free space or choose another CUPROF_DIR)",
-                        path.display()
+                        crate::text::path_line(path)
                     ));
                     c.file = File::Failed;
                 }
@@ -1186,7 +1186,10 @@ impl Session {
             for c in &mut self.cycles {
                 if let File::Open { writer, path } = &mut c.file {
                     if let Err(e) = writer.sync_flush() {
-                        failures.push(format!("cuprof: writing {} failed: {e}", path.display()));
+                        failures.push(format!(
+                            "cuprof: writing {} failed: {e}",
+                            crate::text::path_line(path)
+                        ));
                         c.file = File::Failed;
                     }
                 }
@@ -1291,7 +1294,7 @@ impl Session {
                 self.counters.failed_files.fetch_add(1, Relaxed);
                 self.errors.push(format!(
                     "cuprof: finishing {} failed: {e} (cuprof repair may recover it)",
-                    path.display()
+                    crate::text::path_line(&path)
                 ))
             }
         }

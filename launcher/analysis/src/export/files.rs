@@ -8,6 +8,7 @@ use cuprof_core::reader::{ReadSummary, TraceMeta};
 
 use super::schema;
 use super::table::Table;
+use crate::escape::terminal::Shown;
 
 /// What the files table needs of one exported file.
 pub struct FileRow {
@@ -24,7 +25,7 @@ pub struct FileRow {
 pub fn write(dir: &Path, rows: &[FileRow]) -> Result<()> {
     let d = dir.join("files");
     std::fs::create_dir_all(&d)
-        .map_err(|e| anyhow::anyhow!("{}: cannot create the directory: {e}", d.display()))?;
+        .map_err(|e| anyhow::anyhow!("{}: cannot create the directory: {e}", d.shown()))?;
     let mut t = Table::create(&d.join("files.parquet"), schema::FILES)?;
     for f in rows {
         let m = &f.meta;
@@ -44,7 +45,7 @@ pub fn write(dir: &Path, rows: &[FileRow]) -> Result<()> {
                 .join(", ")
         });
         t.row()
-            .text(Some(&f.path.display().to_string()))
+            .text(Some(&f.path.to_string_lossy()))
             .int(f.rank)
             .int(f.cycle)
             .int(m.world_size)

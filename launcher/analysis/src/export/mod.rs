@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use cuprof_core::reader::TraceReader;
 
+use crate::escape::terminal::Shown;
 use crate::io::console::{outln, Console};
 use crate::io::output::same_file;
 use crate::load::trace_files;
@@ -73,7 +74,7 @@ fn export_all(args: &ExportOptions, con: &mut Console) -> Result<()> {
     std::fs::create_dir_all(&args.out).with_context(|| {
         format!(
             "{}: cannot create the output directory; pick a writable -o DIR",
-            args.out.display()
+            args.out.shown()
         )
     })?;
     let indices: Vec<usize> = (0..inputs.len()).collect();
@@ -115,11 +116,11 @@ fn export_all(args: &ExportOptions, con: &mut Console) -> Result<()> {
         "exported {} file{} ({events} events) to {}: {}",
         rows.len(),
         if rows.len() == 1 { "" } else { "s" },
-        args.out.display(),
+        args.out.shown(),
         list.join(", ")
     )?;
     for (r, skip) in rows.iter().zip(&skipped) {
-        let p = r.path.display().to_string();
+        let p = r.path.shown().to_string();
         if let Some(t) = &r.read.truncated {
             outln!(con, "note: {p}: {t}")?;
         }
@@ -166,8 +167,8 @@ fn refuse_output(out: &Path, given: &[PathBuf], inputs: &[PathBuf]) -> Result<()
     if let Some(p) = given.iter().find(|p| same_file(out, p)) {
         bail!(
             "{}: the output directory is one of the inputs ({}); pick another -o DIR",
-            out.display(),
-            p.display()
+            out.shown(),
+            p.shown()
         );
     }
     let parent_of = |p: &Path| match p.parent() {
@@ -177,8 +178,8 @@ fn refuse_output(out: &Path, given: &[PathBuf], inputs: &[PathBuf]) -> Result<()
     if let Some(p) = inputs.iter().find(|p| same_file(out, &parent_of(p))) {
         bail!(
             "{}: the output directory holds an input ({}); pick another -o DIR",
-            out.display(),
-            p.display()
+            out.shown(),
+            p.shown()
         );
     }
     Ok(())

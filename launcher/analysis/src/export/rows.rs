@@ -16,6 +16,7 @@ use cuprof_core::reader::{event_members, Event, Id, ReadSummary, TraceReader};
 use super::args::{self, dim3, float, int, text};
 use super::schema::{self, Col};
 use super::table::Table;
+use crate::escape::terminal::Shown;
 use crate::load::{cuda_category, is_known_host_category, progress, step_number, TIME_LIMIT_NS};
 use crate::model::links::AttributionRule;
 
@@ -59,7 +60,7 @@ impl FileTables {
         let open = |table: &str, cols: &'static [Col]| -> Result<Table> {
             let d = dir.join(table).join(partition);
             std::fs::create_dir_all(&d)
-                .with_context(|| format!("{}: cannot create the directory", d.display()))?;
+                .with_context(|| format!("{}: cannot create the directory", d.shown()))?;
             Table::create(&d.join(name), cols)
         };
         Ok(FileTables {

@@ -20,6 +20,7 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersi
 use parquet::schema::types::ColumnPath;
 
 use super::schema::{Col, Enc, Kind};
+use crate::escape::terminal::Shown;
 use crate::io::output::Staged;
 
 /// Rows buffered as Arrow arrays before they are encoded.
@@ -120,7 +121,7 @@ impl Table {
         let (staged, file) = Staged::create(path)?;
         let schema = arrow_schema(cols);
         let writer = ArrowWriter::try_new(file, schema.clone(), Some(properties(cols)))
-            .with_context(|| format!("{}: cannot start the Parquet file", path.display()))?;
+            .with_context(|| format!("{}: cannot start the Parquet file", path.shown()))?;
         Ok(Table {
             cols,
             schema,
@@ -144,10 +145,10 @@ impl Table {
         }
         let arrays: Vec<ArrayRef> = self.builders.iter_mut().map(Builder::finish).collect();
         let batch = RecordBatch::try_new(self.schema.clone(), arrays)
-            .with_context(|| format!("{}: inconsistent columns", self.path.display()))?;
+            .with_context(|| format!("{}: inconsistent columns", self.path.shown()))?;
         self.writer
             .write(&batch)
-            .with_context(|| format!("{}: cannot write", self.path.display()))?;
+            .with_context(|| format!("{}: cannot write", self.path.shown()))?;
         self.rows = 0;
         Ok(())
     }
@@ -158,7 +159,7 @@ impl Table {
         let file = self
             .writer
             .into_inner()
-            .with_context(|| format!("{}: cannot write", self.path.display()))?;
+            .with_context(|| format!("{}: cannot write", self.path.shown()))?;
         self.staged.commit(file)?;
         Ok(self.total)
     }
@@ -220,7 +221,7 @@ impl Row<'_> {
             self.at,
             self.t.cols.len(),
             "a row of {} sets {} of its {} columns",
-            self.t.path.display(),
+            self.t.path.shown(),
             self.at,
             self.t.cols.len()
         );

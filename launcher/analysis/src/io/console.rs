@@ -6,8 +6,9 @@
 //! stops, the command still writes its files, and it exits with status 0 (as `rg` does; a
 //! shell's `pipefail` does not then flag the pipeline).
 
-use std::borrow::Cow;
 use std::io::{self, Write};
+
+use crate::escape::terminal::{printable_line, printable_text};
 
 /// Where a command prints: its standard output, and its notices (standard error). The `cuprof`
 /// binary passes the process's own; a test passes buffers and reads what the command printed.
@@ -27,11 +28,14 @@ impl<'a> Console<'a> {
         }
     }
 
-    /// Prints `text` to stdout; once the reader of a pipe has gone, prints nothing more.
+    /// Prints `text` to stdout, what could act on a terminal escaped ([`printable_text`]: a
+    /// name or a path in it is data); once the reader of a pipe has gone, prints nothing more.
+    /// JSON prints the same: its strings hold no such character ([`crate::escape::json`]).
     pub fn print(&mut self, text: &str) -> anyhow::Result<()> {
         if self.closed {
             return Ok(());
         }
+        let text = printable_text(text);
         let out = &mut *self.out;
         match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
@@ -42,16 +46,10 @@ impl<'a> Console<'a> {
         }
     }
 
-    /// [`Console::print`] for text made of a trace's names: what could act on a terminal is
-    /// escaped ([`printable_text`]). JSON goes through [`Console::print`]: its strings are
-    /// escaped already.
-    pub fn print_text(&mut self, text: &str) -> anyhow::Result<()> {
-        self.print(&printable_text(text))
-    }
-
-    /// A notice on stderr (as `eprintln!`, but a failure to write it is not the command's).
+    /// A notice on stderr (as `eprintln!`, but a failure to write it is not the command's),
+    /// escaped as [`Console::print`] escapes.
     pub fn note(&mut self, line: &str) {
-        let _ = writeln!(self.err, "{line}");
+        let _ = writeln!(self.err, "{}", printable_text(line));
     }
 }
 
@@ -63,44 +61,29 @@ macro_rules! outln {
 pub(crate) use outln;
 
 /// What the `cuprof` binary prints on stderr for a command that failed, before it exits with
-/// status 1: `cuprof: what: why`, one line ([`one_line`]).
+/// status 1: `cuprof: what: why`, one line ([`one_line`]), nothing in it acting on a terminal
+/// (a path or a name it quotes is data).
 pub fn error_line(e: &anyhow::Error) -> String {
-    format!("cuprof: {}\n", one_line(e))
+    format!("cuprof: {}\n", printable_line(&one_line(e)))
 }
 
-/// Whether `c` would act on a terminal or reorder the text around it instead of showing:
-/// C0 controls, DEL, C1 controls (ESC sequences, BEL, CSI), Unicode's bidirectional controls,
-/// and its line and paragraph separators (U+2028, U+2029: a line break to many viewers and to
-/// JavaScript).
-fn is_active(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
-}
-
-fn escape(s: &str, keep: impl Fn(char) -> bool) -> Cow<'_, str> {
-    if !s.chars().any(|c| is_active(c) && !keep(c)) {
-        return Cow::Borrowed(s);
+/// A line on the process's stderr, escaped as [`Console::print`] escapes: the binary's
+/// commands that print without a [`Console`] (`eprintln!` is refused in the launcher's crates,
+/// launcher/clippy.toml).
+pub fn eprint_line(line: &str) {
+    #[allow(clippy::disallowed_macros)] // The one route: escaped here.
+    {
+        eprintln!("{}", printable_text(line));
     }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        if is_active(c) && !keep(c) {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
+}
+
+/// A line on the process's stdout, escaped as [`Console::print`] escapes (for `top` and `ps`,
+/// which print without a [`Console`]).
+pub fn print_line(line: &str) {
+    #[allow(clippy::disallowed_macros)] // The one route: escaped here.
+    {
+        println!("{}", printable_text(line));
     }
-    Cow::Owned(out)
-}
-
-/// A name from a trace as one line of plain text: every control character (newlines and tabs
-/// too) and bidirectional control written as a visible `\u{..}` escape.
-pub fn printable_line(s: &str) -> Cow<'_, str> {
-    escape(s, |_| false)
-}
-
-/// Text for a terminal or a text file: as [`printable_line`], newlines kept.
-pub fn printable_text(s: &str) -> Cow<'_, str> {
-    escape(s, |c| c == '\n')
 }
 
 /// The error and its causes on one line, `what: why: why`, each cause shown once (a cause whose
@@ -121,29 +104,6 @@ pub fn one_line(e: &anyhow::Error) -> String {
 mod tests {
     use super::*;
     use anyhow::Context;
-
-    #[test]
-    fn names_cannot_act_on_a_terminal() {
-        let cases = [
-            ("aten::mm", "aten::mm"),
-            ("title\u{1b}]0;pwned\u{7}x", "title\\u{1b}]0;pwned\\u{7}x"),
-            ("clear\u{1b}[2J", "clear\\u{1b}[2J"),
-            ("two\nlines\ttab\r", "two\\u{a}lines\\u{9}tab\\u{d}"),
-            ("csi\u{9b}31m del\u{7f}", "csi\\u{9b}31m del\\u{7f}"),
-            (
-                "bidi \u{202e}txt.exe\u{2066}",
-                "bidi \\u{202e}txt.exe\\u{2066}",
-            ),
-            ("µs ünïcode 名前", "µs ünïcode 名前"),
-            ("sep\u{2028}para\u{2029}", "sep\\u{2028}para\\u{2029}"),
-            ("del\u{7f}csi\u{9b}", "del\\u{7f}csi\\u{9b}"),
-        ];
-        for (name, shown) in cases {
-            assert_eq!(printable_line(name), shown, "{name:?}");
-        }
-        assert!(matches!(printable_line("plain"), Cow::Borrowed(_)));
-        assert_eq!(printable_text("a\nb\u{1b}c\n"), "a\nb\\u{1b}c\n");
-    }
 
     /// A writer whose reader has gone after `room` bytes, or that fails otherwise.
     struct Pipe {
@@ -177,7 +137,7 @@ mod tests {
         con.print("first\n").unwrap();
         // The reader goes: not an error, and nothing more is printed, though it would fit.
         con.print("second\n").unwrap();
-        con.print_text("x\n").unwrap();
+        con.print("x\n").unwrap();
         con.note("a notice");
         assert_eq!(out.got, b"first\n");
         assert_eq!(err, b"a notice\n");
@@ -190,6 +150,27 @@ mod tests {
         assert_eq!(
             error_line(&e),
             "cuprof: writing to standard output: permission denied\n"
+        );
+    }
+
+    #[test]
+    fn every_route_to_the_terminal_escapes() {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let mut con = Console::new(&mut out, &mut err);
+        con.print("k\u{1b}]0;t\u{7}\u{9b}\u{202e}\n").unwrap();
+        con.note("note d/\u{1b}[2J\u{2028}x");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "k\\u{1b}]0;t\\u{7}\\u{9b}\\u{202e}\n"
+        );
+        assert_eq!(
+            String::from_utf8(err).unwrap(),
+            "note d/\\u{1b}[2J\\u{2028}x\n"
+        );
+        let e = anyhow::anyhow!("d/f\u{1b}]0;t\u{7}\r.json: cannot read it");
+        assert_eq!(
+            error_line(&e),
+            "cuprof: d/f\\u{1b}]0;t\\u{7}\\u{d}.json: cannot read it\n"
         );
     }
 

@@ -1,6 +1,6 @@
 //! What the commands share to read and write: standard output ([`console`]), output files
 //! written without destroying one ([`output`]), gzip on every core ([`gzip_out`]) and the
-//! workers reading files at once ([`jobs`]). Imports nothing else of the crate.
+//! workers reading files at once ([`jobs`]). Imports only [`crate::escape`] of the crate.
 
 pub mod console;
 pub mod gzip_out;

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, Once};
 
+use crate::escape::terminal::Shown;
 use anyhow::{bail, Context, Result};
 
 /// Suffix of the temporary files (`.NAME.PID-N.cuprof-tmp` beside NAME).
@@ -86,7 +87,7 @@ impl Staged {
     pub fn create(target: &Path) -> Result<(Staged, File)> {
         let name = target
             .file_name()
-            .with_context(|| format!("{}: not a file name", target.display()))?
+            .with_context(|| format!("{}: not a file name", target.shown()))?
             .to_string_lossy()
             .into_owned();
         let dir = match target.parent() {
@@ -120,8 +121,8 @@ impl Staged {
                     return Err(e).with_context(|| {
                         format!(
                             "{}: cannot create a file in {}; pick a writable output path",
-                            target.display(),
-                            dir.display()
+                            target.shown(),
+                            dir.shown()
                         )
                     })
                 }
@@ -137,10 +138,10 @@ impl Staged {
     /// Syncs `file` (the one [`Staged::create`] returned) and renames it over the target.
     pub fn commit(mut self, file: File) -> Result<()> {
         file.sync_all()
-            .with_context(|| format!("{}: cannot write", self.target.display()))?;
+            .with_context(|| format!("{}: cannot write", self.target.shown()))?;
         drop(file);
         std::fs::rename(&self.tmp, &self.target)
-            .with_context(|| format!("{}: cannot replace it", self.target.display()))?;
+            .with_context(|| format!("{}: cannot replace it", self.target.shown()))?;
         self.done = true;
         forget(&self.tmp);
         // The rename itself is durable once the directory is synced; failing that is harmless.
@@ -166,7 +167,7 @@ impl Drop for Staged {
 pub fn write(target: &Path, bytes: &[u8]) -> Result<()> {
     let (staged, mut f) = Staged::create(target)?;
     f.write_all(bytes)
-        .with_context(|| format!("{}: cannot write", target.display()))?;
+        .with_context(|| format!("{}: cannot write", target.shown()))?;
     staged.commit(f)
 }
 
@@ -183,8 +184,8 @@ pub fn refuse_input(out: &Path, inputs: &[PathBuf]) -> Result<()> {
     if let Some(i) = inputs.iter().find(|i| same_file(out, i)) {
         bail!(
             "{}: the output is one of the inputs ({}); pick another output path",
-            out.display(),
-            i.display()
+            out.shown(),
+            i.shown()
         );
     }
     Ok(())
@@ -283,8 +284,8 @@ mod tests {
             e.to_string(),
             format!(
                 "{}: the output is one of the inputs ({}); pick another output path",
-                d.join("l").display(),
-                a.display()
+                d.join("l").shown(),
+                a.shown()
             )
         );
         std::fs::remove_dir_all(&d).unwrap();

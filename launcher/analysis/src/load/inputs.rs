@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::escape::terminal::Shown;
 use anyhow::{bail, Context, Result};
 
 /// The trace files named by `paths`: files as given, directories listed (not recursively) for
@@ -12,7 +13,7 @@ pub fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
         let md = std::fs::metadata(p).with_context(|| {
             format!(
                 "{}: cannot read it; pass trace files or the directory cuprof wrote them to",
-                p.display()
+                p.shown()
             )
         })?;
         if !md.is_dir() {
@@ -21,8 +22,8 @@ pub fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
         }
         let mut traces = Vec::new();
         let mut json = Vec::new();
-        for e in std::fs::read_dir(p).with_context(|| format!("{}: cannot list it", p.display()))? {
-            let e = e.with_context(|| format!("{}: cannot list it", p.display()))?;
+        for e in std::fs::read_dir(p).with_context(|| format!("{}: cannot list it", p.shown()))? {
+            let e = e.with_context(|| format!("{}: cannot list it", p.shown()))?;
             let path = e.path();
             if !path.is_file() {
                 continue;
@@ -39,7 +40,7 @@ pub fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
             bail!(
                 "{}: no trace files in it (*.trace.json.gz, *.json); pass the directory cuprof \
                  wrote (CUPROF_DIR / --profile-dir) or the files themselves",
-                p.display()
+                p.shown()
             );
         }
         found.sort();

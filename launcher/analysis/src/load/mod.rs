@@ -19,6 +19,7 @@ pub mod runs;
 pub use columns::*;
 pub use inputs::trace_files;
 
+use crate::escape::terminal::Shown;
 use crate::saturating::AddSat;
 use cuprof_core::reader::{Event, Id, ReadSummary, TraceReader};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -84,7 +85,7 @@ pub fn malformed_warning(path: &str, skipped: u64, clamped: u64) -> String {
 pub fn category_list(ignored: &std::collections::BTreeMap<String, u64>) -> String {
     let cats: Vec<String> = ignored
         .keys()
-        .map(|c| format!("`{}`", crate::io::console::printable_line(c)))
+        .map(|c| format!("`{}`", crate::escape::terminal::printable_line(c)))
         .collect();
     cats.join(", ")
 }
@@ -95,7 +96,7 @@ pub fn not_a_trace(path: &Path, reader: &TraceReader<'_>, read: &ReadSummary) ->
     if read.truncated.is_some() || read.stopped {
         return None;
     }
-    let p = path.display();
+    let p = path.shown();
     if !reader.has_events_array() {
         let keys = &reader.meta().members;
         if keys.iter().any(|(k, _)| k == "nodes") {
@@ -179,7 +180,7 @@ pub fn progress(reader: &mut TraceReader<'_>, path: &Path) -> Rc<RefCell<Option<
     let total = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let cell = bar.clone();
     let started = Instant::now();
-    let label = path.display().to_string();
+    let label = path.shown().to_string();
     reader.on_progress(move |p| {
         let mut b = cell.borrow_mut();
         if b.is_none() && started.elapsed() > Duration::from_secs(1) {

@@ -21,7 +21,8 @@ use anyhow::{bail, Result};
 use cuprof_core::reader::{TraceMeta, TraceReader};
 use serde::{Deserialize, Serialize};
 
-use crate::io::console::printable_line;
+use crate::escape::terminal::printable_line;
+use crate::escape::terminal::Shown;
 
 /// Header member that marks a merged trace: `{"run_id": ID, "name": NAME, "ranks": [R, ...]}`
 /// (`true` in merges before runs had ids).
@@ -113,7 +114,7 @@ pub fn stem(path: &Path) -> Option<String> {
 /// A file's name without its trace extension.
 fn bare_name(path: &Path) -> String {
     let name = path.file_name().map_or_else(
-        || path.display().to_string(),
+        || path.to_string_lossy().into_owned(),
         |n| n.to_string_lossy().into(),
     );
     for ext in [".trace.json.gz", ".trace.json", ".json.gz", ".json"] {
@@ -155,7 +156,7 @@ pub fn utc(ns: i64) -> String {
 }
 
 fn shown(p: &Path) -> String {
-    printable_line(&p.display().to_string()).into_owned()
+    p.shown().to_string()
 }
 
 /// The runs of `files` (newest first), and the merged traces among them with their marks.

@@ -248,7 +248,7 @@ fn of_file(
         });
         out.push(DeviceAllocations {
             rank,
-            file: f.path.display().to_string(),
+            file: f.path.to_string_lossy().into_owned(),
             device: match dev.0 {
                 TensorMemoryOn::Device => format!("GPU {}", dev.1),
                 TensorMemoryOn::Cpu => "CPU".to_string(),

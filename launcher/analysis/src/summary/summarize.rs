@@ -28,7 +28,7 @@ impl Analysis {
             .iter()
             .zip(&self.ranks)
             .map(|(f, &rank)| FileSummary {
-                path: f.path.display().to_string(),
+                path: f.path.to_string_lossy().into_owned(),
                 rank,
                 events: f.read.events,
                 uncompressed_bytes: f.read.uncompressed_bytes,
@@ -244,7 +244,7 @@ impl Analysis {
             rank,
             files: idx
                 .iter()
-                .map(|&i| self.files[i].path.display().to_string())
+                .map(|&i| self.files[i].path.to_string_lossy().into_owned())
                 .collect(),
             steps: step_stats(idx.iter().flat_map(|&i| self.files[i].steps.iter())),
             step_times: series::step_times(&self.files, idx),

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use crate::escape::terminal::Shown;
 use crate::summary::schema::Summary;
 
 pub const SUMMARY_JSON: &str = "summary.json";
@@ -16,13 +17,13 @@ pub fn write_report(dir: &Path, s: &Summary, top: usize) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| {
         format!(
             "{}: cannot create the output directory; pick a writable -o DIR",
-            dir.display()
+            dir.shown()
         )
     })?;
-    let json = serde_json::to_string_pretty(s)? + "\n";
+    let json = crate::escape::json::to_string_pretty(s)? + "\n";
     crate::io::output::write(&dir.join(SUMMARY_JSON), json.as_bytes())?;
     let md = crate::views::render::markdown(s, top);
-    let md = crate::io::console::printable_text(&md);
+    let md = crate::escape::terminal::printable_text(&md);
     crate::io::output::write(&dir.join(REPORT_MD), md.as_bytes())?;
     Ok(())
 }

@@ -10,6 +10,8 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
+use crate::escape::plain::folded_frame as frame;
+use crate::escape::terminal::Shown;
 use crate::io::console::{outln, Console};
 use crate::io::output::Staged;
 use crate::load::{TensorMemoryOn, NO_NAME};
@@ -59,17 +61,6 @@ impl FlameOptions {
 
 /// The frame above operators that ran in no module call (`flame --modules`).
 pub const NO_MODULE: &str = "(no module)";
-
-/// A frame name safe for the folded format (`;` separates frames, the count ends the line).
-fn frame(s: &str) -> String {
-    s.chars()
-        .map(|c| match c {
-            ';' => ':',
-            '\n' | '\r' | '\t' => ' ',
-            c => c,
-        })
-        .collect()
-}
 
 /// What a flame graph weighs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -309,14 +300,13 @@ fn draw(
     }
     .to_string();
     opt.count_name = weigh.unit().to_string();
-    opt.subtitle = Some(
-        paths
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(" "),
-    );
-    inferno::flamegraph::from_lines(&mut opt, lines.iter().map(String::as_str), w)?;
+    // Inferno escapes `<>&"'`; the names in the frames and the paths in the subtitle hold no
+    // control (`folded_frame`, `shown`), and the document is checked whole before it is written.
+    opt.subtitle = Some(crate::escape::terminal::shown_paths(paths, " "));
+    let mut svg = Vec::new();
+    inferno::flamegraph::from_lines(&mut opt, lines.iter().map(String::as_str), &mut svg)?;
+    let svg = String::from_utf8(svg)?;
+    w.write_all(crate::escape::xml::valid_document(&svg).as_bytes())?;
     Ok(())
 }
 
@@ -369,7 +359,7 @@ fn flame_to(args: &FlameOptions, con: &mut Console) -> Result<()> {
         if crate::io::output::same_file(p, &args.out) || p == &args.out {
             bail!(
                 "{}: --folded and -o name the same file; pick two paths",
-                p.display()
+                p.shown()
             );
         }
     }
@@ -388,7 +378,7 @@ fn flame_to(args: &FlameOptions, con: &mut Console) -> Result<()> {
         let inputs = args
             .paths
             .iter()
-            .map(|p| p.display().to_string())
+            .map(|p| p.shown().to_string())
             .collect::<Vec<_>>()
             .join(", ");
         bail!(
@@ -407,7 +397,7 @@ fn flame_to(args: &FlameOptions, con: &mut Console) -> Result<()> {
         let inputs = args
             .paths
             .iter()
-            .map(|p| p.display().to_string())
+            .map(|p| p.shown().to_string())
             .collect::<Vec<_>>()
             .join(", ");
         if weigh == Weigh::Allocated {
@@ -425,16 +415,16 @@ fn flame_to(args: &FlameOptions, con: &mut Console) -> Result<()> {
     let lines = lines(&stacks);
     if let Some(p) = &args.folded {
         crate::io::output::write(p, (lines.join("\n") + "\n").as_bytes())
-            .with_context(|| format!("{}: cannot write the folded stacks", p.display()))?;
+            .with_context(|| format!("{}: cannot write the folded stacks", p.shown()))?;
     }
     let (staged, file) = Staged::create(&args.out)?;
     let mut w = BufWriter::new(file);
     draw(&lines, weigh, by_op, how, &args.paths, &mut w)
-        .with_context(|| format!("{}: cannot draw the flame graph", args.out.display()))?;
+        .with_context(|| format!("{}: cannot draw the flame graph", args.out.shown()))?;
     let file = w
         .into_inner()
         .map_err(|e| e.into_error())
-        .with_context(|| format!("{}: cannot write the SVG", args.out.display()))?;
+        .with_context(|| format!("{}: cannot write the SVG", args.out.shown()))?;
     staged.commit(file)?;
     let total: u64 = saturating::sum(stacks.values().copied());
     let total = match weigh {
@@ -444,7 +434,7 @@ fn flame_to(args: &FlameOptions, con: &mut Console) -> Result<()> {
     outln!(
         con,
         "wrote {} ({} stacks, {total} of {what})",
-        args.out.display(),
+        args.out.shown(),
         stacks.len(),
     )
 }

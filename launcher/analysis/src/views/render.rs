@@ -193,7 +193,7 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
     }
     out.push(("Steps (ProfilerStep#N)".to_string(), steps));
     if let Some(b) = &s.step_bins {
-        let figure = crate::io::console::printable_line(&b.figure);
+        let figure = crate::escape::terminal::printable_line(&b.figure);
         let mut text = render(&bins_table(b));
         text.push_str(&format!(
             "steps by figure {figure} (args.figures; tokens: args.work): {} below the first edge, {} without it\n",
@@ -1280,8 +1280,8 @@ pub fn markdown(s: &Summary, top: usize) -> String {
     for (title, body) in sections(s, top, true) {
         out.push_str(&format!(
             "## {}\n\n{}\n",
-            crate::format::markdown_text(&title),
-            crate::format::markdown_text(&body)
+            crate::escape::markdown::text(&title),
+            crate::escape::markdown::text(&body)
         ));
     }
     out

@@ -67,7 +67,7 @@ impl UniqueFile {
         self.pid_added.then(|| {
             format!(
                 "{wanted} already exists (another process with the same rank?): wrote {} instead",
-                self.path.display()
+                crate::text::path_line(&self.path)
             )
         })
     }
@@ -131,7 +131,7 @@ pub fn unique_path(dir: &Path, file_name: &str, pid: u32) -> io::Result<UniqueFi
         io::ErrorKind::AlreadyExists,
         format!(
             "{}: 1000 names with pid {pid} are all taken",
-            dir.join(file_name).display()
+            crate::text::path_line(&dir.join(file_name))
         ),
     ))
 }

@@ -10,7 +10,7 @@ use std::io;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
-/// Why an opened path cannot be read as an input file.
+/// Why an opened path cannot be read as an input file (the path as a message shows it).
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
     #[error("{path}: cannot open it: {source}; check the path and its permissions")]
@@ -47,7 +47,7 @@ pub fn file_kind(md: &Metadata) -> &'static str {
 /// a FIFO; the file and its metadata.
 pub fn open_regular(path: &Path) -> Result<(File, Metadata), InputError> {
     let open_err = |source| InputError::Open {
-        path: path.display().to_string(),
+        path: crate::text::path_line(path),
         source,
     };
     let f = OpenOptions::new()
@@ -58,7 +58,7 @@ pub fn open_regular(path: &Path) -> Result<(File, Metadata), InputError> {
     let md = f.metadata().map_err(open_err)?;
     if !md.is_file() {
         return Err(InputError::NotRegular {
-            path: path.display().to_string(),
+            path: crate::text::path_line(path),
             kind: file_kind(&md),
         });
     }

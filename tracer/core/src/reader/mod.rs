@@ -45,6 +45,7 @@ use serde_json::value::RawValue;
 
 use scan::{skip_ws, string_end, value_end, Scan};
 
+use crate::text::{path_line, printable_line};
 use crate::trace_format::{member, CuprofMember, DistributedInfo};
 pub use crate::trace_format::{ClockAnchor, DeviceProperties, TraceStats};
 
@@ -55,17 +56,18 @@ const FILE_BUF: usize = 256 << 10;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
-    #[error("{path}: cannot read the trace: {source}; check the path and its permissions")]
+    #[error("{}: cannot read the trace: {source}; check the path and its permissions", path_line(.path))]
     Io {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("{path}: {kind}, not a regular file; pass the trace file itself")]
+    #[error("{}: {kind}, not a regular file; pass the trace file itself", path_line(.path))]
     NotRegular { path: PathBuf, kind: &'static str },
     #[error(
-        "{path}: not a Chrome trace: {what} at uncompressed byte {offset}; pass a cuprof \
-         `*.trace.json.gz` or another Kineto/Chrome JSON trace (gzip or plain)"
+        "{}: not a Chrome trace: {what} at uncompressed byte {offset}; pass a cuprof \
+         `*.trace.json.gz` or another Kineto/Chrome JSON trace (gzip or plain)",
+        path_line(.path)
     )]
     Format {
         path: PathBuf,
@@ -73,8 +75,9 @@ pub enum ReadError {
         what: String,
     },
     #[error(
-        "{path}: the event at uncompressed byte {offset} is not valid JSON ({source}); the file \
-         is corrupt: regenerate it, or if it was cut short check that it ends at a flush point"
+        "{}: the event at uncompressed byte {offset} is not valid JSON ({source}); the file \
+         is corrupt: regenerate it, or if it was cut short check that it ends at a flush point",
+        path_line(.path)
     )]
     Event {
         path: PathBuf,
@@ -83,8 +86,10 @@ pub enum ReadError {
         source: serde_json::Error,
     },
     #[error(
-        "{path}: top-level member `{key}` at uncompressed byte {offset} is not valid JSON \
-         ({source}); the file is corrupt: regenerate it"
+        "{}: top-level member `{}` at uncompressed byte {offset} is not valid JSON \
+         ({source}); the file is corrupt: regenerate it",
+        path_line(.path),
+        printable_line(.key)
     )]
     Header {
         path: PathBuf,

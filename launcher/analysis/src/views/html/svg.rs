@@ -11,25 +11,12 @@ use std::fmt::Write;
 use serde::Serialize;
 
 /// Text for an XML text node or a double-quoted attribute.
-pub fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c => o.push(c),
-        }
-    }
-    o
-}
+pub use crate::escape::xml::text as esc;
 
 /// ` data-key="KEY" data-value="V"`: `KEY` is the value's path in summary.json (`ranks.0.gpu.
 /// compute_ns`; `A - B` for a difference of two), `V` the value as summary.json writes it.
 pub fn data<T: Serialize>(key: &str, v: T) -> String {
-    let v = serde_json::to_string(&v).unwrap_or_default();
+    let v = crate::escape::json::to_string(&v).unwrap_or_default();
     format!(r#" data-key="{}" data-value="{}""#, esc(key), esc(&v))
 }
 
