@@ -112,6 +112,16 @@ pub struct TorchCompile {
     pub breaks: Vec<FrameBreak>,
 }
 
+impl TorchCompile {
+    /// The compilations that were recompilations with their failed guard, in order.
+    pub fn recompiled(&self) -> Vec<(&Compilation, &str)> {
+        self.compilations
+            .iter()
+            .filter_map(|k| Some((k, k.recompile_reason.as_deref()?)))
+            .collect()
+    }
+}
+
 /// `F/N` as numbers.
 fn parse_id(id: &str) -> Option<(u64, u64)> {
     let (f, n) = id.split_once('/')?;

@@ -45,66 +45,56 @@ fn step_line(s: &StepStats) -> String {
     line
 }
 
+/// The step figures' columns after a table's first (bins, runs).
+const STEP_COLUMNS: [&str; 6] = [">steps", ">mean", ">p50", ">p90", ">p99", ">tokens/s"];
+
+/// A table whose first column is `first`, then [`STEP_COLUMNS`].
+fn step_table(first: &str) -> Table {
+    let mut header = vec![first];
+    header.extend(STEP_COLUMNS);
+    Table::new(&header)
+}
+
+/// One row of a [`step_table`]: `first`, then the steps' count, latency and tokens/s ("-"
+/// where there is no step).
+fn step_row(first: String, st: &StepStats) -> Vec<String> {
+    let d = |v: f64| {
+        if st.count == 0 {
+            "-".to_string()
+        } else {
+            dur(v)
+        }
+    };
+    vec![
+        first,
+        st.count.to_string(),
+        d(st.mean_ns),
+        d(st.p50_ns),
+        d(st.p90_ns),
+        d(st.p99_ns),
+        st.throughput_per_s
+            .map_or_else(|| "-".to_string(), |v| format!("{v:.1}")),
+    ]
+}
+
 /// `--bin`: a row per bin of the figure, with its steps' latency and tokens/s.
 fn bins_table(b: &StepBins) -> Table {
-    let mut t = Table::new(&[
-        "bin [lo, hi)",
-        ">steps",
-        ">mean",
-        ">p50",
-        ">p90",
-        ">p99",
-        ">tokens/s",
-    ]);
+    let mut t = step_table("bin [lo, hi)");
     for bin in &b.bins {
         let range = match bin.hi {
             Some(hi) => format!("[{}, {})", bin.lo, hi),
             None => format!("[{}, inf)", bin.lo),
         };
-        let st = &bin.steps;
-        let d = |v: f64| {
-            if st.count == 0 {
-                "-".to_string()
-            } else {
-                dur(v)
-            }
-        };
-        t.row(vec![
-            range,
-            st.count.to_string(),
-            d(st.mean_ns),
-            d(st.p50_ns),
-            d(st.p90_ns),
-            d(st.p99_ns),
-            st.throughput_per_s
-                .map_or_else(|| "-".to_string(), |v| format!("{v:.1}")),
-        ]);
+        t.row(step_row(range, &bin.steps));
     }
     t
 }
 
 /// `--all-runs`: each run's step figures, then mean ± std over the runs.
 fn runs_table(r: &RunSpread) -> Table {
-    let mut t = Table::new(&[
-        "run",
-        ">steps",
-        ">mean",
-        ">p50",
-        ">p90",
-        ">p99",
-        ">tokens/s",
-    ]);
-    let rate = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.1}"));
+    let mut t = step_table("run");
     for (name, st) in r.runs.iter().zip(&r.steps) {
-        t.row(vec![
-            name.clone(),
-            st.count.to_string(),
-            dur(st.mean_ns),
-            dur(st.p50_ns),
-            dur(st.p90_ns),
-            dur(st.p99_ns),
-            rate(st.throughput_per_s),
-        ]);
+        t.row(step_row(name.clone(), st));
     }
     let pm = |m: MeanStd| format!("{} ± {}", dur(m.mean), dur(m.std));
     t.row(vec![
@@ -1143,11 +1133,7 @@ fn torch_compile(c: &TorchCompile, top: usize, md: bool) -> String {
             text.push_str(&format!("({more} more in summary.json)\n"));
         }
     }
-    let recompiled: Vec<_> = c
-        .compilations
-        .iter()
-        .filter_map(|k| Some((k, k.recompile_reason.as_deref()?)))
-        .collect();
+    let recompiled = c.recompiled();
     if !recompiled.is_empty() {
         text.push_str(
             "\nRecompilations (the guard that failed; its F/N: the compilation it guarded):\n\n",

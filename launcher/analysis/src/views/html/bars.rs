@@ -424,11 +424,7 @@ pub fn torch_compile(s: &Summary, top: usize) -> String {
         out.push_str("</ul>");
         more(&mut out, c.breaks.len(), top);
     }
-    let recompiled: Vec<_> = c
-        .compilations
-        .iter()
-        .filter_map(|k| Some((k, k.recompile_reason.as_deref()?)))
-        .collect();
+    let recompiled = c.recompiled();
     if !recompiled.is_empty() {
         out.push_str("<h3>Recompilations (the guard that failed)</h3><ul>");
         for (k, reason) in recompiled.iter().take(top) {

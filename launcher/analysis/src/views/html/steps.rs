@@ -423,6 +423,24 @@ fn rate_cell(out: &mut String, key: &str, v: Option<f64>) {
     }
 }
 
+/// The latency cells (mean, p50, p90, p99; "-" where there is no step) and the tokens/s cell
+/// of the steps summarised at `key` in summary.json.
+fn step_cells(out: &mut String, key: &str, st: &StepStats) {
+    for (k, v) in [
+        ("mean_ns", st.mean_ns),
+        ("p50_ns", st.p50_ns),
+        ("p90_ns", st.p90_ns),
+        ("p99_ns", st.p99_ns),
+    ] {
+        if st.count == 0 {
+            out.push_str("<td>-</td>");
+        } else {
+            let _ = write!(out, "<td{}>{}</td>", data(&format!("{key}.{k}"), v), dur(v));
+        }
+    }
+    rate_cell(out, &format!("{key}.throughput_per_s"), st.throughput_per_s);
+}
+
 /// `report --bin`: the steps per bin of a figure, and `--all-runs`: the steps per run with
 /// mean ± std.
 fn extra_tables(out: &mut String, s: &Summary) {
@@ -443,20 +461,7 @@ fn extra_tables(out: &mut String, s: &Summary) {
                 data(&format!("{key}.count"), bin.steps.count),
                 bin.steps.count
             );
-            let st = &bin.steps;
-            for (k, v) in [
-                ("mean_ns", st.mean_ns),
-                ("p50_ns", st.p50_ns),
-                ("p90_ns", st.p90_ns),
-                ("p99_ns", st.p99_ns),
-            ] {
-                if st.count == 0 {
-                    out.push_str("<td>-</td>");
-                } else {
-                    let _ = write!(out, "<td{}>{}</td>", data(&format!("{key}.{k}"), v), dur(v));
-                }
-            }
-            rate_cell(out, &format!("{key}.throughput_per_s"), st.throughput_per_s);
+            step_cells(out, &key, &bin.steps);
             out.push_str("</tr>");
         }
         let _ = write!(
@@ -473,15 +478,7 @@ fn extra_tables(out: &mut String, s: &Summary) {
         for (i, (name, st)) in r.runs.iter().zip(&r.steps).enumerate() {
             let key = format!("runs.steps.{i}");
             let _ = write!(out, "<tr><td>{}</td><td>{}</td>", esc(name), st.count);
-            for (k, v) in [
-                ("mean_ns", st.mean_ns),
-                ("p50_ns", st.p50_ns),
-                ("p90_ns", st.p90_ns),
-                ("p99_ns", st.p99_ns),
-            ] {
-                let _ = write!(out, "<td{}>{}</td>", data(&format!("{key}.{k}"), v), dur(v));
-            }
-            rate_cell(out, &format!("{key}.throughput_per_s"), st.throughput_per_s);
+            step_cells(out, &key, st);
             out.push_str("</tr>");
         }
         let _ = write!(
