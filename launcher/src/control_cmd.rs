@@ -7,6 +7,10 @@
 //! step numbers, whatever host it runs on, because the decision is made of step numbers, not
 //! clocks. Each process reports the files it wrote into one report file, which is then
 //! printed as `cuprof run` prints its own.
+//!
+//! A step capture that has not begun yet is cancelled by `cuprof capture --cancel`, or by the
+//! asking command's Ctrl-C (SIGINT, SIGTERM); Ctrl-C of a capture by duration stops it (its
+//! files are written). A second signal ends the command at once.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::FileTypeExt;
@@ -25,7 +29,7 @@ use cuprof_core::control::{self as proto, Reply, Request, Status};
 const ANSWER_WAIT: Duration = Duration::from_secs(5);
 /// How often a capture asks whether the processes have written their files.
 const POLL: Duration = Duration::from_millis(100);
-/// How often a capture until interrupted looks at its interrupt flag.
+/// How often a waiting capture looks at its interrupt flag.
 const INTERRUPT_NAP: Duration = Duration::from_millis(20);
 
 const CAPTURE_EXAMPLES: &str = "\
@@ -34,6 +38,7 @@ Examples:
   cuprof capture --name train --steps 5        the same 5 steps in every rank
   cuprof capture --pid 4242 --duration 10      10 s of process 4242
   cuprof capture --all --duration 0            until Ctrl-C (cuprof top shows it live)
+  cuprof capture --name train --cancel         drop the step capture not begun yet
   srun --overlap --nodes=4 --ntasks-per-node=1 cuprof capture --name train --steps 5
                                                every node of a Slurm job";
 
@@ -54,8 +59,13 @@ pub struct CaptureArgs {
 
     /// Record N steps (cuprof_step() calls), from the next step boundary; across processes,
     /// from the step after the highest step any of them is at
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), required_unless_present = "duration", conflicts_with = "duration")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), required_unless_present_any = ["duration", "cancel"], conflicts_with_all = ["duration", "cancel"])]
     steps: Option<u64>,
+
+    /// Cancel the step capture that waits for its first step in these processes (the asking
+    /// command's Ctrl-C cancels its own): nothing is recorded, and the process is ready again
+    #[arg(long, conflicts_with_all = ["duration", "dir", "no_report"])]
+    cancel: bool,
 
     /// Record for this long, from now; 0: until this command is interrupted (Ctrl-C, SIGTERM)
     #[arg(long, value_name = "SECONDS", value_parser = seconds)]
@@ -245,6 +255,14 @@ pub fn capture(a: CaptureArgs) -> Result<()> {
         return Err(no_process(""));
     };
     let options = a.options.options()?;
+    if a.cancel {
+        if options != CaptureOptions::default() {
+            bail!("--cancel takes no capture options: it only cancels a waiting capture");
+        }
+        return cancel(&dir, &targets(&dir, &a)?);
+    }
+    // Before anything is asked: a Ctrl-C from here on cancels (or stops) what was asked.
+    let interrupted = interrupt_flag()?;
     let targets = targets(&dir, &a)?;
     let trace_dir = a
         .dir
@@ -304,50 +322,106 @@ pub fn capture(a: CaptureArgs) -> Result<()> {
         eprintln!("cuprof: {r}");
     }
     if a.duration.is_some_and(|d| d.is_zero()) {
-        record_until_interrupted(&dir, &started)?;
+        eprintln!("cuprof: recording until interrupted (Ctrl-C); cuprof top shows it live");
     }
-    wait_for_files(&dir, &mut started);
-    crate::run::end_of_run::print(&report, !a.no_report);
+    let on_interrupt = match a.steps {
+        Some(_) => Interrupt::Cancel,
+        None => Interrupt::Stop,
+    };
+    wait_for_files(&dir, &mut started, &interrupted, on_interrupt);
+    crate::run::end_of_run::print_capture(&report, !a.no_report);
     Ok(())
 }
 
-/// `--duration 0`: the processes record until this command gets SIGINT or SIGTERM (or until
-/// every one of them has exited), then each is told to stop.
-fn record_until_interrupted(dir: &Path, started: &[(u32, u32)]) -> Result<()> {
+/// `cuprof capture --cancel`: each process's waiting step capture is dropped; one line per
+/// process. Fails when none was cancelled.
+fn cancel(dir: &Path, targets: &[Status]) -> Result<()> {
+    let mut cancelled = 0;
+    let mut refused = Vec::new();
+    for s in targets {
+        match ask(dir, s.pid, &Request::Cancel { cycle: None }) {
+            Ok(Reply::Cancelled { cycle, first_step }) => {
+                cancelled += 1;
+                eprintln!("cuprof: process {}: capture {cycle}, which was to record from step {first_step}, is cancelled: nothing recorded", s.pid);
+            }
+            Ok(Reply::Error(e)) => refused.push(format!("process {}: {e}", s.pid)),
+            Ok(other) => refused.push(format!("process {} answered {other:?}", s.pid)),
+            Err(e) => refused.push(cuprof_analysis::io::console::one_line(&e)),
+        }
+    }
+    if cancelled == 0 {
+        if let [one] = &refused[..] {
+            bail!("{one}");
+        }
+    }
+    for r in &refused {
+        eprintln!("cuprof: {r}");
+    }
+    if cancelled == 0 {
+        bail!("no capture cancelled");
+    }
+    Ok(())
+}
+
+/// A flag raised by the first SIGINT or SIGTERM; a second one ends this command as signals do.
+fn interrupt_flag() -> Result<Arc<AtomicBool>> {
     let interrupted = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second signal, while the files are awaited, ends this command as signals do.
         signal_hook::flag::register_conditional_shutdown(sig, 130, interrupted.clone())?;
         signal_hook::flag::register(sig, interrupted.clone())?;
     }
-    eprintln!("cuprof: recording until interrupted (Ctrl-C); cuprof top shows it live");
-    let mut polled = std::time::Instant::now();
-    while !interrupted.load(Relaxed) {
-        std::thread::sleep(INTERRUPT_NAP);
-        if polled.elapsed() >= POLL {
-            polled = std::time::Instant::now();
-            if started.iter().all(|&(pid, _)| !proto::alive(pid)) {
-                return Ok(());
-            }
-        }
-    }
+    Ok(interrupted)
+}
+
+/// What this command asks of its processes when it is interrupted.
+#[derive(Clone, Copy)]
+enum Interrupt {
+    /// A step capture: cancelled if it still waits for its first step, else left to end.
+    Cancel,
+    /// A capture by duration: stopped now (its files are written).
+    Stop,
+}
+
+/// Tells each process of `started` that this command was interrupted, and why it goes on
+/// waiting where it does.
+fn interrupt(dir: &Path, started: &[(u32, u32)], how: Interrupt) {
     for &(pid, cycle) in started {
-        match ask(dir, pid, &Request::Stop) {
-            Ok(Reply::Stopped { .. }) => {}
-            // Ended meanwhile (exited: its file is closed on the way out).
+        let req = match how {
+            Interrupt::Cancel => Request::Cancel { cycle: Some(cycle) },
+            Interrupt::Stop => Request::Stop,
+        };
+        match ask(dir, pid, &req) {
+            // Its report line says so.
+            Ok(Reply::Cancelled { .. } | Reply::Stopped { .. }) => {}
             Ok(Reply::Error(e)) => eprintln!("cuprof: process {pid}, capture {cycle}: {e}"),
-            Ok(other) => eprintln!("cuprof: process {pid} answered {other:?} to stop"),
+            Ok(other) => eprintln!("cuprof: process {pid} answered {other:?}"),
+            // Ended meanwhile (exited: its file is closed on the way out).
             Err(e) => eprintln!("cuprof: {}", cuprof_analysis::io::console::one_line(&e)),
         }
     }
-    Ok(())
 }
 
 /// Waits until every process has finished its capture, or has exited (it closes its trace
-/// and reports it on the way out, before its socket goes).
-fn wait_for_files(dir: &Path, waiting: &mut Vec<(u32, u32)>) {
+/// and reports it on the way out, before its socket goes). The first interruption is passed
+/// on to the processes still waited for ([`interrupt`]); the waiting goes on until they
+/// answer through their report lines.
+fn wait_for_files(
+    dir: &Path,
+    waiting: &mut Vec<(u32, u32)>,
+    interrupted: &AtomicBool,
+    how: Interrupt,
+) {
+    let mut passed_on = false;
+    let mut polled = std::time::Instant::now();
     while !waiting.is_empty() {
-        std::thread::sleep(POLL);
+        std::thread::sleep(INTERRUPT_NAP);
+        if !passed_on && interrupted.load(Relaxed) {
+            passed_on = true;
+            interrupt(dir, waiting, how);
+        } else if polled.elapsed() < POLL {
+            continue;
+        }
+        polled = std::time::Instant::now();
         waiting.retain(|&(pid, cycle)| match status(dir, pid) {
             // A process that stepped aside for another profiler records nothing more.
             Ok(s) => s.captures_done < cycle && s.state != "stepped-aside",

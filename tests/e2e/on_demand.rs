@@ -179,6 +179,119 @@ fn a_second_capture_while_one_runs_gets_one_line() {
     );
 }
 
+/// Waits (bounded) until `cuprof ps` shows every process of `job` in `state`.
+fn wait_state(job: &Job, state: &str) {
+    for _ in 0..600 {
+        let (ps, _) = job.ok(&["ps"]);
+        if ps_rows(&ps).values().all(|r| r.2 == state) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("the processes never became {state}");
+}
+
+/// `cuprof capture --pid PID --steps 2 --dir CAPS --no-report`, started and left waiting.
+fn spawn_capture(job: &Job, pid: &str, caps: &Path) -> std::process::Child {
+    Command::new(cuprof_bin())
+        .args([
+            "capture",
+            "--pid",
+            pid,
+            "--steps",
+            "2",
+            "--no-report",
+            "--dir",
+        ])
+        .arg(caps)
+        .env("XDG_RUNTIME_DIR", job.runtime_dir())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_waiting_step_capture_is_cancelled_by_cancel_or_ctrl_c_then_a_new_one_records() {
+    let hold = TempDir::new("hold");
+    let hold_file = hold.path().join("hold");
+    std::fs::write(&hold_file, "").unwrap();
+    // No step begins while the hold file exists: the captures asked wait for step 2.
+    let mut job = Job::start_with(
+        "cancel",
+        "cn",
+        1,
+        0,
+        20,
+        &[("ON_DEMAND_HOLD", hold_file.to_str().unwrap())],
+    );
+    job.wait_ready();
+    let pid = job.pids()[0].to_string();
+    let sock = job.socket_dir().join(format!("{pid}.sock"));
+    let caps = job.dir.path().join("caps");
+    let row = |job: &Job| {
+        let (ps, _) = job.ok(&["ps"]);
+        let r = ps_rows(&ps).into_values().next().unwrap();
+        (r.2, r.3)
+    };
+
+    // Cancelled by another command: the asking one ends with its process's note.
+    let first = spawn_capture(&job, &pid, &caps);
+    wait_state(&job, "pending");
+    assert_eq!(
+        raw(&sock, b"cuprof\t2\tstop\n"),
+        "cuprof\t2\terror\tcapture 1 waits for step 2, it does not run by duration: cancel it with cuprof capture --cancel\n"
+    );
+    let (_, err) = job.ok(&["capture", "--pid", &pid, "--cancel"]);
+    assert_eq!(
+        err,
+        format!("cuprof: process {pid}: capture 1, which was to record from step 2, is cancelled: nothing recorded\n")
+    );
+    let out = first.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("cuprof: process {pid}: capture 1 was cancelled before step 2 began: nothing recorded\n")
+    );
+    assert_eq!(row(&job), ("ready".into(), "0".into()));
+    let out = job.cuprof(&["capture", "--pid", &pid, "--cancel"]);
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("cuprof: process {pid}: no capture waits in this process: nothing to cancel\n")
+    );
+
+    // Cancelled by the asking command's Ctrl-C.
+    let second = spawn_capture(&job, &pid, &caps);
+    wait_state(&job, "pending");
+    // SAFETY: kill has no memory preconditions; the pid is our child's, not yet reaped.
+    assert_eq!(
+        unsafe { libc::kill(second.id() as libc::pid_t, libc::SIGINT) },
+        0
+    );
+    let out = second.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("cuprof: process {pid}: capture 2 was cancelled before step 2 began: nothing recorded\n")
+    );
+    assert_eq!(row(&job), ("ready".into(), "0".into()));
+    assert!(!caps.exists());
+
+    // The steps run again: a new capture is taken, numbered after the cancelled ones.
+    std::fs::remove_file(&hold_file).unwrap();
+    job.capture_steps(&pid, "2", &caps);
+    let t = read_trace(&rank_file(&caps, "cn", 0, 3));
+    let steps = steps_of(&t);
+    assert_eq!(steps, [steps[0], steps[0] + 1]);
+    assert_eq!(
+        kernels(&t),
+        BTreeMap::from([("gemm()".into(), 2), ("softmax()".into(), 2)])
+    );
+    assert_eq!(std::fs::read_dir(&caps).unwrap().count(), 1);
+    assert_eq!(row(&job), ("ready".into(), "1".into()));
+    job.finish();
+}
+
 #[test]
 fn the_socket_directory_and_sockets_are_private() {
     let mut job = Job::start("modes", "m", 1, 0, 20);
