@@ -292,6 +292,73 @@ fn a_waiting_step_capture_is_cancelled_by_cancel_or_ctrl_c_then_a_new_one_record
     job.finish();
 }
 
+/// The pids of the processes whose parent is `parent` (from /proc).
+fn children_of(parent: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            // `PID (COMM) STATE PPID ...`: the parent is the second field after the name.
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(") ")
+                    .and_then(|(_, rest)| rest.split(' ').nth(1)?.parse::<u32>().ok())
+                    == Some(parent)
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn a_process_in_a_child_pid_namespace_is_listed_and_captured_by_its_pid_here() {
+    let pid_ns = ["unshare", "--pid", "--fork", "--mount-proc"];
+    let permitted = Command::new(pid_ns[0])
+        .args(&pid_ns[1..])
+        .arg("true")
+        .status()
+        .is_ok_and(|s| s.success());
+    if !permitted {
+        eprintln!("skipped: unshare --pid is not permitted here");
+        return;
+    }
+    let mut job = Job::empty("pidns");
+    let stop = job.stop_file();
+    job.spawn_under(
+        &pid_ns,
+        "on_demand.py",
+        &[stop.to_str().unwrap(), "0", "20"],
+        "ns",
+        (0, 1),
+        &[],
+    );
+    // Pid 1 in its namespace: its socket is 1.sock; here it is unshare's child.
+    let socket = job.socket_dir().join("1.sock");
+    for _ in 0..600 {
+        if socket.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(socket.exists(), "no control socket");
+    let here = children_of(job.pids()[0]);
+    assert_eq!(here.len(), 1, "{here:?}");
+    let pid = here[0];
+    assert_ne!(pid, 1);
+    let (ps, err) = job.ok(&["ps"]);
+    assert_eq!(err, "");
+    assert_eq!(
+        ps_rows(&ps),
+        BTreeMap::from([(pid, ("0".into(), "ns".into(), "ready".into(), "0".into()))])
+    );
+    let caps = job.dir.path().join("caps");
+    job.capture_steps(&pid.to_string(), "2", &caps);
+    let t = read_trace(&rank_file(&caps, "ns", 0, 1));
+    assert_eq!(steps_of(&t).len(), 2);
+    // The process's own word for its pid, in its namespace.
+    assert_eq!(t["cuprof"]["pid"], 1);
+    job.finish();
+}
+
 #[test]
 fn the_socket_directory_and_sockets_are_private() {
     let mut job = Job::start("modes", "m", 1, 0, 20);
