@@ -7,6 +7,10 @@
 //! step numbers, whatever host it runs on, because the decision is made of step numbers, not
 //! clocks. Each process reports the files it wrote into one report file, which is then
 //! printed as `cuprof run` prints its own.
+//!
+//! A step capture that has not begun yet is cancelled by `cuprof capture --cancel`, or by the
+//! asking command's Ctrl-C (SIGINT, SIGTERM); Ctrl-C of a capture by duration stops it (its
+//! files are written). A second signal ends the command at once.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::FileTypeExt;
@@ -26,7 +30,7 @@ use cuprof_core::control::{self as proto, Reply, Request, Status};
 const ANSWER_WAIT: Duration = Duration::from_secs(5);
 /// How often a capture asks whether the processes have written their files.
 const POLL: Duration = Duration::from_millis(100);
-/// How often a capture until interrupted looks at its interrupt flag.
+/// How often a waiting capture looks at its interrupt flag.
 const INTERRUPT_NAP: Duration = Duration::from_millis(20);
 
 const CAPTURE_EXAMPLES: &str = "\
@@ -35,6 +39,7 @@ Examples:
   cuprof capture --name train --steps 5        the same 5 steps in every rank
   cuprof capture --pid 4242 --duration 10      10 s of process 4242
   cuprof capture --all --duration 0            until Ctrl-C (cuprof top shows it live)
+  cuprof capture --name train --cancel         drop the step capture not begun yet
   srun --overlap --nodes=4 --ntasks-per-node=1 cuprof capture --name train --steps 5
                                                every node of a Slurm job";
 
@@ -55,8 +60,13 @@ pub struct CaptureArgs {
 
     /// Record N steps (cuprof_step() calls), from the next step boundary; across processes,
     /// from the step after the highest step any of them is at
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), required_unless_present = "duration", conflicts_with = "duration")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), required_unless_present_any = ["duration", "cancel"], conflicts_with_all = ["duration", "cancel"])]
     steps: Option<u64>,
+
+    /// Cancel the step capture that waits for its first step in these processes (the asking
+    /// command's Ctrl-C cancels its own): nothing is recorded, and the process is ready again
+    #[arg(long, conflicts_with_all = ["duration", "dir", "no_report"])]
+    cancel: bool,
 
     /// Record for this long, from now; 0: until this command is interrupted (Ctrl-C, SIGTERM)
     #[arg(long, value_name = "SECONDS", value_parser = seconds)]
@@ -157,7 +167,41 @@ pub(crate) fn socket_dir() -> Result<Option<PathBuf>> {
     Ok(Some(dir))
 }
 
-/// One request to process `pid`, one reply.
+/// The pid of the process listening on `conn`'s other end as this process sees it
+/// (SO_PEERCRED: the kernel translates it into the reader's PID namespace; 0 when the listener
+/// lives in a namespace this one cannot see); `None` when the kernel does not say.
+fn peer_pid(conn: &UnixStream) -> Option<u32> {
+    use std::os::unix::io::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cred`, a ucred.
+    let r = unsafe {
+        libc::getsockopt(
+            conn.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then(|| u32::try_from(cred.pid).unwrap_or(0))
+}
+
+/// A process's pid as this command sees it: `own` is the pid the process gave (its socket's
+/// name, in its own PID namespace), `peer` the kernel's translation ([`peer_pid`]). A process
+/// in a child namespace (`unshare --pid`, a container) is shown with the pid it has here;
+/// one in a namespace this one cannot see gets 0 (no pid here).
+fn pid_here(own: u32, peer: Option<u32>) -> u32 {
+    peer.unwrap_or(own)
+}
+
+/// One request to process `pid` (the pid in its socket's name), one reply; the pid in a status
+/// is the one it has here ([`pid_here`]: 0 for a process whose PID namespace this one cannot
+/// see).
 pub(crate) fn ask(dir: &Path, pid: u32, req: &Request) -> Result<Reply> {
     let path = proto::socket_path(dir, pid);
     let meta = std::fs::symlink_metadata(&path).with_context(|| {
@@ -181,7 +225,45 @@ pub(crate) fn ask(dir: &Path, pid: u32, req: &Request) -> Result<Reply> {
         .read_until(b'\n', &mut line)
         .with_context(|| format!("reading process {pid}'s answer"))?;
     let text = String::from_utf8_lossy(&line);
-    Reply::parse(&text).with_context(|| format!("process {pid}'s answer"))
+    let mut reply = Reply::parse(&text).with_context(|| format!("process {pid}'s answer"))?;
+    let peer = peer_pid(&conn);
+    match &mut reply {
+        Reply::Status(s) => s.pid = pid_here(s.pid, peer),
+        Reply::Live(l) => l.status.pid = pid_here(l.status.pid, peer),
+        _ => {}
+    }
+    Ok(reply)
+}
+
+/// How messages name a process reached through socket `socket`, whose status is `s`.
+pub(crate) fn shown(socket: u32, s: &Status) -> String {
+    match s.pid {
+        0 => format!("{socket} (its pid in a PID namespace this one cannot see)"),
+        p => p.to_string(),
+    }
+}
+
+/// The socket (its pid) of the process that has pid `pid` here, with its status: `PID.sock`
+/// when that process is the one with this pid here, else the socket of a process of a child
+/// PID namespace that has it.
+pub(crate) fn reach(dir: &Path, pid: u32) -> Result<(u32, Status)> {
+    let direct = status(dir, pid);
+    if let Ok(s) = &direct {
+        if s.pid == pid {
+            return direct.map(|s| (pid, s));
+        }
+    }
+    for socket in proto::socket_pids(dir) {
+        if let Ok(s) = status(dir, socket) {
+            if s.pid == pid {
+                return Ok((socket, s));
+            }
+        }
+    }
+    match direct {
+        Err(e) => Err(e),
+        Ok(_) => bail!("process {pid} has no control socket here: it was not started with --on-demand, has ended, or belongs to another user (cuprof ps lists the ones reached)"),
+    }
 }
 
 fn status(dir: &Path, pid: u32) -> Result<Status> {
@@ -206,37 +288,56 @@ pub fn ps(_: PsArgs) -> Result<()> {
     }
     let mut out = std::io::stdout().lock();
     writeln!(out, "PID\tRANK\tNAME\tSTATE\tSTEPS\tFILES")?;
+    let mut unseen = Vec::new();
     for pid in pids {
         match status(&dir, pid) {
-            Ok(s) => writeln!(
-                out,
-                "{}\t{}\t{}\t{}\t{}\t{}",
-                s.pid,
-                s.rank,
-                // Tabs separate the columns: each field on one line of its own.
-                printable_line(&s.name),
-                printable_line(&s.state),
-                s.step,
-                s.files
-            )?,
+            Ok(s) => {
+                let name = printable_line(&s.name);
+                let pid_col = match s.pid {
+                    0 => {
+                        unseen.push(format!("process {} named {name}", shown(pid, &s)));
+                        "-".to_string()
+                    }
+                    p => p.to_string(),
+                };
+                writeln!(
+                    out,
+                    "{pid_col}\t{}\t{name}\t{}\t{}\t{}",
+                    s.rank,
+                    printable_line(&s.state),
+                    s.step,
+                    s.files
+                )?
+            }
             Err(e) => cuprof_analysis::io::console::eprint_line(&format!(
                 "cuprof: {}",
                 cuprof_analysis::io::console::one_line(&e)
             )),
         }
     }
+    for u in unseen {
+        cuprof_analysis::io::console::eprint_line(&format!(
+            "cuprof: {u} has no pid here (PID column -): capture it with --name or --all"
+        ));
+    }
     Ok(())
 }
 
-/// The processes a capture is for, with their status.
-fn targets(dir: &Path, a: &CaptureArgs) -> Result<Vec<Status>> {
+/// The processes a capture is for: each one's socket (its pid), how messages name it, and its
+/// status.
+fn targets(dir: &Path, a: &CaptureArgs) -> Result<Vec<Target>> {
+    let target = |(socket, status): (u32, Status)| Target {
+        socket,
+        shown: shown(socket, &status),
+        status,
+    };
     if !a.pid.is_empty() {
-        return a.pid.iter().map(|&p| status(dir, p)).collect();
+        return a.pid.iter().map(|&p| reach(dir, p).map(target)).collect();
     }
     let mut found = Vec::new();
     for pid in proto::socket_pids(dir) {
         match status(dir, pid) {
-            Ok(s) if a.name.as_ref().is_none_or(|n| *n == s.name) => found.push(s),
+            Ok(s) if a.name.as_ref().is_none_or(|n| *n == s.name) => found.push(target((pid, s))),
             Ok(_) => {}
             Err(e) => cuprof_analysis::io::console::eprint_line(&format!(
                 "cuprof: {}",
@@ -253,11 +354,35 @@ fn targets(dir: &Path, a: &CaptureArgs) -> Result<Vec<Status>> {
     Ok(found)
 }
 
+/// A process a capture is for.
+struct Target {
+    /// The pid in its socket's name.
+    socket: u32,
+    /// How messages name it ([`shown`]).
+    shown: String,
+    status: Status,
+}
+
+/// A process a capture started in, and the capture's cycle there.
+struct Started {
+    socket: u32,
+    shown: String,
+    cycle: u32,
+}
+
 pub fn capture(a: CaptureArgs) -> Result<()> {
     let Some(dir) = socket_dir()? else {
         return Err(no_process(""));
     };
     let options = a.options.options()?;
+    if a.cancel {
+        if options != CaptureOptions::default() {
+            bail!("--cancel takes no capture options: it only cancels a waiting capture");
+        }
+        return cancel(&dir, &targets(&dir, &a)?);
+    }
+    // Before anything is asked: a Ctrl-C from here on cancels (or stops) what was asked.
+    let interrupted = interrupt_flag()?;
     let targets = targets(&dir, &a)?;
     let trace_dir = a
         .dir
@@ -269,10 +394,10 @@ pub fn capture(a: CaptureArgs) -> Result<()> {
         .context("creating the report file for the processes' answers")?;
     // The same steps everywhere: from the highest step any process is at, plus two (not one:
     // a rank that ends its step while the others are being asked still starts there).
-    let start = targets.iter().map(|s| s.step + 2).max().unwrap_or(0);
+    let start = targets.iter().map(|t| t.status.step + 2).max().unwrap_or(0);
     let mut started = Vec::new();
     let mut refused = Vec::new();
-    for s in &targets {
+    for t in &targets {
         let req = match (a.steps, a.duration) {
             (Some(count), _) => Request::Steps {
                 start,
@@ -288,18 +413,22 @@ pub fn capture(a: CaptureArgs) -> Result<()> {
                 options,
             },
         };
-        match ask(&dir, s.pid, &req) {
+        match ask(&dir, t.socket, &req) {
             Ok(Reply::Started { cycle, first_step }) => {
                 if let Some(first) = first_step.filter(|&f| f != start) {
                     cuprof_analysis::io::console::eprint_line(&format!(
                         "cuprof: process {} was past step {start}: it records from step {first}",
-                        s.pid
+                        t.shown
                     ));
                 }
-                started.push((s.pid, cycle));
+                started.push(Started {
+                    socket: t.socket,
+                    shown: t.shown.clone(),
+                    cycle,
+                });
             }
-            Ok(Reply::Error(e)) => refused.push(format!("process {}: {e}", s.pid)),
-            Ok(other) => refused.push(format!("process {} answered {other:?}", s.pid)),
+            Ok(Reply::Error(e)) => refused.push(format!("process {}: {e}", t.shown)),
+            Ok(other) => refused.push(format!("process {} answered {other:?}", t.shown)),
             Err(e) => refused.push(cuprof_analysis::io::console::one_line(&e)),
         }
     }
@@ -317,63 +446,158 @@ pub fn capture(a: CaptureArgs) -> Result<()> {
         cuprof_analysis::io::console::eprint_line(&format!("cuprof: {r}"));
     }
     if a.duration.is_some_and(|d| d.is_zero()) {
-        record_until_interrupted(&dir, &started)?;
+        cuprof_analysis::io::console::eprint_line(
+            "cuprof: recording until interrupted (Ctrl-C); cuprof top shows it live",
+        );
     }
-    wait_for_files(&dir, &mut started);
-    crate::run::end_of_run::print(&report, !a.no_report);
+    let on_interrupt = match a.steps {
+        Some(_) => Interrupt::Cancel,
+        None => Interrupt::Stop,
+    };
+    wait_for_files(&dir, &mut started, &interrupted, on_interrupt);
+    crate::run::end_of_run::print_capture(&report, !a.no_report);
     Ok(())
 }
 
-/// `--duration 0`: the processes record until this command gets SIGINT or SIGTERM (or until
-/// every one of them has exited), then each is told to stop.
-fn record_until_interrupted(dir: &Path, started: &[(u32, u32)]) -> Result<()> {
+/// `cuprof capture --cancel`: each process's waiting step capture is dropped; one line per
+/// process. Fails when none was cancelled.
+fn cancel(dir: &Path, targets: &[Target]) -> Result<()> {
+    let mut cancelled = 0;
+    let mut refused = Vec::new();
+    for t in targets {
+        match ask(dir, t.socket, &Request::Cancel { cycle: None }) {
+            Ok(Reply::Cancelled { cycle, first_step }) => {
+                cancelled += 1;
+                cuprof_analysis::io::console::eprint_line(&format!("cuprof: process {}: capture {cycle}, which was to record from step {first_step}, is cancelled: nothing recorded", t.shown));
+            }
+            Ok(Reply::Error(e)) => refused.push(format!("process {}: {e}", t.shown)),
+            Ok(other) => refused.push(format!("process {} answered {other:?}", t.shown)),
+            Err(e) => refused.push(cuprof_analysis::io::console::one_line(&e)),
+        }
+    }
+    if cancelled == 0 {
+        if let [one] = &refused[..] {
+            bail!("{one}");
+        }
+    }
+    for r in &refused {
+        cuprof_analysis::io::console::eprint_line(&format!("cuprof: {r}"));
+    }
+    if cancelled == 0 {
+        bail!("no capture cancelled");
+    }
+    Ok(())
+}
+
+/// A flag raised by the first SIGINT or SIGTERM; a second one ends this command as signals do.
+fn interrupt_flag() -> Result<Arc<AtomicBool>> {
     let interrupted = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second signal, while the files are awaited, ends this command as signals do.
         signal_hook::flag::register_conditional_shutdown(sig, 130, interrupted.clone())?;
         signal_hook::flag::register(sig, interrupted.clone())?;
     }
-    cuprof_analysis::io::console::eprint_line(
-        "cuprof: recording until interrupted (Ctrl-C); cuprof top shows it live",
-    );
-    let mut polled = std::time::Instant::now();
-    while !interrupted.load(Relaxed) {
-        std::thread::sleep(INTERRUPT_NAP);
-        if polled.elapsed() >= POLL {
-            polled = std::time::Instant::now();
-            if started.iter().all(|&(pid, _)| !proto::alive(pid)) {
-                return Ok(());
-            }
-        }
-    }
-    for &(pid, cycle) in started {
-        match ask(dir, pid, &Request::Stop) {
-            Ok(Reply::Stopped { .. }) => {}
-            // Ended meanwhile (exited: its file is closed on the way out).
+    Ok(interrupted)
+}
+
+/// What this command asks of its processes when it is interrupted.
+#[derive(Clone, Copy)]
+enum Interrupt {
+    /// A step capture: cancelled if it still waits for its first step, else left to end.
+    Cancel,
+    /// A capture by duration: stopped now (its files are written).
+    Stop,
+}
+
+/// Tells each process of `started` that this command was interrupted, and why it goes on
+/// waiting where it does.
+fn interrupt(dir: &Path, started: &[Started], how: Interrupt) {
+    for Started {
+        socket,
+        shown,
+        cycle,
+    } in started
+    {
+        let req = match how {
+            Interrupt::Cancel => Request::Cancel {
+                cycle: Some(*cycle),
+            },
+            Interrupt::Stop => Request::Stop,
+        };
+        match ask(dir, *socket, &req) {
+            // Its report line says so.
+            Ok(Reply::Cancelled { .. } | Reply::Stopped { .. }) => {}
             Ok(Reply::Error(e)) => cuprof_analysis::io::console::eprint_line(&format!(
-                "cuprof: process {pid}, capture {cycle}: {e}"
+                "cuprof: process {shown}, capture {cycle}: {e}"
             )),
             Ok(other) => cuprof_analysis::io::console::eprint_line(&format!(
-                "cuprof: process {pid} answered {other:?} to stop"
+                "cuprof: process {shown} answered {other:?}"
             )),
+            // Ended meanwhile (exited: its file is closed on the way out).
             Err(e) => cuprof_analysis::io::console::eprint_line(&format!(
                 "cuprof: {}",
                 cuprof_analysis::io::console::one_line(&e)
             )),
         }
     }
-    Ok(())
 }
 
 /// Waits until every process has finished its capture, or has exited (it closes its trace
-/// and reports it on the way out, before its socket goes).
-fn wait_for_files(dir: &Path, waiting: &mut Vec<(u32, u32)>) {
+/// and reports it on the way out, before its socket goes). The first interruption is passed
+/// on to the processes still waited for ([`interrupt`]); the waiting goes on until they
+/// answer through their report lines.
+fn wait_for_files(
+    dir: &Path,
+    waiting: &mut Vec<Started>,
+    interrupted: &AtomicBool,
+    how: Interrupt,
+) {
+    let mut passed_on = false;
+    let mut polled = std::time::Instant::now();
     while !waiting.is_empty() {
-        std::thread::sleep(POLL);
-        waiting.retain(|&(pid, cycle)| match status(dir, pid) {
+        std::thread::sleep(INTERRUPT_NAP);
+        if !passed_on && interrupted.load(Relaxed) {
+            passed_on = true;
+            interrupt(dir, waiting, how);
+        } else if polled.elapsed() < POLL {
+            continue;
+        }
+        polled = std::time::Instant::now();
+        waiting.retain(|w| match status(dir, w.socket) {
             // A process that stepped aside for another profiler records nothing more.
-            Ok(s) => s.captures_done < cycle && s.state != "stepped-aside",
+            Ok(s) => s.captures_done < w.cycle && s.state != "stepped-aside",
             Err(_) => false,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_is_shown_with_its_pid_here_or_as_having_none() {
+        // The same namespace: the kernel's pid is the process's own.
+        assert_eq!(pid_here(4242, Some(4242)), 4242);
+        // A child PID namespace (unshare --pid, a container): pid 1 there is 90210 here.
+        assert_eq!(pid_here(1, Some(90210)), 90210);
+        // A namespace this one cannot see (cuprof ps inside a container, the process outside).
+        assert_eq!(pid_here(4242, Some(0)), 0);
+        // No credentials from the kernel: the process's word.
+        assert_eq!(pid_here(7, None), 7);
+        let mut s = Status {
+            pid: 0,
+            rank: 0,
+            name: "job".into(),
+            state: "ready".into(),
+            step: 0,
+            files: 0,
+            captures_done: 0,
+        };
+        assert_eq!(
+            shown(4242, &s),
+            "4242 (its pid in a PID namespace this one cannot see)"
+        );
+        s.pid = 90210;
+        assert_eq!(shown(1, &s), "90210");
     }
 }

@@ -15,7 +15,7 @@ use anyhow::Result;
 use clap::Args;
 use cuprof_core::control::{self as proto, Reply, Request};
 
-use crate::control_cmd::{ask, no_process, socket_dir};
+use crate::control_cmd::{ask, no_process, reach, socket_dir};
 use crate::terminal::Screen;
 use crate::top_view::{render, Row};
 
@@ -105,7 +105,16 @@ fn rows(dir: &Path, a: &TopArgs) -> Vec<Row> {
     let pids = if a.pid.is_empty() {
         proto::socket_pids(dir)
     } else {
-        a.pid.iter().copied().filter(|&p| proto::alive(p)).collect()
+        // Each by its pid here (a process of a child PID namespace has its socket under its
+        // own pid there).
+        a.pid
+            .iter()
+            .filter_map(|&p| match reach(dir, p) {
+                Ok((socket, _)) => Some(socket),
+                Err(_) if proto::alive(p) => Some(p),
+                Err(_) => None,
+            })
+            .collect()
     };
     pids.into_iter()
         .filter_map(|pid| match ask(dir, pid, &Request::Live) {

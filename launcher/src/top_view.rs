@@ -35,9 +35,13 @@ fn process(l: &Live, out: &mut Vec<String>) {
         Some(_) => "recording".to_string(),
         None => printable_line(&s.state).into_owned(),
     };
+    // 0: a process whose PID namespace this one cannot see has no pid here.
+    let pid = match s.pid {
+        0 => "-".to_string(),
+        p => p.to_string(),
+    };
     out.push(format!(
-        "{}  rank {}  {}  {recording}  step {}  step time p50 {} last {}  device memory {}",
-        s.pid,
+        "{pid}  rank {}  {}  {recording}  step {}  step time p50 {} last {}  device memory {}",
         s.rank,
         printable_line(&s.name),
         s.step,
@@ -47,9 +51,12 @@ fn process(l: &Live, out: &mut Vec<String>) {
             .map_or("-".into(), |b| bytes(i64::try_from(b).unwrap_or(i64::MAX))),
     ));
     if f.since.is_none() {
+        let which = match s.pid {
+            0 => format!("--name {}", printable_line(&s.name)),
+            p => format!("--pid {p}"),
+        };
         out.push(format!(
-            "  not recording (cuprof capture --pid {} --duration 0 records until stopped)",
-            s.pid
+            "  not recording (cuprof capture {which} --duration 0 records until stopped)"
         ));
         return;
     }

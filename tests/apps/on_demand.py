@@ -6,7 +6,8 @@ steps when given (0: no limit). Prints {"steps": N, "sum": S} with S the sum of 
 that nothing cuprof does may change. With ON_DEMAND_SECOND_CLIENT_AT=N, a second CUPTI client
 (torch.profiler's way) subscribes at step N: cuprof steps aside. With ON_DEMAND_TORCH=1, each
 step also runs one `torch.mm` on the CPU (an `aten::mm` operator). ON_DEMAND_KERNEL_SCALE=K
-makes both kernels K times longer (K=100: 4 ms and 1 ms)."""
+makes both kernels K times longer (K=100: 4 ms and 1 ms). With ON_DEMAND_HOLD=FILE, no step
+begins while FILE exists (a step capture asked meanwhile waits)."""
 import ctypes
 import json
 import os
@@ -30,9 +31,13 @@ else:
     operator = lambda: None  # noqa: E731
 second_at = int(os.environ.get("ON_DEMAND_SECOND_CLIENT_AT", "-1"))
 scale = int(os.environ.get("ON_DEMAND_KERNEL_SCALE", "1"))
+hold = os.environ.get("ON_DEMAND_HOLD")
 i = 0
 total = 0
 while not os.path.exists(stop_file) and (limit == 0 or i < limit):
+    if hold and os.path.exists(hold):
+        time.sleep(0.01)
+        continue
     d.double_launch_kernel(b"_Z4gemmv", 0, 7, 132, 1, 1, 256, 1, 1, 40_000 * scale)
     d.double_launch_kernel(b"_Z7softmaxv", 0, 7, 64, 1, 1, 128, 1, 1, 10_000 * scale)
     operator()

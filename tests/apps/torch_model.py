@@ -11,7 +11,8 @@ Both run the same 4 steps with the schedule wait=1, warmup=1, active=2: steps 2 
 recorded. Each step runs a Linear -> ReLU -> Linear forward and backward, a
 `record_function` label, and a custom operator `cuproftest::launch` which, under cuprof,
 launches one kernel through the double (its runtime call must carry the operator's External
-id) and allocates and frees 1 MiB of device memory. Prints one JSON line: what ran.
+id) and allocates and frees 1 MiB of device memory. With TORCH_MODEL_DIST_STORE=PATH,
+torch.distributed is initialised first (gloo, one rank). Prints one JSON line: what ran.
 """
 
 import ctypes
@@ -51,6 +52,15 @@ def launch(x: torch.Tensor) -> torch.Tensor:
 
 
 launch.register_autograd(lambda ctx, grad: grad)
+
+if os.environ.get("TORCH_MODEL_DIST_STORE"):
+    # torch.distributed initialised (gloo, one rank, a file store at this path): the trace's
+    # header has distributedInfo, as torch.profiler's has.
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        "gloo", init_method="file://" + os.environ["TORCH_MODEL_DIST_STORE"], rank=0, world_size=1
+    )
 
 
 torch.manual_seed(0)

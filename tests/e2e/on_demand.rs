@@ -179,6 +179,186 @@ fn a_second_capture_while_one_runs_gets_one_line() {
     );
 }
 
+/// Waits (bounded) until `cuprof ps` shows every process of `job` in `state`.
+fn wait_state(job: &Job, state: &str) {
+    for _ in 0..600 {
+        let (ps, _) = job.ok(&["ps"]);
+        if ps_rows(&ps).values().all(|r| r.2 == state) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("the processes never became {state}");
+}
+
+/// `cuprof capture --pid PID --steps 2 --dir CAPS --no-report`, started and left waiting.
+fn spawn_capture(job: &Job, pid: &str, caps: &Path) -> std::process::Child {
+    Command::new(cuprof_bin())
+        .args([
+            "capture",
+            "--pid",
+            pid,
+            "--steps",
+            "2",
+            "--no-report",
+            "--dir",
+        ])
+        .arg(caps)
+        .env("XDG_RUNTIME_DIR", job.runtime_dir())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_waiting_step_capture_is_cancelled_by_cancel_or_ctrl_c_then_a_new_one_records() {
+    let hold = TempDir::new("hold");
+    let hold_file = hold.path().join("hold");
+    std::fs::write(&hold_file, "").unwrap();
+    // No step begins while the hold file exists: the captures asked wait for step 2.
+    let mut job = Job::start_with(
+        "cancel",
+        "cn",
+        1,
+        0,
+        20,
+        &[("ON_DEMAND_HOLD", hold_file.to_str().unwrap())],
+    );
+    job.wait_ready();
+    let pid = job.pids()[0].to_string();
+    let sock = job.socket_dir().join(format!("{pid}.sock"));
+    let caps = job.dir.path().join("caps");
+    let row = |job: &Job| {
+        let (ps, _) = job.ok(&["ps"]);
+        let r = ps_rows(&ps).into_values().next().unwrap();
+        (r.2, r.3)
+    };
+
+    // Cancelled by another command: the asking one ends with its process's note.
+    let first = spawn_capture(&job, &pid, &caps);
+    wait_state(&job, "pending");
+    assert_eq!(
+        raw(&sock, b"cuprof\t2\tstop\n"),
+        "cuprof\t2\terror\tcapture 1 waits for step 2, it does not run by duration: cancel it with cuprof capture --cancel\n"
+    );
+    let (_, err) = job.ok(&["capture", "--pid", &pid, "--cancel"]);
+    assert_eq!(
+        err,
+        format!("cuprof: process {pid}: capture 1, which was to record from step 2, is cancelled: nothing recorded\n")
+    );
+    let out = first.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("cuprof: process {pid}: capture 1 was cancelled before step 2 began: nothing recorded\n")
+    );
+    assert_eq!(row(&job), ("ready".into(), "0".into()));
+    let out = job.cuprof(&["capture", "--pid", &pid, "--cancel"]);
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("cuprof: process {pid}: no capture waits in this process: nothing to cancel\n")
+    );
+
+    // Cancelled by the asking command's Ctrl-C.
+    let second = spawn_capture(&job, &pid, &caps);
+    wait_state(&job, "pending");
+    // SAFETY: kill has no memory preconditions; the pid is our child's, not yet reaped.
+    assert_eq!(
+        unsafe { libc::kill(second.id() as libc::pid_t, libc::SIGINT) },
+        0
+    );
+    let out = second.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("cuprof: process {pid}: capture 2 was cancelled before step 2 began: nothing recorded\n")
+    );
+    assert_eq!(row(&job), ("ready".into(), "0".into()));
+    assert!(!caps.exists());
+
+    // The steps run again: a new capture is taken, numbered after the cancelled ones.
+    std::fs::remove_file(&hold_file).unwrap();
+    job.capture_steps(&pid, "2", &caps);
+    let t = read_trace(&rank_file(&caps, "cn", 0, 3));
+    let steps = steps_of(&t);
+    assert_eq!(steps, [steps[0], steps[0] + 1]);
+    assert_eq!(
+        kernels(&t),
+        BTreeMap::from([("gemm()".into(), 2), ("softmax()".into(), 2)])
+    );
+    assert_eq!(std::fs::read_dir(&caps).unwrap().count(), 1);
+    assert_eq!(row(&job), ("ready".into(), "1".into()));
+    job.finish();
+}
+
+/// The pids of the processes whose parent is `parent` (from /proc).
+fn children_of(parent: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            // `PID (COMM) STATE PPID ...`: the parent is the second field after the name.
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(") ")
+                    .and_then(|(_, rest)| rest.split(' ').nth(1)?.parse::<u32>().ok())
+                    == Some(parent)
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn a_process_in_a_child_pid_namespace_is_listed_and_captured_by_its_pid_here() {
+    let pid_ns = ["unshare", "--pid", "--fork", "--mount-proc"];
+    let permitted = Command::new(pid_ns[0])
+        .args(&pid_ns[1..])
+        .arg("true")
+        .status()
+        .is_ok_and(|s| s.success());
+    if !permitted {
+        eprintln!("skipped: unshare --pid is not permitted here");
+        return;
+    }
+    let mut job = Job::empty("pidns");
+    let stop = job.stop_file();
+    job.spawn_under(
+        &pid_ns,
+        "on_demand.py",
+        &[stop.to_str().unwrap(), "0", "20"],
+        "ns",
+        (0, 1),
+        &[],
+    );
+    // Pid 1 in its namespace: its socket is 1.sock; here it is unshare's child.
+    let socket = job.socket_dir().join("1.sock");
+    for _ in 0..600 {
+        if socket.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(socket.exists(), "no control socket");
+    let here = children_of(job.pids()[0]);
+    assert_eq!(here.len(), 1, "{here:?}");
+    let pid = here[0];
+    assert_ne!(pid, 1);
+    let (ps, err) = job.ok(&["ps"]);
+    assert_eq!(err, "");
+    assert_eq!(
+        ps_rows(&ps),
+        BTreeMap::from([(pid, ("0".into(), "ns".into(), "ready".into(), "0".into()))])
+    );
+    let caps = job.dir.path().join("caps");
+    job.capture_steps(&pid.to_string(), "2", &caps);
+    let t = read_trace(&rank_file(&caps, "ns", 0, 1));
+    assert_eq!(steps_of(&t).len(), 2);
+    // The process's own word for its pid, in its namespace.
+    assert_eq!(t["cuprof"]["pid"], 1);
+    job.finish();
+}
+
 #[test]
 fn the_socket_directory_and_sockets_are_private() {
     let mut job = Job::start("modes", "m", 1, 0, 20);

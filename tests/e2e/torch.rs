@@ -116,6 +116,28 @@ fn operators_equal_torch_profilers_and_launches_carry_their_external_id() {
     // record_function labels are user annotations, as in Kineto.
     let labels = |t: &Value| count_by_name(&events(t, "user_annotation"))["model_step"];
     assert_eq!((labels(&trace), labels(&reference)), (2, 2));
+    // Each operator and label (steps included) has its `Ev Idx`, as in torch.profiler's file:
+    // the host events' numbers run from 0 without a gap or a repeat.
+    let indices = |t: &Value| -> (usize, Vec<u64>) {
+        let host: Vec<&Value> = ["cpu_op", "user_annotation"]
+            .iter()
+            .flat_map(|cat| events(t, cat))
+            .collect();
+        let mut idx: Vec<u64> = host
+            .iter()
+            .filter_map(|e| e["args"]["Ev Idx"].as_u64())
+            .collect();
+        idx.sort_unstable();
+        (host.len(), idx)
+    };
+    for t in [&trace, &reference] {
+        let (n, idx) = indices(t);
+        assert_eq!(idx, (0..n as u64).collect::<Vec<u64>>());
+    }
+    assert_eq!(indices(&trace).0, 218);
+    // A single process that never initialised torch.distributed: no distributedInfo in either.
+    assert_eq!(trace.get("distributedInfo"), None);
+    assert_eq!(reference.get("distributedInfo"), None);
 
     // Each step's custom operator launched one kernel and allocated and freed memory: its
     // runtime calls and its kernel carry the External id of the innermost operator they were
@@ -239,12 +261,24 @@ fn device_allocations_name_the_operator_and_the_line_they_were_made_in() {
 
 #[test]
 fn shapes_can_be_turned_off_and_operators_too() {
+    // This run initialises torch.distributed (gloo, one rank): its header has distributedInfo.
     let dir = TempDir::new("torch-noshapes");
-    let (_, trace) = traced(dir.path(), &[("CUPROF_RECORD_SHAPES", "0")]);
+    let store = dir.path().join("store");
+    let (_, trace) = traced(
+        dir.path(),
+        &[
+            ("CUPROF_RECORD_SHAPES", "0"),
+            ("TORCH_MODEL_DIST_STORE", store.to_str().unwrap()),
+        ],
+    );
     let ops = torch_operators(&trace);
     assert_eq!(ops.len(), 214);
     assert!(ops.iter().all(|e| e["args"].get("Input Dims").is_none()));
     assert_eq!(count_by_name(&ops)["aten::addmm"], 4);
+    assert_eq!(
+        trace["distributedInfo"],
+        json!({"rank": 0, "world_size": 1, "local_rank": 0})
+    );
 
     let dir = TempDir::new("torch-noops");
     let (out, trace) = traced(dir.path(), &[("CUPROF_TORCH_OPS", "0")]);

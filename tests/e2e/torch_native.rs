@@ -309,7 +309,8 @@ fn allocations_equal_torch_profilers_profile_memory() {
     let (out, theirs) = reference("llama", dir.path(), &[("CUPROF_TEST_MEMORY", "1")]);
     let (ours, theirs) = (memory_events(&trace), memory_events(&theirs));
     assert_eq!((ours.len(), theirs.len()), (2_192, 2_192));
-    // Kineto's event index and `finished` are not written by cuprof on any event.
+    // `finished` is not written by cuprof on any event; each side numbers its own `Ev Idx`.
+    assert!(ours.iter().all(|(e, _)| e["args"]["Ev Idx"].is_u64()));
     let keys = |e: &Value| -> Vec<String> {
         let mut k: Vec<String> = e["args"].as_object().unwrap().keys().cloned().collect();
         k.retain(|k| k != "Ev Idx" && k != "finished");

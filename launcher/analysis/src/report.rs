@@ -134,9 +134,11 @@ fn report_to(args: &ReportOptions, con: &mut Console) -> Result<()> {
             .collect();
         let flame = crate::views::flame::svg(&an, &names)?;
         let memory = crate::views::flame::memory_svg(&an, &names)?;
-        let page =
-            crate::views::html::page(&summary, flame.as_deref(), memory.as_deref(), args.top);
-        crate::io::output::write(h, page.as_bytes())?;
+        // The page is made from the summary alone: the loaded columns go first.
+        drop(an);
+        crate::io::output::write_with(h, |w| {
+            crate::views::html::write_page(w, &summary, flame, memory, args.top)
+        })?;
         outln!(con, "wrote {}", h.shown())?;
     }
     Ok(())

@@ -42,8 +42,9 @@ pub fn after_run(traces: &[PathBuf], write: bool) -> (Vec<String>, Option<PathBu
         let written = write_report(&d, &summary, REPORT_TOP).and_then(|()| {
             let flame = flame::svg(&an, &traces)?;
             let memory = flame::memory_svg(&an, &traces)?;
-            let page = html::page(&summary, flame.as_deref(), memory.as_deref(), REPORT_TOP);
-            crate::io::output::write(&d.join(REPORT_HTML), page.as_bytes())
+            crate::io::output::write_with(&d.join(REPORT_HTML), |w| {
+                html::write_page(w, &summary, flame, memory, REPORT_TOP)
+            })
         });
         match written {
             Ok(()) => {

@@ -36,10 +36,21 @@ fn human_size(bytes: u64) -> String {
 
 const NOTHING_TRACED: &str = "cuprof: nothing traced: the program never initialised CUDA (or no step matched / libcupti missing: see messages above)";
 
+const NOTHING_REPORTED: &str =
+    "cuprof: no process reported a trace of this capture (killed before it wrote one?)";
+
 /// The summary lines printed after the program ends.
 fn summary(lines: &[ReportLine]) -> Vec<String> {
+    let mut out = report_lines(lines);
+    if !lines.iter().any(|l| matches!(l, ReportLine::File { .. })) {
+        out.push(NOTHING_TRACED.to_owned());
+    }
+    out
+}
+
+/// Each report line as printed: the files written, and the notes.
+fn report_lines(lines: &[ReportLine]) -> Vec<String> {
     let mut out = Vec::new();
-    let mut files = 0;
     for l in lines {
         match l {
             ReportLine::File {
@@ -47,7 +58,6 @@ fn summary(lines: &[ReportLine]) -> Vec<String> {
                 events,
                 bytes,
             } => {
-                files += 1;
                 let s = if *events == 1 { "" } else { "s" };
                 out.push(format!(
                     "cuprof: wrote {} ({events} event{s}, {})",
@@ -57,9 +67,6 @@ fn summary(lines: &[ReportLine]) -> Vec<String> {
             }
             ReportLine::Note(text) => out.push(format!("cuprof: {text}")),
         }
-    }
-    if files == 0 {
-        out.push(NOTHING_TRACED.to_owned());
     }
     out
 }
@@ -80,6 +87,23 @@ fn traces_written(lines: &[ReportLine]) -> Vec<PathBuf> {
 /// Prints, on stderr, the files the library reported in `report_file` (which is removed), then
 /// unless `analyse` is false, the summary of the traces.
 pub(crate) fn print(report_file: &Path, analyse: bool) {
+    print_lines(report_file, analyse, summary)
+}
+
+/// [`print`] for `cuprof capture`: each process reports why it wrote nothing (no GPU work, the
+/// capture cancelled), so no "nothing traced" line is added.
+pub(crate) fn print_capture(report_file: &Path, analyse: bool) {
+    print_lines(report_file, analyse, capture_summary)
+}
+
+fn capture_summary(lines: &[ReportLine]) -> Vec<String> {
+    if lines.is_empty() {
+        return vec![NOTHING_REPORTED.to_owned()];
+    }
+    report_lines(lines)
+}
+
+fn print_lines(report_file: &Path, analyse: bool, summary: fn(&[ReportLine]) -> Vec<String>) {
     let lines = report::read(report_file).unwrap_or_default();
     let _ = std::fs::remove_file(report_file);
     for line in summary(&lines) {
@@ -115,6 +139,11 @@ mod tests {
             summary(&[ReportLine::Note("why".into())]),
             ["cuprof: why", NOTHING_TRACED]
         );
+        assert_eq!(
+            capture_summary(&[ReportLine::Note("why".into())]),
+            ["cuprof: why"]
+        );
+        assert_eq!(capture_summary(&[]), [NOTHING_REPORTED]);
         assert_eq!(human_size(1536), "1.5 KiB");
     }
 }

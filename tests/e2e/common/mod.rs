@@ -83,7 +83,20 @@ impl Run {
     /// `python3 tests/apps/SCRIPT ARGS` with libcuprof.so preloaded, tracing on, the double as
     /// libcupti, output into `dir` with name `t`.
     pub fn python(script: &str, args: &[&str], dir: &Path) -> Run {
-        let mut cmd = Command::new("python3");
+        Run::python_under(&[], script, args, dir)
+    }
+
+    /// [`Run::python`] started through `wrapper` (`unshare --pid --fork`: `python3 ...` is
+    /// its last arguments), with the same environment.
+    pub fn python_under(wrapper: &[&str], script: &str, args: &[&str], dir: &Path) -> Run {
+        let mut cmd = match wrapper {
+            [] => Command::new("python3"),
+            [program, rest @ ..] => {
+                let mut c = Command::new(program);
+                c.args(rest).arg("python3");
+                c
+            }
+        };
         cmd.arg(apps().join(script)).args(args);
         cmd.env("PYTHONPATH", apps())
             .env("CUPTI_DOUBLE_LIB", double())

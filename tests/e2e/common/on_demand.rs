@@ -63,7 +63,20 @@ impl Job {
         rank: (u32, u32),
         env: &[(&str, &str)],
     ) {
-        let mut run = Run::python(script, args, &self.dir.path().join("out"))
+        self.spawn_under(&[], script, args, name, rank, env);
+    }
+
+    /// [`Job::spawn`] through `wrapper` ([`Run::python_under`]).
+    pub fn spawn_under(
+        &mut self,
+        wrapper: &[&str],
+        script: &str,
+        args: &[&str],
+        name: &str,
+        rank: (u32, u32),
+        env: &[(&str, &str)],
+    ) {
+        let mut run = Run::python_under(wrapper, script, args, &self.dir.path().join("out"))
             .env("CUPROF_ON_DEMAND", "1")
             .env("CUPROF_NAME", name)
             .env("XDG_RUNTIME_DIR", self.runtime_dir())

@@ -10,6 +10,7 @@
 //! cuprof 2 steps START COUNT DIR REPORT OPTIONS -> cuprof 2 started CYCLE FIRST_STEP
 //! cuprof 2 duration MS DIR REPORT OPTIONS       -> cuprof 2 started CYCLE -
 //! cuprof 2 stop                         -> cuprof 2 stopped CYCLE
+//! cuprof 2 cancel CYCLE                 -> cuprof 2 cancelled CYCLE FIRST_STEP
 //! cuprof 2 live                         -> cuprof 2 live STATUS... SNAPSHOT...
 //! anything refused                      -> cuprof 2 error MESSAGE
 //! ```
@@ -26,7 +27,12 @@
 //! operators likewise), each its length then `NAME COUNT NS` per entry. Names are cut to
 //! [`MAX_NAME`] bytes, so that the longest reply fits in [`MAX_LINE`].
 //!
-//! Version 2 added `stop` and `live`.
+//! `cancel` drops the step capture that waits for its first step (`CYCLE`: only if it is that
+//! capture; `-`: whichever waits); the reply names it and the step it was to begin at. A
+//! capture already recording is not cancelled (an error says so).
+//!
+//! Version 2 added `stop` and `live`, then `cancel` (a library without it answers `cancel`
+//! with an error: unknown request).
 
 use crate::capture_options::CaptureOptions;
 use crate::live::{Snapshot, Top};
@@ -63,6 +69,10 @@ pub enum Request {
     Stop,
     /// The process's live figures (`cuprof top`).
     Live,
+    /// Drops the step capture waiting for its first step (`Some`: only if it is that cycle).
+    Cancel {
+        cycle: Option<u32>,
+    },
 }
 
 /// A process's answer to [`Request::Status`].
@@ -91,6 +101,12 @@ pub enum Reply {
     /// A capture until stopped was stopped: its cycle is being written.
     Stopped {
         cycle: u32,
+    },
+    /// The waiting step capture `cycle`, which was to begin at step `first_step`, is dropped:
+    /// nothing was recorded.
+    Cancelled {
+        cycle: u32,
+        first_step: u64,
     },
     Live(Box<Live>),
     Error(String),
@@ -209,6 +225,7 @@ impl Request {
             ]),
             Request::Stop => line(&["stop".into()]),
             Request::Live => line(&["live".into()]),
+            Request::Cancel { cycle } => line(&["cancel".into(), optional(cycle.map(u64::from))]),
         }
     }
 
@@ -231,6 +248,12 @@ impl Request {
             }),
             Some("stop") if f.len() == 1 => Ok(Request::Stop),
             Some("live") if f.len() == 1 => Ok(Request::Live),
+            Some("cancel") if f.len() == 2 => Ok(Request::Cancel {
+                cycle: match f[1] {
+                    "-" => None,
+                    c => Some(number(Some(&c), "cycle")?),
+                },
+            }),
             _ => Err(ProtocolError::Malformed("unknown request")),
         }
     }
@@ -245,6 +268,11 @@ impl Reply {
                 f
             }
             Reply::Stopped { cycle } => vec!["stopped".into(), cycle.to_string()],
+            Reply::Cancelled { cycle, first_step } => vec![
+                "cancelled".into(),
+                cycle.to_string(),
+                first_step.to_string(),
+            ],
             Reply::Live(l) => {
                 let mut f = vec!["live".into()];
                 status_fields(&l.status, &mut f);
@@ -268,6 +296,10 @@ impl Reply {
             Some("status") if f.len() == 8 => Ok(Reply::Status(parse_status(&f[1..])?)),
             Some("stopped") if f.len() == 2 => Ok(Reply::Stopped {
                 cycle: number(f.get(1), "cycle")?,
+            }),
+            Some("cancelled") if f.len() == 3 => Ok(Reply::Cancelled {
+                cycle: number(f.get(1), "cycle")?,
+                first_step: number(f.get(2), "first step")?,
             }),
             Some("live") if f.len() >= 8 => {
                 let status = parse_status(&f[1..8])?;
@@ -531,6 +563,8 @@ mod tests {
             },
             Request::Stop,
             Request::Live,
+            Request::Cancel { cycle: None },
+            Request::Cancel { cycle: Some(3) },
         ];
         for r in reqs {
             assert_eq!(Request::parse(&r.to_line().unwrap()), Ok(r));
@@ -555,6 +589,10 @@ mod tests {
             },
             Reply::Error("busy".into()),
             Reply::Stopped { cycle: 4 },
+            Reply::Cancelled {
+                cycle: 2,
+                first_step: 40,
+            },
             Reply::Live(Box::new(Live {
                 status: status(),
                 snapshot: Snapshot {
@@ -582,6 +620,14 @@ mod tests {
         assert_eq!(
             Request::Status.to_line().unwrap(),
             "cuprof\t2\tstatus\n".to_string()
+        );
+        assert_eq!(
+            Request::Cancel { cycle: None }.to_line().unwrap(),
+            "cuprof\t2\tcancel\t-\n"
+        );
+        assert_eq!(
+            Request::parse("cuprof\t2\tcancel\tx\n"),
+            Err(ProtocolError::Malformed("cycle"))
         );
     }
 

@@ -6,6 +6,10 @@
 //! step 0 runs from CUDA initialisation, each call ends one step and begins the next. A step
 //! capture starts at a step boundary, so that every recorded step is recorded whole.
 //!
+//! A step capture still waiting for its first step can be cancelled
+//! ([`OnDemandWindow::cancel`]): nothing was recorded, the window is ready again, and the
+//! cancelled capture keeps its number (the next one is numbered after it).
+//!
 //! Like the other windows it answers with [`Transition`]s and is not thread-safe by itself.
 
 use crate::window::{Collection, Cycle, Phase, Transition};
@@ -18,6 +22,12 @@ pub enum DemandError {
     Busy(u32),
     #[error("a step capture needs at least 1 step")]
     NoSteps,
+    #[error("no capture waits in this process: nothing to cancel")]
+    NothingWaits,
+    #[error("capture {0} records already, so it is not cancelled: it ends after its steps or its duration")]
+    Recording(u32),
+    #[error("capture {waits} waits in this process, not capture {asked}: left as it is")]
+    NotThisOne { waits: u32, asked: u32 },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +138,35 @@ impl OnDemandWindow {
                 ..Transition::none(Phase::Record)
             },
         ))
+    }
+
+    /// Cancels the step capture waiting for its first step (`cycle`: only if it is that one):
+    /// nothing was recorded and the window is ready again. Returns the capture's cycle and the
+    /// step it was to begin at. A capture already recording is not cancelled.
+    pub fn cancel(&mut self, cycle: Option<u32>) -> Result<(u32, u64), DemandError> {
+        let waits = self.captures;
+        match self.state {
+            State::Pending { .. } if cycle.is_some_and(|c| c != waits) => {
+                Err(DemandError::NotThisOne {
+                    waits,
+                    asked: cycle.unwrap_or_default(),
+                })
+            }
+            State::Pending { start, .. } => {
+                self.state = State::Ready;
+                Ok((waits, start))
+            }
+            State::Ready => Err(DemandError::NothingWaits),
+            State::Steps { .. } | State::Timed => Err(DemandError::Recording(waits)),
+        }
+    }
+
+    /// The step capture waiting for its first step: its cycle and that step.
+    pub fn pending(&self) -> Option<(u32, u64)> {
+        match self.state {
+            State::Pending { start, .. } => Some((self.captures, start)),
+            _ => None,
+        }
     }
 
     /// A timed capture ends: its cycle is written. Changes nothing otherwise.
@@ -296,6 +335,38 @@ mod tests {
         );
         assert_eq!(t.collection, Collection::Disable);
         assert_eq!(w.stop().save, None);
+    }
+
+    #[test]
+    fn a_waiting_step_capture_is_cancelled_and_the_next_one_numbered_after_it() {
+        let mut w = OnDemandWindow::new();
+        assert_eq!(w.cancel(None), Err(DemandError::NothingWaits));
+        steps(&mut w, 2); // step 2 runs
+        assert_eq!(w.request_steps(4, 2), Ok((1, 4)));
+        assert_eq!(w.pending(), Some((1, 4)));
+        assert_eq!(
+            w.cancel(Some(2)),
+            Err(DemandError::NotThisOne { waits: 1, asked: 2 })
+        );
+        assert_eq!(w.cancel(Some(1)), Ok((1, 4)));
+        assert_eq!(w.state(), DemandState::Ready);
+        assert_eq!(w.pending(), None);
+        // Step 4 comes and goes: nothing records.
+        for t in steps(&mut w, 4) {
+            assert!(!t.record_starts && t.save.is_none() && t.recorded_step.is_none());
+            assert_eq!(t.collection, Collection::Keep);
+        }
+        assert!(w.at_exit().is_none());
+        // Cancelled without a cycle named; then a capture recording is not cancelled.
+        assert_eq!(w.request_steps(0, 1), Ok((2, 7)));
+        assert_eq!(w.cancel(None), Ok((2, 7)));
+        assert_eq!(w.request_steps(0, 1), Ok((3, 7)));
+        assert!(w.step().record_starts);
+        assert_eq!(w.cancel(None), Err(DemandError::Recording(3)));
+        assert_eq!(w.cancel(Some(3)), Err(DemandError::Recording(3)));
+        assert_eq!(w.step().save.map(|c| c.number), Some(3));
+        let (cycle, _) = w.request_timed().unwrap();
+        assert_eq!(w.cancel(None), Err(DemandError::Recording(cycle)));
     }
 
     #[test]

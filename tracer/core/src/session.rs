@@ -26,7 +26,7 @@ use crate::trace_writer::{TraceMeta, TraceStats, TraceWriter};
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -78,6 +78,9 @@ pub struct Counters {
     /// Which recorder records PyTorch operators ([`crate::torch_op::OperatorPath`] as u8),
     /// written in each file's `cuprof` header.
     pub operator_path: AtomicU8,
+    /// torch.distributed was initialised when the operator recorder last ran (each file's
+    /// header has `distributedInfo` then: [`crate::trace_format::Header::distributed`]).
+    pub distributed: AtomicBool,
     /// Cycles that recorded something but whose file could not be created or finished.
     pub failed_files: AtomicU64,
 }
@@ -580,6 +583,7 @@ fn open_trace(o: &mut Opener, cycle: u32) -> io::Result<(Writer, PathBuf)> {
     meta.cycle = cycle;
     meta.operators = crate::torch_op::OperatorPath::from_u8(o.counters.operator_path.load(Relaxed))
         .map(crate::torch_op::OperatorPath::name);
+    meta.distributed = o.counters.distributed.load(Relaxed);
     meta.trace_name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

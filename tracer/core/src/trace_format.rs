@@ -4,7 +4,7 @@
 //! [`crate::repair`] share. The events themselves are docs/trace-format.md's.
 //!
 //! A cuprof trace is, in this order: [`member::SCHEMA_VERSION`], [`member::DEVICE_PROPERTIES`],
-//! [`member::DISTRIBUTED_INFO`], [`member::CUPROF`], [`member::DISPLAY_TIME_UNIT`],
+//! [`member::DISTRIBUTED_INFO`] (only for a rank of a job: [`Header::distributed`]), [`member::CUPROF`], [`member::DISPLAY_TIME_UNIT`],
 //! [`member::BASE_TIME_NS`], [`member::TRACE_EVENTS`], then [`member::STATS`] and
 //! [`member::TRACE_NAME`].
 
@@ -148,6 +148,11 @@ pub struct Header {
     pub rank: u32,
     pub world_size: u32,
     pub local_rank: u32,
+    /// torch.distributed was initialised when the operator recorder last started (or stopped).
+    /// With it, or a `world_size` above 1 (one rank of a job, as its launcher's environment
+    /// says), the header has `distributedInfo`; a single process that never used
+    /// torch.distributed has none, as torch.profiler writes it.
+    pub distributed: bool,
     pub pid: u32,
     /// Names the process's track (a metadata event), not a header member.
     pub process_name: String,
@@ -191,11 +196,19 @@ impl Header {
         let cuprof = serde_json::to_string(&cuprof).map_err(io::Error::other)?;
         // `"rank": N` with a space: HTA finds the rank with the regex `"rank":\s+(\d+)`. No
         // `backend`: the tracer sees the rank only through the launcher's environment, never
-        // which torch.distributed backend (if any) the process used, and a guess of `nccl`
-        // would be wrong for a gloo job or a single process.
+        // which torch.distributed backend the process used, and a guess of `nccl` would be
+        // wrong for a gloo job.
+        let distributed = if self.distributed || self.world_size > 1 {
+            format!(
+                " \"distributedInfo\": {{\"rank\": {}, \"world_size\": {}, \"local_rank\": {}}},\n",
+                self.rank, self.world_size, self.local_rank
+            )
+        } else {
+            String::new()
+        };
         Ok(format!(
-            "{{\"schemaVersion\": 1,\n \"deviceProperties\": {devices},\n \"distributedInfo\": {{\"rank\": {}, \"world_size\": {}, \"local_rank\": {}}},\n \"cuprof\": {cuprof},\n \"displayTimeUnit\": \"ms\",\n \"baseTimeNanoseconds\": {},\n \"traceEvents\": [\n",
-            self.rank, self.world_size, self.local_rank, self.base_time_ns
+            "{{\"schemaVersion\": 1,\n \"deviceProperties\": {devices},\n{distributed} \"cuprof\": {cuprof},\n \"displayTimeUnit\": \"ms\",\n \"baseTimeNanoseconds\": {},\n \"traceEvents\": [\n",
+            self.base_time_ns
         ))
     }
 }
@@ -237,6 +250,23 @@ mod tests {
         assert_eq!(cuprof.run_id.as_deref(), Some("slurm-7.0"));
         assert_eq!(v[member::TRACE_NAME], "t");
         assert_eq!(v[member::STATS]["events"], 0);
+        // A single process that never initialised torch.distributed has no distributedInfo;
+        // one that did has it, with world size 1.
+        let single = Header::default();
+        let text = single.prefix().unwrap() + &footer(&TraceStats::default(), "t").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(v.get(member::DISTRIBUTED_INFO).is_none(), "{text}");
+        let initialised = Header {
+            distributed: true,
+            world_size: 1,
+            ..Header::default()
+        };
+        let text = initialised.prefix().unwrap() + &footer(&TraceStats::default(), "t").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            v[member::DISTRIBUTED_INFO],
+            serde_json::json!({"rank": 0, "world_size": 1, "local_rank": 0})
+        );
         let stats: TraceStats = serde_json::from_str(REPAIRED_STATS).unwrap();
         assert_eq!(stats.complete, Some(false));
     }

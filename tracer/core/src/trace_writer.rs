@@ -60,6 +60,8 @@ pub struct TraceWriter<W: Write> {
     failed: Option<io::Error>,
     /// Events go to a held buffer ([`TraceWriter::hold`]): `buf` is that buffer, not spilled.
     holding: bool,
+    /// The next host event's `Ev Idx` ([`TraceWriter::next_ev_idx`]).
+    ev_idx: u64,
 }
 
 /// Formatted events are handed to the compressor in chunks of about this size, also in the
@@ -184,6 +186,7 @@ impl<W: Write> TraceWriter<W> {
             scratch: String::new(),
             failed: None,
             holding: false,
+            ev_idx: 0,
         };
         w.header()?;
         // Names go in as tracks appear, not at the end: a file cut short (SIGKILL) and
@@ -244,6 +247,22 @@ impl<W: Write> TraceWriter<W> {
             self.spill();
         }
         self.buf.extend_from_slice(held);
+    }
+
+    /// The `Ev Idx` of the next host event written: Kineto numbers every CPU-side event torch
+    /// hands it (operators, labels, steps, Python functions, allocations), from 0 in each file;
+    /// every writer of such an event takes its number here, so that the numbers of one file
+    /// are distinct and run on whatever kinds are written.
+    pub fn next_ev_idx(&mut self) -> u64 {
+        let i = self.ev_idx;
+        self.ev_idx += 1;
+        i
+    }
+
+    /// `"Ev Idx": N` as an argument after others.
+    fn arg_ev_idx(&mut self) {
+        let i = self.next_ev_idx();
+        self.arg_u64("Ev Idx", i);
     }
 
     fn begin(&mut self, ph: &str) {
@@ -601,7 +620,7 @@ impl<W: Write> TraceWriter<W> {
 
     /// An NVTX range or a `ProfilerStep#N` on its CPU thread, with the step's figures:
     /// `args.work` (tokens) and `args.figures` (`{"name": value, ...}`, names escaped, values
-    /// exact).
+    /// exact), then its `Ev Idx`.
     pub fn range(&mut self, r: &Range, figures: Option<&StepFigures>) {
         self.cpu_track(r.pid, r.tid);
         let name: &str = &r.name;
@@ -653,13 +672,16 @@ impl<W: Write> TraceWriter<W> {
             }
             self.buf.push(b'}');
         }
-        self.close(args);
+        open(self, "Ev Idx");
+        let i = self.next_ev_idx();
+        push_u64(&mut self.buf, i);
+        self.close(true);
     }
 
     /// A PyTorch operator as Kineto writes it: its `External id` (the id the calls made inside
     /// it carry), autograd's sequence number and forward thread, the RecordFunction handle,
     /// input shapes when recorded, more args (a collective's metadata, keyword inputs), and the
-    /// Python call stack with `--with-stack`. A `record_function` label from the native
+    /// Python call stack with `--with-stack`, then its `Ev Idx`. A `record_function` label from the native
     /// observer ([`RangeKind::NativeLabel`]) has the same fields, as a `user_annotation`; its
     /// `External id` is also its projection's onto the GPU.
     pub fn torch_op(&mut self, r: &Range, op: &TorchOp, fwd_thread: Option<u32>) {
@@ -705,12 +727,13 @@ impl<W: Write> TraceWriter<W> {
             self.arg_str("Call stack", &text);
             self.scratch = text;
         }
+        self.arg_ev_idx();
         self.close(true);
     }
 
     /// A PyTorch allocation or free as Kineto writes it with `profile_memory` (TensorBoard's
     /// memory view and its operator memory read these): an instant on the thread that made it,
-    /// its `args` the object [`crate::native_record::memory_args`] made.
+    /// its `args` the object [`crate::native_record::memory_args`] made, with its `Ev Idx`.
     pub fn torch_memory(&mut self, r: &Range) {
         self.cpu_track(r.pid, r.tid);
         self.begin("i");
@@ -721,14 +744,26 @@ impl<W: Write> TraceWriter<W> {
         self.arg_u64("tid", r.tid as u64);
         self.ts("ts", r.start);
         self.key("args");
-        self.buf.extend_from_slice(r.name.as_bytes());
+        // The object's members, then its `Ev Idx` (an object that is not one is kept whole).
+        match r
+            .name
+            .strip_suffix('}')
+            .filter(|m| m.starts_with('{') && m.len() > 1)
+        {
+            Some(members) => {
+                self.buf.extend_from_slice(members.as_bytes());
+                self.arg_ev_idx();
+                self.buf.push(b'}');
+            }
+            None => self.buf.extend_from_slice(r.name.as_bytes()),
+        }
         self.close(false);
     }
 
     /// An `nn.Module` forward call as torch.profiler's `with_stack` writes it (TensorBoard's
     /// Module View builds its tree from these): a `python_function` event named
     /// `nn.Module: Class_N`, with its `Python id`, its enclosing call's `Python parent id` and
-    /// the instance number as `Python module id`; and cuprof's `Module path`.
+    /// the instance number as `Python module id`; cuprof's `Module path`; then its `Ev Idx`.
     pub fn module(&mut self, r: &Range) {
         self.cpu_track(r.pid, r.tid);
         self.complete("python_function", &r.name, r.pid, r.tid, r.start, r.end);
@@ -740,6 +775,7 @@ impl<W: Write> TraceWriter<W> {
         if let Some(path) = &r.domain {
             self.arg_str("Module path", path);
         }
+        self.arg_ev_idx();
         self.close(true);
     }
 

@@ -163,6 +163,21 @@ impl Drop for Staged {
     }
 }
 
+/// Writes what `f` writes (buffered) to `target` through a temporary file and a rename: for
+/// an output made piece by piece, never whole in memory.
+pub fn write_with(target: &Path, f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<()> {
+    let (staged, file) = Staged::create(target)?;
+    let mut w = io::BufWriter::with_capacity(1 << 16, file);
+    f(&mut w)
+        .and_then(|()| w.flush())
+        .with_context(|| format!("{}: cannot write", target.shown()))?;
+    let file = w
+        .into_inner()
+        .map_err(|e| e.into_error())
+        .with_context(|| format!("{}: cannot write", target.shown()))?;
+    staged.commit(file)
+}
+
 /// Writes `bytes` to `target` through a temporary file and a rename.
 pub fn write(target: &Path, bytes: &[u8]) -> Result<()> {
     let (staged, mut f) = Staged::create(target)?;

@@ -266,9 +266,19 @@ pub(crate) fn folded(an: &Analysis, weigh: Weigh, how: Stacks) -> BTreeMap<Strin
     out
 }
 
-/// Folded lines (`frame;frame;leaf weight`).
-fn lines(stacks: &BTreeMap<String, u64>) -> Vec<String> {
-    stacks.iter().map(|(s, w)| format!("{s} {w}")).collect()
+/// Folded lines (`frame;frame;leaf weight`), each made of its stack's own string (a stack
+/// may be as long as its longest name: it is not copied).
+fn lines(stacks: BTreeMap<String, u64>) -> Vec<String> {
+    stacks
+        .into_iter()
+        .map(|(mut s, w)| {
+            // Exactly: a stack that fills its string would otherwise double it.
+            s.reserve_exact(1 + 20);
+            s.push(' ');
+            s.push_str(itoa::Buffer::new().format(w));
+            s
+        })
+        .collect()
 }
 
 /// Draws the flame graph of folded `lines` (inferno) into `w`; `paths` are the inputs named in
@@ -330,7 +340,7 @@ fn svg_of(an: &Analysis, weigh: Weigh, paths: &[PathBuf]) -> Result<Option<Strin
     let by_op = an.links.iter().any(Option::is_some);
     let mut out = Vec::new();
     draw(
-        &lines(&stacks),
+        &lines(stacks),
         weigh,
         by_op,
         Stacks::Python,
@@ -412,7 +422,9 @@ fn flame_to(args: &FlameOptions, con: &mut Console) -> Result<()> {
             if args.cpu { "without --cpu" } else { "--cpu" }
         );
     }
-    let lines = lines(&stacks);
+    let total: u64 = saturating::sum(stacks.values().copied());
+    let count = stacks.len();
+    let lines = lines(stacks);
     if let Some(p) = &args.folded {
         crate::io::output::write(p, (lines.join("\n") + "\n").as_bytes())
             .with_context(|| format!("{}: cannot write the folded stacks", p.shown()))?;
@@ -426,7 +438,6 @@ fn flame_to(args: &FlameOptions, con: &mut Console) -> Result<()> {
         .map_err(|e| e.into_error())
         .with_context(|| format!("{}: cannot write the SVG", args.out.shown()))?;
     staged.commit(file)?;
-    let total: u64 = saturating::sum(stacks.values().copied());
     let total = match weigh {
         Weigh::Allocated => crate::format::bytes(total.min(i64::MAX as u64) as i64),
         _ => crate::format::dur(total as f64),
@@ -435,6 +446,6 @@ fn flame_to(args: &FlameOptions, con: &mut Console) -> Result<()> {
         con,
         "wrote {} ({} stacks, {total} of {what})",
         args.out.shown(),
-        stacks.len(),
+        count,
     )
 }

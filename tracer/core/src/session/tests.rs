@@ -507,7 +507,8 @@ fn native_labels_are_written_with_their_fields_and_link_their_projection() {
         label["args"],
         serde_json::json!({
             "External id": 7, "Record function id": 0, "Concrete Inputs": [""],
-            "Input type": [""], "Input Strides": [[]], "Input Dims": [[]], "scope": "user_scope"
+            "Input type": [""], "Input Strides": [[]], "Input Dims": [[]], "scope": "user_scope",
+            "Ev Idx": 0
         })
     );
     assert_eq!(
@@ -519,7 +520,18 @@ fn native_labels_are_written_with_their_fields_and_link_their_projection() {
         serde_json::json!({"External id": 7})
     );
     assert!(by("gpu_user_annotation", "nvtx").get("args").is_none());
-    assert!(by("user_annotation", "nvtx").get("args").is_none());
+    // Every host event Kineto numbers takes the file's next `Ev Idx`; nothing else has one.
+    assert_eq!(
+        by("user_annotation", "nvtx")["args"],
+        serde_json::json!({"Ev Idx": 1})
+    );
+    let numbered = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["args"].get("Ev Idx").is_some())
+        .count();
+    assert_eq!(numbered, 2);
 }
 
 /// An `nn.Module` call (`--with-modules`) is torch.profiler's `python_function` event, with the
@@ -562,14 +574,15 @@ fn module_calls_are_written_as_torch_python_functions_with_their_path() {
                 1.1,
                 0.25,
                 serde_json::json!({"Python parent id": 11, "Python id": 12,
-                    "Python module id": 3, "Module path": "Net.blocks.0.\"q_proj\""})
+                    "Python module id": 3, "Module path": "Net.blocks.0.\"q_proj\"",
+                    "Ev Idx": 0})
             ),
             (
                 "nn.Module: Net_0".to_string(),
                 1.05,
                 0.35,
                 serde_json::json!({"Python parent id": 0, "Python id": 11,
-                    "Python module id": 0, "Module path": "Net"})
+                    "Python module id": 0, "Module path": "Net", "Ev Idx": 1})
             ),
         ]
     );

@@ -145,6 +145,9 @@ pub struct Recorder {
     pub hooks: usize,
     /// Notes the path the recorder took (its `_cuprof_path`) for the trace headers.
     pub set_path: fn(u8),
+    /// Notes whether torch.distributed was initialised (its `_cuprof_distributed`) for the
+    /// trace headers.
+    pub set_distributed: fn(bool),
 }
 
 static RECORDER: OnceLock<Recorder> = OnceLock::new();
@@ -226,6 +229,14 @@ fn apply(api: &Api) {
                 (api.err_clear)();
                 if let Some(rec) = RECORDER.get() {
                     (rec.set_path)(u8::try_from(path).unwrap_or(0));
+                }
+            }
+            let distributed = (api.dict_get)(*dict, c"_cuprof_distributed".as_ptr());
+            if !distributed.is_null() {
+                let on = (api.long_as)(distributed) == 1;
+                (api.err_clear)();
+                if let Some(rec) = RECORDER.get() {
+                    (rec.set_distributed)(on);
                 }
             }
         }

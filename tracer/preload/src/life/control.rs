@@ -225,6 +225,12 @@ fn handle(t: &'static Tracer, who: &Identity, req: Request) -> Reply {
                 Err(e) => Reply::Error(e),
             }
         }
+        Request::Cancel { cycle } => {
+            match crate::window::boundaries::demand_cancel(cycle, captures::cancelled) {
+                Ok((cycle, first_step)) => Reply::Cancelled { cycle, first_step },
+                Err(e) => Reply::Error(e),
+            }
+        }
         Request::Stop => match crate::window::boundaries::demand_stop(t) {
             Ok(cycle) => Reply::Stopped { cycle },
             Err(e) => Reply::Error(e),

@@ -104,6 +104,7 @@ pub fn connect(cfg: &Config) -> Result<(Tracer, Inbox), StartError> {
         observer_source: ops::OBSERVER_SOURCE,
         hooks: std::ptr::addr_of!(ops::HOOKS) as usize,
         set_path: ops::set_path,
+        set_distributed: ops::set_distributed,
     });
     let options = Collect {
         cpu: cfg.activities.cpu,

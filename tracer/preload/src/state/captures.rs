@@ -67,6 +67,24 @@ pub fn finished(cycle: u32, written: &[Written]) {
     DONE.fetch_max(cycle, Relaxed);
 }
 
+/// Capture `cycle` was cancelled before its first step (`first_step`) began: tell its
+/// requester that nothing was recorded, and count it done (its command stops waiting).
+pub fn cancelled(cycle: u32, first_step: u64) {
+    let asked = {
+        let Ok(mut a) = ASKED.lock() else { return };
+        let Some(i) = a.iter().position(|a| a.cycle == cycle) else {
+            return;
+        };
+        a.remove(i)
+    };
+    let note = ReportLine::Note(format!(
+        "process {}: capture {cycle} was cancelled before step {first_step} began: nothing recorded",
+        pid()
+    ));
+    append(&asked.report, &[note]);
+    DONE.fetch_max(cycle, Relaxed);
+}
+
 /// Appends to the requester's report file, which must exist: never creates a file and never
 /// follows a symlink at its place.
 fn append(report_file: &Path, lines: &[ReportLine]) {

@@ -598,20 +598,47 @@ pub fn demand_duration(
 /// `cuprof capture --duration 0` is stopped: the timed capture running ends now. Returns its
 /// cycle.
 pub fn demand_stop(t: &Tracer) -> Result<u32, String> {
-    let tr = with_driver(|drv| match drv {
+    let (tr, pending) = with_driver(|drv| match drv {
         Driver::OnDemand { window, until } => {
             *until = None;
-            Some(window.stop())
+            Some((window.stop(), window.pending()))
         }
         _ => None,
     })
     .ok_or(NOT_ON_DEMAND)?
     .ok_or(NOT_ON_DEMAND)?;
     let Some(cycle) = tr.save.as_ref().map(|c| c.number) else {
-        return Err("no capture by duration runs in this process: nothing to stop".into());
+        return Err(match pending {
+            Some((cycle, first)) => format!("capture {cycle} waits for step {first}, it does not run by duration: cancel it with cuprof capture --cancel"),
+            None => "no capture by duration runs in this process: nothing to stop".into(),
+        });
     };
     apply(t, tr, now_ns());
     Ok(cycle)
+}
+
+/// `cuprof capture --cancel`, or the asking command's Ctrl-C: the step capture waiting for its
+/// first step (`cycle`: only if it is that one) is dropped before anything is recorded, its
+/// options with it. `cancelled(cycle, first_step)` runs after. Returns its cycle and the step it
+/// was to begin at.
+pub fn demand_cancel(
+    cycle: Option<u32>,
+    cancelled: impl FnOnce(u32, u64),
+) -> Result<(u32, u64), String> {
+    // Under the window's lock: the step that would begin it cannot come in between.
+    let r = with_driver(|d| match d {
+        Driver::OnDemand { window, .. } => Some(
+            window
+                .cancel(cycle)
+                .inspect(|_| crate::window::collect::forget_asked()),
+        ),
+        _ => None,
+    })
+    .flatten()
+    .ok_or(NOT_ON_DEMAND)?
+    .map_err(|e| e.to_string())?;
+    cancelled(r.0, r.1);
+    Ok(r)
 }
 
 /// The on-demand window's state, for `cuprof ps`.

@@ -62,6 +62,13 @@ pub fn start(t: &Tracer) {
     OPERATORS.store(operators, Relaxed);
 }
 
+/// The asked capture was cancelled before it began: its options go.
+pub fn forget_asked() {
+    if let Ok(mut a) = ASKED.lock() {
+        *a = None;
+    }
+}
+
 /// Collection ends; `capture_over`: an on-demand capture's recording ended, its options go.
 pub fn stop(t: &Tracer, capture_over: bool) {
     t.set_kinds(&[]);
@@ -69,9 +76,7 @@ pub fn stop(t: &Tracer, capture_over: bool) {
         crate::host::python::operators(0);
     }
     if capture_over {
-        if let Ok(mut a) = ASKED.lock() {
-            *a = None;
-        }
+        forget_asked();
     }
 }
 

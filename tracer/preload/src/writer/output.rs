@@ -70,6 +70,8 @@ fn meta(cfg: &Config, t: &Tracer) -> TraceMeta {
         rank: cfg.rank.rank,
         world_size: cfg.rank.world_size,
         local_rank: cfg.rank.local_rank,
+        // Set per file, from what the operator recorder saw.
+        distributed: false,
         pid: t.pid,
         process_name: std::fs::read_to_string("/proc/self/comm")
             .map(|s| s.trim().to_string())

@@ -99,12 +99,17 @@ section.quality li { margin: 3px 0; }
 
 /// The page for `s`; `flame_svg` is what `cuprof flame` would write (none: no GPU work),
 /// `memory_flame_svg` what `cuprof flame --memory` would (none: no PyTorch allocations).
-pub fn page(
+/// Writes the page to `w` as it is made: the head and the navigation, then each section,
+/// dropped once written (a section may be as large as the longest name it shows, several
+/// times over), and the flame graphs' SVGs dropped once inlined: the page is never whole in
+/// memory.
+pub fn write_page(
+    w: &mut dyn std::io::Write,
     s: &Summary,
-    flame_svg: Option<&str>,
-    memory_flame_svg: Option<&str>,
+    flame_svg: Option<String>,
+    memory_flame_svg: Option<String>,
     top: usize,
-) -> String {
+) -> std::io::Result<()> {
     let mut out = String::with_capacity(64 * 1024);
     let events: u64 = s.files.iter().map(|f| f.events).sum();
     let _ = write!(
@@ -121,6 +126,10 @@ pub fn page(
         s.ranks.len(),
         events
     );
+    // The flame graphs first: inlining one holds its SVG and copies of it at once, better
+    // before the other sections exist than beside them.
+    let flame = flame_section(flame_svg);
+    let memory_flame = memory_flame_section(memory_flame_svg);
     let sections = [
         quality::section(s),
         findings::section(s, top),
@@ -140,8 +149,8 @@ pub fn page(
         launches::queues(s, top),
         launches::idle_by_stream(s, top),
         memory::section(s),
-        flame_section(flame_svg),
-        memory_flame_section(memory_flame_svg),
+        flame,
+        memory_flame,
     ];
     out.push_str("<nav>");
     for sec in sections.iter().filter(|x| !x.is_empty()) {
@@ -151,20 +160,23 @@ pub fn page(
         let _ = write!(out, r##"<a href="#{id}">{title}</a>"##);
     }
     out.push_str("</nav></header>\n");
+    w.write_all(out.as_bytes())?;
+    drop(out);
     for sec in sections {
-        out.push_str(&sec);
-        out.push('\n');
+        w.write_all(sec.as_bytes())?;
+        w.write_all(b"\n")?;
     }
-    out.push_str("</body></html>\n");
-    out
+    w.write_all(b"</body></html>\n")
 }
 
-fn flame_section(svg: Option<&str>) -> String {
+fn flame_section(svg: Option<String>) -> String {
     let mut out = String::from(r#"<section id="cp-flame"><h2>Flame graph</h2>"#);
     match svg {
         Some(svg) => {
             out.push_str(r#"<p class="note">As <code>cuprof flame</code> draws it (hover a frame for its time; the SVG file adds zoom and search).</p>"#);
-            out.push_str(&flame::inline(svg));
+            let inlined = flame::inline(&svg);
+            drop(svg);
+            out.push_str(&inlined);
         }
         None => out.push_str(r#"<p class="none">no GPU work to draw</p>"#),
     }
@@ -174,14 +186,16 @@ fn flame_section(svg: Option<&str>) -> String {
 
 /// What `cuprof flame --memory` draws, when the traces recorded PyTorch's allocations (no
 /// section otherwise); its ids are prefixed, as the GPU flame graph above uses the same ones.
-fn memory_flame_section(svg: Option<&str>) -> String {
+fn memory_flame_section(svg: Option<String>) -> String {
     let Some(svg) = svg else {
         return String::new();
     };
     let mut out = String::from(
         r#"<section id="cp-flame-memory"><h2>Allocations by Python stack</h2><p class="note">The bytes PyTorch allocated under each Python stack and operator, as <code>cuprof flame --memory</code> draws them (frees are not drawn).</p>"#,
     );
-    out.push_str(&flame::inline_prefixed(svg, "mem-"));
+    let inlined = flame::inline_prefixed(&svg, "mem-");
+    drop(svg);
+    out.push_str(&inlined);
     out.push_str("</section>");
     out
 }

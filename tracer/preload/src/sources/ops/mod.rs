@@ -92,6 +92,14 @@ pub fn set_path(path: u8) {
     }
 }
 
+/// Notes whether torch.distributed was initialised (the recorder's `_cuprof_distributed`) for
+/// the trace headers.
+pub fn set_distributed(on: bool) {
+    if let Some(t) = crate::pipe::tracer::running() {
+        t.counters.distributed.store(on, Relaxed);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// The top-level names a Python file defines (`def X`, `class X`, `X = ...`).

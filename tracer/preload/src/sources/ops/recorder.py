@@ -4,7 +4,9 @@
 # 1 operators, 2 input shapes (with dtypes, strides and scalars), 4 every thread, 8 FLOPs,
 # 16 PyTorch's allocations (the MEM activity: torch.profiler's profile_memory), 32 nn.Module
 # calls (--with-modules).
-# It leaves in _cuprof_path which recorder runs: 0 none, 1 native, 2 NVTX fallback.
+# It leaves in _cuprof_path which recorder runs: 0 none, 1 native, 2 NVTX fallback; and in
+# _cuprof_distributed whether torch.distributed is initialised (1) or not (0), for the
+# trace headers' distributedInfo.
 #
 # The native observer (observer.cpp, built for this torch by build.py) is tried first; where
 # it cannot be built or loaded, PyTorch's NVTX observer records instead, and one line says why.
@@ -36,6 +38,7 @@ _state = {
 }
 _PATHS = {None: 0, "native": 1, "nvtx": 2}
 _cuprof_path = 0
+_cuprof_distributed = 0
 
 
 def _say(msg):
@@ -491,9 +494,18 @@ def _watch_compile():
         sys.meta_path.insert(0, _compile_watch["finder"])
 
 
+def _distributed_initialised():
+    dist = sys.modules.get("torch.distributed")
+    try:
+        return 1 if dist is not None and dist.is_available() and dist.is_initialized() else 0
+    except Exception:
+        return 0
+
+
 def _cuprof_set(level):
-    global _cuprof_path
+    global _cuprof_path, _cuprof_distributed
     _state["level"] = level
+    _cuprof_distributed = _distributed_initialised()
     if _state["broken"]:
         return
     torch = sys.modules.get("torch")
