@@ -240,7 +240,7 @@ fn hostile_names_and_file_names_reach_no_output_raw() {
         }
     }
     let file = shown(FILE);
-    for r in [&merge, &memory] {
+    let names_the_file = |r: &Run| {
         assert!(
             (r.stdout.clone() + &r.stderr).contains(&file),
             "{}: the file's name {file} is not shown:\n{}{}",
@@ -248,7 +248,9 @@ fn hostile_names_and_file_names_reach_no_output_raw() {
             r.stdout,
             r.stderr
         );
-    }
+    };
+    names_the_file(&merge);
+    names_the_file(&memory);
 
     // report.md: every table row on one line; summary.json: the exact names and file name.
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
@@ -385,15 +387,8 @@ fn hostile_names_and_file_names_reach_no_output_raw() {
         assert!(in_repaired.contains(k), "repaired trace: no {k:?}");
     }
     let again = ok(&[&"repair", &fixed]);
-    for r in [&repaired, &again] {
-        assert!(
-            (r.stdout.clone() + &r.stderr).contains(&file),
-            "{}: the file's name {file} is not shown:\n{}{}",
-            r.what,
-            r.stdout,
-            r.stderr
-        );
-    }
+    names_the_file(&repaired);
+    names_the_file(&again);
 
     // Refusals name the path escaped, on one line: a missing path, a FIFO, a folder whose only
     // file is not a trace (found by listing it), and `flame --memory` on a trace without

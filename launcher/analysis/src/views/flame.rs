@@ -62,6 +62,15 @@ impl FlameOptions {
 /// The frame above operators that ran in no module call (`flame --modules`).
 pub const NO_MODULE: &str = "(no module)";
 
+/// The input paths, as a message names them.
+fn shown_list(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.shown().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// What a flame graph weighs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Weigh {
@@ -385,12 +394,7 @@ fn flame_to(args: &FlameOptions, con: &mut Console) -> Result<()> {
         _ => Stacks::Python,
     };
     if how == Stacks::Modules && an.modules.iter().all(Option::is_none) {
-        let inputs = args
-            .paths
-            .iter()
-            .map(|p| p.shown().to_string())
-            .collect::<Vec<_>>()
-            .join(", ");
+        let inputs = shown_list(&args.paths);
         bail!(
             "{inputs}: {}",
             if an.links.iter().all(Option::is_none) {
@@ -404,12 +408,7 @@ fn flame_to(args: &FlameOptions, con: &mut Console) -> Result<()> {
     let by_op = !args.nvtx && an.links.iter().any(Option::is_some);
     let what = weigh.what();
     if stacks.is_empty() {
-        let inputs = args
-            .paths
-            .iter()
-            .map(|p| p.shown().to_string())
-            .collect::<Vec<_>>()
-            .join(", ");
+        let inputs = shown_list(&args.paths);
         if weigh == Weigh::Allocated {
             bail!(
                 "{inputs}: no PyTorch allocations (`[memory]` events) in the trace(s); nothing \
