@@ -213,27 +213,35 @@ def _modules_on(torch):
     local = threading.local()
     paths, names, instances = _module_calls["paths"], _module_calls["names"], _module_calls["instances"]
 
+    def alive(kept, key, module):
+        # Whether `kept` holds `module` itself under its id (a dead module's id is reused).
+        entry = kept.get(key)
+        return entry is not None and entry[0]() is module
+
+    def keep(kept, key, entry):
+        # Both maps are keyed by id and hold weak references: dead entries go past 65,536.
+        if len(kept) > 1 << 16:
+            for k in [k for k, v in kept.items() if v[0]() is None]:
+                del kept[k]
+        kept[key] = entry
+
     def learn(module, stack):
         # The module's event name and path, the first time it is called.
         cls = type(module).__name__
-        known = paths.get(id(module))
-        if known is None or known[0]() is not module:
+        if not alive(paths, id(module), module):
             if stack:
                 path = stack[-1][1][2].decode("utf-8", "replace") + "." + cls
             else:
                 path = cls
                 for qualified, sub in module.named_modules():
-                    if qualified and id(sub) not in paths:
-                        paths[id(sub)] = (ref(sub), cls + "." + qualified)
-            known = (ref(module), path)
-            paths[id(module)] = known
+                    if qualified and not alive(paths, id(sub), sub):
+                        keep(paths, id(sub), (ref(sub), cls + "." + qualified))
+            keep(paths, id(module), (ref(module), path))
+        known = paths[id(module)]
         n = instances.get(cls, 0)
         instances[cls] = n + 1
         info = (known[0], ("nn.Module: %s_%d" % (cls, n)).encode(), known[1].encode())
-        if len(names) > 1 << 16:
-            for k in [k for k, v in names.items() if v[0]() is None]:
-                del names[k]
-        names[id(module)] = info
+        keep(names, id(module), info)
         return info
 
     def enter(module, args):
