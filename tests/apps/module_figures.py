@@ -5,10 +5,8 @@ module figures recounted from the raw events, for the module view's test.
 
 For each MODEL of real_models_lib (random weights; nothing is downloaded): one warm-up call,
 then one call under torch.profiler(with_stack=True) on the CPU, whose trace has an
-`nn.Module: CLASS_N` python_function event per module call. A CPU trace has no kernels, so
-each leaf operator (no operator inside it on its thread) gets one `cudaLaunchKernel`
-(cuda_runtime) and one `kernel` event, both carrying the operator's External id and a
-correlation id of their own, the kernel lasting a deterministic number of nanoseconds.
+`nn.Module: CLASS_N` python_function event per module call; each leaf operator (no operator
+inside it on its thread) gets one launch and one kernel (fixture_kernels.py).
 Written to OUT_DIR/MODEL.json. Then, from that file alone and with its own nesting code, the
 figures per module path (paths from the nesting of module events, names without
 `nn.Module: ` joined by `.`): calls, CPU self and inclusive, GPU self and inclusive (ns), and
@@ -22,12 +20,9 @@ import sys
 
 import torch
 
+from fixture_kernels import add_kernels, ns
+
 PREFIX = "nn.Module: "
-
-
-def ns(x):
-    """A trace time (microseconds, as written) in nanoseconds, rounded half away from zero."""
-    return int((decimal.Decimal(x) * 1000).quantize(decimal.Decimal(1), decimal.ROUND_HALF_UP))
 
 
 def profile(model, path):
@@ -41,43 +36,6 @@ def profile(model, path):
     ) as prof:
         step()
     prof.export_chrome_trace(path)
-
-
-def add_kernels(path):
-    with open(path) as f:
-        trace = json.load(f)
-    events = trace["traceEvents"]
-    ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
-    spans = [(ns(repr(o["ts"])), ns(repr(o["ts"])) + ns(repr(o["dur"]))) for o in ops]
-    leaves = []
-    for i, o in enumerate(ops):
-        s, e = spans[i]
-        inner = any(
-            j != i and ops[j]["tid"] == o["tid"] and s <= spans[j][0] and spans[j][1] <= e
-            and spans[j] != (s, e)
-            for j in range(len(ops))
-        )
-        if not inner:
-            leaves.append(o)
-    ext_ids = [o["args"]["External id"] for o in ops]
-    assert len(set(ext_ids)) == len(ext_ids), "External ids repeat"
-    for i, o in enumerate(leaves):
-        corr = 10_000_000 + i
-        ext = o["args"]["External id"]
-        events.append({
-            "ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel",
-            "pid": o["pid"], "tid": o["tid"], "ts": o["ts"], "dur": 0,
-            "args": {"correlation": corr, "External id": ext},
-        })
-        dur_ns = 1000 + (37 * i) % 5000
-        events.append({
-            "ph": "X", "cat": "kernel", "name": f"fixture_kernel_{i % 5}",
-            "pid": 0, "tid": 7, "ts": o["ts"], "dur": dur_ns / 1000,
-            "args": {"device": 0, "stream": 7, "correlation": corr, "External id": ext},
-        })
-    with open(path, "w") as f:
-        json.dump(trace, f)
-    return len(leaves)
 
 
 def recount(path):

@@ -6,6 +6,7 @@ mod abi;
 mod capture_options;
 mod common;
 mod drops;
+mod eager_compiled;
 mod faults;
 mod hta;
 mod memory;

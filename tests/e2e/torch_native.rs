@@ -710,7 +710,8 @@ fn all_threads_equals_torch_profilers_profile_all_threads_thread_by_thread() {
 }
 
 /// torch.compile's compiled regions record themselves only under a profiler: cuprof's
-/// recorded steps show the ones torch.profiler's show, name for name.
+/// recorded steps show the ones torch.profiler's show, name for name; with `--with-modules`,
+/// the compiled model's call goes by the model's class.
 #[test]
 fn compiled_regions_appear_as_under_torch_profiler() {
     require_models();
@@ -722,8 +723,31 @@ fn compiled_regions_appear_as_under_torch_profiler() {
         .env("CUPROF_WARMUP", "1")
         .env("CUPROF_ACTIVE", "2")
         .env("TORCHINDUCTOR_CACHE_DIR", &cache)
+        .env("CUPROF_WITH_MODULES", "1")
         .ok_json();
     let ours = read_trace(&dir.path().join("t-rank0.trace.json.gz"));
+    // The compiled model's one module call per step (its wrapper's: the modules inside run in
+    // the compiled graph) goes by the model's own class, as an eager run's root does
+    // (compare's regions pair them).
+    let modules: Vec<(&str, &str)> = ours["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "python_function")
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap(),
+                e["args"]["Module path"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        modules,
+        [
+            ("nn.Module: OptimizedModule_0", "Sequential"),
+            ("nn.Module: OptimizedModule_0", "Sequential")
+        ]
+    );
     let path = dir.path().join("torch.json");
     untraced_python(
         "compiled_model.py",

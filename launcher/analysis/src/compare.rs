@@ -1,6 +1,7 @@
 //! `cuprof compare A B`: kernel by kernel, bucket by bucket, copy kind by copy kind, range by
 //! range, API call by API call, launch figures, idle time by kind and (when both have them)
-//! PyTorch operator by operator, with the step-time speedup.
+//! PyTorch operator by operator, with the step-time speedup; and region by region (steps, root
+//! modules, labels both runs have), each region's speedup and torch.compile's fusion ratio.
 
 use crate::saturating::AddSat;
 use std::collections::BTreeMap;
@@ -15,6 +16,7 @@ use crate::io::console::{outln, Console};
 use crate::load::runs::{choose, inputs_named};
 use crate::model::{over_runs, Breakdown, MeanStd, RunSpread, StepStats};
 use crate::sections::operators::Operators;
+use crate::sections::regions::{regions, RegionFigures, RegionKind};
 use crate::summary::schema::Summary;
 
 #[derive(Clone, Debug)]
@@ -102,6 +104,141 @@ pub struct Comparison {
     /// The report's findings by rule, when either side has one: largest `max(a, b)` cost first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<FindingRow>,
+    /// The regions both sides have (steps, root modules, labels), per call; absent when they
+    /// share none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub regions: Vec<RegionRow>,
+}
+
+/// One region both runs have, per call of it: A against B (an eager run against a compiled
+/// one: its speedup, and how many of A's operators one kernel of B does).
+#[derive(Debug, Serialize)]
+pub struct RegionRow {
+    pub kind: RegionKind,
+    pub name: String,
+    pub a_calls: u64,
+    pub b_calls: u64,
+    /// Host time per call, from its start to its end.
+    pub a_ns_per_call: f64,
+    pub b_ns_per_call: f64,
+    /// `a_ns_per_call / b_ns_per_call` (> 1: B is faster).
+    pub speedup: Option<f64>,
+    /// GPU time per call of the kernels launched inside it.
+    pub a_gpu_ns_per_call: f64,
+    pub b_gpu_ns_per_call: f64,
+    /// `a_gpu_ns_per_call / b_gpu_ns_per_call`; `null` when either launched no kernel.
+    pub gpu_speedup: Option<f64>,
+    /// Kernels per call, and the distinct operators per call that launched them.
+    pub a_kernels_per_call: f64,
+    pub b_kernels_per_call: f64,
+    pub a_operators_per_call: f64,
+    pub b_operators_per_call: f64,
+    /// `a_operators_per_call / b_kernels_per_call`: A's operators that launched GPU work for
+    /// each kernel of B (torch.compile's fusion, A eager and B compiled); `null` when either
+    /// is 0.
+    pub fusion_ratio: Option<f64>,
+}
+
+fn per_call(total: f64, calls: u64) -> f64 {
+    if calls == 0 {
+        0.0
+    } else {
+        total / calls as f64
+    }
+}
+
+/// The regions A and B both have, side by side: steps, then root modules, then labels, each
+/// kind largest `max(a, b)` time per call first.
+fn region_rows(
+    a: &BTreeMap<(RegionKind, String), RegionFigures>,
+    b: &BTreeMap<(RegionKind, String), RegionFigures>,
+) -> Vec<RegionRow> {
+    let mut v: Vec<RegionRow> = a
+        .iter()
+        .filter_map(|(key, x)| {
+            let y = b.get(key)?;
+            let pa = |t: f64| per_call(t, x.calls);
+            let pb = |t: f64| per_call(t, y.calls);
+            let (a_ns, b_ns) = (pa(x.wall_ns as f64), pb(y.wall_ns as f64));
+            let (a_gpu, b_gpu) = (pa(x.gpu_ns as f64), pb(y.gpu_ns as f64));
+            let (a_ops, b_kernels) = (pa(x.launching_operators as f64), pb(y.kernels as f64));
+            Some(RegionRow {
+                kind: key.0,
+                name: key.1.clone(),
+                a_calls: x.calls,
+                b_calls: y.calls,
+                a_ns_per_call: a_ns,
+                b_ns_per_call: b_ns,
+                speedup: speedup(a_ns, b_ns),
+                a_gpu_ns_per_call: a_gpu,
+                b_gpu_ns_per_call: b_gpu,
+                gpu_speedup: speedup(a_gpu, b_gpu),
+                a_kernels_per_call: pa(x.kernels as f64),
+                b_kernels_per_call: b_kernels,
+                a_operators_per_call: a_ops,
+                b_operators_per_call: pb(y.launching_operators as f64),
+                fusion_ratio: speedup(a_ops, b_kernels),
+            })
+        })
+        .collect();
+    v.sort_by(|x, y| {
+        x.kind
+            .cmp(&y.kind)
+            .then(
+                y.a_ns_per_call
+                    .max(y.b_ns_per_call)
+                    .total_cmp(&x.a_ns_per_call.max(x.b_ns_per_call)),
+            )
+            .then_with(|| x.name.cmp(&y.name))
+    });
+    v
+}
+
+/// The regions side by side: time per call and its speedup, GPU time per call, kernels per
+/// call and the fusion ratio.
+fn region_table(rows: &[RegionRow], top: usize) -> String {
+    let mut t = Table::new(&[
+        "region (both runs), per call",
+        ">calls A",
+        ">calls B",
+        ">A",
+        ">B",
+        ">speedup",
+        ">GPU A",
+        ">GPU B",
+        ">GPU speedup",
+        ">ops A",
+        ">kernels B",
+        ">fusion",
+    ]);
+    let x = |r: Option<f64>| r.map_or(String::new(), |r| format!("{r:.3}x"));
+    let count = |n: f64| format!("{n:.1}");
+    for r in rows.iter().take(top) {
+        let kind = match r.kind {
+            RegionKind::Step => "",
+            RegionKind::Module => "module ",
+            RegionKind::Label => "label ",
+        };
+        t.row(vec![
+            format!("{kind}{}", short(&r.name, 60)),
+            r.a_calls.to_string(),
+            r.b_calls.to_string(),
+            dur(r.a_ns_per_call),
+            dur(r.b_ns_per_call),
+            x(r.speedup),
+            dur(r.a_gpu_ns_per_call),
+            dur(r.b_gpu_ns_per_call),
+            x(r.gpu_speedup),
+            count(r.a_operators_per_call),
+            count(r.b_kernels_per_call),
+            x(r.fusion_ratio),
+        ]);
+    }
+    let mut s = t.text();
+    if rows.len() > top {
+        s.push_str(&format!("  ({} more with --json)\n", rows.len() - top));
+    }
+    s
 }
 
 /// One finding's rule in A and B (the report's `findings[]`: count and cost, `time_ns`).
@@ -324,6 +461,7 @@ pub(crate) fn comparison(a: &Summary, b: &Summary) -> Comparison {
             _ => None,
         },
         findings: finding_rows(a, b),
+        regions: Vec::new(),
     }
 }
 
@@ -434,6 +572,10 @@ pub(crate) fn text(c: &Comparison, top: usize, a_ops: bool, b_ops: bool) -> Stri
     ));
     if !c.findings.is_empty() {
         out.push_str(&finding_table(&c.findings));
+        out.push('\n');
+    }
+    if !c.regions.is_empty() {
+        out.push_str(&region_table(&c.regions, top));
         out.push('\n');
     }
     out.push_str(&table("kernel", &c.kernels, top));
@@ -561,12 +703,13 @@ fn compare_to(args: &CompareOptions, con: &mut Console) -> Result<()> {
     // A and B at once, each file of each on its own worker.
     let (a, b) = args.jobs.install(|| {
         rayon::join(
-            || crate::model::analyse_files(&a_run.files).map(|an| an.summarize()),
-            || crate::model::analyse_files(&b_run.files).map(|an| an.summarize()),
+            || crate::model::analyse_files(&a_run.files).map(|an| (regions(&an), an.summarize())),
+            || crate::model::analyse_files(&b_run.files).map(|an| (regions(&an), an.summarize())),
         )
     })?;
-    let (a, b) = (a?, b?);
+    let ((a_regions, a), (b_regions, b)) = (a?, b?);
     let mut c = comparison(&a, &b);
+    c.regions = region_rows(&a_regions, &b_regions);
     if args.all_runs {
         c.a_runs = Some(args.jobs.install(|| over_runs(&a_run.every))??);
         c.b_runs = Some(args.jobs.install(|| over_runs(&b_run.every))??);

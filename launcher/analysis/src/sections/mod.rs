@@ -11,6 +11,7 @@ pub mod launches;
 pub mod modules;
 pub mod operators;
 pub mod queues;
+pub mod regions;
 pub mod series;
 pub mod step_figures;
 pub mod torch_compile;

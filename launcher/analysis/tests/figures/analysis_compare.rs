@@ -241,3 +241,148 @@ fn compare_puts_the_findings_side_by_side() {
     );
     assert!(table.contains("Host synchronization"), "{table}");
 }
+
+/// An `nn.Module` call with cuprof's `Module path`, on `MAIN`.
+fn root_module(t: &mut Trace, name: &str, path: &str, start: i64, dur: i64) {
+    let args = format!(
+        "\"Python parent id\": 0, \"Python id\": {start}, \"Python module id\": 0, \"Module path\": {}",
+        q(path)
+    );
+    t.x(
+        "python_function",
+        &format!("nn.Module: {name}"),
+        PID,
+        MAIN,
+        start,
+        dur,
+        &args,
+    );
+}
+
+/// Operator `ext` on `tid` from `start` for 10 µs, launching one kernel per entry of
+/// `kernels_ns` (at 1 µs past its start).
+fn launching_op(t: &mut Trace, name: &str, tid: i64, ext: i64, start: i64, kernels_ns: &[i64]) {
+    t.cpu_op(name, tid, start, 10_000, ext, None, None);
+    for (i, &ns) in kernels_ns.iter().enumerate() {
+        let at = start + 1_000;
+        let gpu = 5_000_000 + ext * 100_000 + i as i64 * 50_000;
+        t.launch_in(
+            ext,
+            "cudaLaunchKernel",
+            "kernel",
+            name,
+            tid,
+            at,
+            gpu,
+            ns,
+            true,
+        );
+    }
+}
+
+/// An eager step (1 ms): the model `Block` (100-700 µs) launches 4 kernels from 3 operators
+/// (85 µs), one of them inside a child module; the backward thread 1 kernel (30 µs) outside it;
+/// and a label only this run has.
+fn eager() -> Trace {
+    let mut t = Trace::new(0, 1);
+    t.step(0, MAIN, 0, 1_000_000, None);
+    root_module(&mut t, "Block_0", "Block", 100_000, 600_000);
+    root_module(&mut t, "Linear_0", "Block.up", 150_000, 150_000);
+    launching_op(&mut t, "aten::addmm", MAIN, 1, 160_000, &[50_000]);
+    launching_op(&mut t, "aten::gelu", MAIN, 2, 400_000, &[20_000, 5_000]);
+    launching_op(&mut t, "aten::mul", MAIN, 3, 500_000, &[10_000]);
+    launching_op(&mut t, "aten::sum", 2, 4, 750_000, &[30_000]);
+    t.range("eager only", MAIN, 800_000, 100_000);
+    t
+}
+
+/// The same model compiled, two steps of 400 µs: each a call of its wrapper (`OptimizedModule`,
+/// written under the model's class) launching 2 kernels (65 µs) from 2 operators, and the
+/// backward thread's kernel.
+fn compiled() -> Trace {
+    let mut t = Trace::new(0, 1);
+    for n in 0..2 {
+        let at = n * 400_000;
+        t.step(n, MAIN, at, 400_000, None);
+        root_module(&mut t, "OptimizedModule_0", "Block", at + 50_000, 200_000);
+        let ext = 10 + n * 3;
+        launching_op(
+            &mut t,
+            "triton_poi_fused_gelu_mul_0",
+            MAIN,
+            ext,
+            at + 60_000,
+            &[15_000],
+        );
+        launching_op(
+            &mut t,
+            "aten::addmm",
+            MAIN,
+            ext + 1,
+            at + 100_000,
+            &[50_000],
+        );
+        launching_op(&mut t, "aten::sum", 2, ext + 2, at + 300_000, &[30_000]);
+    }
+    t
+}
+
+/// `compare EAGER COMPILED`'s regions: the steps (kernels of every thread) and the root module
+/// by class (its thread's kernels), per call; a label one run lacks is in no region; the
+/// table's row.
+#[test]
+fn compare_regions_per_call_eager_against_compiled() {
+    let dir = tempdir("compare-regions");
+    let a = dir.join("eager-rank0.trace.json.gz");
+    let b = dir.join("compiled-rank0.trace.json.gz");
+    eager().write_gz(&a);
+    compiled().write_gz(&b);
+    let c = compare_json(&a, &b);
+    let ratio = |x: f64, y: f64| json!(x / y);
+    assert_eq!(
+        c["regions"],
+        json!([
+            {
+                "kind": "step", "name": "steps", "a_calls": 1, "b_calls": 2,
+                "a_ns_per_call": 1_000_000.0, "b_ns_per_call": 400_000.0, "speedup": 2.5,
+                "a_gpu_ns_per_call": 115_000.0, "b_gpu_ns_per_call": 95_000.0,
+                "gpu_speedup": ratio(115_000.0, 95_000.0),
+                "a_kernels_per_call": 5.0, "b_kernels_per_call": 3.0,
+                "a_operators_per_call": 4.0, "b_operators_per_call": 3.0,
+                "fusion_ratio": ratio(4.0, 3.0),
+            },
+            {
+                "kind": "module", "name": "Block", "a_calls": 1, "b_calls": 2,
+                "a_ns_per_call": 600_000.0, "b_ns_per_call": 200_000.0, "speedup": 3.0,
+                "a_gpu_ns_per_call": 85_000.0, "b_gpu_ns_per_call": 65_000.0,
+                "gpu_speedup": ratio(85_000.0, 65_000.0),
+                "a_kernels_per_call": 4.0, "b_kernels_per_call": 2.0,
+                "a_operators_per_call": 3.0, "b_operators_per_call": 2.0,
+                "fusion_ratio": 1.5,
+            },
+        ])
+    );
+    let table = compare_table(&a, &b);
+    let row = table
+        .lines()
+        .find(|l| l.trim_start().starts_with("module Block"))
+        .unwrap_or_else(|| panic!("{table}"));
+    let cells: Vec<&str> = row.split("  ").filter(|c| !c.is_empty()).collect();
+    assert_eq!(
+        cells.iter().map(|c| c.trim()).collect::<Vec<_>>(),
+        [
+            "module Block",
+            "1",
+            "2",
+            "600.000 µs",
+            "200.000 µs",
+            "3.000x",
+            "85.000 µs",
+            "65.000 µs",
+            "1.308x",
+            "3.0",
+            "2.0",
+            "1.500x"
+        ]
+    );
+}

@@ -186,7 +186,8 @@ def _start(torch, level):
 # libcuprof.so through the native observer, which writes it as torch.profiler's `with_stack`
 # writes module calls (`nn.Module: Linear_0`, numbered per class in the order first called).
 # A module's path is its root's class, then the name named_modules() gives it under that root
-# (`GPT2LMHeadModel.transformer.h.3.attn`), read once per root, when the root is first called.
+# (`GPT2LMHeadModel.transformer.h.3.attn`), read once per root, when the root is first called;
+# a torch.compile'd model's wrapper (OptimizedModule) takes the path of the model it wraps.
 # The hooks do nothing while torch.compile traces (no graph break; a compiled region's modules
 # run inside it as one call), on threads whose operators are not recorded, and never raise.
 _module_calls = {"handles": None, "paths": {}, "names": {}, "instances": {}}
@@ -232,10 +233,15 @@ def _modules_on(torch):
             if stack:
                 path = stack[-1][1][2].decode("utf-8", "replace") + "." + cls
             else:
-                path = cls
-                for qualified, sub in module.named_modules():
-                    if qualified and not alive(paths, id(sub), sub):
-                        keep(paths, id(sub), (ref(sub), cls + "." + qualified))
+                # torch.compile(model)'s wrapper goes by the model's own class and its modules
+                # by their names in the model, as in an eager run of it (compare's regions).
+                inner = getattr(module, "_orig_mod", None)
+                root = inner if isinstance(inner, torch.nn.Module) else module
+                path = type(root).__name__
+                for qualified, sub in root.named_modules():
+                    if not alive(paths, id(sub), sub) and (qualified or sub is not module):
+                        named = path + "." + qualified if qualified else path
+                        keep(paths, id(sub), (ref(sub), named))
             keep(paths, id(module), (ref(module), path))
         known = paths[id(module)]
         n = instances.get(cls, 0)
