@@ -3,18 +3,25 @@ step by cuprof_step (under cuprof) or prof.step() (under torch.profiler). Compil
 in step 0, so a window of wait=2 active=2 records compiled code only; --with-compile records
 steps 0-1, compilation included.
 
-Usage: python3 compiled_step.py [--torch-profiler DIR]
+With --eager the same steps run uncompiled (compare's eager-against-compiled regions).
+
+Usage: python3 compiled_step.py [--torch-profiler DIR] [--eager]
 Prints one JSON line: {"steps": 6}.
 """
 import argparse, ctypes, json, torch
 
 p = argparse.ArgumentParser()
 p.add_argument("--torch-profiler")
+p.add_argument("--eager", action="store_true")
 a = p.parse_args()
 
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024), torch.nn.LayerNorm(1024)).cuda()
-step = torch.compile(lambda x: model(x).relu().sum())
+def forward(x):
+    return model(x).relu().sum()
+
+
+step = forward if a.eager else torch.compile(forward)
 x = torch.randn(64, 1024, device="cuda")
 prof = None
 if a.torch_profiler:

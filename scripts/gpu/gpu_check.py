@@ -411,6 +411,23 @@ def check_compiled():
                launches=len(ours_kw), exported=len(exported), example=exported[:1])
     except ImportError:
         skip("issue25.export_triton_columns", "pyarrow is not installed on this machine")
+    # Issue 50: `compare EAGER COMPILED`: the same steps eager launch more kernels from more
+    # operators than inductor's compiled ones; the steps region's per-step kernels are the
+    # compiled trace's own kernels over its 2 steps.
+    d = fresh("eager")
+    run([CUPROF, "run", "--dir", d, "--name", "eager", "--no-report", "--wait", "2", "--active", "2", "--",
+         sys.executable, os.path.join(HERE, "compiled_step.py"), "--eager"], timeout=600)
+    eager_files = glob.glob(f"{d}/*.trace.json.gz")
+    if not eager_files:
+        record("issue50.compare_eager_compiled_regions", False, why="the eager run wrote no trace")
+        return
+    c = json.loads(run([CUPROF, "compare", eager_files[0], files[0], "--json"]).stdout or "{}")
+    steps = [r for r in c.get("regions", []) if r["kind"] == "step"]
+    kernels = len(events(t, "kernel"))
+    record("issue50.compare_eager_compiled_regions",
+           len(steps) == 1 and steps[0]["a_calls"] == 2 and steps[0]["b_calls"] == 2
+           and steps[0]["b_kernels_per_call"] == kernels / 2 and (steps[0]["fusion_ratio"] or 0) > 1,
+           steps=steps, compiled_kernels=kernels)
 
 
 def check_collectives():
