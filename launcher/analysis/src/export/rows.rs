@@ -17,7 +17,10 @@ use super::args::{self, dim3, float, int, text};
 use super::schema::{self, Col};
 use super::table::Table;
 use crate::escape::terminal::Shown;
-use crate::load::{cuda_category, is_known_host_category, progress, step_number, TIME_LIMIT_NS};
+use crate::load::{
+    cuda_category, is_known_host_category, module_class, progress, step_number, ModuleArgs,
+    MODULE_PREFIX, TIME_LIMIT_NS,
+};
 use crate::model::links::AttributionRule;
 
 /// What a file held that no table took, for the warnings `export` prints as `report` does.
@@ -41,6 +44,7 @@ pub struct FileTables {
     ranges: Table,
     steps: Table,
     memory: Table,
+    modules: Table,
     skipped: Skipped,
     /// Launches carrying both a correlation and an `External id`, and those of them whose two
     /// ids are equal: which attribution rule the file's producer followed.
@@ -71,6 +75,7 @@ impl FileTables {
             ranges: open("ranges", schema::RANGES)?,
             steps: open("steps", schema::STEPS)?,
             memory: open("memory", schema::MEMORY)?,
+            modules: open("modules", schema::MODULES)?,
             skipped: Skipped::default(),
             launches: (0, 0),
         })
@@ -108,6 +113,7 @@ impl FileTables {
             ("ranges", self.ranges.finish()?),
             ("steps", self.steps.finish()?),
             ("memory", self.memory.finish()?),
+            ("modules", self.modules.finish()?),
         ];
         let (carried, own) = self.launches;
         let rule = AttributionRule::from_launches(own, carried);
@@ -262,6 +268,25 @@ impl FileTables {
                     .float(e.args.payload)
                     .end()
             }
+            "python_function" => match e.name.strip_prefix(MODULE_PREFIX) {
+                Some(name) => {
+                    let args = ModuleArgs::of(e.raw);
+                    self.modules
+                        .row()
+                        .text(Some(name))
+                        .text(Some(module_class(name)))
+                        .text(args.path.as_deref().filter(|p| !p.is_empty()))
+                        .int(pid_or_tid(&e.pid))
+                        .int(pid_or_tid(&e.tid))
+                        .int(start)
+                        .int(end)
+                        .int(args.id())
+                        .int(args.parent_id())
+                        .end()
+                }
+                // Python frames: the operators' call stacks, not rows of their own.
+                None => Ok(()),
+            },
             // Read by `report` (sync intervals), no table of its own.
             "cuda_sync" => Ok(()),
             other => {

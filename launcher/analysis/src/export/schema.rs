@@ -154,6 +154,20 @@ pub const MEMORY: &[Col] = &[
     col("addr", Int, Plain, true),
 ];
 
+/// `nn.Module` forward calls: `python_function` events named `nn.Module: CLASS_N`
+/// (torch.profiler's `with_stack`, cuprof's `--with-modules`).
+pub const MODULES: &[Col] = &[
+    col("name", Text, Dict, false),
+    col("class", Text, Dict, false),
+    col("path", Text, Dict, true),
+    col("pid", Int, Dict, true),
+    col("tid", Int, Dict, true),
+    col("start_ns", Int, Delta, false),
+    col("end_ns", Int, Delta, false),
+    col("python_id", Int, Delta, true),
+    col("python_parent_id", Int, Delta, true),
+];
+
 /// One row per input file (not partitioned: `rank` and `cycle` are columns here).
 pub const FILES: &[Col] = &[
     col("path", Text, Plain, false),
@@ -192,6 +206,7 @@ pub const TABLES: &[(&str, &[Col])] = &[
     ("ranges", RANGES),
     ("steps", STEPS),
     ("memory", MEMORY),
+    ("modules", MODULES),
     ("files", FILES),
 ];
 

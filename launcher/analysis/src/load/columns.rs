@@ -248,6 +248,45 @@ pub struct ModuleRange {
 /// The prefix of a module's `python_function` event name.
 pub const MODULE_PREFIX: &str = "nn.Module: ";
 
+/// What a module call's `args` say beyond its span: cuprof's `Module path` and torch's
+/// `Python id` and `Python parent id` (the enclosing call's).
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct ModuleArgs<'a> {
+    #[serde(rename = "Module path", borrow, default)]
+    pub path: Option<std::borrow::Cow<'a, str>>,
+    /// Left as JSON text: a value of another type leaves the path readable.
+    #[serde(rename = "Python id", borrow, default)]
+    id: Option<&'a serde_json::value::RawValue>,
+    #[serde(rename = "Python parent id", borrow, default)]
+    parent_id: Option<&'a serde_json::value::RawValue>,
+}
+
+impl<'a> ModuleArgs<'a> {
+    /// The `args` of the event whose JSON text is `raw`; none where they do not parse (only
+    /// module events are parsed a second time, so the reader's pass pays nothing for them).
+    pub fn of(raw: &'a [u8]) -> ModuleArgs<'a> {
+        #[derive(serde::Deserialize)]
+        struct Module<'a> {
+            #[serde(borrow, default)]
+            args: Option<ModuleArgs<'a>>,
+        }
+        serde_json::from_slice::<Module<'_>>(raw)
+            .ok()
+            .and_then(|m| m.args)
+            .unwrap_or_default()
+    }
+
+    /// `Python id`, where it is an integer.
+    pub fn id(&self) -> Option<i64> {
+        self.id.and_then(|v| v.get().parse().ok())
+    }
+
+    /// `Python parent id`, where it is an integer.
+    pub fn parent_id(&self) -> Option<i64> {
+        self.parent_id.and_then(|v| v.get().parse().ok())
+    }
+}
+
 /// A module's class from its event name without [`MODULE_PREFIX`]: `GPT2Attention_3` ->
 /// `GPT2Attention` (torch numbers each class's instances `_N`).
 pub fn module_class(name: &str) -> &str {

@@ -364,20 +364,7 @@ impl Builder<'_> {
     /// An `nn.Module` call; its `Module path` (cuprof's) parsed from the raw text, as
     /// [`Self::memory_sample`] does (only these events carry one).
     fn module(&mut self, e: &Event<'_>, start: i64, end: i64, name: &str) {
-        #[derive(serde::Deserialize)]
-        struct Module<'a> {
-            #[serde(borrow, default)]
-            args: Option<Values<'a>>,
-        }
-        #[derive(serde::Deserialize)]
-        struct Values<'a> {
-            #[serde(rename = "Module path", borrow, default)]
-            path: Option<std::borrow::Cow<'a, str>>,
-        }
-        let path = serde_json::from_slice::<Module<'_>>(e.raw)
-            .ok()
-            .and_then(|m| m.args?.path)
-            .filter(|p| !p.is_empty());
+        let path = ModuleArgs::of(e.raw).path.filter(|p| !p.is_empty());
         let thread = self.thread(&e.pid, &e.tid);
         let range = ModuleRange {
             thread,

@@ -391,3 +391,83 @@ fn leaks_grouped_by_module() {
         ]
     );
 }
+
+/// `cuprof export`'s `modules` table holds every call as written, and docs/tables.md's two
+/// module queries, run in DuckDB over it, give the report's calls, CPU and GPU inclusive time
+/// per path.
+#[test]
+fn exported_module_calls_and_their_documented_queries() {
+    use crate::export_support::{duckdb, query_after, Rows};
+    let dir = tempdir("modules-export");
+    let trace = dir.join("net-rank0.trace.json.gz");
+    net(true, true).write_gz(&trace);
+    let out = dir.join("ds");
+    cuprof_ok(&[
+        "export",
+        trace.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let m = Rows::read(&out.join("modules/rank=0/cycle=1/net-rank0.parquet"));
+    assert_eq!(
+        m.text("name"),
+        ["Net_0", "Block_0", "Linear_0", "Linear_1", "Block_1", "Linear_2", "GELU_0"]
+    );
+    assert_eq!(
+        m.text("class"),
+        ["Net", "Block", "Linear", "Linear", "Block", "Linear", "GELU"]
+    );
+    assert_eq!(m.texts("path")[3].as_deref(), Some("Net.layers.0.k_proj"));
+    assert_eq!(m.ints("tid"), [Some(MAIN); 7]);
+    assert_eq!(
+        m.int("start_ns"),
+        [0, 10_000, 12_000, 25_000, 55_000, 60_000, 75_000]
+    );
+    assert_eq!(
+        m.int("end_ns"),
+        [100_000, 50_000, 22_000, 35_000, 95_000, 70_000, 80_000]
+    );
+    assert_eq!(m.ints("python_id"), (1..=7).map(Some).collect::<Vec<_>>());
+    assert_eq!(
+        m.ints("python_parent_id"),
+        (0..7).map(Some).collect::<Vec<_>>()
+    );
+
+    let (_, summary) = report_with(&trace, &dir.join("report"), &[]);
+    let report: Vec<(String, i64, i64, i64)> = summary["modules"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let n = |k: &str| r[k].as_i64().unwrap();
+            let name = r["name"].as_str().unwrap().to_string();
+            (
+                name,
+                n("calls"),
+                n("cpu_inclusive_ns"),
+                n("gpu_inclusive_ns"),
+            )
+        })
+        .collect();
+    let cpu: Vec<(String, i64, i64)> = duckdb(
+        &out,
+        &query_after("Time per `nn.Module` path (`cuprof report`'s module view"),
+    );
+    // The block after the CPU query's.
+    let gpu_sql = query_after("FROM modules GROUP BY path ORDER BY path;");
+    assert!(gpu_sql.starts_with("SELECT m.path"), "{gpu_sql}");
+    let gpu: std::collections::BTreeMap<String, i64> = duckdb::<Vec<(String, i64)>>(&out, &gpu_sql)
+        .into_iter()
+        .collect();
+    let queried: Vec<(String, i64, i64, i64)> = cpu
+        .into_iter()
+        .map(|(path, calls, cpu_ns)| {
+            let g = gpu.get(&path).copied().unwrap_or(0);
+            (path, calls, cpu_ns, g)
+        })
+        .collect();
+    let mut report = report;
+    report.sort();
+    assert_eq!(queried, report);
+    assert_eq!(queried[0], ("Net".to_string(), 1, 100_000, 18_000));
+}

@@ -122,7 +122,7 @@ fn older_kineto_categories_fill_the_same_tables_as_report_counts() {
             said,
             format!(
                 "exported 1 file (1408 events) to {}: kernels 79, copies 19, api_calls 361, \
-                 operators 359, ranges 8, steps 0, memory 0\n",
+                 operators 359, ranges 8, steps 0, memory 0, modules 0\n",
                 out.display()
             )
         );
@@ -188,7 +188,7 @@ fn skipped_events_are_warned_of_as_report_does() {
         said,
         format!(
             "exported 1 file (9 events) to {}: kernels 2, copies 0, api_calls 0, operators 0, \
-             ranges 0, steps 0, memory 0\n\
+             ranges 0, steps 0, memory 0, modules 0\n\
              warning: {p}: 3 malformed event(s) skipped (ts or dur missing, not a number, not \
              finite or beyond ±2^62 ns), 1 clamped (negative dur read as 0)\n\
              warning: {p}: 3 event(s) of categories `npu\\u{{1b}}[2J`, `xpu_kernel` skipped: \

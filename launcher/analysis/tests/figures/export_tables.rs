@@ -49,7 +49,7 @@ fn every_table_row_by_row() {
         stdout,
         format!(
             "exported 1 file (48 events) to {}: kernels 6, copies 2, api_calls 7, operators 1, \
-             ranges 5, steps 4, memory 4\n",
+             ranges 5, steps 4, memory 4, modules 0\n",
             out.display()
         )
     );
@@ -264,6 +264,7 @@ fn every_table_row_by_row() {
             "files",
             "kernels",
             "memory",
+            "modules",
             "operators",
             "ranges",
             "steps"
