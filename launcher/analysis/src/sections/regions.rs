@@ -80,7 +80,8 @@ fn launches(f: &FileData, links: Option<&Links>) -> Vec<Launch> {
 }
 
 /// Adds one call spanning `[start, end)` to `r`, with the kernels launched inside it: on
-/// `thread` (`None`: on any thread, as for steps).
+/// `thread` from `l` (sorted by thread, then time), or, with `thread` `None` (steps), on any
+/// thread from `l` sorted by time alone.
 fn add_call(r: &mut RegionFigures, l: &[Launch], thread: Option<u32>, start: i64, end: i64) {
     r.calls += 1;
     r.wall_ns.add_sat(end - start);
@@ -99,10 +100,13 @@ fn add_call(r: &mut RegionFigures, l: &[Launch], thread: Option<u32>, start: i64
                 add(k);
             }
         }
-        None => l
-            .iter()
-            .filter(|k| start <= k.at && k.at < end)
-            .for_each(&mut add),
+        None => {
+            let from = l.partition_point(|k| k.at < start);
+            l[from..]
+                .iter()
+                .take_while(|k| k.at < end)
+                .for_each(&mut add);
+        }
     }
     r.launching_operators += operators.len() as u64;
 }
@@ -121,14 +125,17 @@ fn root_class(names: &Interner, c: &ModuleRange) -> String {
 pub fn regions(an: &Analysis) -> BTreeMap<(RegionKind, String), RegionFigures> {
     let mut out: BTreeMap<(RegionKind, String), RegionFigures> = BTreeMap::new();
     for (i, f) in an.files.iter().enumerate() {
-        let l = launches(f, an.links[i].as_ref());
+        let mut l = launches(f, an.links[i].as_ref());
         if !f.steps.is_empty() {
+            // Steps take every thread's launches: by time alone, then back to thread order.
+            l.sort_by_key(|k| k.at);
             let r = out
                 .entry((RegionKind::Step, "steps".to_string()))
                 .or_default();
             for s in &f.steps {
                 add_call(r, &l, None, s.start, s.start + s.dur);
             }
+            l.sort_by_key(|k| (k.thread, k.at));
         }
         if let Some(tree) = &an.modules[i] {
             for (call, c) in f.modules.iter().enumerate() {
