@@ -22,3 +22,4 @@ mod output_paths;
 mod parallel_output;
 mod repair_safety;
 mod run_launcher;
+mod serve;
