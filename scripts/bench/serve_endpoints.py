@@ -2,8 +2,9 @@
 200 ms after load): writes the traces (a step, an operator, its launch and its kernel per step
 and rank: 20,480,000 events; the header and the time format of gen_ranks.py), starts
 `cuprof serve DIR --port 0`, waits for its first line (the load), then asks each endpoint
-ROUNDS times one after the other, and prints each one's median, min and max wall time as the
-client sees it (connect, request, whole answer read).
+ROUNDS times one after the other, as a browser asks (accepting gzip), and prints the bytes
+sent and each one's median, min and max wall time as the client sees it (connect, request,
+whole answer read; not inflated).
 
 Usage: serve_endpoints.py CUPROF DIR [ROUNDS]   (DIR: made and filled unless it already holds
 the 512 traces)"""
@@ -60,12 +61,12 @@ def get(addr, path):
     """One GET: its wall time, status and body."""
     t = time.perf_counter()
     with socket.create_connection(addr) as s:
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
-        data = b""
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n".encode())
+        data = bytearray()
         while chunk := s.recv(1 << 20):
             data += chunk
     wall = time.perf_counter() - t
-    head, body = data.split(b"\r\n\r\n", 1)
+    head, body = bytes(data).split(b"\r\n\r\n", 1)
     return wall, int(head.split(b" ", 2)[1]), body
 
 
@@ -84,7 +85,7 @@ def main():
         print(f"load: {time.perf_counter() - t:.1f} s; {first.strip()}", flush=True)
         host, port = first.split("http://")[1].split("/")[0].rsplit(":", 1)
         addr = (host, int(port))
-        status = json.loads(get(addr, "/api/status")[2])
+        status = json.loads(get(addr, "/api/status")[2])  # never gzipped: made per request
         r0 = status["ranks"][0]
         mid = (r0["start"] + r0["end"]) // 2
         endpoints = [

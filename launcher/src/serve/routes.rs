@@ -13,7 +13,7 @@ use cuprof_analysis::views::window::{window, WindowError, WindowQuery};
 use serde::Serialize;
 
 use super::page;
-use super::state::{current, Shared};
+use super::state::{current, Answer, Shared};
 
 /// What every request sees.
 #[derive(Clone)]
@@ -43,6 +43,30 @@ fn refuse(status: StatusCode, why: &str) -> Response {
 
 fn json_answer(bytes: impl Into<Body>) -> Response {
     answer(StatusCode::OK, "application/json", bytes)
+}
+
+/// A made answer, gzipped when the client accepts it and it was kept so.
+fn made(a: &Answer, kind: &'static str, headers: &HeaderMap) -> Response {
+    let gzip_ok = headers
+        .get(header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|e| e.trim().starts_with("gzip")));
+    let mut r = match (&a.gzip, gzip_ok) {
+        (Some(gz), true) => {
+            let mut r = answer(StatusCode::OK, kind, gz.clone());
+            r.headers_mut().insert(
+                header::CONTENT_ENCODING,
+                header::HeaderValue::from_static("gzip"),
+            );
+            r
+        }
+        _ => answer(StatusCode::OK, kind, a.plain.clone()),
+    };
+    r.headers_mut().insert(
+        header::VARY,
+        header::HeaderValue::from_static("accept-encoding"),
+    );
+    r
 }
 
 /// The query's `name=value` pairs, undecoded (every parameter is a number or the token).
@@ -126,11 +150,7 @@ pub async fn handle(
     }
     let (loaded, generation, problem) = current(&ctx.shared);
     match path {
-        "/report" => answer(
-            StatusCode::OK,
-            "text/html; charset=utf-8",
-            loaded.page.clone(),
-        ),
+        "/report" => made(&loaded.page, "text/html; charset=utf-8", &headers),
         "/api/status" => {
             let status = Status {
                 generation,
@@ -173,7 +193,7 @@ pub async fn handle(
             }
         }
         _ => match path.strip_prefix("/api/").and_then(|name| loaded.json.get(name)) {
-            Some(body) => json_answer(body.clone()),
+            Some(body) => made(body, "application/json", &headers),
             None => refuse(
                 StatusCode::NOT_FOUND,
                 "no such page: ask /, /report, /api/summary, /api/kernels, /api/operators, /api/memory, /api/flame, /api/torch_compile, /api/window, /api/live or /api/status",

@@ -54,21 +54,29 @@ fn serve(args: &[&str]) -> Server {
     }
 }
 
-/// Sends `request` as it is; the answer's status and body.
-fn exchange(address: SocketAddr, request: &[u8]) -> (u16, String) {
+/// Sends `request` as it is; the answer's head and body bytes.
+fn exchange_raw(address: SocketAddr, request: &[u8]) -> (String, Vec<u8>) {
     let mut s = TcpStream::connect(address).unwrap();
     s.write_all(request).unwrap();
     let mut answer = Vec::new();
     s.read_to_end(&mut answer).unwrap();
-    let answer = String::from_utf8(answer).unwrap();
-    let (head, body) = answer
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("no HTTP answer: {answer:?}"));
+    let end = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no HTTP answer: {:?}", String::from_utf8_lossy(&answer)));
+    let body = answer.split_off(end + 4);
+    (String::from_utf8(answer).unwrap(), body)
+}
+
+/// Sends `request` as it is; the answer's status and body.
+fn exchange(address: SocketAddr, request: &[u8]) -> (u16, String) {
+    let (head, body) = exchange_raw(address, request);
+    let body = String::from_utf8(body).unwrap();
     let status = head.split(' ').nth(1).unwrap().parse().unwrap();
     let chunked = head
         .to_ascii_lowercase()
         .contains("transfer-encoding: chunked");
-    (status, if chunked { unchunk(body) } else { body.into() })
+    (status, if chunked { unchunk(&body) } else { body })
 }
 
 /// The body of a chunked answer.
@@ -237,6 +245,20 @@ fn serve_answers_concurrent_clients_with_the_reports_figures_and_the_traces_even
     assert_eq!(status, 200);
     assert!(page.starts_with("<!DOCTYPE html>"), "{}", &page[..100]);
     assert!(page.contains("<title>cuprof report</title>"));
+    // Gzipped for a client that accepts it (as browsers do), the same page inflated.
+    let (head, gz) = exchange_raw(
+        address,
+        b"GET /report HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip, br\r\nConnection: close\r\n\r\n",
+    );
+    assert!(
+        head.to_ascii_lowercase().contains("content-encoding: gzip"),
+        "{head}"
+    );
+    let mut inflated = String::new();
+    flate2::read::GzDecoder::new(&gz[..])
+        .read_to_string(&mut inflated)
+        .unwrap();
+    assert_eq!(inflated, page);
     assert_eq!(get_json(address, "/api/live"), Value::Array(vec![]));
 }
 

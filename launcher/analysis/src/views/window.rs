@@ -378,6 +378,27 @@ mod tests {
     }
 
     #[test]
+    fn a_window_of_more_marks_than_an_answer_holds_is_refused() {
+        let mut an = analysis();
+        let k = an.files[0].ops[0];
+        // 11 ns each, a pixel of 11 ns at the widest resolution: each event is its own mark.
+        an.files[0].ops = (0..MAX_MARKS as i64 + 1)
+            .map(|i| GpuOp {
+                start: 2 * i,
+                end: 2 * i + 11,
+                ..k
+            })
+            .collect();
+        let q = WindowQuery {
+            rank: 0,
+            t0: 0,
+            t1: 11 * MAX_PX as i64,
+            px: MAX_PX,
+        };
+        assert_eq!(window(&an, q), Err(WindowError::TooLarge(MAX_MARKS + 3)));
+    }
+
+    #[test]
     fn bad_windows_are_refused() {
         let an = analysis();
         let q = |rank, t0, t1, px| window(&an, WindowQuery { rank, t0, t1, px });
