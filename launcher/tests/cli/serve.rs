@@ -3,109 +3,21 @@
 //! a port in use, a missing folder, a changed folder, the token beyond localhost, and the
 //! page in headless Chromium.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{BufRead, Read};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
 
 use crate::analysis_support::*;
-
-/// A `cuprof serve` child, killed when dropped.
-struct Server {
-    child: Child,
-    address: SocketAddr,
-    /// The lines after the first one (the token's, beyond localhost).
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use crate::serve_client::*;
 
 /// `cuprof serve ARGS --port 0`, once it has printed the address it listens on.
 fn serve(args: &[&str]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cuprof"))
-        .arg("serve")
-        .args(args)
-        .args(["--port", "0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start cuprof serve");
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
-    let address = first
-        .strip_prefix("cuprof serve: http://")
-        .and_then(|rest| rest.split_once('/'))
-        .unwrap_or_else(|| panic!("no address on the first line: {first:?}"))
-        .0
-        .parse()
-        .unwrap();
-    Server {
-        child,
-        address,
-        stdout,
-    }
-}
-
-/// Sends `request` as it is; the answer's head and body bytes.
-fn exchange_raw(address: SocketAddr, request: &[u8]) -> (String, Vec<u8>) {
-    let mut s = TcpStream::connect(address).unwrap();
-    s.write_all(request).unwrap();
-    let mut answer = Vec::new();
-    s.read_to_end(&mut answer).unwrap();
-    let end = answer
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no HTTP answer: {:?}", String::from_utf8_lossy(&answer)));
-    let body = answer.split_off(end + 4);
-    (String::from_utf8(answer).unwrap(), body)
-}
-
-/// Sends `request` as it is; the answer's status and body.
-fn exchange(address: SocketAddr, request: &[u8]) -> (u16, String) {
-    let (head, body) = exchange_raw(address, request);
-    let body = String::from_utf8(body).unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let chunked = head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked");
-    (status, if chunked { unchunk(&body) } else { body })
-}
-
-/// The body of a chunked answer.
-fn unchunk(mut body: &str) -> String {
-    let mut out = String::new();
-    loop {
-        let (size, rest) = body.split_once("\r\n").unwrap();
-        let n = usize::from_str_radix(size, 16).unwrap();
-        if n == 0 {
-            return out;
-        }
-        out.push_str(&rest[..n]);
-        body = &rest[n + 2..];
-    }
-}
-
-/// `GET path` with `headers` (each `Name: value`).
-fn get_with(address: SocketAddr, path: &str, headers: &[&str]) -> (u16, String) {
-    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n");
-    for h in headers {
-        req.push_str(h);
-        req.push_str("\r\n");
-    }
-    req.push_str("\r\n");
-    exchange(address, req.as_bytes())
-}
-
-fn get(address: SocketAddr, path: &str) -> (u16, String) {
-    get_with(address, path, &[])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cuprof"));
+    cmd.arg("serve").args(args).args(["--port", "0"]);
+    Server::start(cmd)
 }
 
 fn get_json(address: SocketAddr, path: &str) -> Value {
