@@ -247,11 +247,25 @@ fn serve_on_a_port_in_use_or_a_missing_folder_says_so_in_one_line() {
     assert!(err.contains("missing"), "{err}");
 }
 
+/// `/api/status` once `done` holds of it; the watcher looks once a second (a minute at most).
+fn status_when(a: SocketAddr, done: impl Fn(&Value) -> bool, what: &str) -> Value {
+    for _ in 0..600 {
+        let s = get_json(a, "/api/status");
+        if done(&s) {
+            return s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("{what} never happened");
+}
+
 #[test]
-fn serve_loads_a_changed_folder_again_whole() {
+fn serve_loads_a_changed_folder_again_whole_and_reports_one_it_cannot_read() {
     let dir = tempdir("serve4");
-    sample().write_gz(&dir.join("run-rank0.trace.json.gz"));
-    let server = serve(&[dir.to_str().unwrap()]);
+    let traces = dir.join("traces");
+    std::fs::create_dir(&traces).unwrap();
+    sample().write_gz(&traces.join("run-rank0.trace.json.gz"));
+    let server = serve(&[traces.to_str().unwrap()]);
     let a = server.address;
     assert_eq!(get_json(a, "/api/status")["files"], 1);
     // A second rank, written beside the first through a rename as the tracer writes.
@@ -259,22 +273,30 @@ fn serve_loads_a_changed_folder_again_whole() {
     one.rank = 1;
     one.world = 2;
     one.write_gz(&dir.join("partial.tmp"));
-    std::fs::rename(dir.join("partial.tmp"), dir.join("run-rank1.trace.json.gz")).unwrap();
-    // The watcher looks once a second: wait for the second load (a minute at most).
-    let status = (0..600)
-        .map(|_| {
-            let s = get_json(a, "/api/status");
-            if s["generation"] != 2 {
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            s
-        })
-        .find(|s| s["generation"] == 2)
-        .expect("the changed folder was never loaded again");
+    std::fs::rename(
+        dir.join("partial.tmp"),
+        traces.join("run-rank1.trace.json.gz"),
+    )
+    .unwrap();
+    let status = status_when(a, |s| s["generation"] == 2, "the second load");
     assert_eq!(status["files"], 2);
     assert_eq!(status["problem"], Value::Null);
-    let (_, summary) = report(&dir, &dir.join("out"));
+    let (_, summary) = report(&traces, &dir.join("out"));
     assert_eq!(get_json(a, "/api/summary"), summary);
+    // The folder gone: said, and the last load still served; back: served as it was.
+    std::fs::rename(&traces, dir.join("away")).unwrap();
+    let status = status_when(
+        a,
+        |s| !s["problem"].is_null(),
+        "the missing folder's report",
+    );
+    let problem = status["problem"].as_str().unwrap();
+    assert!(problem.contains("traces"), "{problem}");
+    assert_eq!(status["generation"], 2);
+    assert_eq!(get_json(a, "/api/summary"), summary);
+    std::fs::rename(dir.join("away"), &traces).unwrap();
+    let status = status_when(a, |s| s["problem"].is_null(), "the folder's return");
+    assert_eq!(status["generation"], 2);
 }
 
 #[test]
