@@ -4,7 +4,8 @@ and rank: 20,480,000 events; the header and the time format of gen_ranks.py), st
 `cuprof serve DIR --port 0`, waits for its first line (the load), then asks each endpoint
 ROUNDS times one after the other, as a browser asks (accepting gzip), and prints the bytes
 sent and each one's median, min and max wall time as the client sees it (connect, request,
-whole answer read; not inflated).
+whole answer read; not inflated). Then CLIENTS clients at once, each asking every endpoint in
+turn ROUNDS times: the median and max wall time of each endpoint among them.
 
 Usage: serve_endpoints.py CUPROF DIR [ROUNDS]   (DIR: made and filled unless it already holds
 the 512 traces)"""
@@ -17,6 +18,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -114,6 +116,26 @@ def main():
                 f"| `{e}` | {size:,} | {statistics.median(walls):.1f} ms | {min(walls):.1f} ms | {max(walls):.1f} ms |",
                 flush=True,
             )
+        clients = 8
+        walls = {e: [] for e in endpoints}
+
+        def client():
+            for _ in range(rounds):
+                for e in endpoints:
+                    wall, code, _ = get(addr, e)
+                    assert code == 200, (e, code)
+                    walls[e].append(wall * 1000)
+
+        threads = [threading.Thread(target=client) for _ in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(f"\n{clients} clients at once:\n")
+        print("| endpoint | median | max |")
+        print("| --- | ---: | ---: |")
+        for e in endpoints:
+            print(f"| `{e}` | {statistics.median(walls[e]):.1f} ms | {max(walls[e]):.1f} ms |", flush=True)
     finally:
         srv.kill()
         srv.wait()
