@@ -5,7 +5,8 @@
 //! `analysis_args`; the others are one module each: `run` (options to core's
 //! `config::Settings`, the preloaded child process, what is printed after it), `memory_cmd`,
 //! `repair_cmd` (over `cuprof_core::repair`), `observer_cmd` (builds the native operator
-//! observer ahead of time), `control_cmd` and `top_*` (on-demand capture). What the commands
+//! observer ahead of time), `control_cmd` and `top_*` (on-demand capture), `serve` (the web server over
+//! traces and the live figures). What the commands
 //! share to print and write (one-line errors, a stdout closed early, output files written
 //! without destroying one) is `cuprof_analysis::io`.
 
@@ -15,6 +16,7 @@ mod memory_cmd;
 mod observer_cmd;
 mod repair_cmd;
 mod run;
+mod serve;
 mod terminal;
 mod top_cmd;
 mod top_view;
@@ -68,6 +70,10 @@ enum Command {
     /// Watch the on-demand processes live while they record: GPU busy share, top kernels and
     /// operators, step time, device memory (q quits)
     Top(top_cmd::TopArgs),
+    /// A local web server over traces: the report page, JSON of the summary, kernels,
+    /// operators, memory, flame stacks, torch.compile and timeline windows of any rank, and the
+    /// live figures of --on-demand processes (127.0.0.1 unless --bind; elsewhere with a token)
+    Serve(serve::ServeArgs),
 }
 
 fn dispatch(command: Command) -> anyhow::Result<()> {
@@ -85,6 +91,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Capture(a) => control_cmd::capture(a),
         Command::Ps(a) => control_cmd::ps(a),
         Command::Top(a) => top_cmd::top(a),
+        Command::Serve(a) => serve::serve(a),
     }
 }
 

@@ -50,7 +50,7 @@ pub fn top(a: TopArgs) -> Result<()> {
     let mut refreshes = 0u64;
     loop {
         let started = Instant::now();
-        let rows = rows(&dir, &a);
+        let rows = rows(&dir, &a.pid, a.name.as_deref());
         if rows.is_empty() && (refreshes == 0 || screen.is_none()) {
             drop(screen);
             return match refreshes {
@@ -99,16 +99,16 @@ fn header(processes: usize, terminal: bool) -> String {
     format!("cuprof top: {processes} process{s}, refreshed every second{quit}")
 }
 
-/// Each process's figures, by pid.
-fn rows(dir: &Path, a: &TopArgs) -> Vec<Row> {
+/// Each process's figures, by pid: those of `pids` (none: every on-demand process of this
+/// user), of those only the ones named `name` where given (`cuprof serve`'s live panel too).
+pub(crate) fn rows(dir: &Path, pids: &[u32], name: Option<&str>) -> Vec<Row> {
     // Processes asked for by pid are shown while they exist (then the view ends with them).
-    let pids = if a.pid.is_empty() {
+    let pids = if pids.is_empty() {
         proto::socket_pids(dir)
     } else {
         // Each by its pid here (a process of a child PID namespace has its socket under its
         // own pid there).
-        a.pid
-            .iter()
+        pids.iter()
             .filter_map(|&p| match reach(dir, p) {
                 Ok((socket, _)) => Some(socket),
                 Err(_) if proto::alive(p) => Some(p),
@@ -118,13 +118,11 @@ fn rows(dir: &Path, a: &TopArgs) -> Vec<Row> {
     };
     pids.into_iter()
         .filter_map(|pid| match ask(dir, pid, &Request::Live) {
-            Ok(Reply::Live(l)) => a
-                .name
-                .as_ref()
-                .is_none_or(|n| *n == l.status.name)
+            Ok(Reply::Live(l)) => name
+                .is_none_or(|n| n == l.status.name)
                 .then_some(Row::Live(l)),
             // A process with an error belongs to no name that can be told.
-            _ if a.name.is_some() => None,
+            _ if name.is_some() => None,
             Ok(Reply::Error(e)) => Some(Row::Failed(format!("process {pid}: {e}"))),
             Ok(other) => Some(Row::Failed(format!(
                 "process {pid} answered {other:?} to a live request"

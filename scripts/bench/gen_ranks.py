@@ -96,4 +96,5 @@ def main():
             )
 
 
-main()
+if __name__ == "__main__":
+    main()

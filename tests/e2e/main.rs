@@ -15,6 +15,9 @@ mod on_demand;
 mod overview;
 mod python_api;
 mod replay;
+/// `cuprof serve` started and asked, as the CLI suite does.
+#[path = "../../launcher/tests/cli/serve_client.rs"]
+mod serve_client;
 mod threads;
 mod top;
 mod torch;

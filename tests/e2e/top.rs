@@ -1,6 +1,6 @@
 //! Issue 27, `cuprof top`: processes recording through the libcupti double are watched live;
 //! what the view shows comes from the processes (the `live` request), and must equal what
-//! their traces say of the same second.
+//! their traces say of the same second. `cuprof serve`'s `/api/live` asks them the same way.
 
 use crate::common::on_demand::*;
 use crate::common::*;
@@ -453,5 +453,62 @@ fn top_shows_the_operators_of_a_torch_process() {
     }
     let err = interrupt(capture);
     assert_eq!(wrote_lines(&err), 1, "{err}");
+    job.finish();
+}
+
+#[test]
+fn serve_shows_the_on_demand_processes_live() {
+    let mut job = Job::start("serve", "served", 2, 0, 20);
+    job.wait_ready();
+    let pids = job.pids();
+    // A capture to serve: its trace, while the processes go on, ready again.
+    let caps = job.dir.path().join("caps");
+    job.capture_steps(&pids[0].to_string(), "2", &caps);
+    let mut cmd = Command::new(cuprof_bin());
+    cmd.arg("serve")
+        .arg(&caps)
+        .args(["--port", "0"])
+        .env("XDG_RUNTIME_DIR", job.runtime_dir());
+    let server = crate::serve_client::Server::start(cmd);
+    let (status, body) = crate::serve_client::get(server.address, "/api/live");
+    assert_eq!(status, 200, "{body}");
+    let live: Value = serde_json::from_str(&body).unwrap();
+    let mut got: Vec<(u64, u64, &str, &str, bool)> = live
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["pid"].as_u64().unwrap(),
+                p["rank"].as_u64().unwrap(),
+                p["name"].as_str().unwrap(),
+                p["state"].as_str().unwrap(),
+                p["recording"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    got.sort();
+    let mut want: Vec<(u64, u64, &str, &str, bool)> = pids
+        .iter()
+        .enumerate()
+        .map(|(rank, &pid)| (pid as u64, rank as u64, "served", "ready", false))
+        .collect();
+    want.sort();
+    assert_eq!(got, want, "{body}");
+    // The captured process has run its kernels: its totals name them.
+    let first = live
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == pids[0])
+        .unwrap();
+    let kernels: Vec<&str> = first["kernels_total"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(kernels, ["gemm()", "softmax()"], "{body}");
+    drop(server);
     job.finish();
 }

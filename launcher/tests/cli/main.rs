@@ -11,6 +11,7 @@ mod command;
 /// The figure tests' in-process call, for `arguments` to check it against the binary.
 #[path = "../../analysis/tests/figures/command.rs"]
 mod in_process;
+mod serve_client;
 
 mod arguments;
 mod console_output;
@@ -22,3 +23,4 @@ mod output_paths;
 mod parallel_output;
 mod repair_safety;
 mod run_launcher;
+mod serve;

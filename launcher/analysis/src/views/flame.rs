@@ -331,14 +331,29 @@ fn draw(
 
 /// The SVG `cuprof flame PATHS` draws (GPU time; by operator when the traces have operators),
 /// or `None` when there is no GPU work to draw.
-pub(crate) fn svg(an: &Analysis, paths: &[PathBuf]) -> Result<Option<String>> {
+pub fn svg(an: &Analysis, paths: &[PathBuf]) -> Result<Option<String>> {
     svg_of(an, Weigh::GpuTime, paths)
 }
 
 /// The SVG `cuprof flame PATHS --memory` draws, or `None` when the traces recorded no PyTorch
 /// allocations.
-pub(crate) fn memory_svg(an: &Analysis, paths: &[PathBuf]) -> Result<Option<String>> {
+pub fn memory_svg(an: &Analysis, paths: &[PathBuf]) -> Result<Option<String>> {
     svg_of(an, Weigh::Allocated, paths)
+}
+
+/// The folded stacks `cuprof flame PATHS` draws: GPU time (ns) by stack, by operator when
+/// the traces have operators (`cuprof serve`'s flame data).
+pub fn gpu_stacks(an: &Analysis) -> BTreeMap<String, u64> {
+    folded(an, Weigh::GpuTime, Stacks::Python)
+}
+
+/// The inputs as a shared page names them: by base name, not by where they sat on this
+/// machine.
+pub fn base_names(paths: &[PathBuf]) -> Vec<PathBuf> {
+    paths
+        .iter()
+        .map(|p| p.file_name().map_or_else(|| p.clone(), Into::into))
+        .collect()
 }
 
 fn svg_of(an: &Analysis, weigh: Weigh, paths: &[PathBuf]) -> Result<Option<String>> {

@@ -779,3 +779,36 @@ pub fn agrees_with_hta(
         );
     }
 }
+
+pub const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// Runs headless Chromium on `url` with `args`, its profile in `profile`; returns (stdout,
+/// stderr).
+pub fn chromium_at(url: &str, profile: &Path, args: &[&str]) -> (String, String) {
+    assert!(
+        Path::new(CHROMIUM).exists(),
+        "{CHROMIUM} is missing: run scripts/test.sh, which installs Debian's chromium \
+         (apt-get install -y chromium) before the tests"
+    );
+    let out = Command::new(CHROMIUM)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+            &format!("--user-data-dir={}", profile.display()),
+        ])
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("run chromium");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "chromium failed: {stderr}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+}

@@ -7,7 +7,6 @@
 use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::analysis_support::*;
 use serde_json::Value;
@@ -425,36 +424,9 @@ fn html_flag_alone_writes_only_the_page() {
 
 // ---- headless Chromium ----
 
-const CHROMIUM: &str = "/usr/bin/chromium";
-
 /// Runs headless Chromium on `page` with `args`; returns (stdout, stderr).
 fn chromium(page: &Path, profile: &Path, args: &[&str]) -> (String, String) {
-    assert!(
-        Path::new(CHROMIUM).exists(),
-        "{CHROMIUM} is missing: run scripts/test.sh, which installs Debian's chromium \
-         (apt-get install -y chromium) before the tests"
-    );
-    let out = Command::new(CHROMIUM)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--enable-logging=stderr",
-            "--v=0",
-            &format!("--user-data-dir={}", profile.display()),
-        ])
-        .args(args)
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .expect("run chromium");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "chromium failed: {stderr}");
-    (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+    chromium_at(&format!("file://{}", page.display()), profile, args)
 }
 
 /// Console messages (errors, CSP violations, uncaught exceptions) as Chromium logs them.
