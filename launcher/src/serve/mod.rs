@@ -56,11 +56,12 @@ fn token() -> Result<String> {
 
 pub fn serve(a: ServeArgs) -> Result<()> {
     let jobs: cuprof_analysis::Jobs = a.jobs.into();
-    let loaded = jobs.install(|| state::load(&a.paths, a.top))??;
+    // The port first: one in use is said at once, not after a load of many seconds.
     let address = SocketAddr::new(a.bind, a.port);
     let listener = TcpListener::bind(address).with_context(|| {
         format!("cannot listen on {address}: pick another --port (0: any free one) or --bind")
     })?;
+    let loaded = jobs.install(|| state::load(&a.paths, a.top))??;
     let bound = listener.local_addr()?;
     let token: Option<Arc<str>> = match a.bind.is_loopback() {
         true => None,
