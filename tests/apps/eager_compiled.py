@@ -14,7 +14,6 @@ time and distinct operators: in any thread for steps, the label's own thread for
 compare's rows from them. One JSON line on stdout.
 """
 
-import decimal
 import json
 import os
 import sys
@@ -22,7 +21,7 @@ import sys
 import torch
 import torch._inductor.config
 
-from fixture_kernels import add_kernels, ns
+from fixture_kernels import add_kernels, load_events, ns, span
 
 # Operators that launch nothing on a GPU: views, allocations, dtype queries, and the profiler
 # labels torch.compile opens (Torch-Compiled Region, TorchDynamo Cache Lookup, ...).
@@ -66,12 +65,7 @@ def profile(model, x, path):
 
 
 def regions(path):
-    with open(path) as f:
-        events = json.load(f, parse_float=decimal.Decimal)["traceEvents"]
-
-    def span(e):
-        s = ns(e["ts"])
-        return s, s + ns(e["dur"])
+    events = load_events(path)
 
     launches = {e["args"]["correlation"]: e for e in events if e.get("cat") == "cuda_runtime"}
     kernels = []  # (thread, launch time, GPU ns, External id of the launching operator)

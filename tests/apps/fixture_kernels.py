@@ -16,6 +16,19 @@ def ns(x):
     return int((decimal.Decimal(x) * 1000).quantize(decimal.Decimal(1), decimal.ROUND_HALF_UP))
 
 
+def load_events(path):
+    """The trace's events, their times as written (Decimal: `ns` converts them exactly)."""
+    with open(path) as f:
+        events = json.load(f, parse_float=decimal.Decimal)["traceEvents"]
+    return events
+
+
+def span(e):
+    """An event's start and end in nanoseconds."""
+    s = ns(e["ts"])
+    return s, s + ns(e["dur"])
+
+
 def add_kernels(path, works=lambda name: True):
     """Adds the kernels to the trace at `path` (rewritten in place); returns their count."""
     with open(path) as f:

@@ -13,14 +13,13 @@ figures per module path (paths from the nesting of module events, names without
 the kernel time outside every module call. One JSON line per model on stdout.
 """
 
-import decimal
 import json
 import os
 import sys
 
 import torch
 
-from fixture_kernels import add_kernels, ns
+from fixture_kernels import add_kernels, load_events, ns, span
 
 PREFIX = "nn.Module: "
 
@@ -39,12 +38,7 @@ def profile(model, path):
 
 
 def recount(path):
-    with open(path) as f:
-        events = json.load(f, parse_float=decimal.Decimal)["traceEvents"]
-
-    def span(e):
-        s = ns(e["ts"])
-        return s, s + ns(e["dur"])
+    events = load_events(path)
 
     mods = []
     for idx, e in enumerate(events):

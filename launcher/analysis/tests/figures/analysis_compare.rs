@@ -242,23 +242,6 @@ fn compare_puts_the_findings_side_by_side() {
     assert!(table.contains("Host synchronization"), "{table}");
 }
 
-/// An `nn.Module` call with cuprof's `Module path`, on `MAIN`.
-fn root_module(t: &mut Trace, name: &str, path: &str, start: i64, dur: i64) {
-    let args = format!(
-        "\"Python parent id\": 0, \"Python id\": {start}, \"Python module id\": 0, \"Module path\": {}",
-        q(path)
-    );
-    t.x(
-        "python_function",
-        &format!("nn.Module: {name}"),
-        PID,
-        MAIN,
-        start,
-        dur,
-        &args,
-    );
-}
-
 /// Operator `ext` on `tid` from `start` for 10 µs, launching one kernel per entry of
 /// `kernels_ns` (at 1 µs past its start).
 fn launching_op(t: &mut Trace, name: &str, tid: i64, ext: i64, start: i64, kernels_ns: &[i64]) {
@@ -286,8 +269,14 @@ fn launching_op(t: &mut Trace, name: &str, tid: i64, ext: i64, start: i64, kerne
 fn eager() -> Trace {
     let mut t = Trace::new(0, 1);
     t.step(0, MAIN, 0, 1_000_000, None);
-    root_module(&mut t, "Block_0", "Block", 100_000, 600_000);
-    root_module(&mut t, "Linear_0", "Block.up", 150_000, 150_000);
+    module_call(&mut t, "Block_0", Some("Block"), (100_000, 600_000), (1, 0));
+    module_call(
+        &mut t,
+        "Linear_0",
+        Some("Block.up"),
+        (150_000, 150_000),
+        (2, 1),
+    );
     launching_op(&mut t, "aten::addmm", MAIN, 1, 160_000, &[50_000]);
     launching_op(&mut t, "aten::gelu", MAIN, 2, 400_000, &[20_000, 5_000]);
     launching_op(&mut t, "aten::mul", MAIN, 3, 500_000, &[10_000]);
@@ -304,7 +293,13 @@ fn compiled() -> Trace {
     for n in 0..2 {
         let at = n * 400_000;
         t.step(n, MAIN, at, 400_000, None);
-        root_module(&mut t, "OptimizedModule_0", "Block", at + 50_000, 200_000);
+        module_call(
+            &mut t,
+            "OptimizedModule_0",
+            Some("Block"),
+            (at + 50_000, 200_000),
+            (n + 1, 0),
+        );
         let ext = 10 + n * 3;
         launching_op(
             &mut t,

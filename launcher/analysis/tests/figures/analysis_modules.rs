@@ -8,28 +8,6 @@ use std::path::Path;
 use crate::analysis_support::*;
 use serde_json::{json, Value};
 
-/// An `nn.Module` call as torch.profiler's `with_stack` writes it, with cuprof's `Module path`
-/// when `path` is given.
-fn module(t: &mut Trace, name: &str, path: Option<&str>, start: i64, dur: i64, id: i64) {
-    let mut args = format!(
-        "\"Python parent id\": {}, \"Python id\": {id}, \"Python module id\": {}",
-        id - 1,
-        name.rsplit('_').next().unwrap()
-    );
-    if let Some(p) = path {
-        args.push_str(&format!(", \"Module path\": {}", q(p)));
-    }
-    t.x(
-        "python_function",
-        &format!("nn.Module: {name}"),
-        PID,
-        MAIN,
-        start,
-        dur,
-        &args,
-    );
-}
-
 /// An operator on `tid` from `start` for `dur`, launching one kernel of `kernel_ns`.
 fn op(t: &mut Trace, name: &str, tid: i64, ext: i64, start: i64, dur: i64, kernel_ns: i64) {
     t.cpu_op(name, tid, start, dur, ext, None, None);
@@ -73,13 +51,13 @@ fn net(paths: bool, modules: bool) -> Trace {
     ];
     if modules {
         for (i, (name, path, start, dur)) in calls.into_iter().enumerate() {
-            module(
+            let id = i as i64 + 1;
+            module_call(
                 &mut t,
                 name,
                 paths.then_some(path),
-                start,
-                dur,
-                i as i64 + 1,
+                (start, dur),
+                (id, id - 1),
             );
         }
     }

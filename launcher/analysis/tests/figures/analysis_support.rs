@@ -812,3 +812,33 @@ pub fn chromium_at(url: &str, profile: &Path, args: &[&str]) -> (String, String)
     assert!(out.status.success(), "chromium failed: {stderr}");
     (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
 }
+
+/// An `nn.Module` call on `MAIN` as torch.profiler's `with_stack` writes it (`Python id` `id`,
+/// the enclosing call's `parent`, 0 at the top), with cuprof's `Module path` when `path` is
+/// given.
+pub fn module_call(
+    t: &mut Trace,
+    name: &str,
+    path: Option<&str>,
+    span: (i64, i64),
+    ids: (i64, i64),
+) {
+    let (id, parent) = ids;
+    let mut args = format!(
+        "\"Python parent id\": {parent}, \"Python id\": {id}, \"Python module id\": {}",
+        name.rsplit('_').next().unwrap()
+    );
+    if let Some(p) = path {
+        args.push_str(&format!(", \"Module path\": {}", q(p)));
+    }
+    let (start, dur) = span;
+    t.x(
+        "python_function",
+        &format!("nn.Module: {name}"),
+        PID,
+        MAIN,
+        start,
+        dur,
+        &args,
+    );
+}
