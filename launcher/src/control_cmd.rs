@@ -563,6 +563,8 @@ fn interrupt(dir: &Path, started: &[Started], how: Interrupt) {
             Ok(other) => cuprof_analysis::io::console::eprint_line(&format!(
                 "cuprof: process {shown} answered {other:?}"
             )),
+            // Died meanwhile: named with its file once the waiting ends.
+            Err(_) if died_here(dir, *socket) => {}
             // Ended meanwhile (exited: its file is closed on the way out).
             Err(e) => cuprof_analysis::io::console::eprint_line(&format!(
                 "cuprof: {}",

@@ -60,7 +60,7 @@ fn summary(lines: &[ReportLine], ended: Ended) -> Vec<String> {
     let mut out = report_lines(lines);
     for (_, path) in unfinished(lines) {
         out.push(format!(
-            "cuprof: the program ended without closing a trace: {}",
+            "cuprof: not reported (the program died before it could): {}",
             file_state(&path)
         ));
     }
@@ -274,7 +274,7 @@ mod tests {
         assert_eq!(
             summary(&lines, Ended::Killed(9))[1],
             format!(
-                "cuprof: the program ended without closing a trace: {} is unfinished: 2 events readable up to its last flush (48 B); cuprof repair {} closes it",
+                "cuprof: not reported (the program died before it could): {} is unfinished: 2 events readable up to its last flush (48 B); cuprof repair {} closes it",
                 cut.shown(),
                 cut.shown()
             )
