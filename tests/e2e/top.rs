@@ -287,8 +287,9 @@ fn seconds_before(work: &[(String, u64, u64)], at: u64) -> Vec<u64> {
     candidates
 }
 
-/// One rank line of the node's view: (rank, pid, state, busy, top kernel).
-fn rank_line(line: &str) -> Option<(u32, u32, String, String, String)> {
+/// One rank line of the node's view: (rank, pid, state, busy, top kernel, memory).
+#[allow(clippy::type_complexity)]
+fn rank_line(line: &str) -> Option<(u32, u32, String, String, String, String)> {
     // Columns: rank 0..4, pid 5..12, state 13..18, busy 19..26, history 27..35, step 36..43,
     // step p50 44..53, memory 54..63, top kernel from 65.
     let c: Vec<char> = line.chars().collect();
@@ -303,14 +304,19 @@ fn rank_line(line: &str) -> Option<(u32, u32, String, String, String)> {
         col(13, 18),
         col(19, 26),
         col(65, c.len()),
+        col(54, 63),
     ))
 }
 
 #[test]
 fn top_in_tmux_at_80x24_shows_eight_ranks_one_line_each_as_their_traces_say() {
-    // gemm 4 ms and softmax 1 ms (overlapping it) every 20 ms or so, in each of 8 ranks.
-    let scale = [("ON_DEMAND_KERNEL_SCALE", "100")];
-    let mut job = Job::start_with("tmux8", "n8", 8, 0, 20, &scale);
+    // gemm 4 ms and softmax 1 ms (overlapping it) every 20 ms or so, in each of 8 ranks; rank
+    // R holds R + 1 MiB of device memory (no device memory records: the driver's figure).
+    let env = [
+        ("ON_DEMAND_KERNEL_SCALE", "100"),
+        ("ON_DEMAND_MALLOC_MIB", "1"),
+    ];
+    let mut job = Job::start_with("tmux8", "n8", 8, 0, 20, &env);
     job.wait_ready();
     let pids = job.pids();
     let caps = job.dir.path().join("caps");
@@ -364,6 +370,11 @@ fn top_in_tmux_at_80x24_shows_eight_ranks_one_line_each_as_their_traces_say() {
         rows.iter().map(|r| r.0).collect::<Vec<_>>(),
         (0..8).collect::<Vec<_>>()
     );
+    assert_eq!(
+        rows.iter().map(|r| r.5.as_str()).collect::<Vec<_>>(),
+        ["1.0 MiB", "2.0 MiB", "3.0 MiB", "4.0 MiB", "5.0 MiB", "6.0 MiB", "7.0 MiB", "8.0 MiB"],
+        "{screen}"
+    );
     let mut shown_pids: Vec<u32> = rows.iter().map(|r| r.1).collect();
     shown_pids.sort();
     let mut want = pids.clone();
@@ -374,7 +385,7 @@ fn top_in_tmux_at_80x24_shows_eight_ranks_one_line_each_as_their_traces_say() {
     let err = interrupt(capture);
     assert_eq!(wrote_lines(&err), 8, "{err}");
     // Each rank's busy share and top kernel are its trace's, for one second before the screen.
-    for (rank, _, _, busy, kernel) in &rows {
+    for (rank, _, _, busy, kernel, _) in &rows {
         let trace = read_trace(&caps.join(format!("n8-rank{rank}-cycle1.trace.json.gz")));
         let work = gpu_work(&trace);
         let said: Vec<(String, String)> = seconds_before(&work, at)
