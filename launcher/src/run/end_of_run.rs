@@ -68,7 +68,8 @@ fn summary(lines: &[ReportLine], ended: Ended) -> Vec<String> {
     if !lines.iter().any(|l| matches!(l, ReportLine::File { .. })) && !opened {
         out.push(match ended {
             Ended::Exited => NOTHING_TRACED.to_owned(),
-            Ended::Killed(sig) => format!("cuprof: the program was killed by signal {sig} before cuprof could report what it wrote: no trace file was opened"),
+            // It opened no trace (each is told as it opens): whatever killed it, nothing was lost.
+            Ended::Killed(sig) => format!("{NOTHING_TRACED}; it was killed by signal {sig}"),
         });
     }
     out
@@ -229,7 +230,7 @@ mod tests {
         assert_eq!(summary(&[], Ended::Exited), [NOTHING_TRACED]);
         assert_eq!(
             summary(&[], Ended::Killed(9)),
-            ["cuprof: the program was killed by signal 9 before cuprof could report what it wrote: no trace file was opened"]
+            [format!("{NOTHING_TRACED}; it was killed by signal 9")]
         );
         assert_eq!(
             summary(&[ReportLine::Note("why".into())], Ended::Exited),
