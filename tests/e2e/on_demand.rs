@@ -821,7 +821,7 @@ fn a_capture_names_the_ranks_it_waits_for_and_the_rank_that_died_and_writes_its_
         "{line}"
     );
     // Its run lists the first capture's file, complete, and this one's, unfinished.
-    let not_reported = "cuprof: not reported (the program died before it could): ";
+    let not_reported = "cuprof: not reported (the program was killed by signal 9): ";
     let first = rank_file(&caps, "job", 1, 1);
     let lines: Vec<&str> = killed_err
         .lines()

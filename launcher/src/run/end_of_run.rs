@@ -58,11 +58,13 @@ pub(crate) enum Ended {
 /// The summary lines printed after the program ends.
 fn summary(lines: &[ReportLine], ended: Ended) -> Vec<String> {
     let mut out = report_lines(lines);
+    let why = match ended {
+        Ended::Killed(sig) => format!("not reported (the program was killed by signal {sig})"),
+        // A file that failed was said when it did.
+        Ended::Exited => "not closed (see the messages above)".to_owned(),
+    };
     for (_, path) in unfinished(lines) {
-        out.push(format!(
-            "cuprof: not reported (the program died before it could): {}",
-            file_state(&path)
-        ));
+        out.push(format!("cuprof: {why}: {}", file_state(&path)));
     }
     let opened = lines.iter().any(|l| matches!(l, ReportLine::Opened { .. }));
     if !lines.iter().any(|l| matches!(l, ReportLine::File { .. })) && !opened {
@@ -275,7 +277,7 @@ mod tests {
         assert_eq!(
             summary(&lines, Ended::Killed(9))[1],
             format!(
-                "cuprof: not reported (the program died before it could): {} is unfinished: 2 events readable up to its last flush (48 B); cuprof repair {} closes it",
+                "cuprof: not reported (the program was killed by signal 9): {} is unfinished: 2 events readable up to its last flush (48 B); cuprof repair {} closes it",
                 cut.shown(),
                 cut.shown()
             )
