@@ -109,9 +109,11 @@ pub fn table(rows: &[Row], history: &History, sort: SortBy) -> Vec<String> {
             (None, other) => printable_line(other).into_owned(),
         };
         let busy = busy(l).map_or("-".into(), |b| pct(b as f64 / WINDOW_NS as f64));
+        // The last second's, while recording (as the busy share).
         let kernel = f
             .kernels_last
             .first()
+            .filter(|_| f.since.is_some())
             .map_or("-".into(), |k| printable_line(&k.name).into_owned());
         out.push(format!(
             "{:>4} {pid:>7} {state:<5} {busy:>7} {} {:>7} {:>9} {:>9}  {kernel}",

@@ -50,11 +50,18 @@ fn wait_state(job: &Job, state: &str) {
     panic!("the processes never became {state}");
 }
 
-/// Waits (bounded) until `cuprof top -n 1` prints `want`; asserts it does.
+/// Waits (bounded) until `cuprof top -n 1 --detail` prints `want`; asserts it does.
 fn top_prints(job: &Job, want: &str) {
+    top_prints_with(job, &["--detail"], want)
+}
+
+/// [`top_prints`] of `cuprof top -n 1 ARGS`.
+fn top_prints_with(job: &Job, args: &[&str], want: &str) {
     let mut got = String::new();
     for _ in 0..100 {
-        got = job.ok(&["top", "-n", "1", "--detail"]).0;
+        let mut all = vec!["top", "-n", "1"];
+        all.extend_from_slice(args);
+        got = job.ok(&all).0;
         if got == want {
             return;
         }
@@ -105,11 +112,23 @@ fn top_prints_plain_lines_when_not_a_terminal() {
             "{header}{pid}  rank 0  burst  recording  step 0  step time p50 - last -  device memory 1.0 MiB\n  GPU busy 50.0% of the last second\n  kernels, last second:\n{kernels}  kernels, since the capture began:\n{kernels}  operators, last second: none\n  operators, since the capture began: none\n\n"
         ),
     );
+    // The node's view, the same figures on one line: the busiest first.
+    let columns = "RANK     PID STATE    BUSY HISTORY     STEP  STEP P50    MEMORY  TOP KERNEL";
+    top_prints_with(
+        &job,
+        &["--sort", "busy"],
+        &format!("cuprof top: 1 process, busiest first\n{columns}\n   0 {pid:>7} rec     50.0%        ▄       0         -   1.0 MiB  gemm()\n\n"),
+    );
     let err = interrupt(capture);
     assert_eq!(wrote_lines(&err), 1, "{err}");
     top_prints(
         &job,
         &format!("{header}{pid}  rank 0  burst  ready  step 0  step time p50 - last -  device memory 1.0 MiB\n  not recording (cuprof capture --pid {pid} --duration 0 records until stopped)\n\n"),
+    );
+    top_prints_with(
+        &job,
+        &[],
+        &format!("cuprof top: 1 process, by rank\n{columns}\n   0 {pid:>7} ready       -                0         -   1.0 MiB  -\n\n"),
     );
     std::fs::write(&stop, "").unwrap();
     for c in std::mem::take(&mut job.children) {
