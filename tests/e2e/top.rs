@@ -399,6 +399,34 @@ fn top_in_tmux_at_80x24_shows_eight_ranks_one_line_each_as_their_traces_say() {
     let mut want = pids.clone();
     want.sort();
     assert_eq!(shown_pids, want);
+    // A screen of 8 rows (7 drawn): 4 ranks and a line for the 4 others; j scrolls by one.
+    let resized = tmux
+        .cmd(&["resize-window", "-t", "top", "-x", "80", "-y", "8"])
+        .status()
+        .unwrap();
+    assert!(resized.success());
+    let ranks_shown = |want_last: &str| {
+        let mut screen = String::new();
+        for _ in 0..100 {
+            screen = tmux.screen().0;
+            if screen.lines().nth(6) == Some(want_last) {
+                return screen
+                    .lines()
+                    .filter_map(rank_line)
+                    .map(|r| r.0)
+                    .collect::<Vec<_>>();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("never shown: {want_last}\n{screen}");
+    };
+    assert_eq!(ranks_shown("4 more (up/down or j/k scroll)"), [0, 1, 2, 3]);
+    let sent = tmux.cmd(&["send-keys", "-t", "top", "j"]).status().unwrap();
+    assert!(sent.success());
+    assert_eq!(
+        ranks_shown("4 more, 1 above (up/down or j/k scroll)"),
+        [1, 2, 3, 4]
+    );
     let sent = tmux.cmd(&["send-keys", "-t", "top", "q"]).status().unwrap();
     assert!(sent.success());
     let err = interrupt(capture);
