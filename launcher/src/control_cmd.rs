@@ -367,7 +367,10 @@ struct Target {
 struct Started {
     socket: u32,
     shown: String,
+    rank: u32,
     cycle: u32,
+    /// A step capture's steps there (a process past the common start records from later).
+    steps: Option<std::ops::Range<u64>>,
 }
 
 pub fn capture(a: CaptureArgs) -> Result<()> {
@@ -424,7 +427,9 @@ pub fn capture(a: CaptureArgs) -> Result<()> {
                 started.push(Started {
                     socket: t.socket,
                     shown: t.shown.clone(),
+                    rank: t.status.rank,
                     cycle,
+                    steps: a.steps.zip(first_step).map(|(n, f)| f..f + n),
                 });
             }
             Ok(Reply::Error(e)) => refused.push(format!("process {}: {e}", t.shown)),
@@ -454,9 +459,34 @@ pub fn capture(a: CaptureArgs) -> Result<()> {
         Some(_) => Interrupt::Cancel,
         None => Interrupt::Stop,
     };
-    wait_for_files(&dir, &mut started, &interrupted, on_interrupt);
-    crate::run::end_of_run::print_capture(&report, !a.no_report);
+    let died = wait_for_files(&dir, &mut started, &interrupted, on_interrupt);
+    let lines = crate::run::end_of_run::take(&report);
+    let said = died_lines(&died, &lines);
+    crate::run::end_of_run::print_capture(&lines, said, !a.no_report);
     Ok(())
+}
+
+/// One line per process that died during its capture, naming it and the state of the trace it
+/// had opened (from its `open` line in the capture's report file, `lines`).
+fn died_lines(died: &[Started], lines: &[cuprof_core::config::report::ReportLine]) -> Vec<String> {
+    let unfinished = crate::run::end_of_run::unfinished(lines);
+    died.iter()
+        .map(|d| {
+            let who = format!(
+                "cuprof: process {} (rank {}) died during capture {} (killed?)",
+                d.shown, d.rank, d.cycle
+            );
+            let files: Vec<String> = unfinished
+                .iter()
+                .filter(|(pid, _)| *pid == d.socket)
+                .map(|(_, path)| crate::run::end_of_run::file_state(path))
+                .collect();
+            match &files[..] {
+                [] => format!("{who}: it had opened no trace of it, nothing was recorded"),
+                files => format!("{who}: {}", files.join("; ")),
+            }
+        })
+        .collect()
 }
 
 /// `cuprof capture --cancel`: each process's waiting step capture is dropped; one line per
@@ -515,6 +545,7 @@ fn interrupt(dir: &Path, started: &[Started], how: Interrupt) {
         socket,
         shown,
         cycle,
+        ..
     } in started
     {
         let req = match how {
@@ -532,6 +563,8 @@ fn interrupt(dir: &Path, started: &[Started], how: Interrupt) {
             Ok(other) => cuprof_analysis::io::console::eprint_line(&format!(
                 "cuprof: process {shown} answered {other:?}"
             )),
+            // Died meanwhile: named with its file once the waiting ends.
+            Err(_) if died_here(dir, *socket) => {}
             // Ended meanwhile (exited: its file is closed on the way out).
             Err(e) => cuprof_analysis::io::console::eprint_line(&format!(
                 "cuprof: {}",
@@ -544,15 +577,19 @@ fn interrupt(dir: &Path, started: &[Started], how: Interrupt) {
 /// Waits until every process has finished its capture, or has exited (it closes its trace
 /// and reports it on the way out, before its socket goes). The first interruption is passed
 /// on to the processes still waited for ([`interrupt`]); the waiting goes on until they
-/// answer through their report lines.
+/// answer through their report lines. While a step capture waits, a line names the processes
+/// that lag ([`Progress`]). Gives back the processes that died meanwhile: their socket stayed
+/// behind, listened on by nobody (SIGKILL, a crash).
 fn wait_for_files(
     dir: &Path,
     waiting: &mut Vec<Started>,
     interrupted: &AtomicBool,
     how: Interrupt,
-) {
+) -> Vec<Started> {
     let mut passed_on = false;
     let mut polled = std::time::Instant::now();
+    let mut progress = Progress::new(waiting.len());
+    let mut died = Vec::new();
     while !waiting.is_empty() {
         std::thread::sleep(INTERRUPT_NAP);
         if !passed_on && interrupted.load(Relaxed) {
@@ -562,12 +599,126 @@ fn wait_for_files(
             continue;
         }
         polled = std::time::Instant::now();
-        waiting.retain(|w| match status(dir, w.socket) {
-            // A process that stepped aside for another profiler records nothing more.
-            Ok(s) => s.captures_done < w.cycle && s.state != "stepped-aside",
-            Err(_) => false,
-        });
+        let mut lagging = Vec::new();
+        for w in std::mem::take(waiting) {
+            match status(dir, w.socket) {
+                // A process that stepped aside for another profiler records nothing more.
+                Ok(s) if s.captures_done < w.cycle && s.state != "stepped-aside" => {
+                    lagging.push(Lag {
+                        rank: w.rank,
+                        shown: w.shown.clone(),
+                        step: s.step,
+                        last: w.steps.as_ref().map(|r| r.end - 1),
+                    });
+                    waiting.push(w);
+                }
+                Ok(_) => {}
+                Err(_) if died_here(dir, w.socket) => died.push(w),
+                Err(_) => {}
+            }
+        }
+        if let Some(line) = progress.line(&lagging, std::time::Instant::now()) {
+            cuprof_analysis::io::console::eprint_line(&line);
+        }
     }
+    died
+}
+
+/// Process `socket` is gone without removing its socket: it died (an exit removes it).
+fn died_here(dir: &Path, socket: u32) -> bool {
+    let path = proto::socket_path(dir, socket);
+    std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_socket())
+        && !proto::listening(&path)
+}
+
+/// A process a step capture still waits for: where it is, and the capture's last step there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Lag {
+    rank: u32,
+    shown: String,
+    step: u64,
+    /// `None`: a capture by duration (it ends on time, nothing to wait for).
+    last: Option<u64>,
+}
+
+/// How long a step capture waits before it says whom it waits for, when no process has
+/// finished yet (once one has, the others lag, and it says so at once).
+const FIRST_PROGRESS: Duration = Duration::from_secs(5);
+/// The least time between two progress lines (one is printed only when what it says changed).
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+/// Processes named in a progress line; the others are counted.
+const PROGRESS_NAMED: usize = 8;
+
+/// The progress line of a step capture: which processes lag, at which step, and the step they
+/// must finish.
+struct Progress {
+    total: usize,
+    started: std::time::Instant,
+    last: Option<(std::time::Instant, String)>,
+}
+
+impl Progress {
+    fn new(total: usize) -> Progress {
+        Progress {
+            total,
+            started: std::time::Instant::now(),
+            last: None,
+        }
+    }
+
+    /// The line to print now, if any: when some process finished and others lag, or the
+    /// capture has waited [`FIRST_PROGRESS`]; then again when it changed, at most every
+    /// [`PROGRESS_EVERY`].
+    fn line(&mut self, lagging: &[Lag], now: std::time::Instant) -> Option<String> {
+        let steps: Vec<&Lag> = lagging.iter().filter(|l| l.last.is_some()).collect();
+        if steps.is_empty() {
+            return None;
+        }
+        let due = match &self.last {
+            None => lagging.len() < self.total || now - self.started >= FIRST_PROGRESS,
+            Some((at, _)) => now - *at >= PROGRESS_EVERY,
+        };
+        if !due {
+            return None;
+        }
+        let text = lag_line(&steps, self.total);
+        if self.last.as_ref().is_some_and(|(_, t)| *t == text) {
+            return None;
+        }
+        self.last = Some((now, text.clone()));
+        Some(text)
+    }
+}
+
+/// `cuprof: waiting for 1 of 2 processes to finish step 13: rank 1 (pid 4242) at step 7`.
+fn lag_line(lagging: &[&Lag], total: usize) -> String {
+    let mut lagging = lagging.to_vec();
+    lagging.sort_by_key(|l| (l.step, l.rank));
+    let last = lagging[0].last;
+    let same = lagging.iter().all(|l| l.last == last);
+    let mut named: Vec<String> = lagging
+        .iter()
+        .take(PROGRESS_NAMED)
+        .map(|l| {
+            let of = match (same, l.last) {
+                (false, Some(last)) => format!(" (to finish step {last})"),
+                _ => String::new(),
+            };
+            format!("rank {} (pid {}) at step {}{of}", l.rank, l.shown, l.step)
+        })
+        .collect();
+    if lagging.len() > PROGRESS_NAMED {
+        named.push(format!("{} more", lagging.len() - PROGRESS_NAMED));
+    }
+    let target = match (same, last) {
+        (true, Some(last)) => format!(" to finish step {last}"),
+        _ => String::new(),
+    };
+    format!(
+        "cuprof: waiting for {} of {total} processes{target}: {}",
+        lagging.len(),
+        named.join(", ")
+    )
 }
 
 #[cfg(test)]
@@ -599,5 +750,63 @@ mod tests {
         );
         s.pid = 90210;
         assert_eq!(shown(1, &s), "90210");
+    }
+
+    #[test]
+    fn the_progress_line_names_the_lagging_processes_when_one_is_done_or_after_a_while() {
+        let lag = |rank: u32, step: u64, last: u64| Lag {
+            rank,
+            shown: (4240 + rank).to_string(),
+            step,
+            last: Some(last),
+        };
+        let t0 = std::time::Instant::now();
+        let at = |s: f64| t0 + Duration::from_secs_f64(s);
+        let mut p = Progress {
+            total: 3,
+            started: t0,
+            last: None,
+        };
+        // Every process still waits, not for long: nothing said.
+        let all = [lag(0, 7, 13), lag(1, 9, 13), lag(2, 3, 13)];
+        assert_eq!(p.line(&all, at(1.0)), None);
+        // Long enough: every one named, the furthest behind first.
+        assert_eq!(
+            p.line(&all, at(5.0)).as_deref(),
+            Some("cuprof: waiting for 3 of 3 processes to finish step 13: rank 2 (pid 4242) at step 3, rank 0 (pid 4240) at step 7, rank 1 (pid 4241) at step 9")
+        );
+        // Changed, but too soon; then the same again: nothing.
+        let two = [lag(2, 3, 13), lag(1, 12, 13)];
+        assert_eq!(p.line(&two, at(6.0)), None);
+        let one = [lag(2, 3, 13)];
+        assert_eq!(
+            p.line(&one, at(15.0)).as_deref(),
+            Some("cuprof: waiting for 1 of 3 processes to finish step 13: rank 2 (pid 4242) at step 3")
+        );
+        assert_eq!(p.line(&one, at(30.0)), None);
+        // One process done at once: said at once; different last steps are each said.
+        let mut q = Progress {
+            total: 2,
+            started: t0,
+            last: None,
+        };
+        assert_eq!(
+            q.line(&[lag(1, 40, 45)], at(0.1)).as_deref(),
+            Some("cuprof: waiting for 1 of 2 processes to finish step 45: rank 1 (pid 4241) at step 40")
+        );
+        assert_eq!(
+            lag_line(&[&lag(1, 40, 45), &lag(0, 41, 46)], 2),
+            "cuprof: waiting for 2 of 2 processes: rank 1 (pid 4241) at step 40 (to finish step 45), rank 0 (pid 4240) at step 41 (to finish step 46)"
+        );
+        // A capture by duration: nothing to say.
+        let timed = Lag {
+            last: None,
+            ..lag(0, 1, 0)
+        };
+        assert_eq!(q.line(&[timed], at(60.0)), None);
+        // Many: eight named, the rest counted.
+        let many: Vec<Lag> = (0..10).map(|r| lag(r, u64::from(r), 99)).collect();
+        let refs: Vec<&Lag> = many.iter().collect();
+        assert!(lag_line(&refs, 16).ends_with("rank 7 (pid 4247) at step 7, 2 more"));
     }
 }

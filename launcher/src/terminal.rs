@@ -8,6 +8,29 @@ use std::io::Write;
 use std::os::unix::io::AsRawFd;
 use std::time::Duration;
 
+/// A key pressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    Char(u8),
+    Up,
+    Down,
+    PageUp,
+    PageDown,
+}
+
+/// The key that `bytes` (one read of the terminal) begins with: arrows and page keys are
+/// escape sequences.
+fn key_of(bytes: &[u8]) -> Option<Key> {
+    match bytes {
+        [] => None,
+        [0x1b, b'[', b'A', ..] | [0x1b, b'O', b'A', ..] => Some(Key::Up),
+        [0x1b, b'[', b'B', ..] | [0x1b, b'O', b'B', ..] => Some(Key::Down),
+        [0x1b, b'[', b'5', b'~', ..] => Some(Key::PageUp),
+        [0x1b, b'[', b'6', b'~', ..] => Some(Key::PageDown),
+        [b, ..] => Some(Key::Char(*b)),
+    }
+}
+
 /// The terminal in key-at-a-time mode, on the alternate screen, until dropped.
 pub struct Screen {
     saved: libc::termios,
@@ -46,6 +69,11 @@ impl Screen {
         Some(Screen { saved, fd })
     }
 
+    /// The lines [`Screen::draw`] shows (the last row stays empty).
+    pub fn height(&self) -> usize {
+        size().0.saturating_sub(1)
+    }
+
     /// Redraws the whole screen with `lines`, each cut to the terminal's width.
     pub fn draw(&self, lines: &[String]) {
         let (rows, cols) = size();
@@ -60,7 +88,7 @@ impl Screen {
     }
 
     /// Waits up to `d` for a key; returns it, if one came.
-    pub fn key(&self, d: Duration) -> Option<u8> {
+    pub fn key(&self, d: Duration) -> Option<Key> {
         let mut p = libc::pollfd {
             fd: self.fd,
             events: libc::POLLIN,
@@ -71,10 +99,10 @@ impl Screen {
         if unsafe { libc::poll(&mut p, 1, ms) } <= 0 {
             return None;
         }
-        let mut b = 0u8;
-        // SAFETY: reads at most one byte into b.
-        let n = unsafe { libc::read(self.fd, (&mut b as *mut u8).cast(), 1) };
-        (n == 1).then_some(b)
+        let mut b = [0u8; 8];
+        // SAFETY: reads at most b.len() bytes into b.
+        let n = unsafe { libc::read(self.fd, b.as_mut_ptr().cast(), b.len()) };
+        key_of(&b[..usize::try_from(n).ok()?])
     }
 }
 
@@ -100,5 +128,21 @@ fn size() -> (usize, usize) {
         (usize::from(w.ws_row), usize::from(w.ws_col))
     } else {
         (24, 80)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_escape_sequences() {
+        assert_eq!(key_of(b"q"), Some(Key::Char(b'q')));
+        assert_eq!(key_of(b"\x1b[A"), Some(Key::Up));
+        assert_eq!(key_of(b"\x1bOB"), Some(Key::Down));
+        assert_eq!(key_of(b"\x1b[5~"), Some(Key::PageUp));
+        assert_eq!(key_of(b"\x1b[6~"), Some(Key::PageDown));
+        assert_eq!(key_of(b"\x1b"), Some(Key::Char(0x1b)));
+        assert_eq!(key_of(b""), None);
     }
 }

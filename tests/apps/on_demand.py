@@ -7,7 +7,8 @@ that nothing cuprof does may change. With ON_DEMAND_SECOND_CLIENT_AT=N, a second
 (torch.profiler's way) subscribes at step N: cuprof steps aside. With ON_DEMAND_TORCH=1, each
 step also runs one `torch.mm` on the CPU (an `aten::mm` operator). ON_DEMAND_KERNEL_SCALE=K
 makes both kernels K times longer (K=100: 4 ms and 1 ms). With ON_DEMAND_HOLD=FILE, no step
-begins while FILE exists (a step capture asked meanwhile waits)."""
+begins while FILE exists (a step capture asked meanwhile waits). With ON_DEMAND_MALLOC_MIB=N, it
+allocates (RANK + 1) * N MiB of device memory before its first step, and keeps it."""
 import ctypes
 import json
 import os
@@ -32,6 +33,9 @@ else:
 second_at = int(os.environ.get("ON_DEMAND_SECOND_CLIENT_AT", "-1"))
 scale = int(os.environ.get("ON_DEMAND_KERNEL_SCALE", "1"))
 hold = os.environ.get("ON_DEMAND_HOLD")
+malloc_mib = int(os.environ.get("ON_DEMAND_MALLOC_MIB", "0"))
+if malloc_mib:
+    d.double_malloc(0, (int(os.environ.get("RANK", "0")) + 1) * malloc_mib << 20)
 i = 0
 total = 0
 while not os.path.exists(stop_file) and (limit == 0 or i < limit):

@@ -673,3 +673,175 @@ fn operators_of_a_torch_process_are_recorded_only_while_captured() {
     }
     job.finish();
 }
+
+/// The python process `cuprof run` started (its only child), once it has its control socket.
+fn traced_child(job: &Job, launcher: u32) -> u32 {
+    for _ in 0..600 {
+        if let [pid] = children_of(launcher)[..] {
+            if job.socket_dir().join(format!("{pid}.sock")).exists() {
+                return pid;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("process {launcher}'s program never opened its control socket");
+}
+
+/// Issue 51: two ranks, each under `cuprof run --on-demand`. A step capture waiting for a held
+/// rank says which and where; its report (NAME-cycleC-report) holds both ranks' steps and is
+/// still theirs once the ranks have exited (a run writes none). A rank SIGKILLed during a
+/// capture is named with its file's state, and its own run says what it left.
+#[test]
+fn a_capture_names_the_ranks_it_waits_for_and_the_rank_that_died_and_writes_its_report_once() {
+    let hold = TempDir::new("lag-hold");
+    let hold_file = hold.path().join("hold");
+    std::fs::write(&hold_file, "").unwrap();
+    let mut job = Job::empty("lag");
+    let stop = job.stop_file();
+    let out = job.dir.path().join("out");
+    let caps = job.dir.path().join("caps");
+    let bin = cuprof_bin();
+    let run = [
+        bin.to_str().unwrap(),
+        "run",
+        "--on-demand",
+        "--name",
+        "job",
+        "--dir",
+        out.to_str().unwrap(),
+        "--",
+    ];
+    let lib = lib();
+    for rank in 0..2 {
+        let mut env = vec![("CUPROF_LIB", lib.to_str().unwrap())];
+        if rank == 1 {
+            env.push(("ON_DEMAND_HOLD", hold_file.to_str().unwrap()));
+        }
+        let args = [stop.to_str().unwrap(), "0", "20"];
+        job.spawn_under(&run, "on_demand.py", &args, "job", (rank, 2), &env);
+    }
+    let launchers = job.pids();
+    let traced: Vec<u32> = launchers.iter().map(|&l| traced_child(&job, l)).collect();
+    // Rank 1 is held before its first step.
+    let (ps, _) = job.ok(&["ps"]);
+    let row = ps
+        .lines()
+        .find(|l| l.starts_with(&format!("{}\t", traced[1])))
+        .unwrap();
+    assert_eq!(row.split('\t').nth(4), Some("0"), "{ps}");
+
+    let mut capture = Command::new(cuprof_bin())
+        .args(["capture", "--name", "job", "--steps", "2", "--dir"])
+        .arg(&caps)
+        .env("XDG_RUNTIME_DIR", job.runtime_dir())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(capture.stderr.take().unwrap());
+    let mut waiting = String::new();
+    while !waiting.starts_with("cuprof: waiting") {
+        waiting.clear();
+        assert_ne!(
+            std::io::BufRead::read_line(&mut err, &mut waiting).unwrap(),
+            0
+        );
+    }
+    std::fs::remove_file(&hold_file).unwrap();
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    assert!(capture.wait().unwrap().success(), "{rest}");
+    let r0 = steps_of(&read_trace(&rank_file(&caps, "job", 0, 1)));
+    assert_eq!(steps_of(&read_trace(&rank_file(&caps, "job", 1, 1))), r0);
+    assert_eq!(
+        waiting,
+        format!(
+            "cuprof: waiting for 1 of 2 processes to finish step {}: rank 1 (pid {}) at step 0\n",
+            r0[1], traced[1]
+        )
+    );
+    assert_eq!(wrote_lines(&rest), 2, "{rest}");
+    let report = caps.join("job-cycle1-report");
+    assert!(
+        rest.contains(&format!("cuprof: full report in {} ", report.display())),
+        "{rest}"
+    );
+    let summary = || -> Value {
+        serde_json::from_slice(&std::fs::read(report.join("summary.json")).unwrap()).unwrap()
+    };
+    let steps = summary()["steps"].clone();
+    assert_eq!(steps["count"], 4, "{steps}");
+
+    // Rank 1 is killed while a capture records it.
+    let capture = Command::new(cuprof_bin())
+        .args(["capture", "--name", "job", "--duration", "0", "--no-report"])
+        .args(["--dir"])
+        .arg(&caps)
+        .env("XDG_RUNTIME_DIR", job.runtime_dir())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let cut = rank_file(&caps, "job", 1, 2);
+    for _ in 0..600 {
+        if std::fs::metadata(&cut).is_ok_and(|m| m.len() > 0) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: kill has no memory preconditions; the pid is rank 1's program, alive.
+    assert_eq!(
+        unsafe { libc::kill(traced[1] as libc::pid_t, libc::SIGKILL) },
+        0
+    );
+    let killed = job.children.remove(1).wait_with_output().unwrap();
+    let killed_err = String::from_utf8_lossy(&killed.stderr).into_owned();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&killed.status),
+        Some(libc::SIGKILL)
+    );
+    // SAFETY: as above; the pid is the capture's, alive.
+    assert_eq!(
+        unsafe { libc::kill(capture.id() as libc::pid_t, libc::SIGINT) },
+        0
+    );
+    let done = capture.wait_with_output().unwrap();
+    let cap_err = String::from_utf8_lossy(&done.stderr).into_owned();
+    assert!(done.status.success(), "{cap_err}");
+    assert_eq!(wrote_lines(&cap_err), 1, "{cap_err}");
+    let died = format!(
+        "cuprof: process {} (rank 1) died during capture 2 (killed?): {} is unfinished: ",
+        traced[1],
+        cut.display()
+    );
+    let line = cap_err
+        .lines()
+        .find(|l| l.starts_with(&died))
+        .unwrap_or_else(|| panic!("{cap_err}"));
+    assert!(
+        line.ends_with(&format!("; cuprof repair {} closes it", cut.display())),
+        "{line}"
+    );
+    // Its run lists the first capture's file, complete, and this one's, unfinished.
+    let not_reported = "cuprof: not reported (the program was killed by signal 9): ";
+    let first = rank_file(&caps, "job", 1, 1);
+    let lines: Vec<&str> = killed_err
+        .lines()
+        .filter(|l| l.starts_with(not_reported))
+        .collect();
+    assert_eq!(lines.len(), 2, "{killed_err}");
+    assert!(
+        lines[0].starts_with(&format!("{not_reported}{} is complete (", first.display())),
+        "{killed_err}"
+    );
+    assert!(
+        lines[1].starts_with(&format!("{not_reported}{} is unfinished: ", cut.display())),
+        "{killed_err}"
+    );
+    assert!(!killed_err.contains("nothing traced"), "{killed_err}");
+
+    // Rank 0 ends: its run lists both its files and writes no report.
+    let results = job.finish();
+    assert_eq!(wrote_lines(&results[0].1), 2, "{}", results[0].1);
+    assert!(!results[0].1.contains("full report"), "{}", results[0].1);
+    assert_eq!(summary()["steps"], steps);
+    assert!(!out.join("job-report").exists() && !caps.join("job-report").exists());
+}

@@ -50,11 +50,18 @@ fn wait_state(job: &Job, state: &str) {
     panic!("the processes never became {state}");
 }
 
-/// Waits (bounded) until `cuprof top -n 1` prints `want`; asserts it does.
+/// Waits (bounded) until `cuprof top -n 1 --detail` prints `want`; asserts it does.
 fn top_prints(job: &Job, want: &str) {
+    top_prints_with(job, &["--detail"], want)
+}
+
+/// [`top_prints`] of `cuprof top -n 1 ARGS`.
+fn top_prints_with(job: &Job, args: &[&str], want: &str) {
     let mut got = String::new();
     for _ in 0..100 {
-        got = job.ok(&["top", "-n", "1"]).0;
+        let mut all = vec!["top", "-n", "1"];
+        all.extend_from_slice(args);
+        got = job.ok(&all).0;
         if got == want {
             return;
         }
@@ -105,11 +112,23 @@ fn top_prints_plain_lines_when_not_a_terminal() {
             "{header}{pid}  rank 0  burst  recording  step 0  step time p50 - last -  device memory 1.0 MiB\n  GPU busy 50.0% of the last second\n  kernels, last second:\n{kernels}  kernels, since the capture began:\n{kernels}  operators, last second: none\n  operators, since the capture began: none\n\n"
         ),
     );
+    // The node's view, the same figures on one line: the busiest first.
+    let columns = "RANK     PID STATE    BUSY HISTORY     STEP  STEP P50    MEMORY  TOP KERNEL";
+    top_prints_with(
+        &job,
+        &["--sort", "busy"],
+        &format!("cuprof top: 1 process, busiest first\n{columns}\n   0 {pid:>7} rec     50.0%        ▄       0         -   1.0 MiB  gemm()\n\n"),
+    );
     let err = interrupt(capture);
     assert_eq!(wrote_lines(&err), 1, "{err}");
     top_prints(
         &job,
         &format!("{header}{pid}  rank 0  burst  ready  step 0  step time p50 - last -  device memory 1.0 MiB\n  not recording (cuprof capture --pid {pid} --duration 0 records until stopped)\n\n"),
+    );
+    top_prints_with(
+        &job,
+        &[],
+        &format!("cuprof top: 1 process, by rank\n{columns}\n   0 {pid:>7} ready       -                0         -   1.0 MiB  -\n\n"),
     );
     std::fs::write(&stop, "").unwrap();
     for c in std::mem::take(&mut job.children) {
@@ -117,14 +136,18 @@ fn top_prints_plain_lines_when_not_a_terminal() {
     }
 }
 
-/// A tmux server of its own (`-L`), with one session running a command in a 200x60 window.
+/// A tmux server of its own (`-L`), with one session running a command in a window of
+/// `size` (columns, rows).
 struct Tmux {
     socket: String,
 }
 
 impl Tmux {
-    fn start(command: &str) -> Tmux {
-        let socket = format!("cuprof-e2e-{}", std::process::id());
+    fn start(command: &str, size: (u16, u16)) -> Tmux {
+        // Tests run side by side in this process: a server each.
+        static SERVERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = SERVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let socket = format!("cuprof-e2e-{}-{n}", std::process::id());
         let t = Tmux { socket };
         let ok = t
             .cmd(&[
@@ -133,9 +156,9 @@ impl Tmux {
                 "-s",
                 "top",
                 "-x",
-                "200",
+                &size.0.to_string(),
                 "-y",
-                "60",
+                &size.1.to_string(),
                 command,
             ])
             .status()
@@ -269,6 +292,178 @@ fn in_trace(work: &[(String, u64, u64)], to: u64) -> LastSecond {
     }
 }
 
+/// The ends of the seconds of the trace a screen read at `at` may show. The screen's second
+/// ends at the newest GPU work the process had when it drew, which is within a refresh (1 s)
+/// and the records' flush interval (1 s) of the time the screen was read: one such second of
+/// the trace says exactly what the screen says.
+fn seconds_before(work: &[(String, u64, u64)], at: u64) -> Vec<u64> {
+    let candidates: Vec<u64> = work
+        .iter()
+        .map(|w| w.2)
+        .filter(|&end| end <= at && end + 4 * SECOND_NS > at)
+        .collect();
+    assert!(!candidates.is_empty());
+    candidates
+}
+
+/// One rank line of the node's view: (rank, pid, state, busy, top kernel, memory).
+#[allow(clippy::type_complexity)]
+fn rank_line(line: &str) -> Option<(u32, u32, String, String, String, String)> {
+    // Columns: rank 0..4, pid 5..12, state 13..18, busy 19..26, history 27..35, step 36..43,
+    // step p50 44..53, memory 54..63, top kernel from 65.
+    let c: Vec<char> = line.chars().collect();
+    let col = |a: usize, b: usize| -> String {
+        c.get(a..b.min(c.len())).map_or(String::new(), |s| {
+            s.iter().collect::<String>().trim().to_owned()
+        })
+    };
+    Some((
+        col(0, 4).parse().ok()?,
+        col(5, 12).parse().ok()?,
+        col(13, 18),
+        col(19, 26),
+        col(65, c.len()),
+        col(54, 63),
+    ))
+}
+
+#[test]
+fn top_in_tmux_at_80x24_shows_eight_ranks_one_line_each_as_their_traces_say() {
+    // gemm 4 ms and softmax 1 ms (overlapping it) every 20 ms or so, in each of 8 ranks; rank
+    // R holds R + 1 MiB of device memory (no device memory records: the driver's figure).
+    let env = [
+        ("ON_DEMAND_KERNEL_SCALE", "100"),
+        ("ON_DEMAND_MALLOC_MIB", "1"),
+    ];
+    let mut job = Job::start_with("tmux8", "n8", 8, 0, 20, &env);
+    job.wait_ready();
+    let pids = job.pids();
+    let caps = job.dir.path().join("caps");
+    let capture = Command::new(cuprof_bin())
+        .args([
+            "capture",
+            "--name",
+            "n8",
+            "--duration",
+            "0",
+            "--no-report",
+            "--dir",
+        ])
+        .arg(&caps)
+        .env("XDG_RUNTIME_DIR", job.runtime_dir())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_state(&job, "recording");
+    let tmux = Tmux::start(
+        &format!(
+            "env XDG_RUNTIME_DIR={} {} top",
+            job.runtime_dir().display(),
+            cuprof_bin().display()
+        ),
+        (80, 24),
+    );
+    // Once every rank's last second has kernels.
+    let mut seen = None;
+    for _ in 0..300 {
+        let (screen, at) = tmux.screen();
+        let rows: Vec<_> = screen.lines().filter_map(rank_line).collect();
+        if rows.len() == 8 && rows.iter().all(|r| r.2 == "rec" && r.4 != "-") {
+            seen = Some((screen, at, rows));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (screen, at, rows) = seen.expect("top never showed 8 recording ranks with kernels");
+    let lines: Vec<&str> = screen.lines().collect();
+    assert_eq!(
+        lines[..2],
+        [
+            "cuprof top: 8 processes, by rank; keys r b s sort, d detail, q quits",
+            "RANK     PID STATE    BUSY HISTORY     STEP  STEP P50    MEMORY  TOP KERNEL",
+        ],
+        "{screen}"
+    );
+    // By rank, one line each, every pid once.
+    assert_eq!(
+        rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+        (0..8).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        rows.iter().map(|r| r.5.as_str()).collect::<Vec<_>>(),
+        ["1.0 MiB", "2.0 MiB", "3.0 MiB", "4.0 MiB", "5.0 MiB", "6.0 MiB", "7.0 MiB", "8.0 MiB"],
+        "{screen}"
+    );
+    let mut shown_pids: Vec<u32> = rows.iter().map(|r| r.1).collect();
+    shown_pids.sort();
+    let mut want = pids.clone();
+    want.sort();
+    assert_eq!(shown_pids, want);
+    // A screen of 8 rows (7 drawn): 4 ranks and a line for the 4 others; j scrolls by one.
+    let resized = tmux
+        .cmd(&["resize-window", "-t", "top", "-x", "80", "-y", "8"])
+        .status()
+        .unwrap();
+    assert!(resized.success());
+    let ranks_shown = |want_last: &str| {
+        let mut screen = String::new();
+        for _ in 0..100 {
+            screen = tmux.screen().0;
+            if screen.lines().nth(6) == Some(want_last) {
+                return screen
+                    .lines()
+                    .filter_map(rank_line)
+                    .map(|r| r.0)
+                    .collect::<Vec<_>>();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("never shown: {want_last}\n{screen}");
+    };
+    assert_eq!(ranks_shown("4 more (up/down or j/k scroll)"), [0, 1, 2, 3]);
+    let sent = tmux.cmd(&["send-keys", "-t", "top", "j"]).status().unwrap();
+    assert!(sent.success());
+    assert_eq!(
+        ranks_shown("4 more, 1 above (up/down or j/k scroll)"),
+        [1, 2, 3, 4]
+    );
+    let sent = tmux.cmd(&["send-keys", "-t", "top", "q"]).status().unwrap();
+    assert!(sent.success());
+    let err = interrupt(capture);
+    assert_eq!(wrote_lines(&err), 8, "{err}");
+    // Each rank's busy share and top kernel are its trace's, for one second before the screen.
+    for (rank, _, _, busy, kernel, _) in &rows {
+        let trace = read_trace(&caps.join(format!("n8-rank{rank}-cycle1.trace.json.gz")));
+        let work = gpu_work(&trace);
+        let said: Vec<(String, String)> = seconds_before(&work, at)
+            .into_iter()
+            .map(|to| {
+                let second = in_trace(&work, to);
+                let top = top_kernel(&work, to);
+                (second.busy, top)
+            })
+            .collect();
+        assert!(
+            said.contains(&(busy.clone(), kernel.clone())),
+            "rank {rank}: the screen says {busy} {kernel}, no second of its trace before it does: {said:?}\n{screen}"
+        );
+    }
+    job.finish();
+}
+
+/// The kernel with the most time in the second ending at `to`.
+fn top_kernel(work: &[(String, u64, u64)], to: u64) -> String {
+    let from = to - SECOND_NS;
+    let mut by_name: BTreeMap<&str, u64> = BTreeMap::new();
+    for (name, s, e) in work.iter().filter(|w| w.2 > from && w.1 < to) {
+        *by_name.entry(name).or_default() += (*e).min(to) - (*s).max(from);
+    }
+    by_name
+        .into_iter()
+        .max_by_key(|(_, ns)| *ns)
+        .map_or("-".into(), |(n, _)| n.to_owned())
+}
+
 #[test]
 fn top_in_tmux_shows_what_the_trace_of_the_same_second_says() {
     // gemm 4 ms and softmax 1 ms (overlapping it) every 20 ms or so: about 20% busy.
@@ -279,11 +474,14 @@ fn top_in_tmux_shows_what_the_trace_of_the_same_second_says() {
     let caps = job.dir.path().join("caps");
     let capture = capture_until_interrupted(&job, pid, &caps);
     wait_state(&job, "recording");
-    let tmux = Tmux::start(&format!(
-        "env XDG_RUNTIME_DIR={} {} top",
-        job.runtime_dir().display(),
-        cuprof_bin().display()
-    ));
+    let tmux = Tmux::start(
+        &format!(
+            "env XDG_RUNTIME_DIR={} {} top --detail",
+            job.runtime_dir().display(),
+            cuprof_bin().display()
+        ),
+        (200, 60),
+    );
     // Past the first refreshes, once the last second has kernels.
     let mut seen = None;
     for _ in 0..300 {
@@ -323,15 +521,7 @@ fn top_in_tmux_shows_what_the_trace_of_the_same_second_says() {
     assert_eq!(wrote_lines(&err), 1, "{err}");
     let trace = read_trace(&caps.join("tj-rank0-cycle1.trace.json.gz"));
     let work = gpu_work(&trace);
-    // The screen's second ends at the newest GPU work the process had when it drew, which is
-    // within a refresh (1 s) and the records' flush interval (1 s) of the time the screen was
-    // read: one such second of the trace says exactly what the screen says.
-    let candidates: Vec<u64> = work
-        .iter()
-        .map(|w| w.2)
-        .filter(|&end| end <= at && end + 4 * SECOND_NS > at)
-        .collect();
-    assert!(!candidates.is_empty());
+    let candidates = seconds_before(&work, at);
     let matching = candidates
         .iter()
         .filter(|&&to| in_trace(&work, to) == on_screen)
@@ -374,12 +564,12 @@ fn top_names_a_process_of_another_release_in_one_line() {
     let pid = std::process::id();
     let path: PathBuf = dir.join(format!("{pid}.sock"));
     let listener = UnixListener::bind(&path).unwrap();
-    // Two connections: the probe that tells a live socket from a stale one (a status request),
-    // then top's own.
+    // Two connections per top: the probe that tells a live socket from a stale one (a status
+    // request), then top's own.
     let old = std::thread::spawn(move || {
         use std::io::{BufRead, BufReader, Write};
         let mut requests = Vec::new();
-        for _ in 0..2 {
+        for _ in 0..4 {
             let (mut c, _) = listener.accept().unwrap();
             let mut request = String::new();
             BufReader::new(&c).read_line(&mut request).unwrap();
@@ -389,13 +579,24 @@ fn top_names_a_process_of_another_release_in_one_line() {
         requests
     });
     let (out, _) = job.ok(&["top", "-n", "1"]);
+    let (detail, _) = job.ok(&["top", "-n", "1", "--detail"]);
     assert_eq!(
         old.join().unwrap(),
-        ["cuprof\t2\tstatus\n", "cuprof\t2\tlive\n"]
+        [
+            "cuprof\t2\tstatus\n",
+            "cuprof\t2\tlive\n",
+            "cuprof\t2\tstatus\n",
+            "cuprof\t2\tlive\n"
+        ]
     );
+    let why = format!("process {pid}'s answer: the other side speaks control protocol 1, this cuprof speaks 2: use cuprof and libcuprof.so of the same release");
     assert_eq!(
         out,
-        format!("cuprof top: 1 process, refreshed every second\nprocess {pid}'s answer: the other side speaks control protocol 1, this cuprof speaks 2: use cuprof and libcuprof.so of the same release\n\n")
+        format!("cuprof top: 1 process, by rank\nRANK     PID STATE    BUSY HISTORY     STEP  STEP P50    MEMORY  TOP KERNEL\n{why}\n\n")
+    );
+    assert_eq!(
+        detail,
+        format!("cuprof top: 1 process, refreshed every second\n{why}\n\n")
     );
 }
 
@@ -437,7 +638,7 @@ fn top_shows_the_operators_of_a_torch_process() {
     let names = ["aten::mm", "aten::resolve_conj"];
     let mut screen = String::new();
     for _ in 0..100 {
-        screen = job.ok(&["top", "-n", "1"]).0;
+        screen = job.ok(&["top", "-n", "1", "--detail"]).0;
         let total = listed(&screen, "operators, since the capture began");
         if names.iter().all(|n| total.get(*n).is_some_and(|&c| c > 0)) {
             break;

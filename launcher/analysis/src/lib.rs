@@ -101,5 +101,5 @@ pub use io::jobs::Jobs;
 pub use load::trace_files;
 pub use merge::{merge, MergeOptions};
 pub use report::{report, ReportOptions};
-pub use run_summary::after_run;
+pub use run_summary::{after_run, ReportOf};
 pub use views::flame::{flame, FlameOptions};

@@ -17,9 +17,19 @@ const TOP: usize = 5;
 /// Rows of the written report's tables (as `cuprof report`'s default).
 const REPORT_TOP: usize = 15;
 
-/// Analyses the traces a run wrote. Returns the lines to print and, when `write` is set, the
-/// folder the report went to; an analysis that fails is one line, never an error of the run.
-pub fn after_run(traces: &[PathBuf], write: bool) -> (Vec<String>, Option<PathBuf>) {
+/// Whose report [`after_run`] writes, which names its folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportOf {
+    /// A run's traces, every cycle: `NAME-report`.
+    Run,
+    /// One on-demand capture's traces, every rank: `NAME-cycleC-report`, so that the next
+    /// capture does not overwrite it.
+    Capture,
+}
+
+/// Analyses the traces a run wrote. Returns the lines to print and the folder the report went
+/// to; an analysis that fails is one line, never an error of the run.
+pub fn after_run(traces: &[PathBuf], of: ReportOf) -> (Vec<String>, Option<PathBuf>) {
     if traces.is_empty() {
         return (Vec::new(), None);
     }
@@ -36,28 +46,27 @@ pub fn after_run(traces: &[PathBuf], write: bool) -> (Vec<String>, Option<PathBu
     };
     let summary = an.summarize();
     let mut lines = short(&summary);
-    let mut dir = None;
-    if write {
-        let d = report_dir(&traces[0]);
-        let written = write_report(&d, &summary, REPORT_TOP).and_then(|()| {
-            let flame = flame::svg(&an, &traces)?;
-            let memory = flame::memory_svg(&an, &traces)?;
-            crate::io::output::write_with(&d.join(REPORT_HTML), |w| {
-                html::write_page(w, &summary, flame, memory, REPORT_TOP)
-            })
-        });
-        match written {
-            Ok(()) => {
-                lines.push(format!(
-                    "cuprof: full report in {} (report.html, report.md, summary.json)",
-                    d.shown()
-                ));
-                dir = Some(d);
-            }
-            Err(e) => lines.push(format!("cuprof: the report was not written: {e:#}")),
+    let d = report_dir(&traces[0], of);
+    let written = write_report(&d, &summary, REPORT_TOP).and_then(|()| {
+        let flame = flame::svg(&an, &traces)?;
+        let memory = flame::memory_svg(&an, &traces)?;
+        crate::io::output::write_with(&d.join(REPORT_HTML), |w| {
+            html::write_page(w, &summary, flame, memory, REPORT_TOP)
+        })
+    });
+    match written {
+        Ok(()) => {
+            lines.push(format!(
+                "cuprof: full report in {} (report.html, report.md, summary.json)",
+                d.shown()
+            ));
+            (lines, Some(d))
+        }
+        Err(e) => {
+            lines.push(format!("cuprof: the report was not written: {e:#}"));
+            (lines, None)
         }
     }
-    (lines, dir)
 }
 
 /// The short summary: a few lines, each prefixed `cuprof:`.
@@ -239,18 +248,30 @@ fn list(
     }
 }
 
-/// `DIR/NAME-report/` for traces `DIR/NAME-rankR[...].trace.json.gz`.
-fn report_dir(first_trace: &Path) -> PathBuf {
+/// `DIR/NAME-report/` for traces `DIR/NAME-rankR[...].trace.json.gz`; a capture's
+/// (`NAME-rankR-cycleC...`): `DIR/NAME-cycleC-report/`.
+fn report_dir(first_trace: &Path, of: ReportOf) -> PathBuf {
     let dir = first_trace.parent().unwrap_or(Path::new("."));
     let file = first_trace
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let name = match file.rfind("-rank") {
-        Some(i) => &file[..i],
-        None => file.split('.').next().unwrap_or("cuprof"),
+    let (name, after) = match file.rfind("-rank") {
+        Some(i) => (&file[..i], &file[i + 5..]),
+        None => (file.split('.').next().unwrap_or("cuprof"), ""),
     };
-    dir.join(format!("{name}-report"))
+    let cycle = after
+        .split_once("-cycle")
+        .map(|(_, c)| {
+            c.split(|ch: char| !ch.is_ascii_digit())
+                .next()
+                .unwrap_or("")
+        })
+        .filter(|c| !c.is_empty() && of == ReportOf::Capture);
+    match cycle {
+        Some(c) => dir.join(format!("{name}-cycle{c}-report")),
+        None => dir.join(format!("{name}-report")),
+    }
 }
 
 #[cfg(test)]
@@ -466,19 +487,35 @@ mod tests {
 
     #[test]
     fn the_report_folder_is_named_for_the_run() {
+        use ReportOf::{Capture, Run};
         assert_eq!(
-            report_dir(Path::new("/d/job-rank0-cycle2.trace.json.gz")),
+            report_dir(Path::new("/d/job-rank0-cycle2.trace.json.gz"), Run),
             PathBuf::from("/d/job-report")
         );
+        // One capture's: the next one does not overwrite it.
         assert_eq!(
-            report_dir(Path::new("/d/profile_1700-rank12.trace.json.gz")),
+            report_dir(Path::new("/d/job-rank0-cycle12.trace.json.gz"), Capture),
+            PathBuf::from("/d/job-cycle12-report")
+        );
+        assert_eq!(
+            report_dir(
+                Path::new("/d/job-rank0-cycle3-pid42-1.trace.json.gz"),
+                Capture
+            ),
+            PathBuf::from("/d/job-cycle3-report")
+        );
+        assert_eq!(
+            report_dir(Path::new("/d/profile_1700-rank12.trace.json.gz"), Capture),
             PathBuf::from("/d/profile_1700-report")
         );
         // `--tensorboard`'s names.
         assert_eq!(
-            report_dir(Path::new("/d/job-rank3.2.pt.trace.json.gz")),
+            report_dir(Path::new("/d/job-rank3.2.pt.trace.json.gz"), Run),
             PathBuf::from("/d/job-report")
         );
-        assert_eq!(report_dir(Path::new("x.json")), PathBuf::from("x-report"));
+        assert_eq!(
+            report_dir(Path::new("x.json"), Run),
+            PathBuf::from("x-report")
+        );
     }
 }

@@ -84,7 +84,14 @@ pub fn run(a: RunArgs) -> Result<()> {
     drop(site);
     let status = status?;
     if let Some(r) = &report_file {
-        end_of_run::print(r, !a.opts.no_report);
+        use std::os::unix::process::ExitStatusExt;
+        let ended = match status.signal() {
+            Some(sig) => end_of_run::Ended::Killed(sig),
+            None => end_of_run::Ended::Exited,
+        };
+        // Each capture's report is written once, by the `cuprof capture` that asked for it:
+        // a rank's run analysing its own files would overwrite it with one rank's steps.
+        end_of_run::print(r, !a.opts.no_report && !a.opts.on_demand(), ended);
     }
     child::exit_like(status)
 }

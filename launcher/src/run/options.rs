@@ -113,7 +113,8 @@ pub(super) struct Options {
     tensorboard: bool,
 
     /// Start ready and idle: nothing is recorded until `cuprof capture` asks (steps are
-    /// cuprof_step() calls); the other step options do not apply
+    /// cuprof_step() calls); the other step options do not apply. Each capture's report is
+    /// written by the `cuprof capture` that asked for it, not when the program ends
     #[arg(long, conflicts_with_all = ["wait", "warmup", "active", "repeat", "skip_first", "skip_first_wait", "step_nvtx", "capture_range", "delay", "duration"])]
     on_demand: bool,
 
@@ -279,6 +280,11 @@ impl Launch<'_> {
 }
 
 impl Options {
+    /// `--on-demand`: the program records only what `cuprof capture` asks.
+    pub(super) fn on_demand(&self) -> bool {
+        self.on_demand
+    }
+
     /// An option chooses what is recorded (a schedule, ranges, time, on demand).
     fn window_given(&self) -> bool {
         self.wait.is_some()

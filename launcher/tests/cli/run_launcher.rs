@@ -296,6 +296,39 @@ exit 0"#;
 }
 
 #[test]
+fn a_program_killed_with_traces_open_is_told_with_each_files_state() {
+    let f = Fixture::new("killed");
+    // One trace closed before the kill (its `file` line never came: the library reports at
+    // exit), one cut in the middle of an event.
+    let done = f.dir.join("k-rank0-cycle1.trace.json");
+    let cut = f.dir.join("k-rank0-cycle2.trace.json");
+    std::fs::write(&done, r#"{"traceEvents": [{"ph": "i"}]}"#).unwrap();
+    std::fs::write(&cut, r#"{"traceEvents": [{"ph": "i"}, {"ph": "i"}, {"ph""#).unwrap();
+    let script = format!(
+        "printf 'open\\t7\\t{}\\n' >> \"$CUPROF_REPORT_FILE\"\nprintf 'open\\t7\\t{}\\n' >> \"$CUPROF_REPORT_FILE\"\nkill -KILL $$",
+        done.display(),
+        cut.display()
+    );
+    let o = f.run(&["--", "sh", "-c", &script]);
+    assert_eq!(o.status.signal(), Some(libc::SIGKILL));
+    let err = stderr(&o);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("cuprof: ")).collect();
+    let why = "cuprof: not reported (the program was killed by signal 9)";
+    assert_eq!(
+        lines,
+        [
+            format!("{why}: {} is complete (1 event, 30 B)", done.display()),
+            format!(
+                "{why}: {} is unfinished: 2 events readable up to its last flush (48 B); cuprof repair {} closes it",
+                cut.display(),
+                cut.display()
+            ),
+        ],
+        "{err}"
+    );
+}
+
+#[test]
 fn missing_library_is_a_clear_error() {
     let f = Fixture::new("nolib");
     let marker = f.dir.join("ran");

@@ -555,6 +555,17 @@ fn alloc(device: u32, bytes: u64, is_async: bool) -> (u64, u64) {
 }
 
 /// Returns (bytes, pool used after) of the released allocation (0 bytes if unknown).
+/// Bytes allocated on `device` and not freed (what `cuMemGetInfo` counts as used).
+pub fn device_used(device: u32) -> u64 {
+    lock(&MEMORY).as_ref().map_or(0, |m| {
+        m.live
+            .values()
+            .filter(|a| a.device == device)
+            .map(|a| a.bytes)
+            .sum()
+    })
+}
+
 fn release(address: u64) -> (u64, u64) {
     let mut g = lock(&MEMORY);
     let Some(m) = g.as_mut() else {

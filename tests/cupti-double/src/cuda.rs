@@ -1,11 +1,12 @@
 //! A fake libcuda subset (cuda.h signatures), enough to drive a test process like a CUDA
 //! program: `cuInit` performs NVIDIA's injection (`CUDA_INJECTION64_PATH`), the device
-//! queries answer like one H100 SXM.
+//! queries answer like one H100 SXM. Every device's primary context is active once cuInit has
+//! run; `cuMemGetInfo_v2` counts the double's allocations on the current context's device.
 #![allow(non_snake_case)]
 
 use crate::panic_guard::guard;
 use std::cell::Cell;
-use std::ffi::{c_char, c_int, CString};
+use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::atomic::AtomicU8;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 
@@ -14,6 +15,9 @@ const CUDA_SUCCESS: c_int = 0;
 const CUDA_ERROR_INVALID_VALUE: c_int = 1;
 const CUDA_ERROR_NOT_INITIALIZED: c_int = 3;
 const CUDA_ERROR_INVALID_DEVICE: c_int = 101;
+const CUDA_ERROR_INVALID_CONTEXT: c_int = 201;
+/// Every device's memory, as `cuDeviceTotalMem_v2` says.
+const TOTAL_MEM: usize = 85_029_158_912;
 const CUDA_ERROR_UNKNOWN: c_int = 999;
 
 /// 0 = cuInit never called, 1 = first cuInit running the injection, 2 = done.
@@ -21,6 +25,8 @@ static INIT: AtomicU8 = AtomicU8::new(0);
 
 thread_local! {
     static IN_INIT: Cell<bool> = const { Cell::new(false) };
+    /// This thread's context stack: primary contexts, each its device's ordinal + 1.
+    static CONTEXTS: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The driver counts as initialised from inside the first cuInit on (the injection may
@@ -179,7 +185,7 @@ pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: c_int) -> c
         let rc = check_device(dev);
         if rc == CUDA_SUCCESS {
             // SAFETY: checked non-null; the caller passes a writable size_t.
-            unsafe { *bytes = 85_029_158_912 };
+            unsafe { *bytes = TOTAL_MEM };
         }
         rc
     })
@@ -237,5 +243,95 @@ pub unsafe extern "C" fn cuDeviceGetAttribute(
             }
             None => CUDA_ERROR_INVALID_VALUE,
         }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuDevicePrimaryCtxGetState(
+    dev: c_int,
+    flags: *mut u32,
+    active: *mut c_int,
+) -> c_int {
+    guard(CUDA_ERROR_UNKNOWN, || {
+        if flags.is_null() || active.is_null() {
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        let rc = check_device(dev);
+        if rc == CUDA_SUCCESS {
+            // SAFETY: checked non-null; the caller passes a writable unsigned int and int.
+            unsafe {
+                *flags = 0;
+                *active = 1;
+            }
+        }
+        rc
+    })
+}
+
+/// `CUcontext` is a pointer: the double's is the device's ordinal + 1.
+#[no_mangle]
+pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut *mut c_void, dev: c_int) -> c_int {
+    guard(CUDA_ERROR_UNKNOWN, || {
+        if ctx.is_null() {
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        let rc = check_device(dev);
+        if rc == CUDA_SUCCESS {
+            // SAFETY: checked non-null; the caller passes a writable CUcontext.
+            unsafe { *ctx = (dev as usize + 1) as *mut c_void };
+        }
+        rc
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: c_int) -> c_int {
+    guard(CUDA_ERROR_UNKNOWN, || check_device(dev))
+}
+
+#[no_mangle]
+pub extern "C" fn cuCtxPushCurrent_v2(ctx: *mut c_void) -> c_int {
+    guard(CUDA_ERROR_UNKNOWN, || {
+        let c = ctx as usize;
+        if c == 0 || c > device_count() as usize {
+            return CUDA_ERROR_INVALID_CONTEXT;
+        }
+        CONTEXTS.with(|s| s.borrow_mut().push(c));
+        CUDA_SUCCESS
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxPopCurrent_v2(ctx: *mut *mut c_void) -> c_int {
+    guard(CUDA_ERROR_UNKNOWN, || {
+        let Some(c) = CONTEXTS.with(|s| s.borrow_mut().pop()) else {
+            return CUDA_ERROR_INVALID_CONTEXT;
+        };
+        if !ctx.is_null() {
+            // SAFETY: non-null; the caller passes a writable CUcontext.
+            unsafe { *ctx = c as *mut c_void };
+        }
+        CUDA_SUCCESS
+    })
+}
+
+/// Free and total memory of the current context's device; the used part is what the program
+/// allocated there (`double_malloc`) and has not freed.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> c_int {
+    guard(CUDA_ERROR_UNKNOWN, || {
+        if free.is_null() || total.is_null() {
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        let Some(c) = CONTEXTS.with(|s| s.borrow().last().copied()) else {
+            return CUDA_ERROR_INVALID_CONTEXT;
+        };
+        let used = crate::control::device_used(c as u32 - 1) as usize;
+        // SAFETY: checked non-null; the caller passes writable size_ts.
+        unsafe {
+            *free = TOTAL_MEM.saturating_sub(used);
+            *total = TOTAL_MEM;
+        }
+        CUDA_SUCCESS
     })
 }

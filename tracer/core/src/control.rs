@@ -16,8 +16,9 @@
 //! ```
 //!
 //! `DIR` (empty: the process's own directory) receives the capture's trace; the process appends
-//! one [`crate::config::report::ReportLine`] per file it writes to the file `REPORT`, which
-//! the requester created. A duration of 0 ms records until `stop`. `OPTIONS` is what the
+//! one [`crate::config::report::ReportLine`] per file it opens, then one per file it writes,
+//! to the file `REPORT`, which the requester created (a process that dies leaves the first
+//! without the second). A duration of 0 ms records until `stop`. `OPTIONS` is what the
 //! capture records if not what the process started with ([`CaptureOptions`]; empty: as
 //! started).
 //!

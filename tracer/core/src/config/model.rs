@@ -187,7 +187,7 @@ pub struct Config {
     /// trace (a heavily loaded machine may need more than the default).
     pub shutdown_wait: Duration,
     /// `CUPROF_REPORT_FILE` (set by the launcher): append one [`super::report::ReportLine`] per file
-    /// written.
+    /// opened, then one per file written.
     pub report_file: Option<PathBuf>,
     /// `CUPROF_QUIET`: no informational stderr lines (warnings still print).
     pub quiet: bool,

@@ -5,7 +5,12 @@
 //! ```text
 //! file<TAB>PATH<TAB>EVENTS<TAB>BYTES
 //! note<TAB>TEXT
+//! open<TAB>PID<TAB>PATH
 //! ```
+//!
+//! `open` is appended when a trace file is opened, by the process `PID` (its pid in its own
+//! PID namespace: its control socket's name), so that a reader whose `file` line for `PATH`
+//! never comes knows the process died with that file unfinished.
 //!
 //! `PATH` is the absolute path of a file written (it may itself contain tabs: the last two
 //! fields are split off from the right); `EVENTS` the number of trace events in it (records,
@@ -26,6 +31,11 @@ pub enum ReportLine {
         bytes: u64,
     },
     Note(String),
+    /// Process `pid` opened the trace file `path` (its `File` line comes once it is closed).
+    Opened {
+        pid: u32,
+        path: PathBuf,
+    },
 }
 
 impl ReportLine {
@@ -42,6 +52,10 @@ impl ReportLine {
                 format!("file\t{path}\t{events}\t{bytes}\n")
             }
             ReportLine::Note(text) => format!("note\t{}\n", clean(text)),
+            ReportLine::Opened { pid, path } => {
+                let path = path.to_string_lossy().replace(['\n', '\r'], "?");
+                format!("open\t{pid}\t{path}\n")
+            }
         }
     }
 
@@ -50,6 +64,16 @@ impl ReportLine {
         let line = line.strip_suffix('\n').unwrap_or(line);
         if let Some(text) = line.strip_prefix("note\t") {
             return Some(ReportLine::Note(text.to_owned()));
+        }
+        if let Some(rest) = line.strip_prefix("open\t") {
+            let (pid, path) = rest.split_once('\t')?;
+            if path.is_empty() {
+                return None;
+            }
+            return Some(ReportLine::Opened {
+                pid: pid.parse().ok()?,
+                path: PathBuf::from(path),
+            });
         }
         let rest = line.strip_prefix("file\t")?;
         let mut it = rest.rsplitn(3, '\t');
@@ -103,21 +127,30 @@ mod tests {
                 bytes: 1,
             },
             ReportLine::Note("nothing traced:\tno CUDA\nat all".into()),
+            ReportLine::Opened {
+                pid: 42,
+                path: "/tmp/a\tb/run-rank1-cycle2.trace.json.gz".into(),
+            },
         ];
         assert_eq!(
             lines[0].to_line(),
             "file\t/tmp/a b/run-rank0.trace.json.gz\t12\t3456\n"
         );
         assert_eq!(lines[2].to_line(), "note\tnothing traced: no CUDA at all\n");
-        let text: String =
-            lines.iter().map(ReportLine::to_line).collect::<String>() + "garbage\nfile\tx\ty\t1\n";
+        assert_eq!(
+            lines[3].to_line(),
+            "open\t42\t/tmp/a\tb/run-rank1-cycle2.trace.json.gz\n"
+        );
+        let text: String = lines.iter().map(ReportLine::to_line).collect::<String>()
+            + "garbage\nfile\tx\ty\t1\nopen\tx\t/p\nopen\t7\t\n";
         let back = parse_all(&text);
         assert_eq!(back[..2], lines[..2]);
         assert_eq!(
             back[2],
             ReportLine::Note("nothing traced: no CUDA at all".into())
         );
-        assert_eq!(back.len(), 3);
+        assert_eq!(back[3], lines[3]);
+        assert_eq!(back.len(), 4);
 
         let dir = temp_dir("report");
         std::fs::create_dir_all(&dir).unwrap();
@@ -125,7 +158,7 @@ mod tests {
         for l in &lines {
             append(&f, l).unwrap();
         }
-        assert_eq!(read(&f).unwrap().len(), 3);
+        assert_eq!(read(&f).unwrap().len(), 4);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -183,10 +183,17 @@ fn handle(t: &'static Tracer, who: &Identity, req: Request) -> Reply {
     match req {
         Request::Status => Reply::Status(status(who)),
         Request::Live => match crate::state::live::snapshot() {
-            Some(snapshot) => Reply::Live(Box::new(Live {
-                status: status(who),
-                snapshot,
-            })),
+            Some(mut snapshot) => {
+                // Without device memory records (MEM), the driver's figure: asked here, once
+                // per live request, never per event.
+                if snapshot.memory_bytes.is_none() {
+                    snapshot.memory_bytes = crate::host::devices::memory_in_use();
+                }
+                Reply::Live(Box::new(Live {
+                    status: status(who),
+                    snapshot,
+                }))
+            }
             None => Reply::Error("this process keeps no live figures".into()),
         },
         _ if phase() == Phase::Aside => Reply::Error(

@@ -39,6 +39,19 @@ pub fn capture_dir(cycle: u32) -> Option<PathBuf> {
     a.iter().find(|a| a.cycle == cycle)?.dir.clone()
 }
 
+/// The writer thread opened capture `cycle`'s trace (`opened`, a [`ReportLine::Opened`]): its
+/// requester learns the path now, so that it can name the file if this process dies.
+pub fn opened(cycle: u32, opened: &ReportLine) {
+    let report = {
+        let Ok(a) = ASKED.lock() else { return };
+        let Some(a) = a.iter().find(|a| a.cycle == cycle) else {
+            return;
+        };
+        a.report.clone()
+    };
+    append(&report, std::slice::from_ref(opened));
+}
+
 /// The writer thread has closed capture `cycle` (its file written, or none when it recorded
 /// nothing): tell the requester, through its report file, and count it done.
 pub fn finished(cycle: u32, written: &[Written]) {

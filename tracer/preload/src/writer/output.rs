@@ -4,6 +4,7 @@
 
 use crate::host::process::{clock_ns, say};
 use crate::pipe::tracer::Tracer;
+use cuprof_core::config::report::ReportLine;
 use cuprof_core::config::Config;
 use cuprof_core::memory::MemoryTimeline;
 use cuprof_core::session::{Session, Sink};
@@ -18,6 +19,8 @@ struct FileSink {
     rank: u32,
     multi_cycle: bool,
     tensorboard: bool,
+    /// The launcher's report file (`cuprof run`), told of each trace as it opens.
+    report_file: Option<PathBuf>,
 }
 
 impl Sink for FileSink {
@@ -37,6 +40,16 @@ impl Sink for FileSink {
         if let Some(note) = unique.renamed_note(&file_name) {
             say(&note);
         }
+        // Told now, not only once closed: whoever waits for this file learns from a missing
+        // `file` line that the process died with it unfinished.
+        let opened = ReportLine::Opened {
+            pid: crate::host::process::pid(),
+            path: unique.path.clone(),
+        };
+        if let Some(rf) = &self.report_file {
+            let _ = cuprof_core::config::report::append(rf, &opened);
+        }
+        crate::state::captures::opened(cycle, &opened);
         Ok((
             Box::new(std::io::BufWriter::with_capacity(1 << 20, unique.file)),
             unique.path,
@@ -101,6 +114,7 @@ pub fn session(cfg: &Config, t: &Tracer) -> Session {
         rank: cfg.rank.rank,
         multi_cycle: cfg.capture.multi_cycle(),
         tensorboard: cfg.tensorboard,
+        report_file: cfg.report_file.clone(),
     };
     let mut session = Session::new(
         meta(cfg, t),
