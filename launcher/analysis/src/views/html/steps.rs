@@ -368,8 +368,14 @@ fn histogram(out: &mut String, s: &Summary) {
         ("p99", "steps.p99_ns", st.p99_ns),
     ] {
         let px = x.at(v);
-        row = if px - last_x < 26.0 { row + 14.0 } else { 0.0 };
-        last_x = px;
+        // A label at an end of the axis stays inside the plot, clear of the count ticks.
+        let label_x = px.clamp(M_LEFT + 14.0, W - M_RIGHT - 14.0);
+        row = if label_x - last_x < 26.0 {
+            row + 14.0
+        } else {
+            0.0
+        };
+        last_x = label_x;
         let _ = write!(
             out,
             r#"<g class="pct"><line x1="{}" y1="{}" x2="{}" y2="{}"{}><title>{p} {}</title></line><text x="{}" y="{}" text-anchor="middle">{p}</text></g>"#,
@@ -379,7 +385,7 @@ fn histogram(out: &mut String, s: &Summary) {
             f(H - M_BOTTOM),
             data(key, v),
             dur(v),
-            f(px),
+            f(label_x),
             f(M_TOP + 9.0 + row),
         );
     }
