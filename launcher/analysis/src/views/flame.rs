@@ -329,16 +329,23 @@ fn draw(
     Ok(())
 }
 
-/// The SVG `cuprof flame PATHS` draws (GPU time; by operator when the traces have operators),
-/// or `None` when there is no GPU work to draw.
-pub(crate) fn svg(an: &Analysis, paths: &[PathBuf]) -> Result<Option<String>> {
-    svg_of(an, Weigh::GpuTime, paths)
-}
-
-/// The SVG `cuprof flame PATHS --memory` draws, or `None` when the traces recorded no PyTorch
-/// allocations.
-pub(crate) fn memory_svg(an: &Analysis, paths: &[PathBuf]) -> Result<Option<String>> {
-    svg_of(an, Weigh::Allocated, paths)
+/// The page's flame graphs of `paths`' analysis: what `cuprof flame PATHS` draws (GPU time; by
+/// operator when the traces have operators; `None` when there is no GPU work to draw) and what
+/// `cuprof flame PATHS --memory` draws (`None` when the traces recorded no PyTorch
+/// allocations). The page is shared: their subtitles name the inputs by base name, not by
+/// where they sat on this machine.
+pub(crate) fn page_svgs(
+    an: &Analysis,
+    paths: &[PathBuf],
+) -> Result<(Option<String>, Option<String>)> {
+    let names: Vec<PathBuf> = paths
+        .iter()
+        .map(|p| p.file_name().map_or_else(|| p.clone(), Into::into))
+        .collect();
+    Ok((
+        svg_of(an, Weigh::GpuTime, &names)?,
+        svg_of(an, Weigh::Allocated, &names)?,
+    ))
 }
 
 fn svg_of(an: &Analysis, weigh: Weigh, paths: &[PathBuf]) -> Result<Option<String>> {

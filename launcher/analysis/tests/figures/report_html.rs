@@ -423,6 +423,27 @@ fn html_flag_alone_writes_only_the_page() {
     assert!(!out.status.success());
 }
 
+/// The page `cuprof run` writes beside its traces (given by absolute path, as the run names
+/// them) carries no path of this machine: both flame graphs' subtitles name the trace by its
+/// base name.
+#[test]
+fn run_page_names_traces_by_base_name() {
+    let dir = tempdir("html-run");
+    let trace = dir.join("job-rank0.trace.json.gz");
+    with_allocations().write_gz(&trace);
+    let (lines, written) = cuprof_analysis::run_summary::after_run(&[trace], true);
+    let out = written.unwrap_or_else(|| panic!("no report: {lines:?}"));
+    assert_eq!(out, dir.join("job-report"));
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(!html.contains(&dir.display().to_string()), "a path");
+    for id in ["cp-flame", "cp-flame-memory"] {
+        assert!(
+            section(&html, id).contains(">job-rank0.trace.json.gz</text>"),
+            "{id}"
+        );
+    }
+}
+
 // ---- headless Chromium ----
 
 const CHROMIUM: &str = "/usr/bin/chromium";
