@@ -852,7 +852,7 @@ fn layout(page: &Path, dir: &Path, tag: &str) -> String {
     let (dom, err) = chromium(
         &copy,
         &dir.join(format!("profile-{tag}")),
-        &["--dump-dom", "--window-size=1280,1000"],
+        &["--dump-dom", "--window-size=1400,1000"],
     );
     assert!(console_lines(&err).is_empty(), "{:?}", console_lines(&err));
     between(&dom, r#"<pre id="layout">"#, "</pre>").to_string()
@@ -981,6 +981,18 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
             }
         }
         assert!(xticks >= 2, "{tag}: {xticks} step ticks");
+        // The time axis fits the steps (1 to 1.61 ms): it starts near 1 ms, not at 0.
+        let yticks: Vec<f64> = over
+            .split(r#"text-anchor="end">"#)
+            .skip(1)
+            .filter_map(|x| x[..x.find('<').unwrap()].parse().ok())
+            .collect();
+        assert!(yticks.len() >= 3, "{tag}: {yticks:?}");
+        assert!(over.contains(">step time (ms)</text>"), "{tag}");
+        assert!(
+            yticks.iter().all(|&t| (0.9..=1.7).contains(&t)),
+            "{tag}: {yticks:?}"
+        );
         // Distribution: a dot per step time below 30 of them, else bins holding all.
         let n = (ranks * steps) as usize;
         if n < 30 {
@@ -1045,7 +1057,7 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
             &dir.join(format!("profile-shot-{tag}")),
             &[
                 &format!("--screenshot={}", shot.display()),
-                "--window-size=1000,2600",
+                "--window-size=1400,2600",
                 "--hide-scrollbars",
             ],
         );
