@@ -16,6 +16,8 @@ use crate::sections::series::StepTime;
 
 /// Ranks named per figure, furthest first.
 pub const NAMED: usize = 3;
+/// A rank within this fraction of the median is not named: lock-step ranks differ by noise.
+pub const NEAR: f64 = 0.01;
 /// Slowest steps named.
 pub const SLOWEST: usize = 5;
 
@@ -44,8 +46,8 @@ pub struct RankFigure {
     pub figure: String,
     /// Over the ranks that have the figure (mean of the middle two for an even count).
     pub median: f64,
-    /// Up to [`NAMED`] ranks whose figure differs from the median, furthest first (ties: by
-    /// rank).
+    /// Up to [`NAMED`] ranks whose figure differs from the median by [`NEAR`] of it or more,
+    /// furthest first (ties: by rank).
     pub ranks: Vec<RankOutlier>,
 }
 
@@ -132,7 +134,10 @@ fn furthest(figure: &str, values: &[(i64, f64)]) -> RankFigure {
     let mut sorted: Vec<f64> = values.iter().map(|v| v.1).collect();
     sorted.sort_by(f64::total_cmp);
     let median = percentile_f64(&sorted, 50);
-    let mut far: Vec<&(i64, f64)> = values.iter().filter(|v| v.1 != median).collect();
+    let mut far: Vec<&(i64, f64)> = values
+        .iter()
+        .filter(|v| (v.1 - median).abs() >= NEAR * median.abs() && v.1 != median)
+        .collect();
     let dist = |v: &&(i64, f64)| (v.1 - median).abs();
     far.sort_by(|a, b| dist(b).total_cmp(&dist(a)).then(a.0.cmp(&b.0)));
     RankFigure {
@@ -223,8 +228,13 @@ mod tests {
             .map(|r| (r.rank, r.value, r.vs_median))
             .collect();
         assert_eq!(named, [(3, 30.0, 3.0), (4, 4.0, 0.4), (2, 12.0, 1.2)]);
-        // All equal: nobody.
+        // All equal, or within 1% of the median: nobody.
         assert!(furthest("x", &[(0, 5.0), (1, 5.0)]).ranks.is_empty());
+        let near = furthest("x", &[(0, 1000.0), (1, 1005.0), (2, 996.0), (3, 1009.0)]);
+        assert_eq!(near.median, 1002.5);
+        assert!(near.ranks.is_empty());
+        let f = furthest("x", &[(0, 1000.0), (1, 1000.0), (2, 1010.0)]);
+        assert_eq!(f.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), [2]);
     }
 
     #[test]
