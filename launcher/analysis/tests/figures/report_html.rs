@@ -922,6 +922,21 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
         assert!(check_numbers(&html, &s) > 0, "{tag}");
         assert!(!html.contains(&dir.display().to_string()), "{tag}: a path");
         check_culprits(&tag, ranks, &html, &s, &stdout);
+        // report.md: the same section, with the same figures.
+        let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+        assert!(md.contains("## What holds the job back\n"), "{tag}");
+        if ranks > 1 {
+            let per_rank = steps as f64;
+            assert!(
+                md.contains(&format!(
+                    "| compute | rank {} | {:.3} ms | {:.3} ms | 1.30× |",
+                    gpu_straggler(ranks),
+                    0.65 * per_rank,
+                    0.5 * per_rank
+                )),
+                "{tag}: {md}"
+            );
+        }
 
         let report = layout(&page, &dir, &tag);
         assert!(report.starts_with("ok "), "{tag}:\n{report}");
