@@ -676,6 +676,19 @@ fn scaled_trace(rank: i64, ranks: i64, steps: i64) -> Trace {
     t
 }
 
+/// A kernel name of 700 characters with no space to break at.
+fn long_name() -> String {
+    let mut n = String::from(
+        "void multi_tensor_apply_kernel<TensorListMetadata<4>,FusedAdamFunctor<float>",
+    );
+    while n.len() < 699 {
+        n.push_str(",float");
+    }
+    n.truncate(699);
+    n.push('>');
+    n
+}
+
 /// The planted slowest step of [`scaled_trace`].
 const SLOW_STEP: i64 = 1;
 
@@ -806,7 +819,8 @@ fn check_culprits(tag: &str, ranks: i64, html: &str, s: &Value, stdout: &str) {
 /// box (getBoundingClientRect, rotation included) inside the SVG's box and not overlapping
 /// another text's by more than 1 px each way; at least one axis title (`text.axis`); a
 /// colour scale (`rect.swatch`) where cells are coloured by value, and a legend
-/// (`text.legend`) where several ranks or a band are drawn in colours.
+/// (`text.legend`) where several ranks or a band are drawn in colours. The page no wider than
+/// the window (a long name wraps).
 const LAYOUT_CHECK: &str = r#"<pre id="layout"></pre><script>
 (function () {
   const bad = [];
@@ -834,6 +848,8 @@ const LAYOUT_CHECK: &str = r#"<pre id="layout"></pre><script>
     if ((svg.querySelectorAll('g.rank').length > 1 || svg.querySelector('polygon.band')) && !svg.querySelector('text.legend'))
       bad.push('no legend: ' + name);
   }
+  const sw = document.documentElement.scrollWidth;
+  if (sw > window.innerWidth) bad.push('page wider than the window: ' + sw + ' px');
   document.getElementById('layout').textContent =
     bad.length ? bad.join('\n') : 'ok ' + charts + ' charts, ' + texts + ' texts';
 })();
@@ -905,6 +921,8 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
                 // The profiler's own work, as Kineto writes CUPTI's overhead records.
                 t.x("overhead", "CUPTI Overhead", 0, MAIN, 100_000, 5_000, "");
                 t.x("overhead", "CUPTI Overhead", 0, MAIN, 200_000, 7_000, "");
+                // A 700-character name (a fused optimizer's template arguments).
+                t.launch(&long_name(), MAIN, 300_000, 0, 7, 300_000, 5_000);
                 t.stats = Some(r#"{"events": 0, "dropped_channel": 4, "dropped_cupti": 3, "dropped_buffers": 0, "kernels_without_timestamps": 2, "memory_events_dropped": 0, "complete": true}"#.into());
             }
             t.write_gz(&traces.join(format!("run-rank{r}.trace.json.gz")));
