@@ -896,19 +896,20 @@ fn layout_check_can_fail() {
     );
 }
 
-/// Ranks × steps from 1 × 2 to 512 × 2 and 1 × 10,000: on the rendered page no text overlaps
-/// another or leaves its chart, every chart has an axis title and its legend or scale, and
-/// every drawn number is summary.json's; the chosen views (lines or band, points or
-/// histogram, heatmap blocks, the lost-records panel) are the ones the size calls for.
+/// Ranks × steps from 1 × 2 to 512 × 2, 128 × 50 and 1 × 10,000: on the rendered page no
+/// text overlaps another or leaves its chart, every chart has an axis title and its legend or
+/// scale, and every drawn number is summary.json's; the chosen views (lines or band, points or
+/// histogram, heatmap blocks, the lost-records panel) are the ones the size calls for; the
+/// first panel names the planted GPU straggler and the slowest step ([`check_culprits`]).
 #[test]
 fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
     let keep = std::env::var("CUPROF_ARTIFACTS").ok();
     for (ranks, steps, lost) in [
         (1, 2, false),
         (1, 10_000, false),
-        (8, 20, true),
+        (8, 50, true),
         (32, 2, false),
-        (128, 20, false),
+        (128, 50, false),
         (512, 2, true),
     ] {
         let tag = format!("{ranks}x{steps}");
