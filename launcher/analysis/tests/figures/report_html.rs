@@ -801,6 +801,24 @@ fn check_culprits(tag: &str, ranks: i64, html: &str, s: &Value, stdout: &str) {
         html.contains(&format!(r#"<tr id="cp-rank-{g}"><td>rank {g}</td>"#)),
         "{tag}"
     );
+    // The collectives section says it too, over every rank's waiting.
+    let coll = section(html, "cp-collectives");
+    assert!(
+        coll.contains(&format!(
+            r##"<p><a href="#cp-rank-{g}">Rank {g}</a> waits least (<b data-key="culprits.waited_for.wait_ns" data-value="0">0 ns</b>"##
+        )),
+        "{tag}: {coll}"
+    );
+    assert_eq!(
+        coll.matches("<tr><td>rank ").count(),
+        ranks as usize,
+        "{tag}"
+    );
+    assert_eq!(
+        coll.contains("<details><summary>every rank ("),
+        ranks > 32,
+        "{tag}"
+    );
     let row = words("  compute ");
     assert_eq!(row[1..3], ["rank".to_string(), g.to_string()], "{tag}");
     assert_eq!(row.last().unwrap(), "1.30×", "{tag}");
