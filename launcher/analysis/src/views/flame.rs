@@ -329,7 +329,8 @@ fn draw(
     Ok(())
 }
 
-/// The page's flame graphs of `paths`' analysis: what `cuprof flame PATHS` draws (GPU time; by
+/// The page's flame graphs of `paths`' analysis (beyond [`PAGE_RANK_ROOTS_UP_TO`] ranks, summed
+/// over the ranks): what `cuprof flame PATHS` draws (GPU time; by
 /// operator when the traces have operators; `None` when there is no GPU work to draw) and what
 /// `cuprof flame PATHS --memory` draws (`None` when the traces recorded no PyTorch
 /// allocations). The page is shared: their subtitles name the inputs by base name, not by
@@ -348,8 +349,31 @@ pub(crate) fn page_svgs(
     ))
 }
 
+/// Beyond this many ranks the page's flame graphs sum the ranks into one root: one root per
+/// rank of 512 is 2 px wide, a barcode.
+pub const PAGE_RANK_ROOTS_UP_TO: usize = 8;
+
+/// `stacks` without their `rank N` root frame, the weights of equal stacks summed.
+fn over_ranks(stacks: BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    let mut out: BTreeMap<String, u64> = BTreeMap::new();
+    for (stack, w) in stacks {
+        let rest = match stack.split_once(';') {
+            Some((root, rest)) if root.starts_with("rank ") => rest.to_string(),
+            _ => stack,
+        };
+        out.entry(rest).or_default().add_sat(w);
+    }
+    out
+}
+
 fn svg_of(an: &Analysis, weigh: Weigh, paths: &[PathBuf]) -> Result<Option<String>> {
-    let stacks = folded(an, weigh, Stacks::Python);
+    let mut stacks = folded(an, weigh, Stacks::Python);
+    let mut ranks = an.ranks.clone();
+    ranks.sort_unstable();
+    ranks.dedup();
+    if ranks.len() > PAGE_RANK_ROOTS_UP_TO {
+        stacks = over_ranks(stacks);
+    }
     if stacks.is_empty() {
         return Ok(None);
     }

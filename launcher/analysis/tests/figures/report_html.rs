@@ -1103,6 +1103,20 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
             );
         }
 
+        // The flame graph: one root per rank up to 8, else one summed over the ranks.
+        let fl = section(&html, "cp-flame");
+        let roots = fl.matches("<title>rank ").count();
+        if ranks <= 8 && ranks > 1 {
+            assert_eq!(roots, ranks as usize, "{tag}");
+        } else {
+            assert_eq!(roots, 0, "{tag}");
+        }
+        assert_eq!(
+            fl.contains(&format!("Summed over the {ranks} ranks")),
+            ranks > 8,
+            "{tag}"
+        );
+
         let shot = dir.join(format!("{tag}.png"));
         let (_, err) = chromium(
             &page,

@@ -132,7 +132,7 @@ pub fn write_page(
     );
     // The flame graphs first: inlining one holds its SVG and copies of it at once, better
     // before the other sections exist than beside them.
-    let flame = flame_section(flame_svg);
+    let flame = flame_section(flame_svg, s.ranks.len());
     let memory_flame = memory_flame_section(memory_flame_svg);
     let sections = [
         quality::section(s),
@@ -174,11 +174,18 @@ pub fn write_page(
     w.write_all(b"</body></html>\n")
 }
 
-fn flame_section(svg: Option<String>) -> String {
+fn flame_section(svg: Option<String>, ranks: usize) -> String {
     let mut out = String::from(r#"<section id="cp-flame"><h2>Flame graph</h2>"#);
     match svg {
         Some(svg) => {
-            out.push_str(r#"<p class="note">As <code>cuprof flame</code> draws it (hover a frame for its time; the SVG file adds zoom and search).</p>"#);
+            if ranks > crate::views::flame::PAGE_RANK_ROOTS_UP_TO {
+                let _ = write!(
+                    out,
+                    r#"<p class="note">Summed over the {ranks} ranks (<code>cuprof flame</code> draws one root per rank; hover a frame for its time).</p>"#
+                );
+            } else {
+                out.push_str(r#"<p class="note">As <code>cuprof flame</code> draws it (hover a frame for its time; the SVG file adds zoom and search).</p>"#);
+            }
             let inlined = flame::inline(&svg);
             drop(svg);
             out.push_str(&inlined);
