@@ -111,6 +111,11 @@ pub fn dur(ns: f64) -> String {
     }
 }
 
+/// A ratio as a multiple: `1.29×`.
+pub fn times(x: f64) -> String {
+    format!("{x:.2}×")
+}
+
 pub fn pct(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }

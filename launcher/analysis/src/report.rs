@@ -125,11 +125,9 @@ fn report_to(args: &ReportOptions, con: &mut Console) -> Result<()> {
         )?;
     }
     if let Some(h) = &html {
-        // The page is shared: its flame graph names the inputs by base name, not by where
+        // The page is shared: its flame graphs name the inputs by base name, not by where
         // they sat on this machine.
-        let names = crate::views::flame::base_names(&args.paths);
-        let flame = crate::views::flame::svg(&an, &names)?;
-        let memory = crate::views::flame::memory_svg(&an, &names)?;
+        let (flame, memory) = crate::views::flame::page_svgs(&an, &args.paths)?;
         // The page is made from the summary alone: the loaded columns go first.
         drop(an);
         crate::io::output::write_with(h, |w| {

@@ -48,8 +48,7 @@ pub fn after_run(traces: &[PathBuf], of: ReportOf) -> (Vec<String>, Option<PathB
     let mut lines = short(&summary);
     let d = report_dir(&traces[0], of);
     let written = write_report(&d, &summary, REPORT_TOP).and_then(|()| {
-        let flame = flame::svg(&an, &traces)?;
-        let memory = flame::memory_svg(&an, &traces)?;
+        let (flame, memory) = flame::page_svgs(&an, &traces)?;
         crate::io::output::write_with(&d.join(REPORT_HTML), |w| {
             html::write_page(w, &summary, flame, memory, REPORT_TOP)
         })

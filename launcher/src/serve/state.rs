@@ -129,9 +129,7 @@ pub fn load(paths: &[PathBuf], top: usize) -> Result<Loaded> {
             continue;
         }
         let summary = an.summarize();
-        let names = cuprof_analysis::views::flame::base_names(paths);
-        let flame = cuprof_analysis::views::flame::svg(&an, &names)?;
-        let memory = cuprof_analysis::views::flame::memory_svg(&an, &names)?;
+        let (flame, memory) = cuprof_analysis::views::flame::page_svgs(&an, paths)?;
         let mut page = Vec::new();
         cuprof_analysis::views::html::write_page(&mut page, &summary, flame, memory, top)?;
         let stacks: Vec<FlameStack> = cuprof_analysis::views::flame::gpu_stacks(&an)

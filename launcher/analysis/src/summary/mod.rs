@@ -1,5 +1,7 @@
-//! summary.json: its types ([`schema`]) and the summary of every section computed from an
-//! [`Analysis`](crate::model::Analysis) ([`summarize`]).
+//! summary.json: its types ([`schema`]), the summary of every section computed from an
+//! [`Analysis`](crate::model::Analysis) ([`summarize`]), and what holds the job back, ranked
+//! from those figures ([`culprits`]).
 
+pub mod culprits;
 pub mod schema;
 pub mod summarize;

@@ -19,6 +19,7 @@ use crate::sections::series::{MemorySeries, StepTime};
 use crate::sections::step_figures::StepBins;
 use crate::sections::torch_compile::TorchCompile;
 use crate::sections::triton::TritonRow;
+use crate::summary::culprits::Culprits;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FileSummary {
@@ -226,6 +227,10 @@ pub struct Summary {
     pub memcpy: Vec<MemcpyRow>,
     pub dropped: Dropped,
     pub cross_rank: CrossRank,
+    /// What holds the job back: the ranks furthest from the median rank, the rank the others
+    /// wait for in collectives, the slowest steps (the page's first panel).
+    #[serde(default)]
+    pub culprits: Culprits,
     /// CUDA runtime and driver calls by name, by total time; absent when the traces have none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub api_calls: Vec<DurationRow>,

@@ -15,6 +15,7 @@ use crate::sections::{
     allocations, collectives, durations, findings, idle, launches, modules, operators, queues,
     series, torch_compile, triton,
 };
+use crate::summary::culprits;
 use crate::summary::schema::*;
 
 impl Analysis {
@@ -142,6 +143,18 @@ impl Analysis {
             &self.ranks,
             gpu.wall_ns,
         );
+        let collective_waits = collectives::waits(&self.files, &self.links);
+        let figures: Vec<culprits::RankFigures> = ranks
+            .iter()
+            .map(|r| culprits::RankFigures {
+                rank: r.rank,
+                compute_ns: r.gpu.compute_ns,
+                communication_ns: r.gpu.communication_ns,
+                mean_step_ns: (r.steps.count > 0).then_some(r.steps.mean_ns),
+                step_times: &r.step_times,
+            })
+            .collect();
+        let culprits = culprits::find(&figures, &collective_waits, steps.p50_ns);
         let memory = by_rank
             .iter()
             .flat_map(|(&rank, idx)| series::memory(rank, &self.files, idx))
@@ -160,10 +173,11 @@ impl Analysis {
             memcpy,
             dropped,
             cross_rank,
+            culprits,
             api_calls: durations::api_calls(&self.names, &self.files),
             ranges: durations::ranges(&self.names, &self.files),
             collectives: collectives::collectives(&self.names, &self.files, &self.links),
-            collective_waits: collectives::waits(&self.files, &self.links),
+            collective_waits,
             triton_kernels: triton::kernels(&self.names, &self.files, &self.links),
             launches: launches::launches(&self.names, &self.files),
             launch_queues: queues::queues(&self.names, &self.files, &self.ranks),

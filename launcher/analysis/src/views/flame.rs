@@ -329,16 +329,35 @@ fn draw(
     Ok(())
 }
 
-/// The SVG `cuprof flame PATHS` draws (GPU time; by operator when the traces have operators),
-/// or `None` when there is no GPU work to draw.
-pub fn svg(an: &Analysis, paths: &[PathBuf]) -> Result<Option<String>> {
-    svg_of(an, Weigh::GpuTime, paths)
+/// The page's flame graphs of `paths`' analysis (beyond [`PAGE_RANK_ROOTS_UP_TO`] ranks, summed
+/// over the ranks): what `cuprof flame PATHS` draws (GPU time; by
+/// operator when the traces have operators; `None` when there is no GPU work to draw) and what
+/// `cuprof flame PATHS --memory` draws (`None` when the traces recorded no PyTorch
+/// allocations). The page is shared: their subtitles name the inputs by base name, not by
+/// where they sat on this machine.
+pub fn page_svgs(an: &Analysis, paths: &[PathBuf]) -> Result<(Option<String>, Option<String>)> {
+    let names = base_names(paths);
+    Ok((
+        svg_of(an, Weigh::GpuTime, &names)?,
+        svg_of(an, Weigh::Allocated, &names)?,
+    ))
 }
 
-/// The SVG `cuprof flame PATHS --memory` draws, or `None` when the traces recorded no PyTorch
-/// allocations.
-pub fn memory_svg(an: &Analysis, paths: &[PathBuf]) -> Result<Option<String>> {
-    svg_of(an, Weigh::Allocated, paths)
+/// Beyond this many ranks the page's flame graphs sum the ranks into one root: one root per
+/// rank of 512 is 2 px wide, a barcode.
+pub const PAGE_RANK_ROOTS_UP_TO: usize = 8;
+
+/// `stacks` without their `rank N` root frame, the weights of equal stacks summed.
+fn over_ranks(stacks: BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    let mut out: BTreeMap<String, u64> = BTreeMap::new();
+    for (stack, w) in stacks {
+        let rest = match stack.split_once(';') {
+            Some((root, rest)) if root.starts_with("rank ") => rest.to_string(),
+            _ => stack,
+        };
+        out.entry(rest).or_default().add_sat(w);
+    }
+    out
 }
 
 /// The folded stacks `cuprof flame PATHS` draws: GPU time (ns) by stack, by operator when
@@ -357,7 +376,13 @@ pub fn base_names(paths: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 fn svg_of(an: &Analysis, weigh: Weigh, paths: &[PathBuf]) -> Result<Option<String>> {
-    let stacks = folded(an, weigh, Stacks::Python);
+    let mut stacks = folded(an, weigh, Stacks::Python);
+    let mut ranks = an.ranks.clone();
+    ranks.sort_unstable();
+    ranks.dedup();
+    if ranks.len() > PAGE_RANK_ROOTS_UP_TO {
+        stacks = over_ranks(stacks);
+    }
     if stacks.is_empty() {
         return Ok(None);
     }

@@ -1,6 +1,6 @@
 //! Tables for the terminal and for `report.md`.
 
-use crate::format::{bytes, dur, gbps, pct, short, short_tail, tflops, Table};
+use crate::format::{bytes, dur, gbps, pct, short, short_tail, tflops, times, Table};
 use crate::model::{self, Breakdown, MeanStd, RunSpread, StepStats};
 use crate::sections::allocations::DeviceAllocations;
 use crate::sections::collectives::{CollectiveRow, CollectiveWait};
@@ -14,6 +14,7 @@ use crate::sections::queues::{QueueRow, FULL_QUEUE};
 use crate::sections::step_figures::StepBins;
 use crate::sections::torch_compile::{TorchCompile, SHOWN_PHASES};
 use crate::sections::triton::TritonRow;
+use crate::summary::culprits::{figure_label, Culprits};
 use crate::summary::schema::Summary;
 
 fn step_line(s: &StepStats) -> String {
@@ -174,6 +175,9 @@ pub fn sections(s: &Summary, top: usize, md: bool) -> Vec<(String, String)> {
         }
     }
     out.push(("Overview".to_string(), head));
+    if let Some(text) = culprits(&s.culprits, s, md, name_max) {
+        out.push(("What holds the job back".to_string(), text));
+    }
 
     let mut steps = format!("all ranks: {}\n", step_line(&s.steps));
     if s.ranks.len() > 1 {
@@ -960,6 +964,63 @@ fn idle_by_stream(rows: &[IdleRow], top: usize, md: bool) -> String {
         text.push_str(&format!("({more} more in summary.json)\n"));
     }
     text
+}
+
+/// The page's first panel as a table: the ranks furthest from the median rank, the rank the
+/// others wait for, the slowest steps; then the top kernels. None when there is nothing to
+/// rank (no step, no second rank, no kernel).
+fn culprits(c: &Culprits, s: &Summary, md: bool, name_max: usize) -> Option<String> {
+    let mut t = Table::new(&["what", "who", ">value", ">median", ">vs median"]);
+    for f in &c.rank_figures {
+        for r in &f.ranks {
+            t.row(vec![
+                figure_label(&f.figure).to_string(),
+                format!("rank {}", r.rank),
+                dur(r.value),
+                dur(f.median),
+                times(r.vs_median),
+            ]);
+        }
+    }
+    if let Some(w) = &c.waited_for {
+        t.row(vec![
+            "the others wait for it in collectives".to_string(),
+            format!("rank {}", w.rank),
+            dur(w.wait_ns as f64),
+            dur(w.median_wait_ns),
+            times(model::ratio(w.wait_ns as f64, w.median_wait_ns)),
+        ]);
+    }
+    for st in &c.slowest_steps {
+        t.row(vec![
+            format!("slow step {}", st.step),
+            format!("rank {}", st.rank),
+            dur(st.dur_ns as f64),
+            dur(c.step_median_ns),
+            times(st.vs_median),
+        ]);
+    }
+    let kernels = s.top_kernels.iter().take(crate::summary::culprits::NAMED);
+    if t.is_empty() && s.top_kernels.is_empty() {
+        return None;
+    }
+    let mut text = if md { t.markdown() } else { t.text() };
+    if !t.is_empty() && s.ranks.len() > 1 {
+        text.push_str(
+            "ranks furthest from the median rank, either way; a rank the others wait for has the \
+             least waiting; a step's time is its longest rank's\n",
+        );
+    }
+    for (i, k) in kernels.enumerate() {
+        text.push_str(&format!(
+            "kernel {}: {} {} ({} of kernel time)\n",
+            i + 1,
+            short(&k.name, name_max),
+            dur(k.total_ns as f64),
+            pct(k.share)
+        ));
+    }
+    Some(text)
 }
 
 /// Each rank's waiting in the collectives it shares with others, and the rank they wait for.

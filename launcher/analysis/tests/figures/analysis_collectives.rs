@@ -319,26 +319,6 @@ fn export_has_the_collectives_columns() {
     assert_eq!(o.ints("flops"), [None; 6]);
 }
 
-/// An all-reduce numbered `seq` in process group "0", its kernel `kernel_us` µs.
-fn numbered_allreduce(t: &mut Trace, ext: i64, seq: Option<i64>, at: i64, kernel_us: i64) {
-    let seq = seq.map_or(String::new(), |s| format!(", \"Seq\": {s}"));
-    let args = format!(
-        "\"External id\": {ext}, \"Record function id\": 0, \"Collective name\": \"allreduce\", \"dtype\": \"Float\", \"In msg nelems\": 1024, \"Out msg nelems\": 1024, \"Group size\": 2, \"Process Group Name\": \"0\"{seq}"
-    );
-    t.x("cpu_op", "record_param_comms", PID, MAIN, at, 10_000, &args);
-    t.launch_in(
-        ext,
-        "cudaLaunchKernelExC",
-        "kernel",
-        "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
-        MAIN,
-        at + 1_000,
-        at + 2_000,
-        kernel_us * 1000,
-        true,
-    );
-}
-
 /// Two ranks: the same three all-reduces (by group and `Seq`) took 100, 300, 50 µs on rank 0
 /// and 400, 100, 50 µs on rank 1; so rank 0 waited 200 µs (in the second) and rank 1 300 µs
 /// (in the first). A collective only on rank 0, and one without `Seq` on rank 1, match nothing.
@@ -350,9 +330,9 @@ fn each_ranks_waiting_in_shared_collectives() {
         t.metadata(&[0], &[(0, 7)], &[MAIN]);
         for (i, us) in kernels.into_iter().enumerate() {
             let i = i as i64;
-            numbered_allreduce(&mut t, 10 + i, Some(i + 1), i * 1_000_000, us);
+            t.numbered_allreduce(10 + i, Some(i + 1), i * 1_000_000, us);
         }
-        numbered_allreduce(&mut t, 20, extra, 5_000_000, 70);
+        t.numbered_allreduce(20, extra, 5_000_000, 70);
         t.write_gz(&dir.join(format!("t-rank{rank}.trace.json.gz")));
     }
     let (stdout, s) = report(&dir, &dir.join("out"));

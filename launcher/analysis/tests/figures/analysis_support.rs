@@ -239,6 +239,26 @@ impl Trace {
         c
     }
 
+    /// An all-reduce numbered `seq` in process group "0", its kernel `kernel_us` µs.
+    pub fn numbered_allreduce(&mut self, ext: i64, seq: Option<i64>, at: i64, kernel_us: i64) {
+        let seq = seq.map_or(String::new(), |s| format!(", \"Seq\": {s}"));
+        let args = format!(
+            "\"External id\": {ext}, \"Record function id\": 0, \"Collective name\": \"allreduce\", \"dtype\": \"Float\", \"In msg nelems\": 1024, \"Out msg nelems\": 1024, \"Group size\": 2, \"Process Group Name\": \"0\"{seq}"
+        );
+        self.x("cpu_op", "record_param_comms", PID, MAIN, at, 10_000, &args);
+        self.launch_in(
+            ext,
+            "cudaLaunchKernelExC",
+            "kernel",
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+            MAIN,
+            at + 1_000,
+            at + 2_000,
+            kernel_us * 1000,
+            true,
+        );
+    }
+
     /// A PyTorch allocation (`bytes` > 0) or free on thread `tid`, as Kineto writes it
     /// (`device_type`: c10's, 0 CPU, 1 CUDA).
     pub fn tensor_memory(&mut self, tid: i64, at: i64, bytes: i64, device_type: i64) {

@@ -422,6 +422,30 @@ fn html_flag_alone_writes_only_the_page() {
     assert!(!out.status.success());
 }
 
+/// The page `cuprof run` writes beside its traces (given by absolute path, as the run names
+/// them) carries no path of this machine: both flame graphs' subtitles name the trace by its
+/// base name.
+#[test]
+fn run_page_names_traces_by_base_name() {
+    let dir = tempdir("html-run");
+    let trace = dir.join("job-rank0.trace.json.gz");
+    with_allocations().write_gz(&trace);
+    let (lines, written) = cuprof_analysis::run_summary::after_run(
+        &[trace],
+        cuprof_analysis::run_summary::ReportOf::Run,
+    );
+    let out = written.unwrap_or_else(|| panic!("no report: {lines:?}"));
+    assert_eq!(out, dir.join("job-report"));
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(!html.contains(&dir.display().to_string()), "a path");
+    for id in ["cp-flame", "cp-flame-memory"] {
+        assert!(
+            section(&html, id).contains(">job-rank0.trace.json.gz</text>"),
+            "{id}"
+        );
+    }
+}
+
 // ---- headless Chromium ----
 
 /// Runs headless Chromium on `page` with `args`; returns (stdout, stderr).
@@ -597,20 +621,188 @@ fn decode_png(png: &[u8]) -> (usize, usize, Vec<[u8; 4]>) {
 // ---- the page at scale: 1 to 512 ranks, 2 to 10,000 steps, as Chromium lays it out ----
 
 /// Step `k` of rank `r`: 1 ms plus a few µs that vary by rank and step; the last rank is the
-/// straggler, 300 µs slower every third step. One 500 µs kernel per step.
+/// step straggler, 300 µs slower every third step, and step 1 ([`SLOW_STEP`]) is 600 µs slower
+/// on every rank. Each step runs a `gemm` from 20 µs in, then an all-reduce (numbered by step)
+/// whose kernel ends at 770 µs on every rank: the GPU straggler ([`gpu_straggler`]) has a 650
+/// µs gemm (1.3×, as in issue 51) and a 100 µs all-reduce; the others a 500 µs gemm and a 250
+/// µs all-reduce, 150 µs of it waiting for the straggler. Step times stay in lock-step.
 fn scaled_trace(rank: i64, ranks: i64, steps: i64) -> Trace {
     let mut t = Trace::new(rank, ranks);
     t.metadata(&[0], &[(0, 7)], &[MAIN]);
+    let gemm = if rank == gpu_straggler(ranks) {
+        650_000
+    } else {
+        500_000
+    };
     let mut s = 0;
     for k in 0..steps {
         let slow = rank == ranks - 1 && ranks > 1 && k % 3 == 0;
-        let d = 1_000_000 + 1_000 * ((rank * 7 + k * 3) % 11) + if slow { 300_000 } else { 0 };
+        let d = 1_000_000
+            + 1_000 * ((rank * 7 + k * 3) % 11)
+            + if slow { 300_000 } else { 0 }
+            + if k == SLOW_STEP { 600_000 } else { 0 };
         t.step(k, MAIN, s, d, None);
-        t.launch("gemm", MAIN, s + 10_000, 0, 7, s + 20_000, 500_000);
+        t.launch("gemm", MAIN, s + 10_000, 0, 7, s + 20_000, gemm);
+        let comm_us = (770_000 - 20_000 - gemm) / 1_000;
+        t.numbered_allreduce(1_000_000 + k, Some(k + 1), s + 18_000 + gemm, comm_us);
         s += d;
     }
     t.window_end(s);
     t
+}
+
+/// A kernel name of 700 characters with no space to break at.
+fn long_name() -> String {
+    let mut n = String::from(
+        "void multi_tensor_apply_kernel<TensorListMetadata<4>,FusedAdamFunctor<float>",
+    );
+    while n.len() < 699 {
+        n.push_str(",float");
+    }
+    n.truncate(699);
+    n.push('>');
+    n
+}
+
+/// The planted slowest step of [`scaled_trace`].
+const SLOW_STEP: i64 = 1;
+
+/// The rank of [`scaled_trace`]'s whose kernels run 1.3× longer (none with one rank): inside
+/// the ranks, not at an end (the step straggler is the last).
+fn gpu_straggler(ranks: i64) -> i64 {
+    if ranks > 1 {
+        ranks * 3 / 5
+    } else {
+        -1
+    }
+}
+
+/// The first panel names [`scaled_trace`]'s GPU straggler (furthest from the median in
+/// compute, and the rank the others wait for) and the slowest step, in summary.json, on the
+/// page (first, each figure marked) and in the terminal.
+fn check_culprits(tag: &str, ranks: i64, html: &str, s: &Value, stdout: &str) {
+    let c = &s["culprits"];
+    let p = section(html, "cp-culprits");
+    assert!(html.find("cp-culprits") < html.find("cp-steps"), "{tag}");
+    assert!(html.find("cp-culprits") < html.find("cp-findings"), "{tag}");
+    // Step 1: 1.6 ms plus the largest noise, 10 µs on rank 1 ((1·7 + 3) mod 11); 3 µs on a
+    // lone rank 0. The median step: about 1 ms.
+    let (slow_rank, slow_ns) = if ranks > 1 {
+        (1, 1_610_000)
+    } else {
+        (0, 1_603_000)
+    };
+    assert_eq!(c["slowest_steps"][0]["step"], SLOW_STEP, "{tag}");
+    assert_eq!(c["slowest_steps"][0]["rank"], slow_rank, "{tag}");
+    assert_eq!(i(&c["slowest_steps"][0]["dur_ns"]), slow_ns, "{tag}");
+    // (Within serde_json's last-bit parsing of what Rust wrote.)
+    let vs = slow_ns as f64 / s["steps"]["p50_ns"].as_f64().unwrap();
+    let got = c["slowest_steps"][0]["vs_median"].as_f64().unwrap();
+    assert!((got - vs).abs() < 1e-12 * vs, "{tag}: {got} against {vs}");
+    assert!(
+        p.contains(&format!(
+            r##"slow step <b data-key="culprits.slowest_steps.0.step" data-value="1">1</b></a></td><td><a href="#cp-rank-{slow_rank}">rank {slow_rank}</a></td><td data-key="culprits.slowest_steps.0.dur_ns" data-value="{slow_ns}">1.6"##
+        )),
+        "{tag}: {p}"
+    );
+    let words = |prefix: &str| -> Vec<String> {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("{tag}: no {prefix:?} in {stdout}"));
+        line.split_whitespace().map(str::to_string).collect()
+    };
+    assert_eq!(
+        words("  slow step 1 ")[3..6],
+        [
+            "rank".to_string(),
+            slow_rank.to_string(),
+            format!("{:.3}", slow_ns as f64 / 1e6)
+        ],
+        "{tag}"
+    );
+    // Only the steps longer than the median are named: one of 2.
+    if i(&s["steps"]["count"]) / ranks == 2 {
+        assert_eq!(c["slowest_steps"].as_array().unwrap().len(), 1, "{tag}");
+    }
+    // The top kernel, by its full name, linked to its row of the kernel table.
+    assert!(
+        p.contains(r##"<a href="#cp-kernel-0"><code>gemm</code></a>"##),
+        "{tag}: {p}"
+    );
+    assert!(html.contains(r#"<tr id="cp-kernel-0"><td>1</td><td><code>gemm</code></td>"#));
+    if ranks == 1 {
+        assert_eq!(c["rank_figures"], serde_json::json!([]), "{tag}");
+        return;
+    }
+    // Compute: 650 µs against 500 µs a step, the straggler alone off the median (1.3×).
+    let g = gpu_straggler(ranks);
+    let steps = i(&s["steps"]["count"]) / ranks;
+    let f = &c["rank_figures"][0];
+    assert_eq!(f["figure"], "compute_ns", "{tag}");
+    assert_eq!(
+        f["median"].as_f64().unwrap(),
+        (500_000 * steps) as f64,
+        "{tag}"
+    );
+    assert_eq!(f["ranks"].as_array().unwrap().len(), 1, "{tag}");
+    assert_eq!(f["ranks"][0]["rank"], g, "{tag}");
+    assert_eq!(f["ranks"][0]["vs_median"], 1.3, "{tag}");
+    // It waits least in the all-reduces: 0 against 150 µs a step.
+    let w = &c["waited_for"];
+    assert_eq!(w["rank"], g, "{tag}");
+    assert_eq!(w["wait_ns"], 0, "{tag}");
+    assert_eq!(
+        w["median_wait_ns"].as_f64().unwrap(),
+        (150_000 * steps) as f64,
+        "{tag}"
+    );
+    // The page's first row names it, with its figures marked; the terminal too.
+    let first = &p[p.find("<tbody>").unwrap()..];
+    assert!(
+        first.starts_with(&format!(
+            r##"<tbody><tr><td>compute</td><td><a href="#cp-rank-{g}">rank {g}</a></td><td data-key="culprits.rank_figures.0.ranks.0.value" data-value="{}.0">"##,
+            650_000 * steps
+        )),
+        "{tag}: {p}"
+    );
+    assert!(
+        p.contains(&format!(
+            r##"<tr><td><a href="#cp-collectives">the others wait for it in collectives</a></td><td><a href="#cp-rank-{g}">rank {g}</a></td><td data-key="culprits.waited_for.wait_ns" data-value="0">0 ns</td>"##
+        )),
+        "{tag}: {p}"
+    );
+    assert!(
+        html.contains(&format!(r#"<tr id="cp-rank-{g}"><td>rank {g}</td>"#)),
+        "{tag}"
+    );
+    // The collectives section says it too, over every rank's waiting.
+    let coll = section(html, "cp-collectives");
+    assert!(
+        coll.contains(&format!(
+            r##"<p><a href="#cp-rank-{g}">Rank {g}</a> waits least (<b data-key="culprits.waited_for.wait_ns" data-value="0">0 ns</b>"##
+        )),
+        "{tag}: {coll}"
+    );
+    assert_eq!(
+        coll.matches("<tr><td>rank ").count(),
+        ranks as usize,
+        "{tag}"
+    );
+    assert_eq!(
+        coll.contains("<details><summary>every rank ("),
+        ranks > 32,
+        "{tag}"
+    );
+    let row = words("  compute ");
+    assert_eq!(row[1..3], ["rank".to_string(), g.to_string()], "{tag}");
+    assert_eq!(row.last().unwrap(), "1.30×", "{tag}");
+    let row = words("  the others wait for it in collectives ");
+    assert_eq!(
+        row[7..11],
+        ["rank".to_string(), g.to_string(), "0".into(), "ns".into()],
+        "{tag}"
+    );
 }
 
 /// Test-only: appended to a copy of the page (whose Content-Security-Policy is taken out), it
@@ -620,7 +812,8 @@ fn scaled_trace(rank: i64, ranks: i64, steps: i64) -> Trace {
 /// box (getBoundingClientRect, rotation included) inside the SVG's box and not overlapping
 /// another text's by more than 1 px each way; at least one axis title (`text.axis`); a
 /// colour scale (`rect.swatch`) where cells are coloured by value, and a legend
-/// (`text.legend`) where several ranks or a band are drawn in colours.
+/// (`text.legend`) where several ranks or a band are drawn in colours. The page no wider than
+/// the window (a long name wraps).
 const LAYOUT_CHECK: &str = r#"<pre id="layout"></pre><script>
 (function () {
   const bad = [];
@@ -648,6 +841,8 @@ const LAYOUT_CHECK: &str = r#"<pre id="layout"></pre><script>
     if ((svg.querySelectorAll('g.rank').length > 1 || svg.querySelector('polygon.band')) && !svg.querySelector('text.legend'))
       bad.push('no legend: ' + name);
   }
+  const sw = document.documentElement.scrollWidth;
+  if (sw > window.innerWidth) bad.push('page wider than the window: ' + sw + ' px');
   document.getElementById('layout').textContent =
     bad.length ? bad.join('\n') : 'ok ' + charts + ' charts, ' + texts + ' texts';
 })();
@@ -666,7 +861,7 @@ fn layout(page: &Path, dir: &Path, tag: &str) -> String {
     let (dom, err) = chromium(
         &copy,
         &dir.join(format!("profile-{tag}")),
-        &["--dump-dom", "--window-size=1280,1000"],
+        &["--dump-dom", "--window-size=1400,1000"],
     );
     assert!(console_lines(&err).is_empty(), "{:?}", console_lines(&err));
     between(&dom, r#"<pre id="layout">"#, "</pre>").to_string()
@@ -694,19 +889,20 @@ fn layout_check_can_fail() {
     );
 }
 
-/// Ranks × steps from 1 × 2 to 512 × 2 and 1 × 10,000: on the rendered page no text overlaps
-/// another or leaves its chart, every chart has an axis title and its legend or scale, and
-/// every drawn number is summary.json's; the chosen views (lines or band, points or
-/// histogram, heatmap blocks, the lost-records panel) are the ones the size calls for.
+/// Ranks × steps from 1 × 2 to 512 × 2, 128 × 50 and 1 × 10,000: on the rendered page no
+/// text overlaps another or leaves its chart, every chart has an axis title and its legend or
+/// scale, and every drawn number is summary.json's; the chosen views (lines or band, points or
+/// histogram, heatmap blocks, the lost-records panel) are the ones the size calls for; the
+/// first panel names the planted GPU straggler and the slowest step ([`check_culprits`]).
 #[test]
 fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
     let keep = std::env::var("CUPROF_ARTIFACTS").ok();
     for (ranks, steps, lost) in [
         (1, 2, false),
         (1, 10_000, false),
-        (8, 20, true),
+        (8, 50, true),
         (32, 2, false),
-        (128, 20, false),
+        (128, 50, false),
         (512, 2, true),
     ] {
         let tag = format!("{ranks}x{steps}");
@@ -719,12 +915,14 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
                 // The profiler's own work, as Kineto writes CUPTI's overhead records.
                 t.x("overhead", "CUPTI Overhead", 0, MAIN, 100_000, 5_000, "");
                 t.x("overhead", "CUPTI Overhead", 0, MAIN, 200_000, 7_000, "");
+                // A 700-character name (a fused optimizer's template arguments).
+                t.launch(&long_name(), MAIN, 300_000, 0, 7, 300_000, 5_000);
                 t.stats = Some(r#"{"events": 0, "dropped_channel": 4, "dropped_cupti": 3, "dropped_buffers": 0, "kernels_without_timestamps": 2, "memory_events_dropped": 0, "complete": true}"#.into());
             }
             t.write_gz(&traces.join(format!("run-rank{r}.trace.json.gz")));
         }
         let out = dir.join("out");
-        cuprof_ok(&[
+        let stdout = cuprof_ok(&[
             "report",
             &traces.display().to_string(),
             "-o",
@@ -735,6 +933,22 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
         let s = read_json(&out.join("summary.json"));
         assert!(check_numbers(&html, &s) > 0, "{tag}");
         assert!(!html.contains(&dir.display().to_string()), "{tag}: a path");
+        check_culprits(&tag, ranks, &html, &s, &stdout);
+        // report.md: the same section, with the same figures.
+        let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+        assert!(md.contains("## What holds the job back\n"), "{tag}");
+        if ranks > 1 {
+            let per_rank = steps as f64;
+            assert!(
+                md.contains(&format!(
+                    "| compute | rank {} | {:.3} ms | {:.3} ms | 1.30× |",
+                    gpu_straggler(ranks),
+                    0.65 * per_rank,
+                    0.5 * per_rank
+                )),
+                "{tag}: {md}"
+            );
+        }
 
         let report = layout(&page, &dir, &tag);
         assert!(report.starts_with("ok "), "{tag}:\n{report}");
@@ -794,6 +1008,18 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
             }
         }
         assert!(xticks >= 2, "{tag}: {xticks} step ticks");
+        // The time axis fits the steps (1 to 1.61 ms): it starts near 1 ms, not at 0.
+        let yticks: Vec<f64> = over
+            .split(r#"text-anchor="end">"#)
+            .skip(1)
+            .filter_map(|x| x[..x.find('<').unwrap()].parse().ok())
+            .collect();
+        assert!(yticks.len() >= 3, "{tag}: {yticks:?}");
+        assert!(over.contains(">step time (ms)</text>"), "{tag}");
+        assert!(
+            yticks.iter().all(|&t| (0.9..=1.7).contains(&t)),
+            "{tag}: {yticks:?}"
+        );
         // Distribution: a dot per step time below 30 of them, else bins holding all.
         let n = (ranks * steps) as usize;
         if n < 30 {
@@ -821,8 +1047,9 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
             );
         }
 
-        // GPU time per rank: a bar per rank up to 32, else the 16 with the smallest compute
-        // share (the straggler, idle longest, first) and a line saying so; the table keeps all.
+        // GPU time per rank: a bar per rank up to 32, else 16: the ranks the first panel
+        // names (the GPU straggler first, then the step straggler), then those with the
+        // smallest compute share, and a line saying so; the table keeps all.
         let g = section(&html, "cp-gpu");
         let svg = &g[..g.find("</svg>").unwrap()];
         let bars = svg.matches(r#"text-anchor="end">rank "#).count();
@@ -833,21 +1060,37 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
             assert_eq!(bars, 16, "{tag}");
             assert!(
                 g.contains(&format!(
-                    "16 of {ranks} ranks drawn: those with the smallest compute share, least first"
+                    "16 of {ranks} ranks drawn: those the first panel names, then those with the smallest compute share, least first"
                 )),
                 "{tag}"
             );
-            let first = svg.find(r#"text-anchor="end">rank "#).unwrap();
-            assert!(
-                svg[first..].starts_with(&format!(r#"text-anchor="end">rank {}<"#, ranks - 1)),
-                "{tag}"
-            );
+            let drawn: Vec<&str> = svg
+                .split(r#"text-anchor="end">rank "#)
+                .skip(1)
+                .map(|x| &x[..x.find('<').unwrap()])
+                .collect();
+            let (gpu, step) = (gpu_straggler(ranks).to_string(), (ranks - 1).to_string());
+            assert_eq!(drawn[..2], [gpu.as_str(), step.as_str()], "{tag}");
             assert_eq!(
-                g.matches(r#"<tr><td>rank "#).count(),
+                g.matches(r#"<tr id="cp-rank-"#).count(),
                 ranks as usize,
                 "{tag}"
             );
         }
+
+        // The flame graph: one root per rank up to 8, else one summed over the ranks.
+        let fl = section(&html, "cp-flame");
+        let roots = fl.matches("<title>rank ").count();
+        if ranks <= 8 && ranks > 1 {
+            assert_eq!(roots, ranks as usize, "{tag}");
+        } else {
+            assert_eq!(roots, 0, "{tag}");
+        }
+        assert_eq!(
+            fl.contains(&format!("Summed over the {ranks} ranks")),
+            ranks > 8,
+            "{tag}"
+        );
 
         let shot = dir.join(format!("{tag}.png"));
         let (_, err) = chromium(
@@ -855,7 +1098,7 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
             &dir.join(format!("profile-shot-{tag}")),
             &[
                 &format!("--screenshot={}", shot.display()),
-                "--window-size=1000,2600",
+                "--window-size=1400,2600",
                 "--hide-scrollbars",
             ],
         );

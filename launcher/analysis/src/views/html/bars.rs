@@ -200,9 +200,45 @@ pub fn kernels(s: &Summary, top: usize) -> String {
         ],
         &[],
     );
+    kernel_table(&mut out, s, top);
     more(&mut out, s.top_kernels.len(), top);
     out.push_str("</section>");
     out
+}
+
+/// The drawn kernels with their full names (wrapped, found by the browser's search) and every
+/// figure of their rows; each row is the culprit panel's link target.
+fn kernel_table(out: &mut String, s: &Summary, top: usize) {
+    out.push_str(
+        "<table><thead><tr><th>#</th><th>kernel</th><th>count</th><th>total</th><th>mean</th>\
+         <th>median</th><th>max</th><th>share</th><th>launched mostly by</th></tr></thead><tbody>",
+    );
+    for (i, k) in s.top_kernels.iter().take(top).enumerate() {
+        let at = format!("top_kernels.{i}");
+        let _ = write!(
+            out,
+            r#"<tr id="{}"><td>{}</td><td><code>{}</code></td><td{}>{}</td><td{}>{}</td><td{}>{}</td><td{}>{}</td><td{}>{}</td><td{}>{}</td><td>{}</td></tr>"#,
+            super::culprits::kernel_anchor(i),
+            i + 1,
+            esc(&k.name),
+            data(&format!("{at}.count"), k.count),
+            k.count,
+            data(&format!("{at}.total_ns"), k.total_ns),
+            dur(k.total_ns as f64),
+            data(&format!("{at}.mean_ns"), k.mean_ns),
+            dur(k.mean_ns),
+            data(&format!("{at}.median_ns"), k.median_ns),
+            dur(k.median_ns),
+            data(&format!("{at}.max_ns"), k.max_ns),
+            dur(k.max_ns as f64),
+            data(&format!("{at}.share"), k.share),
+            pct(k.share),
+            k.operator
+                .as_deref()
+                .map_or(String::new(), |o| format!("<code>{}</code>", esc(o)))
+        );
+    }
+    out.push_str("</tbody></table>");
 }
 
 pub fn operators(s: &Summary, top: usize) -> String {

@@ -17,7 +17,9 @@ const M_RIGHT: f64 = 16.0;
 const BAR: f64 = 22.0;
 const GAP: f64 = 10.0;
 /// Up to this many ranks every rank gets a bar; beyond it (a 512-rank chart would be 16,000 px
-/// tall), the [`DRAWN`] ranks with the smallest compute share, the ones a reader looks for.
+/// tall), [`DRAWN`] ranks: those the first panel names (`culprits`: a GPU straggler has the
+/// largest compute share and would be left out by the next rule), then those with the
+/// smallest compute share, the ones idle longest.
 const ALL_DRAWN_UP_TO: usize = 32;
 const DRAWN: usize = 16;
 
@@ -30,6 +32,23 @@ fn drawn(s: &Summary) -> Vec<usize> {
             ratio(g.compute_ns as f64, g.wall_ns as f64)
         };
         idx.sort_by(|a, b| share(a).total_cmp(&share(b)).then(a.cmp(b)));
+        let c = &s.culprits;
+        let named = c
+            .rank_figures
+            .iter()
+            .flat_map(|f| f.ranks.iter().map(|r| r.rank))
+            .chain(c.waited_for.as_ref().map(|w| w.rank));
+        let mut first: Vec<usize> = Vec::new();
+        for rank in named {
+            if let Some(i) = s.ranks.iter().position(|r| r.rank == rank) {
+                if !first.contains(&i) {
+                    first.push(i);
+                }
+            }
+        }
+        idx.retain(|i| !first.contains(i));
+        first.extend(idx);
+        idx = first;
         idx.truncate(DRAWN);
     }
     idx
@@ -91,7 +110,7 @@ pub fn section(s: &Summary) -> String {
     if drawn.len() < s.ranks.len() {
         let _ = write!(
             out,
-            r#"<p class="note">{} of {} ranks drawn: those with the smallest compute share, least first; every rank is in the table below.</p>"#,
+            r#"<p class="note">{} of {} ranks drawn: those the first panel names, then those with the smallest compute share, least first; every rank is in the table below.</p>"#,
             drawn.len(),
             s.ranks.len()
         );
@@ -161,38 +180,46 @@ fn table(out: &mut String, s: &Summary) {
          <th>memcpy</th><th>memset</th><th>idle host-bound</th><th>idle sync wait</th></tr>\
          </thead><tbody>",
     );
-    let row = |out: &mut String, label: String, prefix: String, b: &Breakdown| {
-        let _ = write!(out, "<tr><td>{label}</td>");
-        for (k, v) in [
-            ("wall_ns", b.wall_ns),
-            ("compute_ns", b.compute_ns),
-            ("communication_ns", b.communication_ns),
-            ("communication_total_ns", b.communication_total_ns),
-            ("comm_compute_overlap_ns", b.comm_compute_overlap_ns),
-            ("memcpy_ns", b.memcpy_ns),
-            ("memset_ns", b.memset_ns),
-            ("idle_host_bound_ns", b.idle_host_bound_ns),
-            ("idle_sync_wait_ns", b.idle_sync_wait_ns),
-        ] {
-            let share = if k == "wall_ns" {
-                String::new()
-            } else {
-                format!(" {}", pct(ratio(v as f64, b.wall_ns as f64)))
-            };
-            let _ = write!(
-                out,
-                "<td{}>{}{share}</td>",
-                data(&format!("{prefix}.{k}"), v),
-                dur(v as f64)
-            );
-        }
-        out.push_str("</tr>");
-    };
+    let row =
+        |out: &mut String, id: Option<String>, label: String, prefix: String, b: &Breakdown| {
+            match id {
+                Some(id) => {
+                    let _ = write!(out, r#"<tr id="{id}"><td>{label}</td>"#);
+                }
+                None => {
+                    let _ = write!(out, "<tr><td>{label}</td>");
+                }
+            }
+            for (k, v) in [
+                ("wall_ns", b.wall_ns),
+                ("compute_ns", b.compute_ns),
+                ("communication_ns", b.communication_ns),
+                ("communication_total_ns", b.communication_total_ns),
+                ("comm_compute_overlap_ns", b.comm_compute_overlap_ns),
+                ("memcpy_ns", b.memcpy_ns),
+                ("memset_ns", b.memset_ns),
+                ("idle_host_bound_ns", b.idle_host_bound_ns),
+                ("idle_sync_wait_ns", b.idle_sync_wait_ns),
+            ] {
+                let share = if k == "wall_ns" {
+                    String::new()
+                } else {
+                    format!(" {}", pct(ratio(v as f64, b.wall_ns as f64)))
+                };
+                let _ = write!(
+                    out,
+                    "<td{}>{}{share}</td>",
+                    data(&format!("{prefix}.{k}"), v),
+                    dur(v as f64)
+                );
+            }
+            out.push_str("</tr>");
+        };
     // Many ranks' rows fold away (HTML's own <details>, no script), as the step table's do,
     // after the row of all ranks.
     let folded = s.ranks.len() > ALL_DRAWN_UP_TO;
     if folded {
-        row(out, "all".into(), "gpu".into(), &s.gpu);
+        row(out, None, "all".into(), "gpu".into(), &s.gpu);
         let _ = write!(
             out,
             "</tbody></table><details><summary>every rank ({})</summary><table><tbody>",
@@ -202,13 +229,14 @@ fn table(out: &mut String, s: &Summary) {
     for (ri, r) in s.ranks.iter().enumerate() {
         row(
             out,
+            Some(super::culprits::rank_anchor(r.rank)),
             format!("rank {}", r.rank),
             format!("ranks.{ri}.gpu"),
             &r.gpu,
         );
     }
     if s.ranks.len() > 1 && !folded {
-        row(out, "all".into(), "gpu".into(), &s.gpu);
+        row(out, None, "all".into(), "gpu".into(), &s.gpu);
     }
     out.push_str("</tbody></table>");
     if folded {

@@ -4,6 +4,8 @@
 //!
 //! * a data-quality panel first, when records were lost, events skipped or files cut short
 //!   ([`quality`]);
+//! * what holds the job back: the ranks furthest from the median rank, the rank the others
+//!   wait for, the slowest steps and the top kernels, each linked to its detail ([`culprits`]);
 //! * what to look at: the report's findings, with the operators and lines behind them
 //!   ([`findings`]);
 //! * step latency over the step number per rank, and its distribution with p50/p90/p99
@@ -28,6 +30,7 @@ mod bars;
 mod breakdown;
 mod collectives;
 mod copies;
+mod culprits;
 mod durations;
 mod findings;
 mod flame;
@@ -89,6 +92,7 @@ svg.chart .peak circle { fill: none; stroke: #c0392b; stroke-width: 2; }
 svg.chart .peak text { fill: #c0392b; font-weight: 600; }
 table { border-collapse: collapse; margin: 10px 0; font-size: 13px; }
 th, td { padding: 3px 10px; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
+td code { display: inline-block; max-width: 60em; white-space: normal; overflow-wrap: anywhere; text-align: left; }
 th { background: #f6f6f6; font-weight: 600; white-space: normal; vertical-align: bottom; }
 th:first-child, td:first-child { text-align: left; }
 svg.flame { width: 100%; height: auto; }
@@ -128,10 +132,11 @@ pub fn write_page(
     );
     // The flame graphs first: inlining one holds its SVG and copies of it at once, better
     // before the other sections exist than beside them.
-    let flame = flame_section(flame_svg);
+    let flame = flame_section(flame_svg, s.ranks.len());
     let memory_flame = memory_flame_section(memory_flame_svg);
     let sections = [
         quality::section(s),
+        culprits::section(s),
         findings::section(s, top),
         steps::section(s),
         breakdown::section(s),
@@ -169,11 +174,18 @@ pub fn write_page(
     w.write_all(b"</body></html>\n")
 }
 
-fn flame_section(svg: Option<String>) -> String {
+fn flame_section(svg: Option<String>, ranks: usize) -> String {
     let mut out = String::from(r#"<section id="cp-flame"><h2>Flame graph</h2>"#);
     match svg {
         Some(svg) => {
-            out.push_str(r#"<p class="note">As <code>cuprof flame</code> draws it (hover a frame for its time; the SVG file adds zoom and search).</p>"#);
+            if ranks > crate::views::flame::PAGE_RANK_ROOTS_UP_TO {
+                let _ = write!(
+                    out,
+                    r#"<p class="note">Summed over the {ranks} ranks (<code>cuprof flame</code> draws one root per rank; hover a frame for its time).</p>"#
+                );
+            } else {
+                out.push_str(r#"<p class="note">As <code>cuprof flame</code> draws it (hover a frame for its time; the SVG file adds zoom and search).</p>"#);
+            }
             let inlined = flame::inline(&svg);
             drop(svg);
             out.push_str(&inlined);
