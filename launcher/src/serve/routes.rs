@@ -1,4 +1,4 @@
-//! `cuprof serve`'s answers: each request checked (method, token, parameters) and answered
+//! `cuprof serve`'s answers: each request checked (method, host or token, parameters) and answered
 //! from what is loaded; whatever is wrong with a request is a 4xx with one line saying what to
 //! ask instead, and the server goes on.
 
@@ -99,6 +99,26 @@ fn same_token(given: &str, token: &str) -> bool {
             == 0
 }
 
+/// Whether a request names this host in its `Host` header (or sends none, as HTTP/1.0
+/// clients may): a web page whose own name its attacker resolved to 127.0.0.1 (DNS rebinding)
+/// sends that name, and must not read the traces of a server that asks no token.
+fn addressed_to_this_host(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST) else {
+        return true;
+    };
+    let Ok(host) = host.to_str() else {
+        return false;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split_once(']').map_or(rest, |(ip, _)| ip),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 #[derive(Serialize)]
 struct Status<'a> {
     generation: u64,
@@ -119,6 +139,12 @@ pub async fn handle(
         return refuse(StatusCode::METHOD_NOT_ALLOWED, "only GET is served");
     }
     let query = uri.query().unwrap_or("");
+    if ctx.token.is_none() && !addressed_to_this_host(&headers) {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "this server answers requests addressed to localhost only: open it as http://127.0.0.1:PORT/ (or listen beyond localhost with --bind, behind its token)",
+        );
+    }
     if let Some(token) = &ctx.token {
         let given = headers
             .get(TOKEN_HEADER)

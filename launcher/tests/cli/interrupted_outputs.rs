@@ -143,6 +143,7 @@ fn interrupted_export_leaves_no_file_behind() {
             "job-rank0.parquet",
             "job-rank0.parquet",
             "job-rank0.parquet",
+            "job-rank0.parquet",
         ]
     );
 }

@@ -160,7 +160,7 @@ fn serve_answers_concurrent_clients_with_the_reports_figures_and_the_traces_even
     // Gzipped for a client that accepts it (as browsers do), the same page inflated.
     let (head, gz) = exchange_raw(
         address,
-        b"GET /report HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip, br\r\nConnection: close\r\n\r\n",
+        b"GET /report HTTP/1.1\r\nHost: localhost\r\nAccept-Encoding: gzip, br\r\nConnection: close\r\n\r\n",
     );
     assert!(
         head.to_ascii_lowercase().contains("content-encoding: gzip"),
@@ -215,10 +215,25 @@ fn serve_answers_bad_requests_with_4xx_and_keeps_serving() {
         assert_eq!(body.lines().count(), 1, "{path}: {body}");
     }
     let post =
-        b"POST /api/summary HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+        b"POST /api/summary HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
     assert_eq!(exchange(a, post).0, 405);
     let (status, _) = exchange(a, b"NOT HTTP AT ALL\r\n\r\n");
     assert_eq!(status, 400);
+    // A page of another site whose name was resolved to this host (DNS rebinding) names
+    // itself in `Host`: refused; this host under any of its loopback names is served.
+    let rebound =
+        b"GET /api/summary HTTP/1.1\r\nHost: attacker.example:8765\r\nConnection: close\r\n\r\n";
+    let (status, body) = exchange(a, rebound);
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains("this server answers requests addressed to localhost only: "),
+        "{body}"
+    );
+    for host in ["localhost", "LOCALHOST:80", "127.0.0.2:1", "[::1]:8765"] {
+        let request =
+            format!("GET /api/status HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        assert_eq!(exchange(a, request.as_bytes()).0, 200, "{host}");
+    }
     // Still serving.
     assert_eq!(get_json(a, "/api/status")["files"], 2);
 }
