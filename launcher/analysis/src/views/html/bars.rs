@@ -123,7 +123,8 @@ fn labels(names: &[&str], max: usize) -> Vec<String> {
         t.extend(&c[c.len() - tail..]);
         t
     };
-    let mut tail = vec![max * 2 / 5; names.len()];
+    let first_tail = max * 2 / 5;
+    let mut tail = vec![first_tail; names.len()];
     let mut out: Vec<String> = names.iter().zip(&tail).map(|(n, t)| cut(n, *t)).collect();
     loop {
         // Every label of a clash grows at once: growing one alone would make the labels
@@ -135,13 +136,41 @@ fn labels(names: &[&str], max: usize) -> Vec<String> {
             })
             .collect();
         if clashing.is_empty() {
-            return out;
+            break;
         }
         for i in clashing {
             tail[i] += 1;
             out[i] = cut(names[i], tail[i]);
         }
     }
+    // Names that differ only where no label of `max` characters reaches (cuBLAS's kernels
+    // differ deep in the middle) go back to their first cut, which shows more of their
+    // start, and are numbered in row order: `… #1`, `… #2`. The full name is each row's
+    // tooltip and in the table below the chart.
+    let stuck: Vec<bool> = (0..names.len())
+        .map(|i| (0..names.len()).any(|j| out[j] == out[i] && names[j] != names[i]))
+        .collect();
+    for i in (0..names.len()).filter(|&i| stuck[i]) {
+        out[i] = cut(names[i], first_tail);
+    }
+    let mut numbered = out.clone();
+    for i in (0..names.len()).filter(|&i| stuck[i]) {
+        let rank = (0..i).filter(|&j| stuck[j] && out[j] == out[i]).count() + 1;
+        let mark = format!(" #{rank}");
+        let room = max - mark.chars().count();
+        let c: Vec<char> = out[i].chars().collect();
+        let kept: String = if c.len() <= room {
+            c.iter().collect()
+        } else {
+            // Drop from the head's end, before the ellipsis, so the tail still shows.
+            let at = c.iter().position(|&x| x == '…').unwrap_or(room);
+            let drop = c.len() - room;
+            let head_end = at.saturating_sub(drop);
+            c[..head_end].iter().chain(&c[at..]).collect()
+        };
+        numbered[i] = kept + &mark;
+    }
+    numbered
 }
 
 pub fn kernels(s: &Summary, top: usize) -> String {
@@ -500,5 +529,25 @@ mod tests {
         assert_eq!(l[1], "GeneratedBackwardFor…B_default_stream_kernel");
         assert_eq!(l[2], "aten::mm");
         assert!(l.iter().all(|x| x.chars().count() <= 44));
+    }
+
+    #[test]
+    fn names_that_differ_beyond_reach_are_numbered() {
+        // Four cuBLAS kernels that differ only 60 characters in: no 44-character label shows it.
+        let names: Vec<String> = (0..4)
+            .map(|i| format!("sm90_xmma_gemm_f16f16_f32_tn_n_tilesize{i}x128x64_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas"))
+            .collect();
+        let refs: Vec<&str> = names
+            .iter()
+            .map(String::as_str)
+            .chain(["aten::mm"])
+            .collect();
+        let l = super::labels(&refs, 44);
+        for (i, label) in l[..4].iter().enumerate() {
+            let want = format!("sm90_xmma_gemm_f16f16_f…kernel__5x_cublas #{}", i + 1);
+            assert_eq!(*label, want);
+            assert_eq!(label.chars().count(), 44, "{label}");
+        }
+        assert_eq!(l[4], "aten::mm");
     }
 }
