@@ -1,6 +1,7 @@
 //! The figures of a report, one file each, computed from `model` and `load`. Among themselves
-//! they import downward only: `findings` uses `launches`, `queues` uses `launches`,
-//! `torch_compile` uses `operators`; nothing here imports `findings`, `queues` or `torch_compile`.
+//! they import downward only: `findings`, `queues` and `regions` use `launches`,
+//! `torch_compile` uses `operators`; nothing here imports `findings`, `queues`, `regions` or
+//! `torch_compile`.
 
 pub mod allocations;
 pub mod collectives;

@@ -4,13 +4,14 @@
 
 use std::collections::BTreeMap;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashSet;
 use serde::Serialize;
 
 use crate::load::{module_class, FileData, Interner, ModuleRange, NO_NAME};
 use crate::model::links::{Links, NONE};
 use crate::model::Analysis;
 use crate::saturating::AddSat;
+use crate::sections::launches::for_each_launched;
 
 /// What a region is, in the order `compare` lists them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -50,31 +51,26 @@ struct Launch {
     gpu_ns: i64,
 }
 
-/// Each kernel of `f` joined to its launch call (by correlation id), sorted by thread, then
-/// launch time; kernels with no launch call in the trace are not placed in any region.
-fn launches(f: &FileData, links: Option<&Links>) -> Vec<Launch> {
-    let by_corr: FxHashMap<i64, usize> = f
-        .apis
-        .iter()
-        .enumerate()
-        .filter(|(_, a)| a.corr >= 0)
-        .map(|(i, a)| (a.corr, i))
-        .collect();
-    let mut out: Vec<Launch> = f
-        .ops
-        .iter()
-        .enumerate()
-        .filter(|(_, k)| k.kind.is_kernel() && k.corr >= 0)
-        .filter_map(|(i, k)| {
-            let a = &f.apis[*by_corr.get(&k.corr)?];
-            Some(Launch {
-                thread: a.thread,
-                at: a.start,
-                operator: links.map_or(NONE, |l| l.gpu[i]),
-                gpu_ns: k.end - k.start,
-            })
-        })
-        .collect();
+/// Each kernel of `f` joined to its launch call (by correlation id, any call: `launches`'
+/// join), sorted by thread, then launch time; kernels with no launch call in the trace are not
+/// placed in any region.
+fn launches(names: &Interner, f: &FileData, links: Option<&Links>) -> Vec<Launch> {
+    let mut out: Vec<Launch> = Vec::new();
+    for_each_launched(
+        names,
+        f,
+        |_| true,
+        |i, k, a| {
+            if k.kind.is_kernel() {
+                out.push(Launch {
+                    thread: a.thread,
+                    at: a.start,
+                    operator: links.map_or(NONE, |l| l.gpu[i]),
+                    gpu_ns: k.end - k.start,
+                });
+            }
+        },
+    );
     out.sort_by_key(|l| (l.thread, l.at));
     out
 }
@@ -125,7 +121,7 @@ fn root_class(names: &Interner, c: &ModuleRange) -> String {
 pub fn regions(an: &Analysis) -> BTreeMap<(RegionKind, String), RegionFigures> {
     let mut out: BTreeMap<(RegionKind, String), RegionFigures> = BTreeMap::new();
     for (i, f) in an.files.iter().enumerate() {
-        let mut l = launches(f, an.links[i].as_ref());
+        let mut l = launches(&an.names, f, an.links[i].as_ref());
         if !f.steps.is_empty() {
             // Steps take every thread's launches: by time alone, then back to thread order.
             l.sort_by_key(|k| k.at);
