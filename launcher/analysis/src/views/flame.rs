@@ -347,6 +347,18 @@ pub fn page_svgs(an: &Analysis, paths: &[PathBuf]) -> Result<(Option<String>, Op
 /// rank of 512 is 2 px wide, a barcode.
 pub const PAGE_RANK_ROOTS_UP_TO: usize = 8;
 
+/// `stacks` with their frames' source paths as a shared page shows them
+/// ([`super::source_paths`]), the weights of stacks that become equal summed.
+fn shared_page_paths(stacks: BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    let mut out: BTreeMap<String, u64> = BTreeMap::new();
+    for (stack, w) in stacks {
+        out.entry(super::source_paths::shown(&stack).into_owned())
+            .or_default()
+            .add_sat(w);
+    }
+    out
+}
+
 /// `stacks` without their `rank N` root frame, the weights of equal stacks summed.
 fn over_ranks(stacks: BTreeMap<String, u64>) -> BTreeMap<String, u64> {
     let mut out: BTreeMap<String, u64> = BTreeMap::new();
@@ -383,6 +395,7 @@ fn svg_of(an: &Analysis, weigh: Weigh, paths: &[PathBuf]) -> Result<Option<Strin
     if ranks.len() > PAGE_RANK_ROOTS_UP_TO {
         stacks = over_ranks(stacks);
     }
+    let stacks = shared_page_paths(stacks);
     if stacks.is_empty() {
         return Ok(None);
     }

@@ -728,3 +728,49 @@ fn compare_operators() {
     );
     assert!(!cuprof_ok(&["compare", plain, plain]).contains("operators"));
 }
+
+/// A page carries no absolute source path: the call sites' chart, its tooltips and the flame
+/// graph show a package's file from the package on and any other file as its folder and name,
+/// while the terminal and summary.json keep each path whole.
+#[test]
+fn a_page_shows_source_paths_without_their_folders() {
+    let dir = tempdir("ops-page-paths");
+    let trace = dir.join("run-rank0.trace.json.gz");
+    let mut t = with_operators(300_000, true);
+    for e in &mut t.events {
+        *e = e
+            .replace("model.py(", "/home/alice/proj/model.py(")
+            .replace("train.py(", "/v/lib/python3.12/site-packages/acc/train.py(");
+    }
+    t.write_gz(&trace);
+    let out = dir.join("out");
+    let (stdout, s) = report(&trace, &out);
+    assert_eq!(
+        s["operators"]["by_call_site"][0]["call_site"],
+        "/home/alice/proj/model.py(12): forward"
+    );
+    assert!(
+        stdout.contains("/home/alice/proj/model.py(12): forward"),
+        "{stdout}"
+    );
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(!html.contains("/home/alice"), "{html}");
+    assert!(!html.contains("site-packages"), "{html}");
+    // The chart's tooltip, and the flame graph's frames (inferno's titles: name, then time).
+    assert!(
+        html.contains("<title>proj/model.py(20): head\n1 calls entered;"),
+        "{html}"
+    );
+    let flame = &html[html.find(r#"id="cp-flame""#).unwrap()..];
+    assert_eq!(
+        flame
+            .matches("<title>acc/train.py(40): &lt;module&gt; (")
+            .count(),
+        1
+    );
+    assert_eq!(
+        flame.matches("<title>proj/model.py(12): forward (").count(),
+        1
+    );
+    assert_eq!(flame.matches("<title>proj/model.py(20): head (").count(), 1);
+}

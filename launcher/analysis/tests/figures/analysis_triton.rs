@@ -181,6 +181,10 @@ fn triton_kernels_with_inductors_estimates() {
         "{html}"
     );
     assert!(html.contains(r#"data-key="triton_kernels.2.gbps" data-value="null""#));
+    // The page names each file by its folder and name, never its absolute path.
+    assert_eq!(html.matches("<td><code>ab/cab3.py</code></td>").count(), 1);
+    assert_eq!(html.matches("<td><code>cd/ccd4.py</code></td>").count(), 2);
+    assert!(!html.contains("torchinductor_u"), "{html}");
 }
 
 /// Without Triton launches, no section and no key.

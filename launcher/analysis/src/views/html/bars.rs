@@ -8,6 +8,7 @@ use crate::format::{bytes, dur, pct};
 use crate::load::is_comm_kernel;
 use crate::sections::operators::RankedBy;
 use crate::summary::schema::Summary;
+use crate::views::source_paths::{shown, shown_file};
 
 const W: f64 = 760.0;
 const M_LEFT: f64 = 300.0;
@@ -374,10 +375,10 @@ fn call_sites(
         .enumerate()
         .map(|(i, r)| Row {
             // A frame's end (file, line, function) is what tells two apart.
-            label: crate::format::short_tail(&r.call_site, NAME_MAX),
+            label: crate::format::short_tail(&shown(&r.call_site), NAME_MAX),
             title: format!(
                 "{}\n{} calls entered; GPU {} ({} of GPU time); self CPU {}{}",
-                r.call_site,
+                shown(&r.call_site),
                 r.calls,
                 dur(r.gpu_ns as f64),
                 pct(r.gpu_share),
@@ -479,11 +480,11 @@ pub fn torch_compile(s: &Summary, top: usize) -> String {
                 out,
                 "<li>frame {}, <code>{}:{}</code>, {} compilation{}: {}</li>",
                 b.frame,
-                esc(&b.file),
+                esc(shown_file(&b.file)),
                 b.line,
                 b.count,
                 if b.count == 1 { "" } else { "s" },
-                esc(&b.reason)
+                esc(&shown(&b.reason))
             );
         }
         out.push_str("</ul>");
@@ -497,7 +498,7 @@ pub fn torch_compile(s: &Summary, top: usize) -> String {
                 out,
                 "<li>compile id {}: <code>{}</code></li>",
                 esc(&k.compile_id),
-                esc(reason)
+                esc(&shown(reason))
             );
         }
         out.push_str("</ul>");

@@ -12,6 +12,7 @@ use crate::sections::findings::{advice, headline, rank_spread_line, time_column,
 use crate::sections::operators::CallSiteKind;
 use crate::summary::schema::Summary;
 use crate::views::render::call_site_kind;
+use crate::views::source_paths::shown;
 
 /// Sources shown per finding at most (summary.json has them all).
 const ROWS: usize = 8;
@@ -86,7 +87,7 @@ fn sources(out: &mut String, i: usize, f: &Finding, sites: CallSiteKind, top: us
             let _ = write!(
                 out,
                 "<td><code>{}</code></td>",
-                esc(src.call_site.as_deref().unwrap_or(""))
+                esc(&shown(src.call_site.as_deref().unwrap_or("")))
             );
         }
         let _ = write!(

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use super::svg::{data, esc};
 use crate::format::{dur, gbps, tflops};
 use crate::summary::schema::Summary;
+use crate::views::source_paths::shown_file;
 
 pub fn section(s: &Summary, top: usize) -> String {
     if s.triton_kernels.is_empty() {
@@ -39,7 +40,7 @@ pub fn section(s: &Summary, top: usize) -> String {
             out,
             "<td><code>{}</code></td><td><code>{}</code></td></tr>",
             esc(&t.config),
-            esc(&t.file)
+            esc(shown_file(&t.file))
         );
     }
     out.push_str("</table></section>");
