@@ -45,12 +45,28 @@ fn json_answer(bytes: impl Into<Body>) -> Response {
     answer(StatusCode::OK, "application/json", bytes)
 }
 
-/// A made answer, gzipped when the client accepts it and it was kept so.
-fn made(a: &Answer, kind: &'static str, headers: &HeaderMap) -> Response {
-    let gzip_ok = headers
+/// Whether the client accepts gzip (`Accept-Encoding: gzip`, not refused with `;q=0`).
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
         .get(header::ACCEPT_ENCODING)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|e| e.trim().starts_with("gzip")));
+        .is_some_and(|v| {
+            v.split(',').any(|e| {
+                let mut parts = e.split(';').map(str::trim);
+                let coding = parts.next().unwrap_or("");
+                let refused = parts.any(|p| {
+                    p.strip_prefix("q=")
+                        .and_then(|q| q.parse::<f64>().ok())
+                        .is_some_and(|q| q == 0.0)
+                });
+                (coding.eq_ignore_ascii_case("gzip") || coding == "*") && !refused
+            })
+        })
+}
+
+/// A made answer, gzipped when the client accepts it and it was kept so.
+fn made(a: &Answer, kind: &'static str, headers: &HeaderMap) -> Response {
+    let gzip_ok = accepts_gzip(headers);
     let mut r = match (&a.gzip, gzip_ok) {
         (Some(gz), true) => {
             let mut r = answer(StatusCode::OK, kind, gz.clone());
@@ -202,19 +218,24 @@ pub async fn handle(
                 Ok(q) => q,
                 Err(why) => return refuse(StatusCode::BAD_REQUEST, &why),
             };
-            // Up to a rank's every event: off the runtime's threads.
+            // Up to a rank's every event: off the runtime's threads, and gzipped there for a
+            // client that accepts it (100,000 marks are megabytes of JSON).
+            let gzip_ok = accepts_gzip(&headers);
             let answered = tokio::task::spawn_blocking(move || {
-                window(&loaded.analysis, q).map(|w| json::to_string(&w))
+                window(&loaded.analysis, q).map(|w| {
+                    let body = json::to_string(&w).map_err(|e| e.to_string())?;
+                    Answer::made_for(body.into_bytes(), gzip_ok).map_err(|e| e.to_string())
+                })
             })
             .await;
             match answered {
-                Ok(Ok(Ok(body))) => json_answer(body),
+                Ok(Ok(Ok(body))) => made(&body, "application/json", &headers),
                 Ok(Err(e @ WindowError::TooLarge(_))) => {
                     refuse(StatusCode::PAYLOAD_TOO_LARGE, &e.to_string())
                 }
                 Ok(Err(e @ WindowError::NoRank(_))) => refuse(StatusCode::NOT_FOUND, &e.to_string()),
                 Ok(Err(e)) => refuse(StatusCode::BAD_REQUEST, &e.to_string()),
-                Ok(Ok(Err(e))) => refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+                Ok(Ok(Err(e))) => refuse(StatusCode::INTERNAL_SERVER_ERROR, &e),
                 Err(_) => refuse(StatusCode::INTERNAL_SERVER_ERROR, "the window request failed"),
             }
         }

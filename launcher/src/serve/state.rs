@@ -95,7 +95,12 @@ pub struct Answer {
 
 impl Answer {
     fn new(plain: Vec<u8>) -> Result<Answer> {
-        let gzip = match plain.len() >= GZIP_FROM {
+        Answer::made_for(plain, true)
+    }
+
+    /// An answer made for one request: gzipped too only when that client accepts it.
+    pub fn made_for(plain: Vec<u8>, gzip_ok: bool) -> Result<Answer> {
+        let gzip = match gzip_ok && plain.len() >= GZIP_FROM {
             true => {
                 let mut w = cuprof_analysis::io::gzip_out::ParGzWriter::new(
                     Vec::new(),

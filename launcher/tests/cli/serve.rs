@@ -382,3 +382,46 @@ fn served_page_loads_in_chromium_and_its_script_fetches_the_summary() {
         "{dom}"
     );
 }
+
+/// A window's answer is gzipped for a client that accepts gzip, once it is big enough to be
+/// worth it (16 KiB), and plain for one that refuses it (`gzip;q=0`) or does not ask: the same
+/// JSON either way.
+#[test]
+fn a_large_window_is_gzipped_only_for_a_client_that_accepts_it() {
+    let dir = tempdir("serve-window-gzip");
+    let mut t = Trace::new(0, 1);
+    for i in 0..600 {
+        t.launch("gemm", MAIN, i * 10_000, 0, 7, i * 10_000 + 2_000, 5_000);
+    }
+    t.write_gz(&dir.join("run-rank0.trace.json.gz"));
+    let server = serve(&[dir.to_str().unwrap()]);
+    let path = "/api/window?rank=0&t0=0&t1=6000000&px=20000";
+    let (status, plain) = get(server.address, path);
+    assert_eq!(status, 200, "{plain}");
+    let w: Value = serde_json::from_str(&plain).unwrap();
+    // Each launch call and its kernel, every one wider than a 300-ns pixel.
+    assert_eq!(w["total"], 1200);
+    assert!(plain.len() > 16 * 1024, "{}", plain.len());
+    let request = |accept: &str| {
+        exchange_raw(
+            server.address,
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept-Encoding: {accept}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+    };
+    let (head, gz) = request("br, gzip");
+    assert!(
+        head.to_ascii_lowercase().contains("content-encoding: gzip"),
+        "{head}"
+    );
+    let mut inflated = String::new();
+    flate2::read::GzDecoder::new(&gz[..])
+        .read_to_string(&mut inflated)
+        .unwrap();
+    assert_eq!(inflated, plain);
+    let (head, body) = request("gzip;q=0, identity");
+    assert!(
+        !head.to_ascii_lowercase().contains("content-encoding"),
+        "{head}"
+    );
+    assert_eq!(String::from_utf8(body).unwrap(), plain);
+}
