@@ -238,7 +238,10 @@ pub(crate) fn ask(dir: &Path, pid: u32, req: &Request) -> Result<Reply> {
 /// How messages name a process reached through socket `socket`, whose status is `s`.
 pub(crate) fn shown(socket: u32, s: &Status) -> String {
     match s.pid {
-        0 => format!("{socket} (its pid in a PID namespace this one cannot see)"),
+        0 => format!(
+            "{} (its pid in a PID namespace this one cannot see)",
+            proto::socket_owner_pid(socket)
+        ),
         p => p.to_string(),
     }
 }
@@ -478,7 +481,7 @@ fn died_lines(died: &[Started], lines: &[cuprof_core::config::report::ReportLine
             );
             let files: Vec<String> = unfinished
                 .iter()
-                .filter(|(pid, _)| *pid == d.socket)
+                .filter(|(pid, _)| *pid == proto::socket_owner_pid(d.socket))
                 .map(|(_, path)| crate::run::end_of_run::file_state(path))
                 .collect();
             match &files[..] {

@@ -309,8 +309,11 @@ fn children_of(parent: u32) -> Vec<u32> {
         .collect()
 }
 
+/// Two processes, each pid 1 in a PID namespace of its own (two containers sharing the socket
+/// folder): the first takes `1.sock`, the second `4194305.sock` (1 + 2^22: no pid reaches
+/// 2^22); both are listed and captured by their pids here.
 #[test]
-fn a_process_in_a_child_pid_namespace_is_listed_and_captured_by_its_pid_here() {
+fn processes_with_one_pid_in_two_child_pid_namespaces_are_listed_and_captured_by_their_pids_here() {
     let pid_ns = ["unshare", "--pid", "--fork", "--mount-proc"];
     let permitted = Command::new(pid_ns[0])
         .args(&pid_ns[1..])
@@ -323,39 +326,61 @@ fn a_process_in_a_child_pid_namespace_is_listed_and_captured_by_its_pid_here() {
     }
     let mut job = Job::empty("pidns");
     let stop = job.stop_file();
-    job.spawn_under(
-        &pid_ns,
-        "on_demand.py",
-        &[stop.to_str().unwrap(), "0", "20"],
-        "ns",
-        (0, 1),
-        &[],
-    );
-    // Pid 1 in its namespace: its socket is 1.sock; here it is unshare's child.
-    let socket = job.socket_dir().join("1.sock");
-    for _ in 0..600 {
-        if socket.exists() {
-            break;
+    let sockets = [
+        job.socket_dir().join("1.sock"),
+        job.socket_dir().join("4194305.sock"),
+    ];
+    for rank in 0..2 {
+        job.spawn_under(
+            &pid_ns,
+            "on_demand.py",
+            &[stop.to_str().unwrap(), "0", "20"],
+            "ns",
+            (rank, 2),
+            &[],
+        );
+        // One after the other, so that which takes which name is known.
+        for _ in 0..600 {
+            if sockets[rank as usize].exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(sockets[rank as usize].exists(), "no control socket {rank}");
     }
-    assert!(socket.exists(), "no control socket");
-    let here = children_of(job.pids()[0]);
-    assert_eq!(here.len(), 1, "{here:?}");
-    let pid = here[0];
-    assert_ne!(pid, 1);
+    let here: Vec<u32> = job
+        .pids()
+        .iter()
+        .map(|&p| {
+            let c = children_of(p);
+            assert_eq!(c.len(), 1, "{c:?}");
+            assert_ne!(c[0], 1);
+            c[0]
+        })
+        .collect();
     let (ps, err) = job.ok(&["ps"]);
     assert_eq!(err, "");
     assert_eq!(
         ps_rows(&ps),
-        BTreeMap::from([(pid, ("0".into(), "ns".into(), "ready".into(), "0".into()))])
+        BTreeMap::from([
+            (
+                here[0],
+                ("0".into(), "ns".into(), "ready".into(), "0".into())
+            ),
+            (
+                here[1],
+                ("1".into(), "ns".into(), "ready".into(), "0".into())
+            ),
+        ])
     );
-    let caps = job.dir.path().join("caps");
-    job.capture_steps(&pid.to_string(), "2", &caps);
-    let t = read_trace(&rank_file(&caps, "ns", 0, 1));
-    assert_eq!(steps_of(&t).len(), 2);
-    // The process's own word for its pid, in its namespace.
-    assert_eq!(t["cuprof"]["pid"], 1);
+    for (rank, pid) in here.iter().enumerate() {
+        let caps = job.dir.path().join(format!("caps{rank}"));
+        job.capture_steps(&pid.to_string(), "2", &caps);
+        let t = read_trace(&rank_file(&caps, "ns", rank as u32, 1));
+        assert_eq!(steps_of(&t).len(), 2);
+        // The process's own word for its pid, in its namespace.
+        assert_eq!(t["cuprof"]["pid"], 1);
+    }
     job.finish();
 }
 

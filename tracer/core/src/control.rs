@@ -470,9 +470,28 @@ pub fn check_private_dir(dir: &Path, uid: u32, create: bool) -> Result<(), DirEr
     Ok(())
 }
 
-/// The socket of process `pid` in `dir`.
+/// The socket of process `pid` in `dir`: `pid` is the socket's number, the process's own pid
+/// or, when another process with that pid (in another PID namespace) holds that name, one of
+/// [`socket_numbers`]'s others.
 pub fn socket_path(dir: &Path, pid: u32) -> PathBuf {
     dir.join(format!("{pid}.sock"))
+}
+
+/// Linux's ceiling on pids (`PID_MAX_LIMIT`, 2^22): no pid reaches it, so a socket numbered from
+/// it on is known for one whose process's own pid was taken.
+const PID_LIMIT: u32 = 1 << 22;
+
+/// The socket numbers a process with pid `pid` may take, in order: its pid, then `pid + k *
+/// 2^22` for k = 1..1023 (containers that share the folder each have their own pid 1, 2, ...).
+pub fn socket_numbers(pid: u32) -> impl Iterator<Item = u32> {
+    let ks = if pid < PID_LIMIT { 0..1024u32 } else { 0..0 };
+    ks.map(move |k| pid + k * PID_LIMIT)
+}
+
+/// The pid of the process that took socket number `socket` ([`socket_numbers`]), in its own
+/// PID namespace.
+pub fn socket_owner_pid(socket: u32) -> u32 {
+    socket % PID_LIMIT
 }
 
 /// The pids with a socket in `dir` (entries that are sockets named `PID.sock`), sorted.
@@ -539,6 +558,26 @@ pub fn remove_stale(dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn socket_numbers_after_the_pid_are_beyond_every_pid_and_name_their_owner() {
+        let numbers: Vec<u32> = socket_numbers(1).collect();
+        assert_eq!(numbers.len(), 1024);
+        assert_eq!(numbers[..3], [1, 4_194_305, 8_388_609]);
+        assert_eq!(*numbers.last().unwrap(), 1 + 1023 * 4_194_304);
+        let last: Vec<u32> = socket_numbers(4_194_303).collect();
+        assert_eq!(*last.last().unwrap(), u32::MAX);
+        assert!(numbers
+            .iter()
+            .chain(&last)
+            .skip(1)
+            .all(|&n| n >= 1 << 22 || n == 4_194_303));
+        assert_eq!(socket_owner_pid(8_388_609), 1);
+        assert_eq!(socket_owner_pid(u32::MAX), 4_194_303);
+        assert_eq!(socket_owner_pid(77), 77);
+        // Not a pid: no name.
+        assert_eq!(socket_numbers(1 << 22).count(), 0);
+    }
 
     #[test]
     fn requests_and_replies_round_trip() {

@@ -78,42 +78,73 @@ fn bind() -> Result<UnixListener, String> {
     );
     proto::check_private_dir(&dir, uid(), true).map_err(|e| e.to_string())?;
     proto::remove_stale(&dir);
-    let path = proto::socket_path(&dir, pid());
+    // The socket is named by the pid, unless another live process with this pid (in another
+    // PID namespace: containers sharing the folder) holds that name: then the next free
+    // number of `socket_numbers`.
+    let mut taken = None;
+    for number in proto::socket_numbers(pid()) {
+        match bind_as(&dir, number) {
+            Ok(listener) => return Ok(listener),
+            Err(Bind::Taken(why)) => taken = Some(why),
+            Err(Bind::Refused(why)) => return Err(why),
+        }
+    }
+    Err(taken.unwrap_or_else(|| format!("no socket name is free in {}", dir.display())))
+}
+
+/// Why a socket number could not be taken.
+enum Bind {
+    /// Another live process holds it: try the next.
+    Taken(String),
+    /// Something is wrong with the place: control stays off.
+    Refused(String),
+}
+
+/// Binds socket number `number` in `dir`.
+fn bind_as(dir: &Path, number: u32) -> Result<UnixListener, Bind> {
+    let path = proto::socket_path(dir, number);
     // Bound under a hidden name and made 0600 before it takes its name: a listed socket is
     // never reachable with the umask's mode.
-    let bound = dir.join(format!(".{}.sock.new", pid()));
+    let bound = dir.join(format!(".{number}.sock.new"));
     replace_socket_only(&path)?;
     replace_socket_only(&bound)?;
-    let listener = UnixListener::bind(&bound).map_err(|e| format!("{}: {e}", bound.display()))?;
+    let listener = match UnixListener::bind(&bound) {
+        Ok(l) => l,
+        // Another process with this pid binds the same name at this moment.
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            return Err(Bind::Taken(format!("{}: {e}", bound.display())))
+        }
+        Err(e) => return Err(Bind::Refused(format!("{}: {e}", bound.display()))),
+    };
     let placed = std::fs::set_permissions(&bound, std::fs::Permissions::from_mode(0o600))
         .and_then(|()| std::fs::rename(&bound, &path));
     if let Err(e) = placed {
         let _ = std::fs::remove_file(&bound);
-        return Err(format!("{}: {e}", path.display()));
+        return Err(Bind::Refused(format!("{}: {e}", path.display())));
     }
     let _ = SOCKET.set(path);
     Ok(listener)
 }
 
 /// Removes an earlier socket at `path` (a process with our pid, since gone); a socket still
-/// listened on (a process with our pid number in another PID namespace) and anything else
-/// planted there are left alone, and control stays off.
-fn replace_socket_only(path: &Path) -> Result<(), String> {
+/// listened on (a process with our pid number in another PID namespace) is taken, and
+/// anything else planted there is refused: control stays off.
+fn replace_socket_only(path: &Path) -> Result<(), Bind> {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_socket() => {
             if proto::listening(path) {
-                return Err(format!(
+                return Err(Bind::Taken(format!(
                     "{} is the control socket of another live process (in another PID namespace?)",
                     path.display()
-                ));
+                )));
             }
             let _ = std::fs::remove_file(path);
             Ok(())
         }
-        Ok(_) => Err(format!(
+        Ok(_) => Err(Bind::Refused(format!(
             "{} exists and is not a socket: remove it",
             path.display()
-        )),
+        ))),
         Err(_) => Ok(()),
     }
 }
