@@ -3,7 +3,7 @@
 //! a port in use, a missing folder, a changed folder, the token beyond localhost, and the
 //! page in headless Chromium.
 
-use std::io::{BufRead, Read};
+use std::io::BufRead;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
@@ -158,18 +158,11 @@ fn serve_answers_concurrent_clients_with_the_reports_figures_and_the_traces_even
     assert!(page.starts_with("<!DOCTYPE html>"), "{}", &page[..100]);
     assert!(page.contains("<title>cuprof report</title>"));
     // Gzipped for a client that accepts it (as browsers do), the same page inflated.
-    let (head, gz) = exchange_raw(
-        address,
-        b"GET /report HTTP/1.1\r\nHost: localhost\r\nAccept-Encoding: gzip, br\r\nConnection: close\r\n\r\n",
-    );
+    let (head, inflated) = get_encoded(address, "/report", "gzip, br");
     assert!(
         head.to_ascii_lowercase().contains("content-encoding: gzip"),
         "{head}"
     );
-    let mut inflated = String::new();
-    flate2::read::GzDecoder::new(&gz[..])
-        .read_to_string(&mut inflated)
-        .unwrap();
     assert_eq!(inflated, page);
     assert_eq!(get_json(address, "/api/live"), Value::Array(vec![]));
 }
@@ -402,26 +395,16 @@ fn a_large_window_is_gzipped_only_for_a_client_that_accepts_it() {
     // Each launch call and its kernel, every one wider than a 300-ns pixel.
     assert_eq!(w["total"], 1200);
     assert!(plain.len() > 16 * 1024, "{}", plain.len());
-    let request = |accept: &str| {
-        exchange_raw(
-            server.address,
-            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept-Encoding: {accept}\r\nConnection: close\r\n\r\n").as_bytes(),
-        )
-    };
-    let (head, gz) = request("br, gzip");
+    let (head, inflated) = get_encoded(server.address, path, "br, gzip");
     assert!(
         head.to_ascii_lowercase().contains("content-encoding: gzip"),
         "{head}"
     );
-    let mut inflated = String::new();
-    flate2::read::GzDecoder::new(&gz[..])
-        .read_to_string(&mut inflated)
-        .unwrap();
     assert_eq!(inflated, plain);
-    let (head, body) = request("gzip;q=0, identity");
+    let (head, body) = get_encoded(server.address, path, "gzip;q=0, identity");
     assert!(
         !head.to_ascii_lowercase().contains("content-encoding"),
         "{head}"
     );
-    assert_eq!(String::from_utf8(body).unwrap(), plain);
+    assert_eq!(body, plain);
 }

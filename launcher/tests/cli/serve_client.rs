@@ -62,6 +62,25 @@ pub fn exchange_raw(address: SocketAddr, request: &[u8]) -> (String, Vec<u8>) {
     (String::from_utf8(answer).unwrap(), body)
 }
 
+/// GET `path` with `Accept-Encoding: accept`: the answer's head, and its body inflated when
+/// the answer says it is gzipped.
+pub fn get_encoded(address: SocketAddr, path: &str, accept: &str) -> (String, String) {
+    let (head, body) = exchange_raw(
+        address,
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept-Encoding: {accept}\r\nConnection: close\r\n\r\n").as_bytes(),
+    );
+    let text = if head.to_ascii_lowercase().contains("content-encoding: gzip") {
+        let mut inflated = String::new();
+        flate2::read::GzDecoder::new(&body[..])
+            .read_to_string(&mut inflated)
+            .unwrap();
+        inflated
+    } else {
+        String::from_utf8(body).unwrap()
+    };
+    (head, text)
+}
+
 /// Sends `request` as it is; the answer's status and body.
 pub fn exchange(address: SocketAddr, request: &[u8]) -> (u16, String) {
     let (head, body) = exchange_raw(address, request);
