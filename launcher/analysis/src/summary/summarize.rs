@@ -148,6 +148,7 @@ impl Analysis {
             .iter()
             .map(|r| culprits::RankFigures {
                 rank: r.rank,
+                gpu: &r.gpu,
                 compute_ns: r.gpu.compute_ns,
                 communication_ns: r.gpu.communication_ns,
                 mean_step_ns: (r.steps.count > 0).then_some(r.steps.mean_ns),

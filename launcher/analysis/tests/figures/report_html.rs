@@ -805,6 +805,97 @@ fn check_culprits(tag: &str, ranks: i64, html: &str, s: &Value, stdout: &str) {
     );
 }
 
+/// Past 32 ranks: summary.json's spreads of compute, collective wait and mean step time, and
+/// their charts (in the GPU, collectives and heatmap sections), name [`scaled_trace`]'s GPU
+/// straggler, and its step straggler, as their only outliers; each chart's histogram holds
+/// every rank.
+fn check_spreads(tag: &str, ranks: i64, steps: i64, html: &str, s: &Value) {
+    let spreads = s["culprits"]["spreads"].as_array().unwrap();
+    let at = |figure: &str| {
+        spreads
+            .iter()
+            .position(|x| x["figure"] == figure)
+            .unwrap_or_else(|| panic!("{tag}: no spread of {figure}"))
+    };
+    let g = gpu_straggler(ranks);
+    let last = ranks - 1;
+    // Compute: 500 µs a step on every rank but the straggler's 650 µs.
+    let c = &spreads[at("compute_ns")];
+    assert_eq!(c["ranks"], ranks, "{tag}");
+    for (k, v) in [
+        ("min", 500_000 * steps),
+        ("p25", 500_000 * steps),
+        ("median", 500_000 * steps),
+        ("p75", 500_000 * steps),
+        ("max", 650_000 * steps),
+    ] {
+        assert_eq!(c[k].as_f64().unwrap(), v as f64, "{tag}: {k}");
+    }
+    assert_eq!(
+        c["outliers"],
+        serde_json::json!([{"rank": g, "value": (650_000 * steps) as f64, "vs_median": 1.3}]),
+        "{tag}"
+    );
+    // Waits: 150 µs a step, the straggler none (the others wait for it).
+    let w = &spreads[at("collective_wait_ns")];
+    assert_eq!(w["median"].as_f64().unwrap(), (150_000 * steps) as f64);
+    assert_eq!(w["outliers"][0]["rank"], g, "{tag}");
+    assert_eq!(w["outliers"][0]["value"].as_f64().unwrap(), 0.0, "{tag}");
+    assert_eq!(w["outliers"].as_array().unwrap().len(), 1, "{tag}");
+    // Mean step time: the step straggler alone (noise is under 1% of the median).
+    let m = &spreads[at("mean_step_ns")];
+    let named: Vec<i64> = m["outliers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["rank"].as_i64().unwrap())
+        .collect();
+    assert_eq!(named, [last], "{tag}");
+    // On the page: each chart in its section, every rank in its histogram, its outliers
+    // labelled and linked to their rows.
+    for (sec, figure, rank, label) in [
+        (
+            "cp-gpu",
+            "compute_ns",
+            g,
+            format!("rank {g}: {:.3} ms (1.30×)", 0.65 * steps as f64),
+        ),
+        (
+            "cp-collectives",
+            "collective_wait_ns",
+            g,
+            format!("rank {g}: 0 ns (0.00×)"),
+        ),
+        ("cp-heatmap", "mean_step_ns", last, format!("rank {last}: ")),
+    ] {
+        let sec = section(html, sec);
+        let i = at(figure);
+        let start = sec
+            .find(&format!(r#"data-key="culprits.spreads.{i}.min""#))
+            .unwrap_or_else(|| panic!("{tag}: no {figure} chart"));
+        let open = sec[..start].rfind("<svg").unwrap();
+        let chart = &sec[open..open + sec[open..].find("</svg>").unwrap()];
+        assert_eq!(bin_total(chart), ranks as usize, "{tag} {figure}");
+        assert_eq!(
+            chart.matches(r#"<circle class="outlier""#).count(),
+            1,
+            "{tag} {figure}"
+        );
+        let link = format!(r##"<a href="#cp-rank-{rank}">"##);
+        assert!(chart.contains(&link), "{tag} {figure}: {chart}");
+        let text = format!(
+            r#"data-key="culprits.spreads.{i}.outliers.0.value" data-value="{}">{label}"#,
+            json_text(&spreads[i]["outliers"][0]["value"])
+        );
+        assert!(chart.contains(&text), "{tag} {figure}: {text} in {chart}");
+    }
+}
+
+/// A number as summary.json writes it.
+fn json_text(v: &Value) -> String {
+    v.to_string()
+}
+
 /// Test-only: appended to a copy of the page (whose Content-Security-Policy is taken out), it
 /// measures the laid-out page and writes what it finds into `<pre id="layout">`, which
 /// `--dump-dom` returns. The shipped page has no script; this is how a headless Chromium run
@@ -1047,30 +1138,16 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
             );
         }
 
-        // GPU time per rank: a bar per rank up to 32, else 16: the ranks the first panel
-        // names (the GPU straggler first, then the step straggler), then those with the
-        // smallest compute share, and a line saying so; the table keeps all.
+        // GPU time per rank: a bar per rank up to 32; past 32, each part's distribution over
+        // the ranks, the GPU straggler the compute's one named outlier; the table keeps all.
         let g = section(&html, "cp-gpu");
-        let svg = &g[..g.find("</svg>").unwrap()];
-        let bars = svg.matches(r#"text-anchor="end">rank "#).count();
+        let bars = g.matches(r#"text-anchor="end">rank "#).count();
         if ranks <= 32 {
             assert_eq!(bars, ranks as usize, "{tag}");
-            assert!(!g.contains("ranks drawn"), "{tag}");
+            assert!(!html.contains(r#"class="chart spread""#), "{tag}");
         } else {
-            assert_eq!(bars, 16, "{tag}");
-            assert!(
-                g.contains(&format!(
-                    "16 of {ranks} ranks drawn: those the first panel names, then those with the smallest compute share, least first"
-                )),
-                "{tag}"
-            );
-            let drawn: Vec<&str> = svg
-                .split(r#"text-anchor="end">rank "#)
-                .skip(1)
-                .map(|x| &x[..x.find('<').unwrap()])
-                .collect();
-            let (gpu, step) = (gpu_straggler(ranks).to_string(), (ranks - 1).to_string());
-            assert_eq!(drawn[..2], [gpu.as_str(), step.as_str()], "{tag}");
+            assert_eq!(bars, 0, "{tag}");
+            check_spreads(&tag, ranks, steps, &html, &s);
             assert_eq!(
                 g.matches(r#"<tr id="cp-rank-"#).count(),
                 ranks as usize,

@@ -10,7 +10,9 @@
 //!   ([`findings`]);
 //! * step latency over the step number per rank, and its distribution with p50/p90/p99
 //!   ([`steps`]);
-//! * GPU time per rank as stacked bars, with every figure in a table ([`breakdown`]);
+//! * GPU time per rank as stacked bars, with every figure in a table ([`breakdown`]); past a
+//!   few dozen ranks, each figure's distribution over the ranks with its outliers named
+//!   ([`spread`]), as for the collective waits and the mean step time;
 //! * a rank × step heatmap of step time, with several ranks ([`heatmap`]);
 //! * top kernels and top operators as bars ([`bars`]);
 //! * CPU and GPU time per nn.Module path, class or attribute ([`modules`]);
@@ -39,6 +41,7 @@ mod launches;
 mod memory;
 mod modules;
 mod quality;
+mod spread;
 mod steps;
 mod svg;
 mod triton;
@@ -90,6 +93,13 @@ svg.chart .mem { fill: none; stroke: #4e79a7; stroke-width: 1.5; }
 svg.chart .memdot { fill: #4e79a7; fill-opacity: 0.25; }
 svg.chart .peak circle { fill: none; stroke: #c0392b; stroke-width: 2; }
 svg.chart .peak text { fill: #c0392b; font-weight: 600; }
+svg.chart .iqr { fill: #c6d4e6; stroke: #1f3b5c; stroke-width: 1; }
+svg.chart .whisker, svg.chart .quartile { stroke: #1f3b5c; stroke-width: 1; }
+svg.chart line.median { stroke-width: 2.5; }
+svg.chart .outlier { fill: #c0392b; }
+svg.chart .leader { stroke: #c0392b; stroke-width: 0.8; stroke-dasharray: 2 2; }
+svg.chart text.named { fill: #c0392b; font-weight: 600; }
+svg.chart .box:hover .iqr, svg.chart .outlier:hover { stroke: #000; }
 table { border-collapse: collapse; margin: 10px 0; font-size: 13px; }
 th, td { padding: 3px 10px; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
 td code { display: inline-block; max-width: 60em; white-space: normal; overflow-wrap: anywhere; text-align: left; }
