@@ -13,7 +13,7 @@ use crate::model::{
 use crate::saturating::{self, AddSat};
 use crate::sections::{
     allocations, collectives, durations, findings, idle, launches, modules, operators, queues,
-    series, torch_compile, triton,
+    series, step_breakdown, torch_compile, triton,
 };
 use crate::summary::culprits;
 use crate::summary::schema::*;
@@ -166,6 +166,7 @@ impl Analysis {
             files,
             steps,
             step_bins: None,
+            step_breakdown: step_breakdown::step_breakdown(&self.files, &self.ranks),
             runs: None,
             gpu,
             ranks,

@@ -446,6 +446,118 @@ fn run_page_names_traces_by_base_name() {
     }
 }
 
+/// Two ranks of three steps with known intervals (µs). Rank 0, step 0 (0–1000): a copy
+/// 100–150, a gemm 150–550, an all-reduce kernel 500–700 (50 under the gemm), a memset
+/// 800–820: compute 400, communication 150, copies 70, idle 100 (700–800), host 280 (before
+/// 100, after 820); step 1 (1000–2000): a gemm 1900–2100 cut at the step's end: compute 100,
+/// host 900; step 2 (2000–2500): the gemm's last 100, host 400. Rank 1: step 0 (0–1000) a
+/// gemm 150–550 alone; step 1 (1000–2200, the slowest of step 1) an all-reduce 1100–1300;
+/// step 2 (2200–2700) nothing. Steps 0 and 2 tie: rank 0's.
+fn step_parts_trace(rank: i64) -> Trace {
+    let mut t = Trace::new(rank, 2);
+    t.metadata(&[0], &[(0, 7), (0, 8)], &[MAIN]);
+    let nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL";
+    if rank == 0 {
+        for (n, start, dur) in [
+            (0, 0, 1_000_000),
+            (1, 1_000_000, 1_000_000),
+            (2, 2_000_000, 500_000),
+        ] {
+            t.step(n, MAIN, start, dur, None);
+        }
+        let c = t.corr();
+        t.memcpy(
+            "Memcpy HtoD (Pinned -> Device)",
+            0,
+            7,
+            100_000,
+            50_000,
+            c,
+            4096,
+        );
+        t.launch("gemm", MAIN, 120_000, 0, 7, 150_000, 400_000);
+        t.launch(nccl, MAIN, 130_000, 0, 8, 500_000, 200_000);
+        let c = t.corr();
+        t.memset(0, 7, 800_000, 20_000, c, 4096);
+        t.launch("gemm", MAIN, 1_850_000, 0, 7, 1_900_000, 200_000);
+        t.window_end(2_500_000);
+    } else {
+        for (n, start, dur) in [
+            (0, 0, 1_000_000),
+            (1, 1_000_000, 1_200_000),
+            (2, 2_200_000, 500_000),
+        ] {
+            t.step(n, MAIN, start, dur, None);
+        }
+        t.launch("gemm", MAIN, 120_000, 0, 7, 150_000, 400_000);
+        t.launch(nccl, MAIN, 1_050_000, 0, 8, 1_100_000, 200_000);
+        t.window_end(2_700_000);
+    }
+    t
+}
+
+/// summary.json's `step_breakdown`, exact per step and part, and the page's stacked bars
+/// carrying the same numbers.
+#[test]
+fn step_breakdown_is_exact_per_step_and_part() {
+    let dir = tempdir("html-parts");
+    let traces = dir.join("traces");
+    std::fs::create_dir_all(&traces).unwrap();
+    for r in 0..2 {
+        step_parts_trace(r).write_gz(&traces.join(format!("run-rank{r}.trace.json.gz")));
+    }
+    let out = dir.join("out");
+    cuprof_ok(&[
+        "report",
+        &traces.display().to_string(),
+        "-o",
+        &out.display().to_string(),
+    ]);
+    let s = read_json(&out.join("summary.json"));
+    let b = &s["step_breakdown"];
+    let want = serde_json::json!([
+        {"step": 0, "rank": 0, "dur_ns": 1_000_000, "compute_ns": 400_000, "communication_ns": 150_000,
+         "copies_ns": 70_000, "idle_ns": 100_000, "host_ns": 280_000},
+        {"step": 1, "rank": 1, "dur_ns": 1_200_000, "compute_ns": 0, "communication_ns": 200_000,
+         "copies_ns": 0, "idle_ns": 0, "host_ns": 1_000_000},
+        {"step": 2, "rank": 0, "dur_ns": 500_000, "compute_ns": 100_000, "communication_ns": 0,
+         "copies_ns": 0, "idle_ns": 0, "host_ns": 400_000},
+    ]);
+    assert_eq!(b["steps"], want);
+    assert!(b.get("bins").is_none(), "{b}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(check_numbers(&html, &s) > 0);
+    let sec = section(&html, "cp-step-parts");
+    // A rect per part that is not 0: 5 + 2 + 2, bottom up.
+    assert_eq!(
+        sec.matches(r#" data-key="step_breakdown.steps."#).count(),
+        9
+    );
+    assert_eq!(sec.matches(r#"<g class="stack">"#).count(), 3);
+    let keys: Vec<String> = data_pairs(sec)
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    assert_eq!(
+        keys[..5],
+        [
+            "step_breakdown.steps.0.compute_ns=400000",
+            "step_breakdown.steps.0.communication_ns=150000",
+            "step_breakdown.steps.0.copies_ns=70000",
+            "step_breakdown.steps.0.idle_ns=100000",
+            "step_breakdown.steps.0.host_ns=280000",
+        ]
+    );
+    assert!(sec.contains("<title>step 1 on rank 1: 1.200 ms\n"), "{sec}");
+    assert!(
+        sec.contains(">step time, slowest rank (ms)</text>"),
+        "{sec}"
+    );
+    assert!(!sec.contains("consecutive steps"), "{sec}");
+    let report = layout(&out.join("report.html"), &dir, "parts");
+    assert!(report.starts_with("ok "), "{report}");
+}
+
 // ---- headless Chromium ----
 
 /// Runs headless Chromium on `page` with `args`; returns (stdout, stderr).
@@ -494,6 +606,7 @@ fn chromium_renders_the_page_without_errors() {
         ("cp-operators", r#"<g class="row">"#, 5),
         ("cp-memory", r#"<path class="mem""#, 2),
         ("cp-memory", r#"<g class="peak">"#, 2),
+        ("cp-step-parts", r#"<g class="stack">"#, 8),
     ] {
         assert_eq!(section(&dom, id).matches(mark).count(), n, "{id}: {mark}");
     }
@@ -502,10 +615,10 @@ fn chromium_renders_the_page_without_errors() {
     assert!(flame.matches("<rect").count() >= 5, "flame graph frames");
     // Every number in the DOM equals summary.json's.
     assert!(check_numbers(&dom, &s) > 100);
-    // Laid out: operators' two panels, memory's peak label, the heatmap's scale (see
-    // LAYOUT_CHECK).
+    // Laid out: operators' two panels, memory's peak label, the heatmap's scale, the step
+    // breakdown's legend (see LAYOUT_CHECK).
     let report = layout(&page, &dir, "two");
-    assert!(report.starts_with("ok 9 charts"), "{report}");
+    assert!(report.starts_with("ok 10 charts"), "{report}");
 
     let shot = dir.join("shot.png");
     let (_, err) = chromium(
@@ -1025,6 +1138,44 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
         assert!(check_numbers(&html, &s) > 0, "{tag}");
         assert!(!html.contains(&dir.display().to_string()), "{tag}: a path");
         check_culprits(&tag, ranks, &html, &s, &stdout);
+        // The step breakdown: every step, its parts adding up to its time; past 200 steps
+        // drawn as bins of consecutive steps, and the chart says so.
+        let parts = &s["step_breakdown"];
+        let every = parts["steps"].as_array().unwrap();
+        assert_eq!(every.len(), steps as usize, "{tag}");
+        for p in every {
+            let sum: i64 = [
+                "compute_ns",
+                "communication_ns",
+                "copies_ns",
+                "idle_ns",
+                "host_ns",
+            ]
+            .iter()
+            .map(|k| i(&p[k]))
+            .sum();
+            assert_eq!(sum, i(&p["dur_ns"]), "{tag}: {p}");
+        }
+        let sp = section(&html, "cp-step-parts");
+        if steps > 200 {
+            let per = (steps + 199) / 200;
+            assert_eq!(parts["bins"].as_array().unwrap().len(), 200, "{tag}");
+            assert_eq!(parts["bins"][0]["steps"], per, "{tag}");
+            assert_eq!(sp.matches(r#"<g class="stack">"#).count(), 200, "{tag}");
+            assert!(
+                sp.contains(&format!(
+                    ">step number (each bar: the mean of {per} consecutive steps)</text>"
+                )),
+                "{tag}"
+            );
+        } else {
+            assert!(parts.get("bins").is_none(), "{tag}");
+            assert_eq!(
+                sp.matches(r#"<g class="stack">"#).count(),
+                steps as usize,
+                "{tag}"
+            );
+        }
         // report.md: the same section, with the same figures.
         let md = std::fs::read_to_string(out.join("report.md")).unwrap();
         assert!(md.contains("## What holds the job back\n"), "{tag}");

@@ -10,6 +10,8 @@
 //!   ([`findings`]);
 //! * step latency over the step number per rank, and its distribution with p50/p90/p99
 //!   ([`steps`]);
+//! * each step's time stacked as compute, communication, copies, GPU idle and host
+//!   ([`step_parts`]);
 //! * GPU time per rank as stacked bars, with every figure in a table ([`breakdown`]); past a
 //!   few dozen ranks, each figure's distribution over the ranks with its outliers named
 //!   ([`spread`]), as for the collective waits and the mean step time;
@@ -42,6 +44,7 @@ mod memory;
 mod modules;
 mod quality;
 mod spread;
+mod step_parts;
 mod steps;
 mod svg;
 mod triton;
@@ -84,6 +87,7 @@ svg.chart .memset { fill: #b6d7a8; }
 svg.chart .host { fill: #cfcfcf; }
 svg.chart .sync { fill: #e15759; }
 svg.chart .cpu { fill: #b9a98f; }
+svg.chart .gpuidle { fill: #f1ce63; }
 svg.chart .part:hover, svg.chart .bar:hover, svg.chart .cell:hover { stroke: #000; }
 svg.chart .cell { stroke: #ddd; stroke-width: 0.5; }
 svg.chart .cell.slowest { stroke: #111; stroke-width: 1.2; }
@@ -149,6 +153,7 @@ pub fn write_page(
         culprits::section(s),
         findings::section(s, top),
         steps::section(s),
+        step_parts::section(s),
         breakdown::section(s),
         heatmap::section(s),
         bars::kernels(s, top),
