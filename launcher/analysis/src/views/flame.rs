@@ -343,6 +343,74 @@ pub fn page_svgs(an: &Analysis, paths: &[PathBuf]) -> Result<(Option<String>, Op
     ))
 }
 
+/// At most this many ranks get a flame graph of their own on the page beyond
+/// [`PAGE_RANK_ROOTS_UP_TO`] ranks: each one about as large as the summed graph, every rank of
+/// 512 would make the page hundreds of megabytes.
+pub const PAGE_RANK_FLAMES: usize = 8;
+
+/// The ranks the first panel of `s` names (each figure's furthest ranks, the rank the others
+/// wait for, the slowest steps' ranks), in that order, each once, at most
+/// [`PAGE_RANK_FLAMES`]; none up to [`PAGE_RANK_ROOTS_UP_TO`] ranks, where the page's graph
+/// has a root per rank.
+pub fn page_flame_ranks(s: &crate::summary::schema::Summary) -> Vec<i64> {
+    if s.ranks.len() <= PAGE_RANK_ROOTS_UP_TO {
+        return Vec::new();
+    }
+    let c = &s.culprits;
+    let named = c
+        .rank_figures
+        .iter()
+        .flat_map(|f| f.ranks.iter().map(|r| r.rank))
+        .chain(c.waited_for.as_ref().map(|w| w.rank))
+        .chain(c.slowest_steps.iter().map(|st| st.rank));
+    let mut out: Vec<i64> = Vec::new();
+    for r in named {
+        if !out.contains(&r) && out.len() < PAGE_RANK_FLAMES {
+            out.push(r);
+        }
+    }
+    out
+}
+
+/// The GPU-time flame graph of each rank of `ranks` alone (as `cuprof flame` draws it for
+/// that rank's files, named by base name), in that order; a rank without GPU work has none.
+pub fn page_rank_svgs(an: &Analysis, ranks: &[i64]) -> Result<Vec<(i64, String)>> {
+    if ranks.is_empty() {
+        return Ok(Vec::new());
+    }
+    let stacks = folded(an, Weigh::GpuTime, Stacks::Python);
+    let by_op = an.links.iter().any(Option::is_some);
+    let mut out = Vec::new();
+    for &rank in ranks {
+        let root = format!("rank {rank};");
+        let mine: BTreeMap<String, u64> = stacks
+            .iter()
+            .filter_map(|(k, &w)| k.strip_prefix(&root).map(|rest| (rest.to_string(), w)))
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let files: Vec<PathBuf> = an
+            .files
+            .iter()
+            .zip(&an.ranks)
+            .filter(|(_, &r)| r == rank)
+            .map(|(f, _)| f.path.clone())
+            .collect();
+        let mut svg = Vec::new();
+        draw(
+            &lines(mine),
+            Weigh::GpuTime,
+            by_op,
+            Stacks::Python,
+            &base_names(&files),
+            &mut svg,
+        )?;
+        out.push((rank, String::from_utf8(svg)?));
+    }
+    Ok(out)
+}
+
 /// Beyond this many ranks the page's flame graphs sum the ranks into one root: one root per
 /// rank of 512 is 2 px wide, a barcode.
 pub const PAGE_RANK_ROOTS_UP_TO: usize = 8;

@@ -1004,6 +1004,30 @@ fn check_spreads(tag: &str, ranks: i64, steps: i64, html: &str, s: &Value) {
     }
 }
 
+/// The ranks the page's flame selector offers for summary `s`: each rank the first panel
+/// names (figures, the rank waited for, the slowest steps), once each, at most 8.
+fn flame_ranks(s: &Value) -> Vec<i64> {
+    let c = &s["culprits"];
+    let mut out: Vec<i64> = Vec::new();
+    let figures = c["rank_figures"].as_array().unwrap().iter();
+    let named = figures
+        .flat_map(|f| f["ranks"].as_array().unwrap().iter().map(|r| i(&r["rank"])))
+        .chain(c.get("waited_for").map(|w| i(&w["rank"])))
+        .chain(
+            c["slowest_steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|st| i(&st["rank"])),
+        );
+    for r in named {
+        if !out.contains(&r) && out.len() < 8 {
+            out.push(r);
+        }
+    }
+    out
+}
+
 /// A number as summary.json writes it.
 fn json_text(v: &Value) -> String {
     v.to_string()
@@ -1052,14 +1076,36 @@ const LAYOUT_CHECK: &str = r#"<pre id="layout"></pre><script>
 })();
 </script>"#;
 
+/// Test-only, as [`LAYOUT_CHECK`]: the flame graphs shown (`div.flame-of` not `display:
+/// none`) before and after the rank selector picks the rank in `data-pick` of the `<pre>`,
+/// and the selector's options: `SHOWN | SHOWN | OPTIONS`.
+const FLAME_PICK: &str = r#"<pre id="layout"></pre><script>
+(function () {
+  const sel = document.getElementById('cp-flame-pick');
+  const shown = () => [...document.querySelectorAll('#cp-flame .flame-of')]
+    .filter(d => getComputedStyle(d).display !== 'none').map(d => d.id).join(',');
+  const before = shown();
+  sel.value = 'RANK';
+  const after = shown();
+  const opts = [...sel.options].map(o => o.value).join(',');
+  document.getElementById('layout').textContent = before + ' | ' + after + ' | ' + opts;
+})();
+</script>"#;
+
 /// The page's layout report (see [`LAYOUT_CHECK`]) as Chromium renders `page`.
 fn layout(page: &Path, dir: &Path, tag: &str) -> String {
+    probe(page, dir, tag, LAYOUT_CHECK)
+}
+
+/// What `script` (which writes into `<pre id="layout">`), appended to a copy of `page`
+/// without its Content-Security-Policy, reports as Chromium renders it at 1400 px.
+fn probe(page: &Path, dir: &Path, tag: &str, script: &str) -> String {
     let html = std::fs::read_to_string(page).unwrap();
     let csp = r#"<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">"#;
     assert!(html.contains(csp));
     let probe = html
         .replace(csp, "")
-        .replace("</body>", &format!("{LAYOUT_CHECK}</body>"));
+        .replace("</body>", &format!("{script}</body>"));
     let copy = dir.join(format!("probe-{tag}.html"));
     std::fs::write(&copy, probe).unwrap();
     let (dom, err) = chromium(
@@ -1319,6 +1365,47 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
             ranks > 8,
             "{tag}"
         );
+        // Past 8 ranks, a selector of the summed graph and each rank the first panel names:
+        // the GPU straggler first; picking it in Chromium shows its graph alone.
+        assert_eq!(
+            fl.contains(r#"<select id="cp-flame-pick">"#),
+            ranks > 8,
+            "{tag}"
+        );
+        if ranks > 8 {
+            let g = gpu_straggler(ranks);
+            let named = flame_ranks(&s);
+            assert_eq!(named[0], g, "{tag}");
+            assert!(named.contains(&(ranks - 1)), "{tag}: {named:?}");
+            assert_eq!(
+                fl.matches(r#"<div class="flame-of" id="cp-flame-rank-"#)
+                    .count(),
+                named.len(),
+                "{tag}"
+            );
+            // Its graph is that rank's alone: its file named, no other's.
+            let mine = between(fl, &format!(r#"id="cp-flame-rank-{g}">"#), "</div>");
+            assert!(
+                mine.contains(&format!(">run-rank{g}.trace.json.gz</text>")),
+                "{tag}"
+            );
+            assert_eq!(mine.matches(".trace.json.gz").count(), 1, "{tag}");
+            let picked = probe(
+                &page,
+                &dir,
+                &format!("pick-{tag}"),
+                &FLAME_PICK.replace("RANK", &g.to_string()),
+            );
+            let options: Vec<String> = std::iter::once("all".to_string())
+                .chain(named.iter().map(i64::to_string))
+                .collect();
+            assert_eq!(
+                picked,
+                format!("cp-flame-all | cp-flame-rank-{g} | {}", options.join(",")),
+                "{tag}"
+            );
+            println!("{tag}: page {} bytes", html.len());
+        }
 
         let shot = dir.join(format!("{tag}.png"));
         let (_, err) = chromium(

@@ -23,7 +23,8 @@
 //! * the collectives, with nccl-tests' figures ([`collectives`]);
 //! * device memory over time with its peak, when the traces have the memory counter
 //!   ([`memory`]);
-//! * the flame graph of `cuprof flame` ([`flame`]).
+//! * the flame graph of `cuprof flame` ([`flame`]); past 8 ranks summed over the ranks, with
+//!   a selector (a stylesheet's `:has()`, no script) for each rank the first panel names.
 //!
 //! Every drawn number shows on hover (an SVG `<title>`) and carries `data-key` (its path in
 //! summary.json) and `data-value` (its value there, written the same way), so a test can check
@@ -128,6 +129,20 @@ pub fn write_page(
     memory_flame_svg: Option<String>,
     top: usize,
 ) -> std::io::Result<()> {
+    write_page_ranked(w, s, flame_svg, Vec::new(), memory_flame_svg, top)
+}
+
+/// [`write_page`], with `rank_flames` (rank, SVG): the flame graphs of single ranks
+/// (`crate::views::flame::page_rank_svgs` of `page_flame_ranks`) that a selector shows instead
+/// of the graph summed over the ranks.
+pub fn write_page_ranked(
+    w: &mut dyn std::io::Write,
+    s: &Summary,
+    flame_svg: Option<String>,
+    rank_flames: Vec<(i64, String)>,
+    memory_flame_svg: Option<String>,
+    top: usize,
+) -> std::io::Result<()> {
     let mut out = String::with_capacity(64 * 1024);
     let events: u64 = s.files.iter().map(|f| f.events).sum();
     let _ = write!(
@@ -146,7 +161,7 @@ pub fn write_page(
     );
     // The flame graphs first: inlining one holds its SVG and copies of it at once, better
     // before the other sections exist than beside them.
-    let flame = flame_section(flame_svg, s.ranks.len());
+    let flame = flame_section(flame_svg, rank_flames, s.ranks.len());
     let memory_flame = memory_flame_section(memory_flame_svg);
     let sections = [
         quality::section(s),
@@ -189,26 +204,71 @@ pub fn write_page(
     w.write_all(b"</body></html>\n")
 }
 
-fn flame_section(svg: Option<String>, ranks: usize) -> String {
+fn flame_section(svg: Option<String>, rank_flames: Vec<(i64, String)>, ranks: usize) -> String {
     let mut out = String::from(r#"<section id="cp-flame"><h2>Flame graph</h2>"#);
     match svg {
         Some(svg) => {
             if ranks > crate::views::flame::PAGE_RANK_ROOTS_UP_TO {
                 let _ = write!(
                     out,
-                    r#"<p class="note">Summed over the {ranks} ranks (<code>cuprof flame</code> draws one root per rank; hover a frame for its time).</p>"#
+                    r#"<p class="note">Summed over the {ranks} ranks (<code>cuprof flame</code> draws one root per rank; hover a frame for its time)."#
                 );
+                if !rank_flames.is_empty() {
+                    let _ = write!(
+                        out,
+                        " The selector shows one rank's graph instead, for the {} rank(s) the first panel names (at most {}: a graph per rank would make the page too large; <code>cuprof flame</code> on a rank's file draws any other).",
+                        rank_flames.len(),
+                        crate::views::flame::PAGE_RANK_FLAMES
+                    );
+                }
+                out.push_str("</p>");
             } else {
                 out.push_str(r#"<p class="note">As <code>cuprof flame</code> draws it (hover a frame for its time; the SVG file adds zoom and search).</p>"#);
             }
-            let inlined = flame::inline(&svg);
-            drop(svg);
-            out.push_str(&inlined);
+            if rank_flames.is_empty() {
+                let inlined = flame::inline(&svg);
+                drop(svg);
+                out.push_str(&inlined);
+            } else {
+                rank_picker(&mut out, svg, rank_flames, ranks);
+            }
         }
         None => out.push_str(r#"<p class="none">no GPU work to draw</p>"#),
     }
     out.push_str("</section>");
     out
+}
+
+/// The summed graph and each rank's, one shown at a time by a `<select>`: the page has no
+/// script, so a stylesheet shows the graph whose option is checked (`:has()`); a browser
+/// without `:has()` keeps showing the summed graph.
+fn rank_picker(out: &mut String, summed: String, rank_flames: Vec<(i64, String)>, ranks: usize) {
+    let _ = write!(
+        out,
+        r#"<p><label for="cp-flame-pick">Ranks shown: </label><select id="cp-flame-pick"><option value="all" selected>all {ranks} ranks, summed</option>"#
+    );
+    for (rank, _) in &rank_flames {
+        let _ = write!(out, r#"<option value="{rank}">rank {rank}</option>"#);
+    }
+    out.push_str("</select></p><style>#cp-flame .flame-of:not(#cp-flame-all) { display: none; }");
+    for (rank, _) in &rank_flames {
+        let _ = write!(
+            out,
+            "\n#cp-flame:has(#cp-flame-pick option[value=\"{rank}\"]:checked) #cp-flame-all {{ display: none; }}\n#cp-flame:has(#cp-flame-pick option[value=\"{rank}\"]:checked) #cp-flame-rank-{rank} {{ display: block; }}"
+        );
+    }
+    out.push_str("</style>");
+    out.push_str(r#"<div class="flame-of" id="cp-flame-all">"#);
+    let inlined = flame::inline(&summed);
+    drop(summed);
+    out.push_str(&inlined);
+    drop(inlined);
+    out.push_str("</div>");
+    for (rank, svg) in rank_flames {
+        let _ = write!(out, r#"<div class="flame-of" id="cp-flame-rank-{rank}">"#);
+        out.push_str(&flame::inline_prefixed(&svg, &format!("r{rank}-")));
+        out.push_str("</div>");
+    }
 }
 
 /// What `cuprof flame --memory` draws, when the traces recorded PyTorch's allocations (no
