@@ -347,6 +347,22 @@ pub fn page_svgs(an: &Analysis, paths: &[PathBuf]) -> Result<(Option<String>, Op
 /// [`PAGE_RANK_ROOTS_UP_TO`] ranks: each one about as large as the summed graph, every rank of
 /// 512 would make the page hundreds of megabytes.
 pub const PAGE_RANK_FLAMES: usize = 8;
+/// And their graphs together at most this many bytes (the first one always kept): a rank's
+/// graph of a large model can be a megabyte.
+pub const PAGE_RANK_FLAME_BYTES: usize = 4 << 20;
+
+/// `svgs` in order while their sizes add up to at most `bound` bytes (the first always).
+fn within_bytes(svgs: Vec<(i64, String)>, bound: usize) -> Vec<(i64, String)> {
+    let mut total = 0usize;
+    svgs.into_iter()
+        .enumerate()
+        .take_while(|(i, (_, svg))| {
+            total = total.saturating_add(svg.len());
+            *i == 0 || total <= bound
+        })
+        .map(|(_, x)| x)
+        .collect()
+}
 
 /// The ranks the first panel of `s` names (each figure's furthest ranks, the rank the others
 /// wait for, the slowest steps' ranks), in that order, each once, at most
@@ -373,7 +389,8 @@ pub fn page_flame_ranks(s: &crate::summary::schema::Summary) -> Vec<i64> {
 }
 
 /// The GPU-time flame graph of each rank of `ranks` alone (as `cuprof flame` draws it for
-/// that rank's files, named by base name), in that order; a rank without GPU work has none.
+/// that rank's files, named by base name), in that order, while they add up to at most
+/// [`PAGE_RANK_FLAME_BYTES`]; a rank without GPU work has none.
 pub fn page_rank_svgs(an: &Analysis, ranks: &[i64]) -> Result<Vec<(i64, String)>> {
     if ranks.is_empty() {
         return Ok(Vec::new());
@@ -408,7 +425,7 @@ pub fn page_rank_svgs(an: &Analysis, ranks: &[i64]) -> Result<Vec<(i64, String)>
         )?;
         out.push((rank, String::from_utf8(svg)?));
     }
-    Ok(out)
+    Ok(within_bytes(out, PAGE_RANK_FLAME_BYTES))
 }
 
 /// Beyond this many ranks the page's flame graphs sum the ranks into one root: one root per
@@ -555,4 +572,25 @@ fn flame_to(args: &FlameOptions, con: &mut Console) -> Result<()> {
         args.out.shown(),
         count,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rank_graphs_stop_at_the_byte_bound_keeping_the_first() {
+        let svgs = |sizes: &[usize]| -> Vec<(i64, String)> {
+            sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| (i as i64 * 10, "x".repeat(n)))
+                .collect()
+        };
+        let ranks = |v: Vec<(i64, String)>| v.into_iter().map(|x| x.0).collect::<Vec<_>>();
+        // 3 + 4 = 7 fits 8; 7 + 2 does not: the rest is left out, even what would fit.
+        assert_eq!(ranks(super::within_bytes(svgs(&[3, 4, 2, 1]), 8)), [0, 10]);
+        assert_eq!(ranks(super::within_bytes(svgs(&[3, 5, 1]), 8)), [0, 10]);
+        // The first is kept whatever its size.
+        assert_eq!(ranks(super::within_bytes(svgs(&[20, 1]), 8)), [0]);
+        assert!(super::within_bytes(Vec::new(), 8).is_empty());
+    }
 }

@@ -1383,6 +1383,13 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
                 named.len(),
                 "{tag}"
             );
+            assert!(
+                fl.contains(&format!(
+                    "for {} rank(s) the first panel names (at most 8, and 4 MiB of graphs:",
+                    named.len()
+                )),
+                "{tag}"
+            );
             // Its graph is that rank's alone: its file named, no other's.
             let mine = between(fl, &format!(r#"id="cp-flame-rank-{g}">"#), "</div>");
             assert!(

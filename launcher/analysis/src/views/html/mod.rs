@@ -216,9 +216,10 @@ fn flame_section(svg: Option<String>, rank_flames: Vec<(i64, String)>, ranks: us
                 if !rank_flames.is_empty() {
                     let _ = write!(
                         out,
-                        " The selector shows one rank's graph instead, for the {} rank(s) the first panel names (at most {}: a graph per rank would make the page too large; <code>cuprof flame</code> on a rank's file draws any other).",
+                        " The selector shows one rank's graph instead, for {} rank(s) the first panel names (at most {}, and {} MiB of graphs: a graph per rank would make the page too large; <code>cuprof flame</code> on a rank's file draws any other).",
                         rank_flames.len(),
-                        crate::views::flame::PAGE_RANK_FLAMES
+                        crate::views::flame::PAGE_RANK_FLAMES,
+                        crate::views::flame::PAGE_RANK_FLAME_BYTES >> 20
                     );
                 }
                 out.push_str("</p>");
