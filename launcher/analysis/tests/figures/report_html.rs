@@ -1203,6 +1203,9 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
             assert_eq!(sum, i(&p["dur_ns"]), "{tag}: {p}");
         }
         let sp = section(&html, "cp-step-parts");
+        // Bars centred on their steps: the axis starts at step 0, not "-0".
+        assert!(sp.contains(r#"text-anchor="middle">0</text>"#), "{tag}");
+        assert!(!sp.contains(">-0<"), "{tag}");
         if steps > 200 {
             let per = (steps + 199) / 200;
             assert_eq!(parts["bins"].as_array().unwrap().len(), 200, "{tag}");
