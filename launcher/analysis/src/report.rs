@@ -128,10 +128,14 @@ fn report_to(args: &ReportOptions, con: &mut Console) -> Result<()> {
         // The page is shared: its flame graphs name the inputs by base name, not by where
         // they sat on this machine.
         let (flame, memory) = crate::views::flame::page_svgs(&an, &args.paths)?;
+        let ranked = crate::views::flame::page_rank_svgs(
+            &an,
+            &crate::views::flame::page_flame_ranks(&summary),
+        )?;
         // The page is made from the summary alone: the loaded columns go first.
         drop(an);
         crate::io::output::write_with(h, |w| {
-            crate::views::html::write_page(w, &summary, flame, memory, args.top)
+            crate::views::html::write_page_ranked(w, &summary, flame, ranked, memory, args.top)
         })?;
         outln!(con, "wrote {}", h.shown())?;
     }

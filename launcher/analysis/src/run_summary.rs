@@ -49,8 +49,9 @@ pub fn after_run(traces: &[PathBuf], of: ReportOf) -> (Vec<String>, Option<PathB
     let d = report_dir(&traces[0], of);
     let written = write_report(&d, &summary, REPORT_TOP).and_then(|()| {
         let (flame, memory) = flame::page_svgs(&an, &traces)?;
+        let ranked = flame::page_rank_svgs(&an, &flame::page_flame_ranks(&summary))?;
         crate::io::output::write_with(&d.join(REPORT_HTML), |w| {
-            html::write_page(w, &summary, flame, memory, REPORT_TOP)
+            html::write_page_ranked(w, &summary, flame, ranked, memory, REPORT_TOP)
         })
     });
     match written {

@@ -135,8 +135,14 @@ pub fn load(paths: &[PathBuf], top: usize) -> Result<Loaded> {
         }
         let summary = an.summarize();
         let (flame, memory) = cuprof_analysis::views::flame::page_svgs(&an, paths)?;
+        let ranked = cuprof_analysis::views::flame::page_rank_svgs(
+            &an,
+            &cuprof_analysis::views::flame::page_flame_ranks(&summary),
+        )?;
         let mut page = Vec::new();
-        cuprof_analysis::views::html::write_page(&mut page, &summary, flame, memory, top)?;
+        cuprof_analysis::views::html::write_page_ranked(
+            &mut page, &summary, flame, ranked, memory, top,
+        )?;
         let stacks: Vec<FlameStack> = cuprof_analysis::views::flame::gpu_stacks(&an)
             .into_iter()
             .map(|(stack, ns)| FlameStack { stack, ns })

@@ -14,6 +14,7 @@ pub mod operators;
 pub mod queues;
 pub mod regions;
 pub mod series;
+pub mod step_breakdown;
 pub mod step_figures;
 pub mod torch_compile;
 pub mod triton;

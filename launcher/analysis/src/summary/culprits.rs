@@ -20,6 +20,10 @@ pub const NAMED: usize = 3;
 pub const NEAR: f64 = 0.01;
 /// Slowest steps named.
 pub const SLOWEST: usize = 5;
+/// Outliers named per spread, furthest from the median first.
+pub const OUTLIERS: usize = 5;
+/// A rank is an outlier of a spread beyond this many interquartile ranges from the quartiles.
+pub const FENCE: f64 = 1.5;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Culprits {
@@ -35,6 +39,34 @@ pub struct Culprits {
     pub slowest_steps: Vec<SlowStep>,
     /// The median of every rank's step durations (`steps.p50_ns`), what they compare to.
     pub step_median_ns: f64,
+    /// Per figure of a rank, its distribution over the ranks (the page draws these past a few
+    /// dozen ranks, instead of one bar per rank): quartiles, extremes and outliers; empty with
+    /// fewer than two ranks.
+    #[serde(default)]
+    pub spreads: Vec<RankSpread>,
+}
+
+/// One figure's distribution over the ranks that have it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankSpread {
+    /// A field of `ranks[].gpu` (`compute_ns`, `comm_compute_overlap_ns`, `communication_ns`,
+    /// `memcpy_ns`, `memset_ns`, `idle_host_bound_ns`, `idle_sync_wait_ns`),
+    /// `collective_wait_ns` (`collective_waits[].wait_ns`) or `mean_step_ns`
+    /// (`ranks[].steps.mean_ns`).
+    pub figure: String,
+    /// Ranks that have the figure.
+    pub ranks: usize,
+    /// The smallest value, the quartiles (as `steps.p50_ns`: linear between the two nearest
+    /// ranks), the largest.
+    pub min: f64,
+    pub p25: f64,
+    pub median: f64,
+    pub p75: f64,
+    pub max: f64,
+    /// Up to [`OUTLIERS`] ranks beyond [`FENCE`] interquartile ranges below `p25` or above
+    /// `p75` and at least [`NEAR`] of the median from it, furthest from the median first
+    /// (ties: by rank); `vs_median` as in `rank_figures`.
+    pub outliers: Vec<RankOutlier>,
 }
 
 /// One figure over the ranks.
@@ -83,6 +115,11 @@ pub fn figure_label(figure: &str) -> &'static str {
         "communication_ns" => "communication not under compute",
         "collective_wait_ns" => "waiting in collectives",
         "mean_step_ns" => "mean step time",
+        "comm_compute_overlap_ns" => "communication under compute",
+        "memcpy_ns" => "memcpy",
+        "memset_ns" => "memset",
+        "idle_host_bound_ns" => "idle, host-bound",
+        "idle_sync_wait_ns" => "idle, sync wait",
         _ => "figure",
     }
 }
@@ -90,6 +127,8 @@ pub fn figure_label(figure: &str) -> &'static str {
 /// One rank's figures that culprits are ranked by (summary.json's `ranks[]`).
 pub struct RankFigures<'a> {
     pub rank: i64,
+    /// Its GPU time breakdown (`ranks[].gpu`), the spreads' figures.
+    pub gpu: &'a crate::model::Breakdown,
     pub compute_ns: i64,
     pub communication_ns: i64,
     /// Its mean step time, when it has steps.
@@ -101,6 +140,7 @@ pub struct RankFigures<'a> {
 /// and `step_median_ns` (`steps.p50_ns`).
 pub fn find(ranks: &[RankFigures], waits: &[CollectiveWait], step_median_ns: f64) -> Culprits {
     let mut rank_figures = Vec::new();
+    let mut spreads = Vec::new();
     if ranks.len() > 1 {
         let of = |f: fn(&RankFigures) -> f64| -> Vec<(i64, f64)> {
             ranks.iter().map(|r| (r.rank, f(r))).collect()
@@ -113,16 +153,38 @@ pub fn find(ranks: &[RankFigures], waits: &[CollectiveWait], step_median_ns: f64
         for (figure, values) in [
             ("compute_ns", of(|r| r.compute_ns as f64)),
             ("communication_ns", of(|r| r.communication_ns as f64)),
-            ("collective_wait_ns", waited),
-            ("mean_step_ns", stepped),
+            ("collective_wait_ns", waited.clone()),
+            ("mean_step_ns", stepped.clone()),
         ] {
             if values.len() > 1 {
                 rank_figures.push(furthest(figure, &values));
             }
         }
+        let gpu = |f: fn(&crate::model::Breakdown) -> i64| -> Vec<(i64, f64)> {
+            ranks.iter().map(|r| (r.rank, f(r.gpu) as f64)).collect()
+        };
+        for (figure, values) in [
+            ("compute_ns", gpu(|b| b.compute_ns)),
+            (
+                "comm_compute_overlap_ns",
+                gpu(|b| b.comm_compute_overlap_ns),
+            ),
+            ("communication_ns", gpu(|b| b.communication_ns)),
+            ("memcpy_ns", gpu(|b| b.memcpy_ns)),
+            ("memset_ns", gpu(|b| b.memset_ns)),
+            ("idle_host_bound_ns", gpu(|b| b.idle_host_bound_ns)),
+            ("idle_sync_wait_ns", gpu(|b| b.idle_sync_wait_ns)),
+            ("collective_wait_ns", waited),
+            ("mean_step_ns", stepped),
+        ] {
+            if values.len() > 1 {
+                spreads.push(spread(figure, &values));
+            }
+        }
     }
     Culprits {
         rank_figures,
+        spreads,
         waited_for: waited_for(waits),
         slowest_steps: slowest_steps(ranks, step_median_ns),
         step_median_ns,
@@ -146,6 +208,43 @@ fn furthest(figure: &str, values: &[(i64, f64)]) -> RankFigure {
         ranks: far
             .into_iter()
             .take(NAMED)
+            .map(|&(rank, value)| RankOutlier {
+                rank,
+                value,
+                vs_median: ratio(value, median),
+            })
+            .collect(),
+    }
+}
+
+/// The distribution of `values` (rank, value) and its outliers.
+fn spread(figure: &str, values: &[(i64, f64)]) -> RankSpread {
+    let mut sorted: Vec<f64> = values.iter().map(|v| v.1).collect();
+    sorted.sort_by(f64::total_cmp);
+    let (p25, median, p75) = (
+        percentile_f64(&sorted, 25),
+        percentile_f64(&sorted, 50),
+        percentile_f64(&sorted, 75),
+    );
+    let iqr = p75 - p25;
+    let (lo, hi) = (p25 - FENCE * iqr, p75 + FENCE * iqr);
+    let mut out: Vec<&(i64, f64)> = values
+        .iter()
+        .filter(|v| (v.1 < lo || v.1 > hi) && (v.1 - median).abs() >= NEAR * median.abs())
+        .collect();
+    let dist = |v: &&(i64, f64)| (v.1 - median).abs();
+    out.sort_by(|a, b| dist(b).total_cmp(&dist(a)).then(a.0.cmp(&b.0)));
+    RankSpread {
+        figure: figure.to_string(),
+        ranks: values.len(),
+        min: sorted[0],
+        p25,
+        median,
+        p75,
+        max: sorted[sorted.len() - 1],
+        outliers: out
+            .into_iter()
+            .take(OUTLIERS)
             .map(|&(rank, value)| RankOutlier {
                 rank,
                 value,
@@ -235,6 +334,37 @@ mod tests {
         assert!(near.ranks.is_empty());
         let f = furthest("x", &[(0, 1000.0), (1, 1000.0), (2, 1010.0)]);
         assert_eq!(f.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), [2]);
+    }
+
+    #[test]
+    fn spreads_name_the_ranks_beyond_the_fences() {
+        // 8 ranks: quartiles of 10, 10, 11, 11, 12, 12, 13, 40 (rank 7) and 1 (rank 8):
+        // sorted 1 10 10 11 11 12 12 13 40: p25 10, median 11, p75 12; fences 7 and 15.
+        let v: Vec<(i64, f64)> = [10.0, 10.0, 11.0, 11.0, 12.0, 12.0, 13.0, 40.0, 1.0]
+            .into_iter()
+            .enumerate()
+            .map(|(i, x)| (i as i64, x))
+            .collect();
+        let s = spread("compute_ns", &v);
+        assert_eq!(
+            (s.ranks, s.min, s.p25, s.median, s.p75, s.max),
+            (9, 1.0, 10.0, 11.0, 12.0, 40.0)
+        );
+        let named: Vec<(i64, f64)> = s.outliers.iter().map(|o| (o.rank, o.value)).collect();
+        assert_eq!(named, [(7, 40.0), (8, 1.0)]);
+        assert_eq!(s.outliers[1].vs_median, 1.0 / 11.0);
+        // A zero interquartile range: every rank off the median by 1% or more is out, the
+        // furthest five named; noise under 1% is not.
+        let mut v: Vec<(i64, f64)> = (0..40).map(|r| (r, 1000.0)).collect();
+        v[3].1 = 1005.0;
+        for (k, r) in [5, 6, 7, 8, 9, 10].into_iter().enumerate() {
+            v[r].1 = 1100.0 + 10.0 * k as f64;
+        }
+        let s = spread("x", &v);
+        let named: Vec<i64> = s.outliers.iter().map(|o| o.rank).collect();
+        assert_eq!(named, [10, 9, 8, 7, 6]);
+        // All equal: nobody.
+        assert!(spread("x", &[(0, 5.0), (1, 5.0)]).outliers.is_empty());
     }
 
     #[test]

@@ -16,6 +16,7 @@ use crate::sections::modules::Modules;
 use crate::sections::operators::Operators;
 use crate::sections::queues::QueueRow;
 use crate::sections::series::{MemorySeries, StepTime};
+use crate::sections::step_breakdown::StepBreakdown;
 use crate::sections::step_figures::StepBins;
 use crate::sections::torch_compile::TorchCompile;
 use crate::sections::triton::TritonRow;
@@ -213,6 +214,10 @@ pub struct Summary {
     /// unless asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_bins: Option<StepBins>,
+    /// Each step's time as compute, communication, copies, GPU idle and host, on its slowest
+    /// rank (TensorBoard's step time breakdown); binned past 200 steps.
+    #[serde(default)]
+    pub step_breakdown: StepBreakdown,
     /// Step latency and tokens/s over runs, mean ± std (`report --all-runs`); absent unless
     /// asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]

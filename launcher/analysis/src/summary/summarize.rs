@@ -13,7 +13,7 @@ use crate::model::{
 use crate::saturating::{self, AddSat};
 use crate::sections::{
     allocations, collectives, durations, findings, idle, launches, modules, operators, queues,
-    series, torch_compile, triton,
+    series, step_breakdown, torch_compile, triton,
 };
 use crate::summary::culprits;
 use crate::summary::schema::*;
@@ -148,6 +148,7 @@ impl Analysis {
             .iter()
             .map(|r| culprits::RankFigures {
                 rank: r.rank,
+                gpu: &r.gpu,
                 compute_ns: r.gpu.compute_ns,
                 communication_ns: r.gpu.communication_ns,
                 mean_step_ns: (r.steps.count > 0).then_some(r.steps.mean_ns),
@@ -165,6 +166,7 @@ impl Analysis {
             files,
             steps,
             step_bins: None,
+            step_breakdown: step_breakdown::step_breakdown(&self.files, &self.ranks),
             runs: None,
             gpu,
             ranks,

@@ -343,6 +343,91 @@ pub fn page_svgs(an: &Analysis, paths: &[PathBuf]) -> Result<(Option<String>, Op
     ))
 }
 
+/// At most this many ranks get a flame graph of their own on the page beyond
+/// [`PAGE_RANK_ROOTS_UP_TO`] ranks: each one about as large as the summed graph, every rank of
+/// 512 would make the page hundreds of megabytes.
+pub const PAGE_RANK_FLAMES: usize = 8;
+/// And their graphs together at most this many bytes (the first one always kept): a rank's
+/// graph of a large model can be a megabyte.
+pub const PAGE_RANK_FLAME_BYTES: usize = 4 << 20;
+
+/// `svgs` in order while their sizes add up to at most `bound` bytes (the first always).
+fn within_bytes(svgs: Vec<(i64, String)>, bound: usize) -> Vec<(i64, String)> {
+    let mut total = 0usize;
+    svgs.into_iter()
+        .enumerate()
+        .take_while(|(i, (_, svg))| {
+            total = total.saturating_add(svg.len());
+            *i == 0 || total <= bound
+        })
+        .map(|(_, x)| x)
+        .collect()
+}
+
+/// The ranks the first panel of `s` names (each figure's furthest ranks, the rank the others
+/// wait for, the slowest steps' ranks), in that order, each once, at most
+/// [`PAGE_RANK_FLAMES`]; none up to [`PAGE_RANK_ROOTS_UP_TO`] ranks, where the page's graph
+/// has a root per rank.
+pub fn page_flame_ranks(s: &crate::summary::schema::Summary) -> Vec<i64> {
+    if s.ranks.len() <= PAGE_RANK_ROOTS_UP_TO {
+        return Vec::new();
+    }
+    let c = &s.culprits;
+    let named = c
+        .rank_figures
+        .iter()
+        .flat_map(|f| f.ranks.iter().map(|r| r.rank))
+        .chain(c.waited_for.as_ref().map(|w| w.rank))
+        .chain(c.slowest_steps.iter().map(|st| st.rank));
+    let mut out: Vec<i64> = Vec::new();
+    for r in named {
+        if !out.contains(&r) && out.len() < PAGE_RANK_FLAMES {
+            out.push(r);
+        }
+    }
+    out
+}
+
+/// The GPU-time flame graph of each rank of `ranks` alone (as `cuprof flame` draws it for
+/// that rank's files, named by base name), in that order, while they add up to at most
+/// [`PAGE_RANK_FLAME_BYTES`]; a rank without GPU work has none.
+pub fn page_rank_svgs(an: &Analysis, ranks: &[i64]) -> Result<Vec<(i64, String)>> {
+    if ranks.is_empty() {
+        return Ok(Vec::new());
+    }
+    let stacks = folded(an, Weigh::GpuTime, Stacks::Python);
+    let by_op = an.links.iter().any(Option::is_some);
+    let mut out = Vec::new();
+    for &rank in ranks {
+        let root = format!("rank {rank};");
+        let mine: BTreeMap<String, u64> = stacks
+            .iter()
+            .filter_map(|(k, &w)| k.strip_prefix(&root).map(|rest| (rest.to_string(), w)))
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let files: Vec<PathBuf> = an
+            .files
+            .iter()
+            .zip(&an.ranks)
+            .filter(|(_, &r)| r == rank)
+            .map(|(f, _)| f.path.clone())
+            .collect();
+        let mut svg = Vec::new();
+        draw(
+            &lines(mine),
+            Weigh::GpuTime,
+            by_op,
+            Stacks::Python,
+            &base_names(&files),
+            &mut svg,
+        )?;
+        out.push((rank, String::from_utf8(svg)?));
+    }
+    Ok(within_bytes(out, PAGE_RANK_FLAME_BYTES))
+}
+
 /// Beyond this many ranks the page's flame graphs sum the ranks into one root: one root per
 /// rank of 512 is 2 px wide, a barcode.
 pub const PAGE_RANK_ROOTS_UP_TO: usize = 8;
@@ -500,4 +585,25 @@ fn flame_to(args: &FlameOptions, con: &mut Console) -> Result<()> {
         args.out.shown(),
         count,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rank_graphs_stop_at_the_byte_bound_keeping_the_first() {
+        let svgs = |sizes: &[usize]| -> Vec<(i64, String)> {
+            sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| (i as i64 * 10, "x".repeat(n)))
+                .collect()
+        };
+        let ranks = |v: Vec<(i64, String)>| v.into_iter().map(|x| x.0).collect::<Vec<_>>();
+        // 3 + 4 = 7 fits 8; 7 + 2 does not: the rest is left out, even what would fit.
+        assert_eq!(ranks(super::within_bytes(svgs(&[3, 4, 2, 1]), 8)), [0, 10]);
+        assert_eq!(ranks(super::within_bytes(svgs(&[3, 5, 1]), 8)), [0, 10]);
+        // The first is kept whatever its size.
+        assert_eq!(ranks(super::within_bytes(svgs(&[20, 1]), 8)), [0]);
+        assert!(super::within_bytes(Vec::new(), 8).is_empty());
+    }
 }

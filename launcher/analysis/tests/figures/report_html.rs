@@ -446,6 +446,118 @@ fn run_page_names_traces_by_base_name() {
     }
 }
 
+/// Two ranks of three steps with known intervals (µs). Rank 0, step 0 (0–1000): a copy
+/// 100–150, a gemm 150–550, an all-reduce kernel 500–700 (50 under the gemm), a memset
+/// 800–820: compute 400, communication 150, copies 70, idle 100 (700–800), host 280 (before
+/// 100, after 820); step 1 (1000–2000): a gemm 1900–2100 cut at the step's end: compute 100,
+/// host 900; step 2 (2000–2500): the gemm's last 100, host 400. Rank 1: step 0 (0–1000) a
+/// gemm 150–550 alone; step 1 (1000–2200, the slowest of step 1) an all-reduce 1100–1300;
+/// step 2 (2200–2700) nothing. Steps 0 and 2 tie: rank 0's.
+fn step_parts_trace(rank: i64) -> Trace {
+    let mut t = Trace::new(rank, 2);
+    t.metadata(&[0], &[(0, 7), (0, 8)], &[MAIN]);
+    let nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL";
+    if rank == 0 {
+        for (n, start, dur) in [
+            (0, 0, 1_000_000),
+            (1, 1_000_000, 1_000_000),
+            (2, 2_000_000, 500_000),
+        ] {
+            t.step(n, MAIN, start, dur, None);
+        }
+        let c = t.corr();
+        t.memcpy(
+            "Memcpy HtoD (Pinned -> Device)",
+            0,
+            7,
+            100_000,
+            50_000,
+            c,
+            4096,
+        );
+        t.launch("gemm", MAIN, 120_000, 0, 7, 150_000, 400_000);
+        t.launch(nccl, MAIN, 130_000, 0, 8, 500_000, 200_000);
+        let c = t.corr();
+        t.memset(0, 7, 800_000, 20_000, c, 4096);
+        t.launch("gemm", MAIN, 1_850_000, 0, 7, 1_900_000, 200_000);
+        t.window_end(2_500_000);
+    } else {
+        for (n, start, dur) in [
+            (0, 0, 1_000_000),
+            (1, 1_000_000, 1_200_000),
+            (2, 2_200_000, 500_000),
+        ] {
+            t.step(n, MAIN, start, dur, None);
+        }
+        t.launch("gemm", MAIN, 120_000, 0, 7, 150_000, 400_000);
+        t.launch(nccl, MAIN, 1_050_000, 0, 8, 1_100_000, 200_000);
+        t.window_end(2_700_000);
+    }
+    t
+}
+
+/// summary.json's `step_breakdown`, exact per step and part, and the page's stacked bars
+/// carrying the same numbers.
+#[test]
+fn step_breakdown_is_exact_per_step_and_part() {
+    let dir = tempdir("html-parts");
+    let traces = dir.join("traces");
+    std::fs::create_dir_all(&traces).unwrap();
+    for r in 0..2 {
+        step_parts_trace(r).write_gz(&traces.join(format!("run-rank{r}.trace.json.gz")));
+    }
+    let out = dir.join("out");
+    cuprof_ok(&[
+        "report",
+        &traces.display().to_string(),
+        "-o",
+        &out.display().to_string(),
+    ]);
+    let s = read_json(&out.join("summary.json"));
+    let b = &s["step_breakdown"];
+    let want = serde_json::json!([
+        {"step": 0, "rank": 0, "dur_ns": 1_000_000, "compute_ns": 400_000, "communication_ns": 150_000,
+         "copies_ns": 70_000, "idle_ns": 100_000, "host_ns": 280_000},
+        {"step": 1, "rank": 1, "dur_ns": 1_200_000, "compute_ns": 0, "communication_ns": 200_000,
+         "copies_ns": 0, "idle_ns": 0, "host_ns": 1_000_000},
+        {"step": 2, "rank": 0, "dur_ns": 500_000, "compute_ns": 100_000, "communication_ns": 0,
+         "copies_ns": 0, "idle_ns": 0, "host_ns": 400_000},
+    ]);
+    assert_eq!(b["steps"], want);
+    assert!(b.get("bins").is_none(), "{b}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(check_numbers(&html, &s) > 0);
+    let sec = section(&html, "cp-step-parts");
+    // A rect per part that is not 0: 5 + 2 + 2, bottom up.
+    assert_eq!(
+        sec.matches(r#" data-key="step_breakdown.steps."#).count(),
+        9
+    );
+    assert_eq!(sec.matches(r#"<g class="stack">"#).count(), 3);
+    let keys: Vec<String> = data_pairs(sec)
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    assert_eq!(
+        keys[..5],
+        [
+            "step_breakdown.steps.0.compute_ns=400000",
+            "step_breakdown.steps.0.communication_ns=150000",
+            "step_breakdown.steps.0.copies_ns=70000",
+            "step_breakdown.steps.0.idle_ns=100000",
+            "step_breakdown.steps.0.host_ns=280000",
+        ]
+    );
+    assert!(sec.contains("<title>step 1 on rank 1: 1.200 ms\n"), "{sec}");
+    assert!(
+        sec.contains(">step time, slowest rank (ms)</text>"),
+        "{sec}"
+    );
+    assert!(!sec.contains("consecutive steps"), "{sec}");
+    let report = layout(&out.join("report.html"), &dir, "parts");
+    assert!(report.starts_with("ok "), "{report}");
+}
+
 // ---- headless Chromium ----
 
 /// Runs headless Chromium on `page` with `args`; returns (stdout, stderr).
@@ -494,6 +606,7 @@ fn chromium_renders_the_page_without_errors() {
         ("cp-operators", r#"<g class="row">"#, 5),
         ("cp-memory", r#"<path class="mem""#, 2),
         ("cp-memory", r#"<g class="peak">"#, 2),
+        ("cp-step-parts", r#"<g class="stack">"#, 8),
     ] {
         assert_eq!(section(&dom, id).matches(mark).count(), n, "{id}: {mark}");
     }
@@ -502,10 +615,10 @@ fn chromium_renders_the_page_without_errors() {
     assert!(flame.matches("<rect").count() >= 5, "flame graph frames");
     // Every number in the DOM equals summary.json's.
     assert!(check_numbers(&dom, &s) > 100);
-    // Laid out: operators' two panels, memory's peak label, the heatmap's scale (see
-    // LAYOUT_CHECK).
+    // Laid out: operators' two panels, memory's peak label, the heatmap's scale, the step
+    // breakdown's legend (see LAYOUT_CHECK).
     let report = layout(&page, &dir, "two");
-    assert!(report.starts_with("ok 9 charts"), "{report}");
+    assert!(report.starts_with("ok 10 charts"), "{report}");
 
     let shot = dir.join("shot.png");
     let (_, err) = chromium(
@@ -805,6 +918,121 @@ fn check_culprits(tag: &str, ranks: i64, html: &str, s: &Value, stdout: &str) {
     );
 }
 
+/// Past 32 ranks: summary.json's spreads of compute, collective wait and mean step time, and
+/// their charts (in the GPU, collectives and heatmap sections), name [`scaled_trace`]'s GPU
+/// straggler, and its step straggler, as their only outliers; each chart's histogram holds
+/// every rank.
+fn check_spreads(tag: &str, ranks: i64, steps: i64, html: &str, s: &Value) {
+    let spreads = s["culprits"]["spreads"].as_array().unwrap();
+    let at = |figure: &str| {
+        spreads
+            .iter()
+            .position(|x| x["figure"] == figure)
+            .unwrap_or_else(|| panic!("{tag}: no spread of {figure}"))
+    };
+    let g = gpu_straggler(ranks);
+    let last = ranks - 1;
+    // Compute: 500 µs a step on every rank but the straggler's 650 µs.
+    let c = &spreads[at("compute_ns")];
+    assert_eq!(c["ranks"], ranks, "{tag}");
+    for (k, v) in [
+        ("min", 500_000 * steps),
+        ("p25", 500_000 * steps),
+        ("median", 500_000 * steps),
+        ("p75", 500_000 * steps),
+        ("max", 650_000 * steps),
+    ] {
+        assert_eq!(c[k].as_f64().unwrap(), v as f64, "{tag}: {k}");
+    }
+    assert_eq!(
+        c["outliers"],
+        serde_json::json!([{"rank": g, "value": (650_000 * steps) as f64, "vs_median": 1.3}]),
+        "{tag}"
+    );
+    // Waits: 150 µs a step, the straggler none (the others wait for it).
+    let w = &spreads[at("collective_wait_ns")];
+    assert_eq!(w["median"].as_f64().unwrap(), (150_000 * steps) as f64);
+    assert_eq!(w["outliers"][0]["rank"], g, "{tag}");
+    assert_eq!(w["outliers"][0]["value"].as_f64().unwrap(), 0.0, "{tag}");
+    assert_eq!(w["outliers"].as_array().unwrap().len(), 1, "{tag}");
+    // Mean step time: the step straggler alone (noise is under 1% of the median).
+    let m = &spreads[at("mean_step_ns")];
+    let named: Vec<i64> = m["outliers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["rank"].as_i64().unwrap())
+        .collect();
+    assert_eq!(named, [last], "{tag}");
+    // On the page: each chart in its section, every rank in its histogram, its outliers
+    // labelled and linked to their rows.
+    for (sec, figure, rank, label) in [
+        (
+            "cp-gpu",
+            "compute_ns",
+            g,
+            format!("rank {g}: {:.3} ms (1.30×)", 0.65 * steps as f64),
+        ),
+        (
+            "cp-collectives",
+            "collective_wait_ns",
+            g,
+            format!("rank {g}: 0 ns (0.00×)"),
+        ),
+        ("cp-heatmap", "mean_step_ns", last, format!("rank {last}: ")),
+    ] {
+        let sec = section(html, sec);
+        let i = at(figure);
+        let start = sec
+            .find(&format!(r#"data-key="culprits.spreads.{i}.min""#))
+            .unwrap_or_else(|| panic!("{tag}: no {figure} chart"));
+        let open = sec[..start].rfind("<svg").unwrap();
+        let chart = &sec[open..open + sec[open..].find("</svg>").unwrap()];
+        assert_eq!(bin_total(chart), ranks as usize, "{tag} {figure}");
+        assert_eq!(
+            chart.matches(r#"<circle class="outlier""#).count(),
+            1,
+            "{tag} {figure}"
+        );
+        let link = format!(r##"<a href="#cp-rank-{rank}">"##);
+        assert!(chart.contains(&link), "{tag} {figure}: {chart}");
+        let text = format!(
+            r#"data-key="culprits.spreads.{i}.outliers.0.value" data-value="{}">{label}"#,
+            json_text(&spreads[i]["outliers"][0]["value"])
+        );
+        assert!(chart.contains(&text), "{tag} {figure}: {text} in {chart}");
+    }
+}
+
+/// The ranks the page's flame selector offers for summary `s`: each rank the first panel
+/// names (figures, the rank waited for, the slowest steps), once each, at most 8.
+fn flame_ranks(s: &Value) -> Vec<i64> {
+    let c = &s["culprits"];
+    let mut out: Vec<i64> = Vec::new();
+    let figures = c["rank_figures"].as_array().unwrap().iter();
+    let named = figures
+        .flat_map(|f| f["ranks"].as_array().unwrap().iter().map(|r| i(&r["rank"])))
+        .chain(c.get("waited_for").map(|w| i(&w["rank"])))
+        .chain(
+            c["slowest_steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|st| i(&st["rank"])),
+        );
+    for r in named {
+        if !out.contains(&r) && out.len() < 8 {
+            out.push(r);
+        }
+    }
+    out
+}
+
+/// A number as summary.json writes it.
+fn json_text(v: &Value) -> String {
+    v.to_string()
+}
+
 /// Test-only: appended to a copy of the page (whose Content-Security-Policy is taken out), it
 /// measures the laid-out page and writes what it finds into `<pre id="layout">`, which
 /// `--dump-dom` returns. The shipped page has no script; this is how a headless Chromium run
@@ -848,14 +1076,36 @@ const LAYOUT_CHECK: &str = r#"<pre id="layout"></pre><script>
 })();
 </script>"#;
 
+/// Test-only, as [`LAYOUT_CHECK`]: the flame graphs shown (`div.flame-of` not `display:
+/// none`) before and after the rank selector picks the rank in `data-pick` of the `<pre>`,
+/// and the selector's options: `SHOWN | SHOWN | OPTIONS`.
+const FLAME_PICK: &str = r#"<pre id="layout"></pre><script>
+(function () {
+  const sel = document.getElementById('cp-flame-pick');
+  const shown = () => [...document.querySelectorAll('#cp-flame .flame-of')]
+    .filter(d => getComputedStyle(d).display !== 'none').map(d => d.id).join(',');
+  const before = shown();
+  sel.value = 'RANK';
+  const after = shown();
+  const opts = [...sel.options].map(o => o.value).join(',');
+  document.getElementById('layout').textContent = before + ' | ' + after + ' | ' + opts;
+})();
+</script>"#;
+
 /// The page's layout report (see [`LAYOUT_CHECK`]) as Chromium renders `page`.
 fn layout(page: &Path, dir: &Path, tag: &str) -> String {
+    probe(page, dir, tag, LAYOUT_CHECK)
+}
+
+/// What `script` (which writes into `<pre id="layout">`), appended to a copy of `page`
+/// without its Content-Security-Policy, reports as Chromium renders it at 1400 px.
+fn probe(page: &Path, dir: &Path, tag: &str, script: &str) -> String {
     let html = std::fs::read_to_string(page).unwrap();
     let csp = r#"<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">"#;
     assert!(html.contains(csp));
     let probe = html
         .replace(csp, "")
-        .replace("</body>", &format!("{LAYOUT_CHECK}</body>"));
+        .replace("</body>", &format!("{script}</body>"));
     let copy = dir.join(format!("probe-{tag}.html"));
     std::fs::write(&copy, probe).unwrap();
     let (dom, err) = chromium(
@@ -934,6 +1184,47 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
         assert!(check_numbers(&html, &s) > 0, "{tag}");
         assert!(!html.contains(&dir.display().to_string()), "{tag}: a path");
         check_culprits(&tag, ranks, &html, &s, &stdout);
+        // The step breakdown: every step, its parts adding up to its time; past 200 steps
+        // drawn as bins of consecutive steps, and the chart says so.
+        let parts = &s["step_breakdown"];
+        let every = parts["steps"].as_array().unwrap();
+        assert_eq!(every.len(), steps as usize, "{tag}");
+        for p in every {
+            let sum: i64 = [
+                "compute_ns",
+                "communication_ns",
+                "copies_ns",
+                "idle_ns",
+                "host_ns",
+            ]
+            .iter()
+            .map(|k| i(&p[k]))
+            .sum();
+            assert_eq!(sum, i(&p["dur_ns"]), "{tag}: {p}");
+        }
+        let sp = section(&html, "cp-step-parts");
+        // Bars centred on their steps: the axis starts at step 0, not "-0".
+        assert!(sp.contains(r#"text-anchor="middle">0</text>"#), "{tag}");
+        assert!(!sp.contains(">-0<"), "{tag}");
+        if steps > 200 {
+            let per = (steps + 199) / 200;
+            assert_eq!(parts["bins"].as_array().unwrap().len(), 200, "{tag}");
+            assert_eq!(parts["bins"][0]["steps"], per, "{tag}");
+            assert_eq!(sp.matches(r#"<g class="stack">"#).count(), 200, "{tag}");
+            assert!(
+                sp.contains(&format!(
+                    ">step number (each bar: the mean of {per} consecutive steps)</text>"
+                )),
+                "{tag}"
+            );
+        } else {
+            assert!(parts.get("bins").is_none(), "{tag}");
+            assert_eq!(
+                sp.matches(r#"<g class="stack">"#).count(),
+                steps as usize,
+                "{tag}"
+            );
+        }
         // report.md: the same section, with the same figures.
         let md = std::fs::read_to_string(out.join("report.md")).unwrap();
         assert!(md.contains("## What holds the job back\n"), "{tag}");
@@ -1047,30 +1338,16 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
             );
         }
 
-        // GPU time per rank: a bar per rank up to 32, else 16: the ranks the first panel
-        // names (the GPU straggler first, then the step straggler), then those with the
-        // smallest compute share, and a line saying so; the table keeps all.
+        // GPU time per rank: a bar per rank up to 32; past 32, each part's distribution over
+        // the ranks, the GPU straggler the compute's one named outlier; the table keeps all.
         let g = section(&html, "cp-gpu");
-        let svg = &g[..g.find("</svg>").unwrap()];
-        let bars = svg.matches(r#"text-anchor="end">rank "#).count();
+        let bars = g.matches(r#"text-anchor="end">rank "#).count();
         if ranks <= 32 {
             assert_eq!(bars, ranks as usize, "{tag}");
-            assert!(!g.contains("ranks drawn"), "{tag}");
+            assert!(!html.contains(r#"class="chart spread""#), "{tag}");
         } else {
-            assert_eq!(bars, 16, "{tag}");
-            assert!(
-                g.contains(&format!(
-                    "16 of {ranks} ranks drawn: those the first panel names, then those with the smallest compute share, least first"
-                )),
-                "{tag}"
-            );
-            let drawn: Vec<&str> = svg
-                .split(r#"text-anchor="end">rank "#)
-                .skip(1)
-                .map(|x| &x[..x.find('<').unwrap()])
-                .collect();
-            let (gpu, step) = (gpu_straggler(ranks).to_string(), (ranks - 1).to_string());
-            assert_eq!(drawn[..2], [gpu.as_str(), step.as_str()], "{tag}");
+            assert_eq!(bars, 0, "{tag}");
+            check_spreads(&tag, ranks, steps, &html, &s);
             assert_eq!(
                 g.matches(r#"<tr id="cp-rank-"#).count(),
                 ranks as usize,
@@ -1091,6 +1368,54 @@ fn page_reads_from_1_to_512_ranks_and_2_to_10000_steps() {
             ranks > 8,
             "{tag}"
         );
+        // Past 8 ranks, a selector of the summed graph and each rank the first panel names:
+        // the GPU straggler first; picking it in Chromium shows its graph alone.
+        assert_eq!(
+            fl.contains(r#"<select id="cp-flame-pick">"#),
+            ranks > 8,
+            "{tag}"
+        );
+        if ranks > 8 {
+            let g = gpu_straggler(ranks);
+            let named = flame_ranks(&s);
+            assert_eq!(named[0], g, "{tag}");
+            assert!(named.contains(&(ranks - 1)), "{tag}: {named:?}");
+            assert_eq!(
+                fl.matches(r#"<div class="flame-of" id="cp-flame-rank-"#)
+                    .count(),
+                named.len(),
+                "{tag}"
+            );
+            assert!(
+                fl.contains(&format!(
+                    "for {} rank(s) the first panel names (at most 8, and 4 MiB of graphs:",
+                    named.len()
+                )),
+                "{tag}"
+            );
+            // Its graph is that rank's alone: its file named, no other's.
+            let mine = between(fl, &format!(r#"id="cp-flame-rank-{g}">"#), "</div>");
+            assert!(
+                mine.contains(&format!(">run-rank{g}.trace.json.gz</text>")),
+                "{tag}"
+            );
+            assert_eq!(mine.matches(".trace.json.gz").count(), 1, "{tag}");
+            let picked = probe(
+                &page,
+                &dir,
+                &format!("pick-{tag}"),
+                &FLAME_PICK.replace("RANK", &g.to_string()),
+            );
+            let options: Vec<String> = std::iter::once("all".to_string())
+                .chain(named.iter().map(i64::to_string))
+                .collect();
+            assert_eq!(
+                picked,
+                format!("cp-flame-all | cp-flame-rank-{g} | {}", options.join(",")),
+                "{tag}"
+            );
+            println!("{tag}: page {} bytes", html.len());
+        }
 
         let shot = dir.join(format!("{tag}.png"));
         let (_, err) = chromium(

@@ -2,10 +2,12 @@
 //! communication under it (overlap), communication alone, memcpy, memset, idle host-bound,
 //! idle sync wait. These are the report's exclusive parts with compute split at the overlap,
 //! so they add up to the rank's wall time exactly; the table beside gives every figure,
-//! communication's total included.
+//! communication's total included. Past [`ONE_PER_RANK_UP_TO`] ranks, each part's
+//! distribution over the ranks instead ([`super::spread`]), its outliers named.
 
 use std::fmt::Write;
 
+use super::spread::ONE_PER_RANK_UP_TO;
 use super::svg::{self, data, f, Scale};
 use crate::format::{dur, pct};
 use crate::model::{ratio, Breakdown};
@@ -16,44 +18,6 @@ const M_LEFT: f64 = 64.0;
 const M_RIGHT: f64 = 16.0;
 const BAR: f64 = 22.0;
 const GAP: f64 = 10.0;
-/// Up to this many ranks every rank gets a bar; beyond it (a 512-rank chart would be 16,000 px
-/// tall), [`DRAWN`] ranks: those the first panel names (`culprits`: a GPU straggler has the
-/// largest compute share and would be left out by the next rule), then those with the
-/// smallest compute share, the ones idle longest.
-const ALL_DRAWN_UP_TO: usize = 32;
-const DRAWN: usize = 16;
-
-/// Indices of the ranks that get a bar, in drawing order.
-fn drawn(s: &Summary) -> Vec<usize> {
-    let mut idx: Vec<usize> = (0..s.ranks.len()).collect();
-    if idx.len() > ALL_DRAWN_UP_TO {
-        let share = |i: &usize| {
-            let g = &s.ranks[*i].gpu;
-            ratio(g.compute_ns as f64, g.wall_ns as f64)
-        };
-        idx.sort_by(|a, b| share(a).total_cmp(&share(b)).then(a.cmp(b)));
-        let c = &s.culprits;
-        let named = c
-            .rank_figures
-            .iter()
-            .flat_map(|f| f.ranks.iter().map(|r| r.rank))
-            .chain(c.waited_for.as_ref().map(|w| w.rank));
-        let mut first: Vec<usize> = Vec::new();
-        for rank in named {
-            if let Some(i) = s.ranks.iter().position(|r| r.rank == rank) {
-                if !first.contains(&i) {
-                    first.push(i);
-                }
-            }
-        }
-        idx.retain(|i| !first.contains(i));
-        first.extend(idx);
-        idx = first;
-        idx.truncate(DRAWN);
-    }
-    idx
-}
-
 /// (label, CSS class, summary key(s) relative to a breakdown, value).
 fn parts(b: &Breakdown) -> [(&'static str, &'static str, &'static str, i64); 7] {
     [
@@ -106,15 +70,16 @@ pub fn section(s: &Summary) -> String {
         out.push_str(r#"<p class="none">no GPU activity</p></section>"#);
         return out;
     }
-    let drawn = drawn(s);
-    if drawn.len() < s.ranks.len() {
-        let _ = write!(
-            out,
-            r#"<p class="note">{} of {} ranks drawn: those the first panel names, then those with the smallest compute share, least first; every rank is in the table below.</p>"#,
-            drawn.len(),
-            s.ranks.len()
-        );
+    if s.ranks.len() > ONE_PER_RANK_UP_TO {
+        // A bar per rank of 512 would be 16,000 px tall: each part's distribution over the
+        // ranks instead, its outliers named.
+        out.push_str(super::spread::NOTE);
+        super::spread::gpu_charts(&mut out, s);
+        table(&mut out, s);
+        out.push_str("</section>");
+        return out;
     }
+    let drawn: Vec<usize> = (0..s.ranks.len()).collect();
     let max = drawn
         .iter()
         .map(|&ri| s.ranks[ri].gpu.wall_ns)
@@ -217,7 +182,7 @@ fn table(out: &mut String, s: &Summary) {
         };
     // Many ranks' rows fold away (HTML's own <details>, no script), as the step table's do,
     // after the row of all ranks.
-    let folded = s.ranks.len() > ALL_DRAWN_UP_TO;
+    let folded = s.ranks.len() > ONE_PER_RANK_UP_TO;
     if folded {
         row(out, None, "all".into(), "gpu".into(), &s.gpu);
         let _ = write!(

@@ -1,7 +1,8 @@
 //! *Collectives*: the report's `collectives` rows (per collective name, element type and group
 //! size: calls, nccl-tests' message bytes, the GPU time of their kernels, algorithm and bus
 //! bandwidth, their CPU time), then each rank's waiting in them (`collective_waits`) and the
-//! rank the others wait for; every figure with its `data-key`. Absent without collectives.
+//! rank the others wait for (past a few dozen ranks, the waits' distribution over the ranks,
+//! its outliers named); every figure with its `data-key`. Absent without collectives.
 
 use std::fmt::Write;
 
@@ -58,7 +59,7 @@ pub fn section(s: &Summary, top: usize) -> String {
 }
 
 /// Up to this many ranks' rows show; beyond, they fold under a `<details>` (no script).
-const OPEN_ROWS: usize = 32;
+const OPEN_ROWS: usize = super::spread::ONE_PER_RANK_UP_TO;
 
 /// Each rank's waiting in the collectives it shares with others, and the rank they wait for.
 fn waits(out: &mut String, s: &Summary) {
@@ -80,6 +81,21 @@ fn waits(out: &mut String, s: &Summary) {
     }
     let folded = s.collective_waits.len() > OPEN_ROWS;
     if folded {
+        // Past a few dozen ranks, the waits' distribution with the outliers named first.
+        out.push_str(super::spread::NOTE);
+        let values: Vec<(i64, String, f64)> = s
+            .collective_waits
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                (
+                    w.rank,
+                    format!("collective_waits.{i}.wait_ns"),
+                    w.wait_ns as f64,
+                )
+            })
+            .collect();
+        super::spread::chart(out, s, "collective_wait_ns", &values);
         let _ = write!(
             out,
             "<details><summary>every rank ({})</summary>",

@@ -2,7 +2,8 @@
 //! its step time relative to the mean of that step over the ranks that ran it (white: the
 //! mean, red: slower, blue: faster), so a straggler stands out even when step time drifts;
 //! the slowest rank of each step is outlined. A step number seen twice on a rank (two
-//! profiling cycles) shows its longest time, as the report's slowest-rank figures do.
+//! profiling cycles) shows its longest time, as the report's slowest-rank figures do. Past a
+//! few dozen ranks, the ranks' mean step time as a distribution follows, its outliers named.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -225,7 +226,21 @@ pub fn section(s: &Summary) -> String {
         }
     );
     scale(&mut out, lim, y + 34.0);
-    out.push_str("</svg></section>");
+    out.push_str("</svg>");
+    if nr > super::spread::ONE_PER_RANK_UP_TO {
+        // Lock-step ranks have equal step times: the map shows noise; the ranks' mean step
+        // times, as a distribution, name the ranks that differ.
+        out.push_str(super::spread::NOTE);
+        let values: Vec<(i64, String, f64)> = s
+            .ranks
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.steps.count > 0)
+            .map(|(ri, r)| (r.rank, format!("ranks.{ri}.steps.mean_ns"), r.steps.mean_ns))
+            .collect();
+        super::spread::chart(&mut out, s, "mean_step_ns", &values);
+    }
+    out.push_str("</section>");
     out
 }
 

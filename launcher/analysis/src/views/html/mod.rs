@@ -10,7 +10,11 @@
 //!   ([`findings`]);
 //! * step latency over the step number per rank, and its distribution with p50/p90/p99
 //!   ([`steps`]);
-//! * GPU time per rank as stacked bars, with every figure in a table ([`breakdown`]);
+//! * each step's time stacked as compute, communication, copies, GPU idle and host
+//!   ([`step_parts`]);
+//! * GPU time per rank as stacked bars, with every figure in a table ([`breakdown`]); past a
+//!   few dozen ranks, each figure's distribution over the ranks with its outliers named
+//!   ([`spread`]), as for the collective waits and the mean step time;
 //! * a rank × step heatmap of step time, with several ranks ([`heatmap`]);
 //! * top kernels and top operators as bars ([`bars`]);
 //! * CPU and GPU time per nn.Module path, class or attribute ([`modules`]);
@@ -19,7 +23,8 @@
 //! * the collectives, with nccl-tests' figures ([`collectives`]);
 //! * device memory over time with its peak, when the traces have the memory counter
 //!   ([`memory`]);
-//! * the flame graph of `cuprof flame` ([`flame`]).
+//! * the flame graph of `cuprof flame` ([`flame`]); past 8 ranks summed over the ranks, with
+//!   a selector (a stylesheet's `:has()`, no script) for each rank the first panel names.
 //!
 //! Every drawn number shows on hover (an SVG `<title>`) and carries `data-key` (its path in
 //! summary.json) and `data-value` (its value there, written the same way), so a test can check
@@ -39,6 +44,8 @@ mod launches;
 mod memory;
 mod modules;
 mod quality;
+mod spread;
+mod step_parts;
 mod steps;
 mod svg;
 mod triton;
@@ -81,6 +88,7 @@ svg.chart .memset { fill: #b6d7a8; }
 svg.chart .host { fill: #cfcfcf; }
 svg.chart .sync { fill: #e15759; }
 svg.chart .cpu { fill: #b9a98f; }
+svg.chart .gpuidle { fill: #f1ce63; }
 svg.chart .part:hover, svg.chart .bar:hover, svg.chart .cell:hover { stroke: #000; }
 svg.chart .cell { stroke: #ddd; stroke-width: 0.5; }
 svg.chart .cell.slowest { stroke: #111; stroke-width: 1.2; }
@@ -90,6 +98,13 @@ svg.chart .mem { fill: none; stroke: #4e79a7; stroke-width: 1.5; }
 svg.chart .memdot { fill: #4e79a7; fill-opacity: 0.25; }
 svg.chart .peak circle { fill: none; stroke: #c0392b; stroke-width: 2; }
 svg.chart .peak text { fill: #c0392b; font-weight: 600; }
+svg.chart .iqr { fill: #c6d4e6; stroke: #1f3b5c; stroke-width: 1; }
+svg.chart .whisker, svg.chart .quartile { stroke: #1f3b5c; stroke-width: 1; }
+svg.chart line.median { stroke-width: 2.5; }
+svg.chart .outlier { fill: #c0392b; }
+svg.chart .leader { stroke: #c0392b; stroke-width: 0.8; stroke-dasharray: 2 2; }
+svg.chart text.named { fill: #c0392b; font-weight: 600; }
+svg.chart .box:hover .iqr, svg.chart .outlier:hover { stroke: #000; }
 table { border-collapse: collapse; margin: 10px 0; font-size: 13px; }
 th, td { padding: 3px 10px; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
 td code { display: inline-block; max-width: 60em; white-space: normal; overflow-wrap: anywhere; text-align: left; }
@@ -114,6 +129,20 @@ pub fn write_page(
     memory_flame_svg: Option<String>,
     top: usize,
 ) -> std::io::Result<()> {
+    write_page_ranked(w, s, flame_svg, Vec::new(), memory_flame_svg, top)
+}
+
+/// [`write_page`], with `rank_flames` (rank, SVG): the flame graphs of single ranks
+/// (`crate::views::flame::page_rank_svgs` of `page_flame_ranks`) that a selector shows instead
+/// of the graph summed over the ranks.
+pub fn write_page_ranked(
+    w: &mut dyn std::io::Write,
+    s: &Summary,
+    flame_svg: Option<String>,
+    rank_flames: Vec<(i64, String)>,
+    memory_flame_svg: Option<String>,
+    top: usize,
+) -> std::io::Result<()> {
     let mut out = String::with_capacity(64 * 1024);
     let events: u64 = s.files.iter().map(|f| f.events).sum();
     let _ = write!(
@@ -132,13 +161,14 @@ pub fn write_page(
     );
     // The flame graphs first: inlining one holds its SVG and copies of it at once, better
     // before the other sections exist than beside them.
-    let flame = flame_section(flame_svg, s.ranks.len());
+    let flame = flame_section(flame_svg, rank_flames, s.ranks.len());
     let memory_flame = memory_flame_section(memory_flame_svg);
     let sections = [
         quality::section(s),
         culprits::section(s),
         findings::section(s, top),
         steps::section(s),
+        step_parts::section(s),
         breakdown::section(s),
         heatmap::section(s),
         bars::kernels(s, top),
@@ -174,26 +204,72 @@ pub fn write_page(
     w.write_all(b"</body></html>\n")
 }
 
-fn flame_section(svg: Option<String>, ranks: usize) -> String {
+fn flame_section(svg: Option<String>, rank_flames: Vec<(i64, String)>, ranks: usize) -> String {
     let mut out = String::from(r#"<section id="cp-flame"><h2>Flame graph</h2>"#);
     match svg {
         Some(svg) => {
             if ranks > crate::views::flame::PAGE_RANK_ROOTS_UP_TO {
                 let _ = write!(
                     out,
-                    r#"<p class="note">Summed over the {ranks} ranks (<code>cuprof flame</code> draws one root per rank; hover a frame for its time).</p>"#
+                    r#"<p class="note">Summed over the {ranks} ranks (<code>cuprof flame</code> draws one root per rank; hover a frame for its time)."#
                 );
+                if !rank_flames.is_empty() {
+                    let _ = write!(
+                        out,
+                        " The selector shows one rank's graph instead, for {} rank(s) the first panel names (at most {}, and {} MiB of graphs: a graph per rank would make the page too large; <code>cuprof flame</code> on a rank's file draws any other).",
+                        rank_flames.len(),
+                        crate::views::flame::PAGE_RANK_FLAMES,
+                        crate::views::flame::PAGE_RANK_FLAME_BYTES >> 20
+                    );
+                }
+                out.push_str("</p>");
             } else {
                 out.push_str(r#"<p class="note">As <code>cuprof flame</code> draws it (hover a frame for its time; the SVG file adds zoom and search).</p>"#);
             }
-            let inlined = flame::inline(&svg);
-            drop(svg);
-            out.push_str(&inlined);
+            if rank_flames.is_empty() {
+                let inlined = flame::inline(&svg);
+                drop(svg);
+                out.push_str(&inlined);
+            } else {
+                rank_picker(&mut out, svg, rank_flames, ranks);
+            }
         }
         None => out.push_str(r#"<p class="none">no GPU work to draw</p>"#),
     }
     out.push_str("</section>");
     out
+}
+
+/// The summed graph and each rank's, one shown at a time by a `<select>`: the page has no
+/// script, so a stylesheet shows the graph whose option is checked (`:has()`); a browser
+/// without `:has()` keeps showing the summed graph.
+fn rank_picker(out: &mut String, summed: String, rank_flames: Vec<(i64, String)>, ranks: usize) {
+    let _ = write!(
+        out,
+        r#"<p><label for="cp-flame-pick">Ranks shown: </label><select id="cp-flame-pick"><option value="all" selected>all {ranks} ranks, summed</option>"#
+    );
+    for (rank, _) in &rank_flames {
+        let _ = write!(out, r#"<option value="{rank}">rank {rank}</option>"#);
+    }
+    out.push_str("</select></p><style>#cp-flame .flame-of:not(#cp-flame-all) { display: none; }");
+    for (rank, _) in &rank_flames {
+        let _ = write!(
+            out,
+            "\n#cp-flame:has(#cp-flame-pick option[value=\"{rank}\"]:checked) #cp-flame-all {{ display: none; }}\n#cp-flame:has(#cp-flame-pick option[value=\"{rank}\"]:checked) #cp-flame-rank-{rank} {{ display: block; }}"
+        );
+    }
+    out.push_str("</style>");
+    out.push_str(r#"<div class="flame-of" id="cp-flame-all">"#);
+    let inlined = flame::inline(&summed);
+    drop(summed);
+    out.push_str(&inlined);
+    drop(inlined);
+    out.push_str("</div>");
+    for (rank, svg) in rank_flames {
+        let _ = write!(out, r#"<div class="flame-of" id="cp-flame-rank-{rank}">"#);
+        out.push_str(&flame::inline_prefixed(&svg, &format!("r{rank}-")));
+        out.push_str("</div>");
+    }
 }
 
 /// What `cuprof flame --memory` draws, when the traces recorded PyTorch's allocations (no

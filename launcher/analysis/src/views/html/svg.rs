@@ -120,6 +120,10 @@ pub fn tick_label(v: f64, spacing: f64) -> String {
         3
     };
     let s = format!("{v:.decimals$}");
+    if s == "-0" {
+        // A tick at -0.0 (a domain from -0.5: bars centred on whole numbers).
+        return "0".into();
+    }
     if !s.contains('.') {
         return s;
     }
@@ -283,6 +287,7 @@ mod tests {
         assert_eq!(tick_label(12.0, 2.0), "12");
         assert_eq!(tick_label(5.82803, 0.00001), "5.82803");
         assert_eq!(tick_label(-0.0001, 0.5), "0");
+        assert_eq!(tick_label(-0.0, 2000.0), "0");
         assert_eq!(esc(r#"a<b & "c""#), "a&lt;b &amp; &quot;c&quot;");
         assert_eq!(
             data("steps.p50_ns", 2.5e6),
