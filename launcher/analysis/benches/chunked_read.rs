@@ -10,12 +10,15 @@
 //!     CHUNKED_MB=1024 BENCH_REPS=5 cargo bench -p cuprof-analysis --bench chunked_read
 //!     (or scripts/bench/chunked_read.sh, which states the load)
 
+// It prints figures only (no names or paths from a trace).
+#![allow(clippy::disallowed_macros)]
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use cuprof_analysis::io::jobs::Jobs;
-use cuprof_analysis::load::load_all;
+use cuprof_analysis::load::{chunked, load_all, Interner};
 use cuprof_analysis::report::{report, ReportOptions};
 use cuprof_core::chunked_gzip::ChunkedGz;
 use cuprof_core::event::{ApiCall, ApiDomain, Kernel, Name};
@@ -135,6 +138,34 @@ fn compare(name: &str, reps: u64, many: u16, f: &(dyn Fn() + Send + Sync)) -> f6
     s
 }
 
+/// The serial fraction measured directly, on one worker: the join's share of a read by
+/// chunks (the machine's load leaves it alone, unlike a ratio of two wall times).
+fn phases(path: &Path, reps: u64) {
+    let (mut chunks, mut join) = (Vec::new(), Vec::new());
+    for _ in 0..reps {
+        let p = Jobs { jobs: Some(1) }
+            .install(|| {
+                chunked::load_timed(path, &mut Interner::default())
+                    .unwrap()
+                    .1
+            })
+            .unwrap();
+        chunks.push(p.chunks.as_secs_f64());
+        join.push(p.join.as_secs_f64());
+    }
+    let (c, j) = (median(chunks), median(join));
+    let serial = j / (c + j);
+    let on = |n: f64| 1.0 / (serial + (1.0 - serial) / n);
+    println!(
+        "phases on 1 worker: chunks {c:.3} s, join {j:.3} s: serial {:.1}%   \
+         Amdahl: 2 cores {:.2}x, 4 cores {:.2}x, 8 cores {:.2}x",
+        serial * 100.0,
+        on(2.0),
+        on(4.0),
+        on(8.0)
+    );
+}
+
 /// Compressed size of the first `limit` bytes of `path`'s JSON at chunk targets (`u64::MAX`:
 /// no full flush), cut at event boundaries as the writer cuts.
 fn flush_cost(path: &Path, limit: usize) {
@@ -208,6 +239,7 @@ fn main() {
         chunks.index.chunks.len()
     );
     compare("load (columns)", reps, many, &|| load(&path));
+    phases(&path, reps);
     compare("report (whole command)", reps, many, &|| report_of(&path));
     // The same bytes without the index member: one stream, front to back.
     let plain = dir.join(format!(

@@ -66,6 +66,20 @@ fn part(chunks: &Chunks, i: usize, path: &Path) -> Option<Part> {
 
 /// `path`'s columns read chunk by chunk on the current pool, or `None` (see the module's doc).
 pub fn load(path: &Path, names: &mut Interner) -> Option<FileData> {
+    load_timed(path, names).map(|(data, _)| data)
+}
+
+/// Wall time of a read by chunks: the chunks inflated and parsed (on every worker), then
+/// joined (on one): what the benchmark's serial fraction is measured from.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Phases {
+    pub chunks: std::time::Duration,
+    pub join: std::time::Duration,
+}
+
+/// [`load`], timing its two phases.
+pub fn load_timed(path: &Path, names: &mut Interner) -> Option<(FileData, Phases)> {
+    let started = std::time::Instant::now();
     let chunks = Chunks::open(path)?;
     let n = chunks.index.chunks.len();
     let parts: Vec<Option<Part>> = (0..n)
@@ -73,6 +87,7 @@ pub fn load(path: &Path, names: &mut Interner) -> Option<FileData> {
         .map(|i| part(&chunks, i, path))
         .collect();
     let parts = parts.into_iter().collect::<Option<Vec<Part>>>()?;
+    let parsed = std::time::Instant::now();
     // Each chunk was read from the state the one before it ends in.
     if parts
         .windows(2)
@@ -113,5 +128,9 @@ pub fn load(path: &Path, names: &mut Interner) -> Option<FileData> {
     let mut data = finish(data, frames, &mut own, meta, read);
     // Into the caller's interner, as a read in one pass into it would have numbered them.
     data.rename(&names.absorb(own));
-    Some(data)
+    let phases = Phases {
+        chunks: parsed - started,
+        join: parsed.elapsed(),
+    };
+    Some((data, phases))
 }
