@@ -32,7 +32,8 @@ struct Part {
 
 fn part(chunks: &Chunks, i: usize, path: &Path) -> Option<Part> {
     let chunk = chunks.index.chunks[i];
-    let bytes = chunks.inflate(i)?;
+    // Inflated as it is parsed, a step at a time; its length and CRC-32 are checked at its end.
+    let (bytes, check) = chunks.reader(i)?;
     let mut reader = TraceReader::chunk(bytes, chunk.offset, path, Detail::Full);
     let mut names = Interner::default();
     let mut b = Builder::new(&mut names, path);
@@ -49,7 +50,7 @@ fn part(chunks: &Chunks, i: usize, path: &Path) -> Option<Part> {
     } else {
         Some(reader.chunk_end()?)
     };
-    if !reader.has_events_array() {
+    if !reader.has_events_array() || !check.passed() {
         return None;
     }
     let Builder { data, frames, .. } = b;

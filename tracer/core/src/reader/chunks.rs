@@ -9,7 +9,7 @@
 //! instead: the chunks are a shortcut, never a second opinion.
 
 use std::fs::File;
-use std::io::Cursor;
+use std::io::BufRead;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
@@ -112,16 +112,128 @@ impl Chunks {
     }
 }
 
+/// Chunk `i` of a [`Chunks`] inflated as it is read (a step at a time, so the bytes are parsed
+/// while still in the cache); [`ChunkCheck::passed`] says, once the read reached its end,
+/// whether it had exactly the chunk's length and CRC-32 and ended the deflate stream only if
+/// it is the last chunk.
+pub struct ChunkRead {
+    input: Vec<u8>,
+    z: Decompress,
+    crc: crc32fast::Hasher,
+    chunk: Chunk,
+    last: bool,
+    ended: bool,
+    verdict: ChunkCheck,
+}
+
+/// What a [`ChunkRead`] found, shared with whoever holds it.
+#[derive(Clone, Default)]
+pub struct ChunkCheck(std::rc::Rc<std::cell::Cell<Option<bool>>>);
+
+impl ChunkCheck {
+    /// `true` once the whole chunk was read and matched its entry.
+    pub fn passed(&self) -> bool {
+        self.0.get() == Some(true)
+    }
+}
+
+impl Chunks {
+    /// Chunk `i`, inflated as it is read, and the check of it (see [`ChunkRead`]).
+    pub fn reader(&self, i: usize) -> Option<(ChunkRead, ChunkCheck)> {
+        let chunk = *self.index.chunks.get(i)?;
+        let mut input = vec![0u8; usize::try_from(chunk.compressed_len).ok()?];
+        read_at(&self.file, chunk.compressed_offset, &mut input)?;
+        let verdict = ChunkCheck::default();
+        Some((
+            ChunkRead {
+                input,
+                z: Decompress::new(false),
+                crc: crc32fast::Hasher::new(),
+                chunk,
+                last: i + 1 == self.index.chunks.len(),
+                ended: false,
+                verdict: verdict.clone(),
+            },
+            verdict,
+        ))
+    }
+}
+
+impl ChunkRead {
+    /// Judges the chunk once its read is over.
+    fn judge(&self) {
+        if self.verdict.0.get().is_none() {
+            let ok = self.z.total_out() == self.chunk.len
+                && self.crc.clone().finalize() == self.chunk.crc
+                && self.ended == self.last
+                && self.z.total_in() as usize == self.input.len();
+            self.verdict.0.set(Some(ok));
+        }
+    }
+}
+
+impl std::io::Read for ChunkRead {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let bad = || std::io::Error::other("the chunk does not match its index entry");
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            if self.verdict.0.get().is_some() {
+                return Ok(0);
+            }
+            if self.ended {
+                self.judge();
+                return Ok(0);
+            }
+            let (at, before) = (self.z.total_in() as usize, self.z.total_out());
+            let status = self
+                .z
+                .decompress(&self.input[at..], buf, FlushDecompress::None)
+                .map_err(|_| bad())?;
+            let n = (self.z.total_out() - before) as usize;
+            self.crc.update(&buf[..n]);
+            self.ended = status == Status::StreamEnd;
+            if self.z.total_out() > self.chunk.len {
+                return Err(bad());
+            }
+            if n > 0 {
+                return Ok(n);
+            }
+            // Nothing came out: the end of the chunk once all its input is taken.
+            if self.z.total_in() as usize == self.input.len() {
+                self.judge();
+                return Ok(0);
+            }
+            if self.z.total_in() as usize == at && !self.ended {
+                return Err(bad());
+            }
+        }
+    }
+}
+
 impl TraceReader<'static> {
     /// A reader of one chunk's bytes, `offset` into the uncompressed stream: the first chunk
     /// (`offset` 0) is read as a file's start, any other as the inside of `traceEvents` at a
     /// boundary between events ([`Self::chunk_start`]), where the writer cuts chunks.
-    pub fn chunk(bytes: Vec<u8>, offset: u64, path: &Path, detail: Detail) -> TraceReader<'static> {
-        let start = match bytes.iter().find(|c| !c.is_ascii_whitespace()) {
+    pub fn chunk(
+        bytes: impl std::io::Read + 'static,
+        offset: u64,
+        path: &Path,
+        detail: Detail,
+    ) -> TraceReader<'static> {
+        let mut input = counted(bytes).0;
+        // The first bytes decide where the chunk starts; an unreadable start is found by the
+        // read itself.
+        let start = match input
+            .fill_buf()
+            .ok()
+            .and_then(|b| b.iter().find(|c| !c.is_ascii_whitespace()))
+        {
             Some(b'{') => Boundary::BeforeEvent,
             _ => Boundary::AfterEvent,
         };
-        let mut r = TraceReader::from_source(Source::Plain(counted(Cursor::new(bytes)).0), path);
+        let mut r = TraceReader::from_source(Source::Plain(input), path);
         r.detail = detail;
         r.discarded = offset;
         if offset > 0 {
