@@ -22,7 +22,7 @@
 #   --no-criterion  only the summary figures of the bench binary (no criterion groups)
 #   --no-preload    skip parts 2 and 3
 #   --preload-only  only parts 2 and 3
-# Environment: RATE, BENCH_SECONDS, BENCH_NVTX=1 (part 2: launches inside NVTX ranges), BENCH_REPS (medians over this many passes, default 5),
+# Environment: BENCH_CHUNKED=0 (skip the one-big-trace read), CHUNKED_MB, RATE, BENCH_SECONDS, BENCH_NVTX=1 (part 2: launches inside NVTX ranges), BENCH_REPS (medians over this many passes, default 5),
 #   CARGO_TARGET_DIR (default target/). Benchmarks are noisy while other builds run on the
 #   machine: the CPU-clock figures are steadier than the wall-clock ones; repeat and compare
 #   medians.
@@ -47,6 +47,13 @@ log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# ------------------------------------------------------------------ 1b. one big trace, every core
+# Issue 53: a 5 GiB trace read by `load` and `report` on 1 and on every core (at most 4).
+if [ $cargo_bench = 1 ] && [ "${BENCH_CHUNKED:-1}" = 1 ]; then
+  workers=$(nproc); [ "$workers" -gt 4 ] && workers=4; [ "$workers" -lt 2 ] && workers=2
+  CHUNKED_MB="${CHUNKED_MB:-5120}" BENCH_WORKERS="$workers" scripts/bench/chunked_read.sh
+fi
 
 # ------------------------------------------------------------------ 1. cargo bench
 summary="$log/summary.json"

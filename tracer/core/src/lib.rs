@@ -20,6 +20,7 @@
 pub mod block;
 pub mod byte_size;
 pub mod capture_options;
+pub mod chunked_gzip;
 pub mod collect;
 pub mod config;
 pub mod control;

@@ -3,13 +3,14 @@
 //! The header is written at creation, events as they come (Chrome traces need no ordering), the
 //! footer at [`TraceWriter::finish`]. [`TraceWriter::sync_flush`] ends a complete deflate block so
 //! that a file cut short by SIGKILL still decompresses up to that point (`cuprof repair` closes it).
+//! Every piece handed to the compressor starts at an event boundary (`,\n` before each event), so
+//! the stream's chunks do too ([`crate::chunked_gzip`]).
 
+use crate::chunked_gzip::ChunkedGz;
 use crate::event::*;
 use crate::figures::StepFigures;
 use crate::json::{push_f64, push_i64, push_str, push_u64, push_us};
 use crate::torch_op::TorchOp;
-use flate2::write::GzEncoder;
-use flate2::Compression;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 
@@ -39,7 +40,7 @@ pub const GPU_WORK: &str = "GPU work (no steps recorded)";
 pub const GPU_WORK_TID: u32 = 0;
 
 pub struct TraceWriter<W: Write> {
-    out: GzEncoder<W>,
+    out: ChunkedGz<W>,
     buf: Vec<u8>,
     base: i64,
     meta: TraceMeta,
@@ -172,7 +173,7 @@ impl<W: Write> TraceWriter<W> {
     /// Writes the header and opens `traceEvents`.
     pub fn new(out: W, meta: TraceMeta, gzip_level: u32) -> io::Result<Self> {
         let mut w = TraceWriter {
-            out: GzEncoder::new(out, Compression::new(gzip_level.min(9))),
+            out: ChunkedGz::new(out, gzip_level)?,
             buf: Vec::with_capacity(1 << 16),
             base: meta.base_time_ns as i64,
             meta,
@@ -205,7 +206,7 @@ impl<W: Write> TraceWriter<W> {
 
     fn header(&mut self) -> io::Result<()> {
         let header = self.meta.prefix()?;
-        self.out.write_all(header.as_bytes())
+        self.out.write_at_boundary(header.as_bytes())
     }
 
     pub fn events(&self) -> u64 {
@@ -223,7 +224,7 @@ impl<W: Write> TraceWriter<W> {
     /// Hands what is formatted to the compressor; an error is kept for the next `pump`.
     fn spill(&mut self) {
         if self.failed.is_none() {
-            if let Err(e) = self.out.write_all(&self.buf) {
+            if let Err(e) = self.out.write_at_boundary(&self.buf) {
                 self.failed = Some(e);
             }
         }
@@ -856,7 +857,7 @@ impl<W: Write> TraceWriter<W> {
             return Err(e);
         }
         if self.buf.len() >= CHUNK {
-            self.out.write_all(&self.buf)?;
+            self.out.write_at_boundary(&self.buf)?;
             self.buf.clear();
         }
         Ok(())
@@ -867,9 +868,9 @@ impl<W: Write> TraceWriter<W> {
         if let Some(e) = self.failed.take() {
             return Err(e);
         }
-        self.out.write_all(&self.buf)?;
+        self.out.write_at_boundary(&self.buf)?;
         self.buf.clear();
-        self.out.flush()
+        self.out.sync_flush()
     }
 
     fn metadata(&mut self, name: &str, pid: u32, tid: u32, key: &str, value: MetaValue) {
@@ -917,7 +918,7 @@ impl<W: Write> TraceWriter<W> {
         if let Some(e) = self.failed.take() {
             return Err(e);
         }
-        self.out.write_all(&self.buf)?;
+        self.out.write_at_boundary(&self.buf)?;
         self.buf.clear();
         let events = self.events;
         Ok((self.out.finish()?, events))

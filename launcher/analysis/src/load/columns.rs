@@ -372,6 +372,86 @@ pub struct FileData {
 }
 
 impl FileData {
+    /// Appends what a later part of the same file loaded (its names already renamed into this
+    /// part's interner): its threads are unified with these (new ones numbered after them, in
+    /// their order) and its indices into `ops`, `apis` and `cpu_ops` moved past these; the
+    /// result is what one read of both parts in a row gives. What each of `later`'s thread
+    /// indices is here.
+    pub fn append(&mut self, later: FileData) -> Vec<u32> {
+        let mut known: FxHashMap<(Id<'static>, Id<'static>), u32> = self
+            .threads
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.clone(), i as u32))
+            .collect();
+        let threads: Vec<u32> = later
+            .threads
+            .into_iter()
+            .map(|k| {
+                let next = self.threads.len() as u32;
+                *known.entry(k.clone()).or_insert_with(|| {
+                    self.threads.push(k);
+                    next
+                })
+            })
+            .collect();
+        let t = |i: u32| threads[i as usize];
+        let (ops, apis, cpu_ops) = (
+            self.ops.len() as u32,
+            self.apis.len() as u32,
+            self.cpu_ops.len() as u32,
+        );
+        self.ops.extend(later.ops);
+        self.apis.extend(later.apis.into_iter().map(|a| ApiCall {
+            thread: t(a.thread),
+            ..a
+        }));
+        self.ranges.extend(later.ranges.into_iter().map(|r| Range {
+            thread: t(r.thread),
+            ..r
+        }));
+        self.steps.extend(later.steps);
+        self.gpu_syncs.extend(later.gpu_syncs);
+        self.cpu_ops
+            .extend(later.cpu_ops.into_iter().map(|c| CpuOp {
+                thread: t(c.thread),
+                ..c
+            }));
+        self.collectives
+            .extend(later.collectives.into_iter().map(|c| CollectiveCall {
+                op: c.op + cpu_ops,
+                ..c
+            }));
+        self.triton
+            .extend(later.triton.into_iter().map(|c| TritonCall {
+                op: c.op + cpu_ops,
+                ..c
+            }));
+        self.modules
+            .extend(later.modules.into_iter().map(|m| ModuleRange {
+                thread: t(m.thread),
+                ..m
+            }));
+        self.api_ext
+            .extend(later.api_ext.into_iter().map(|(i, x)| (i + apis, x)));
+        self.op_ext
+            .extend(later.op_ext.into_iter().map(|(i, x)| (i + ops, x)));
+        self.memory.extend(later.memory);
+        self.tensor_memory
+            .extend(later.tensor_memory.into_iter().map(|m| TensorMemory {
+                thread: t(m.thread),
+                ..m
+            }));
+        self.malformed_skipped += later.malformed_skipped;
+        self.malformed_clamped += later.malformed_clamped;
+        for (cat, n) in later.ignored {
+            *self.ignored.entry(cat).or_default() += n;
+        }
+        self.overhead.0 += later.overhead.0;
+        self.overhead.1 = self.overhead.1.saturating_add(later.overhead.1);
+        threads
+    }
+
     /// Renames every name id through `map` (from [`Interner::absorb`]); `NO_NAME` stays.
     pub fn rename(&mut self, map: &[u32]) {
         let m = |id: &mut u32| {

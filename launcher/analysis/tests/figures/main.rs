@@ -14,6 +14,7 @@ mod export_support;
 mod analysis_allocations;
 mod analysis_attribution;
 mod analysis_bad_inputs;
+mod analysis_chunked;
 mod analysis_collectives;
 mod analysis_compare;
 mod analysis_compile;

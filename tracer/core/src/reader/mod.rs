@@ -26,6 +26,7 @@
 //! # Ok::<(), cuprof_core::reader::ReadError>(())
 //! ```
 
+pub mod chunks;
 mod event;
 mod input;
 mod lean_fast;
@@ -127,6 +128,14 @@ pub struct TraceMeta {
 }
 
 impl TraceMeta {
+    /// Adds the members a later part of the same file read (the footer's, after the events):
+    /// the result is what one read of the whole file finds.
+    pub fn extend(&mut self, later: TraceMeta) {
+        for (key, raw) in later.members {
+            self.absorb(&key, raw);
+        }
+    }
+
     fn absorb(&mut self, key: &str, raw: Box<RawValue>) {
         let text = raw.get();
         // Known members of an unexpected shape are kept raw but not decoded: a foreign trace
@@ -274,6 +283,16 @@ impl<R: Read> Read for Counting<R> {
     }
 }
 
+/// `source` counted and buffered.
+fn counted<'a>(source: impl Read + 'a) -> (Input<'a>, Arc<AtomicU64>) {
+    let compressed = Arc::new(AtomicU64::new(0));
+    let counting = Counting {
+        inner: Box::new(source) as Box<dyn Read + 'a>,
+        count: compressed.clone(),
+    };
+    (BufReader::with_capacity(FILE_BUF, counting), compressed)
+}
+
 /// A trace being read, front to back, once.
 pub struct TraceReader<'a> {
     path: PathBuf,
@@ -300,6 +319,16 @@ pub struct TraceReader<'a> {
     seen_events: bool,
     progress: Option<Box<dyn FnMut(Progress) + 'a>>,
     detail: Detail,
+    /// A chunk's reader ([`TraceReader::chunk`]): the boundary it starts at.
+    chunk_start: Option<Boundary>,
+}
+
+/// Where a chunk starts or ends inside `traceEvents`: right after an event (before its `,`),
+/// or right before one (after `[` or a `,`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Boundary {
+    AfterEvent,
+    BeforeEvent,
 }
 
 /// How much of each event the reader decodes.
@@ -334,12 +363,7 @@ impl<'a> TraceReader<'a> {
 
     /// Reads a trace from any byte source; `path` only names it in messages.
     pub fn new(source: impl Read + 'a, path: &Path) -> Result<Self, ReadError> {
-        let compressed = Arc::new(AtomicU64::new(0));
-        let counting = Counting {
-            inner: Box::new(source) as Box<dyn Read + 'a>,
-            count: compressed.clone(),
-        };
-        let mut br = BufReader::with_capacity(FILE_BUF, counting);
+        let (mut br, compressed) = counted(source);
         let head = loop {
             match br.fill_buf() {
                 Ok(b) => break b,
@@ -357,7 +381,13 @@ impl<'a> TraceReader<'a> {
         } else {
             Source::Plain(br)
         };
-        Ok(TraceReader {
+        let mut r = TraceReader::from_source(src, path);
+        r.compressed = compressed;
+        Ok(r)
+    }
+
+    fn from_source(src: Source<'a>, path: &Path) -> Self {
+        TraceReader {
             path: path.to_owned(),
             src,
             buf: vec![0; CHUNK * 2],
@@ -366,7 +396,7 @@ impl<'a> TraceReader<'a> {
             discarded: 0,
             eof: false,
             stream_error: None,
-            compressed,
+            compressed: Arc::new(AtomicU64::new(0)),
             state: State::Start,
             meta: TraceMeta::default(),
             events: 0,
@@ -377,7 +407,8 @@ impl<'a> TraceReader<'a> {
             seen_events: false,
             progress: None,
             detail: Detail::Full,
-        })
+            chunk_start: None,
+        }
     }
 
     /// Called after every chunk read (about every MiB of uncompressed JSON).
