@@ -12,7 +12,9 @@
 # Usage: scripts/bench-ops-instructions.sh [STEPS] [MODELS] [MODES]
 #   defaults: 20 steps, "flux llama", "none floor torch torch+stack cuprof-native
 #   cuprof-native+stack cuprof-nvtx-fallback". Each run takes 3-5 minutes (valgrind runs the
-#   whole import); two run at once. Needs valgrind and a C compiler.
+#   whole import); two run at once. Needs valgrind and a C compiler. CUPROF_LIB and
+#   CUPTI_DOUBLE_LIB, both given, count those builds (of any profile) instead of building the
+#   release ones; OUT keeps the raw dumps there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -22,9 +24,14 @@ modes=${3:-none floor torch torch+stack cuprof-native cuprof-native+stack cuprof
 target=${CARGO_TARGET_DIR:-$root/target}
 python=${PYTHON:-$(bash scripts/python-env.sh)/python3}
 command -v valgrind > /dev/null || { echo "bench-ops-instructions: valgrind is not installed (apt install valgrind)" >&2; exit 1; }
-cargo build --release -q -p cuprof-preload -p cupti-double
-lib=$target/release/libcuprof.so
-double=$target/release/libcupti_double.so
+if [ -n "${CUPROF_LIB:-}" ] && [ -n "${CUPTI_DOUBLE_LIB:-}" ]; then
+  lib=$(realpath "$CUPROF_LIB")
+  double=$(realpath "$CUPTI_DOUBLE_LIB")
+else
+  cargo build --release -q -p cuprof-preload -p cupti-double
+  lib=$target/release/libcuprof.so
+  double=$target/release/libcupti_double.so
+fi
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 cc -O0 -shared -fPIC -o "$out/steps_helper.so" scripts/bench/steps_helper.c

@@ -20,7 +20,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
 void on_end(const at::RecordFunction&, at::ObserverContext*) {}
 }  // namespace
 
-// ops/observer.cpp's CuprofHooks, version 6: the window collecting CPU activity, without
+// ops/observer.cpp's CuprofHooks, version 8: the window collecting CPU activity, without
 // stacks, no CUPTI (so no correlation pushes), and the finished operators handed to a hook
 // that only reads their records' length.
 struct Correlation {
@@ -43,6 +43,7 @@ struct Hooks {
   void (*label_end)(uint64_t);
   void (*memory)(const void*);
   void (*attach)(void*);
+  void (*module)(const void*);
 };
 
 const uint8_t g_on = 1;
@@ -68,8 +69,11 @@ uint64_t label_begin(const char*, size_t, uint64_t, uint64_t) { return 0; }
 void label_end(uint64_t) {}
 void memory(const void*) {}
 void attach(void*) {}
-const Hooks g_noop_hooks{6, &g_on, &g_on, &g_off, thread, take_ids, correlation, python_stack,
-                         release_stack, ops_done, label_begin, label_end, memory, attach};
+void module(const void*) {}
+const Hooks g_noop_hooks{8,           &g_on,        &g_on,     &g_off,    thread,
+                         take_ids,    correlation,  python_stack,          release_stack,
+                         ops_done,    label_begin,  label_end, memory,    attach,
+                         module};
 
 extern "C" __attribute__((visibility("default"))) const void* noop_hooks() {
   return &g_noop_hooks;

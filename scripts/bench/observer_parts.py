@@ -46,7 +46,7 @@ def built(source, name):
 
 def observer(source, name):
     """The observer built from `source`, started into the no-op hooks (floor_callback.cpp's,
-    the layout of version 6: an observer of an older version must be given hooks of its own)."""
+    the layout of version 8: an observer of an older version must be given hooks of its own)."""
     lib = built(source, name)
     lib.cuprof_observer_start.restype = ctypes.c_uint64
     lib.cuprof_observer_start.argtypes = [ctypes.c_void_p, ctypes.c_uint32]

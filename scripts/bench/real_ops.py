@@ -16,6 +16,11 @@ window only flushes), and the operators per step. MODE:
   none     no profiler: every step idle (the baseline)
   floor    an empty RecordFunction callback that asks for inputs (floor_callback.cpp), on the
            same schedule: what torch itself charges any observer that records shapes
+With REAL_OPS_FLOOR=1 in mode cuprof, every other idle step runs with torch's floor on (the
+callback above, registered for that step only), and the line also holds `floor_ms`, their
+median: cuprof's own part above the floor, (recording_ms - floor_ms) / operators, is then a
+difference inside one process. The libcupti double is CUPTI_DOUBLE_LIB's, else
+CARGO_TARGET_DIR's release build's.
 """
 import ctypes
 import json
@@ -37,7 +42,8 @@ def run_under_cuprof():
     passes through; what is set here wins. The one place the benchmarks set cuprof up for a
     model run (bench-real-ops.sh, ops_ab.py)."""
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(root, "target"))
-    double = os.path.join(target, "release", "libcupti_double.so")
+    double = os.environ.get("CUPTI_DOUBLE_LIB") or os.path.join(
+        target, "release", "libcupti_double.so")
     lib = os.environ.get("CUPROF_LIB", os.path.join(target, "release", "libcuprof.so"))
     with tempfile.TemporaryDirectory() as out:
         env = dict(
@@ -114,15 +120,33 @@ elif mode == "floor":
     def recording():  # noqa: F811
         return registered["handle"] != 0
 
+with_floor = []
+floor_idle = None
+if mode == "cuprof" and os.environ.get("REAL_OPS_FLOOR") == "1":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import floor as floor_lib
+
+    floor_idle = floor_lib.load(torch)
+idle_seen = 0
 for i in range(steps):
     on = recording()
+    floored = 0
+    if floor_idle is not None and not on:
+        idle_seen += 1
+        if idle_seen % 2 == 0:
+            floored = floor_idle.floor_start()
     c = time.thread_time()
     step()
     spent = time.thread_time() - c
+    if floored:
+        floor_idle.floor_stop(floored)
+        if i >= 3:
+            with_floor.append(spent)
+        spent = None
     c = time.thread_time()
     boundary()
     ended = time.thread_time() - c
-    if i >= 3:  # past the first cycle (model warm-up, the observer's first load)
+    if i >= 3 and spent is not None:  # past the first cycle (warm-up, the observer's load)
         (busy if on else idle).append(spent)
         if i % 3 == 2:  # the boundary after each cycle's active step
             ends.append(ended)
@@ -134,4 +158,5 @@ print(json.dumps({
     "idle_ms": statistics.median(idle) * 1e3,
     "recording_ms": statistics.median(busy) * 1e3 if busy else None,
     "cycle_end_ms": statistics.median(ends) * 1e3, "ops_per_step": ops_per_step,
+    "floor_ms": statistics.median(with_floor) * 1e3 if with_floor else None,
 }))

@@ -69,8 +69,8 @@ pub struct FinishedOp<'a> {
 }
 
 /// A native operator as the observer hands it over (`CuprofDone` in the preload's
-/// `ops/observer.cpp`: keep the two in step): its record is the next `record_len` bytes of the
-/// records handed over with it ([`RangeBatch::push_native`]).
+/// `ops/observer.cpp`: keep the two in step): its record is the `record_len` bytes at
+/// `record_at` of the records handed over with it ([`RangeBatch::push_native`]).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct NativeOp {
@@ -82,6 +82,7 @@ pub struct NativeOp {
     /// nested in the one that took it.
     pub stack: u64,
     pub record_len: u32,
+    pub record_at: u32,
     /// This operator took `stack`: the handle ends with it.
     pub owns_stack: u8,
 }
@@ -106,9 +107,10 @@ impl RangeBatch {
     }
 
     /// Appends native operators that finished on thread `tid` of process `pid`, in order,
-    /// whose records lie end to end in `records` (each [`NativeOp::record_len`] long); `stack`
-    /// gives the Python stack of each one with a stack handle. Adds nothing, and returns false,
-    /// where the lengths do not add up to the records'.
+    /// whose records lie in `records` (each [`NativeOp::record_len`] long at its
+    /// [`NativeOp::record_at`]; the observer's record buffer, copied whole, in one pass);
+    /// `stack` gives the Python stack of each one with a stack handle. Adds nothing, and
+    /// returns false, where a record lies outside `records`.
     pub fn push_native(
         &mut self,
         records: &[u8],
@@ -117,8 +119,12 @@ impl RangeBatch {
         ops: &[NativeOp],
         mut stack: impl FnMut(&NativeOp) -> Option<PyStack>,
     ) -> bool {
-        let total: usize = ops.iter().map(|op| op.record_len as usize).sum();
-        if total != records.len() {
+        let inside = |op: &NativeOp| {
+            (op.record_at as usize)
+                .checked_add(op.record_len as usize)
+                .is_some_and(|end| end <= records.len())
+        };
+        if !ops.iter().all(inside) {
             return false;
         }
         let RangeBatch {
@@ -126,7 +132,7 @@ impl RangeBatch {
             ranges,
             stacks,
         } = self;
-        let mut at = names.len() as u32;
+        let base = names.len() as u32;
         names.extend_from_slice(records);
         let first = ranges.len();
         ranges.extend(ops.iter().enumerate().map(|(i, op)| {
@@ -135,8 +141,7 @@ impl RangeBatch {
                     stacks.push(((first + i) as u32, s));
                 }
             }
-            let name = (at, op.record_len);
-            at += op.record_len;
+            let name = (base + op.record_at, op.record_len);
             OpRange {
                 name,
                 start: op.start,
@@ -352,16 +357,19 @@ mod tests {
     }
 
     #[test]
-    fn native_operators_take_their_records_in_turn() {
+    fn native_operators_take_their_records_where_they_lie() {
         let mut b = RangeBatch::default();
         b.push(finished(b"aten::mm", 1));
-        let op = |record_len: u32, id: u64, stack: u64| NativeOp {
+        // The observer's buffer holds the records in the order the operators started; they
+        // are handed over in the order they ended (the outer one last).
+        let op = |record_at: u32, record_len: u32, id: u64, stack: u64| NativeOp {
             start: 100 * id,
             end: 100 * id + 7,
             id,
             parent: 9,
             stack,
             record_len,
+            record_at,
             owns_stack: 0,
         };
         let line = |op: &NativeOp| -> Option<PyStack> {
@@ -374,24 +382,32 @@ mod tests {
                 .into(),
             )
         };
-        // Lengths that do not add up to the records': nothing is added.
-        let ops = [op(3, 2, 0), op(5, 3, 4), op(2, 4, 0), op(1, 5, 0)];
+        // A record past the buffer's end: nothing is added.
+        let ops = [
+            op(3, 5, 2, 4),
+            op(8, 2, 3, 0),
+            op(0, 3, 4, 0),
+            op(9, 2, 5, 0),
+        ];
         assert!(!b.push_native(b"aaabbbbbcc", 7, 8, &ops, line));
+        assert!(!b.push_native(b"aaabbbbbcc", 7, 8, &[op(u32::MAX, 2, 6, 0)], line));
         assert_eq!(b.len(), 1);
         assert!(b.push_native(b"aaabbbbbcc", 7, 8, &ops[..3], line));
         assert_eq!(b.len(), 4);
         let spans: Vec<(u32, u32)> = b.ranges.iter().map(|r| r.name).collect();
-        assert_eq!(spans, [(0, 8), (8, 3), (11, 5), (16, 2)]);
+        assert_eq!(spans, [(0, 8), (11, 5), (16, 2), (8, 3)]);
+        assert_eq!(&b.names[..], b"aten::mmaaabbbbbcc");
         let got: Vec<Range> = b.drain().collect();
         let fields = |r: &Range| (r.id, r.start, r.end, r.pid, r.tid, r.kind);
         assert_eq!(fields(&got[1]), (2, 200, 207, 7, 8, RangeKind::NativeOp));
-        assert_eq!(fields(&got[2]), (3, 300, 307, 7, 8, RangeKind::NativeOp));
+        assert_eq!(fields(&got[3]), (4, 400, 407, 7, 8, RangeKind::NativeOp));
+        let names: Vec<String> = got.iter().map(|r| r.name.to_string()).collect();
+        assert_eq!(names, ["aten::mm", "bbbbb", "cc", "aaa"]);
         let lines: Vec<Option<u32>> = got
             .iter()
             .map(|r| r.stack.as_ref().map(|s| s[0].line))
             .collect();
-        assert_eq!(lines, [None, None, Some(4), None]);
-        assert_eq!(got[3].id, 4);
+        assert_eq!(lines, [None, Some(4), None, None]);
     }
 
     #[test]

@@ -206,8 +206,8 @@ pub fn record(t: &Tracer, r: FinishedOp<'_>, outermost: bool) {
     }
 }
 
-/// Adds native operators that finished on thread `tid`, their records end to end in
-/// `records`, to this thread's batch (`stack`: the Python stack of one with a stack handle),
+/// Adds native operators that finished on thread `tid`, their records in `records` (the
+/// observer's record buffer, each at its `record_at`), to this thread's batch (`stack`: the Python stack of one with a stack handle),
 /// and frees the batch for flushes (the observer hands them over when no operator of theirs
 /// holds the thread's place in the batch: at its outermost operator's end, or a few dozen at a
 /// time inside it); sends every batch when this one is full or a window transition happened

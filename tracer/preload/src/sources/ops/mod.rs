@@ -65,7 +65,7 @@ pub struct Hooks {
 unsafe impl Sync for Hooks {}
 
 /// The hooks' version (`kHooksVersion` in observer.cpp, `_HOOKS_VERSION` in recorder.py).
-pub const HOOKS_VERSION: u32 = 7;
+pub const HOOKS_VERSION: u32 = 8;
 
 pub static HOOKS: Hooks = Hooks {
     version: HOOKS_VERSION,

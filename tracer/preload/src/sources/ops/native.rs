@@ -179,7 +179,8 @@ pub unsafe extern "C" fn release_stack(handle: u64) {
 }
 
 /// Operators that finished on thread `tid` while the window recorded operators, in the order
-/// they ended, their records end to end: into this thread's batch.
+/// they ended, and the observer's record buffer they lie in (each at its `record_at`): into
+/// this thread's batch.
 pub unsafe extern "C" fn ops_done(
     ops: *const OpDone,
     n: usize,
@@ -193,7 +194,7 @@ pub unsafe extern "C" fn ops_done(
         }
         // SAFETY: the observer passes its `n` finished operators, valid for the call.
         let ops = unsafe { std::slice::from_raw_parts(ops, n) };
-        // SAFETY: their records, end to end, valid for the call.
+        // SAFETY: the buffer their records are in, valid for the call.
         let records = unsafe { bytes(records, len) };
         // SAFETY: each stack handle is live until the operator that took it is handed over,
         // which comes after those nested in it, once.

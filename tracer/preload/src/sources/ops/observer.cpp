@@ -3,11 +3,13 @@
 // into it (recorder.py). libcuprof.so never links libtorch: this library does, and only in a
 // process that has already loaded it.
 //
-// Each operator's start becomes one record, written where it waits while the operator is open
-// (the thread's stack of open records); its end copies the record, its times, id and parent to
-// the thread's finished operators, which go to libcuprof.so through the hooks it passes in
-// (`ops_done`, ops/native.rs) in one call when the outermost operator ends (or 64 have
-// finished inside it): about four operators a call on real models. An operator's start
+// Each operator's start becomes one record, written at the end of the thread's record buffer,
+// where it stays, never copied here: its end adds its times, id, parent and the record's place
+// to the thread's finished operators, which go to libcuprof.so through the hooks it passes in
+// (`ops_done`, ops/native.rs) in one call, with the buffer, when the outermost operator ends
+// (or 64 have finished inside it): about four operators a call on real models. The buffer is
+// then emptied (or, inside an operator still open, keeps only the open operators' records), so
+// it stays a few KiB, warm in the program thread's cache. An operator's start
 // makes no call into libcuprof.so: this library keeps the thread's open operators, reads the
 // clock (CLOCK_REALTIME, CUPTI's), gives ids from blocks libcuprof.so hands out, and pushes and
 // pops CUPTI's external correlation id itself (with CUPTI's own functions), as Kineto does.
@@ -58,8 +60,8 @@
 #endif
 
 extern "C" {
-// A finished operator (ops/native.rs, `OpDone`); its record is the next `record_len` bytes of
-// the records handed over with it.
+// A finished operator (ops/native.rs, `OpDone`); its record is the `record_len` bytes at
+// `record_at` of the records handed over with it.
 struct CuprofDone {
   uint64_t start;
   uint64_t end;
@@ -67,6 +69,7 @@ struct CuprofDone {
   uint64_t parent;
   uint64_t stack;  // a python_stack handle, shared by the operators nested in its taker
   uint32_t record_len;
+  uint32_t record_at;
   uint8_t owns_stack;  // this operator took `stack`: the handle ends with it
 };
 
@@ -124,8 +127,8 @@ struct CuprofHooks {
   // The Python stack now, as a handle (0: none or not wanted); one no operator's end took.
   uint64_t (*python_stack)();
   void (*release_stack)(uint64_t handle);
-  // Operators finished on the thread `tid`, in the order they ended, and their records end to
-  // end.
+  // Operators finished on the thread `tid`, in the order they ended, and the thread's records
+  // (each operator's at its `record_at`).
   void (*ops_done)(const CuprofDone* ops, size_t n, const char* records, size_t len, uint32_t tid);
   uint64_t (*label_begin)(const char* record, size_t len, uint64_t parent, uint64_t stack);
   void (*label_end)(uint64_t id);
@@ -139,9 +142,9 @@ struct CuprofHooks {
 
 namespace {
 
-constexpr uint32_t kHooksVersion = 7;
+constexpr uint32_t kHooksVersion = 8;
 // Finished operators kept before they are handed over inside an outermost one still open (a
-// compiled region, a custom operator running a model), and their records' bytes.
+// compiled region, a custom operator running a model), and the records' bytes held.
 constexpr uint32_t kMaxDone = 64;
 constexpr size_t kMaxDoneBytes = 16 << 10;
 // Kineto's limit on the scalar lists it keeps as concrete inputs.
@@ -199,6 +202,7 @@ class Buf {
     if (n < len_) len_ = n;
   }
   const char* data() const { return data_; }
+  char* mutable_data() { return data_; }
   size_t size() const { return len_; }
   void push_back(char c) {
     if (len_ == cap_) grow(1);
@@ -309,8 +313,8 @@ class OpenStack {
 
 // Everything a thread's callbacks write into, in one thread-local.
 struct ThreadBufs {
-  // The records of the operators open on this thread, end to end, the innermost last; a
-  // label's record, only while it is handed over.
+  // The records of the operators open on this thread and of those finished since the last
+  // hand-over, in the order they started; a label's record, only while it is handed over.
   Buf record;
   OpenStack open;
   uint32_t ops_open = 0;
@@ -322,10 +326,9 @@ struct ThreadBufs {
   // it gave none).
   const uint64_t* ranges_innermost = nullptr;
   uint32_t tid = 0;
-  // Operators finished since the last hand-over, and their records end to end.
+  // Operators finished since the last hand-over (their records are in `record`).
   uint32_t n_done = 0;
   CuprofDone done[kMaxDone];
-  Buf done_records;
   std::ostringstream text;
   // The names of the dtypes this thread has met, by scalar type.
   DtypeName dtypes[kScalarTypes];
@@ -369,12 +372,27 @@ struct ThreadBufs {
   }
 };
 
-// Hands the thread's finished operators to libcuprof.so.
+// Keeps only the open operators' records in the thread's record buffer, in order, and where
+// they now are: what finished has been handed over.
+void compact(ThreadBufs& b) {
+  size_t w = 0;
+  char* data = b.record.mutable_data();
+  for (size_t i = 0; i < b.open.size(); ++i) {
+    OpenRange& o = b.open[i];
+    if (o.label) continue;
+    if (o.record_at != w) std::memmove(data + w, data + o.record_at, o.record_len);
+    o.record_at = static_cast<uint32_t>(w);
+    w += o.record_len;
+  }
+  b.record.truncate(w);
+}
+
+// Hands the thread's finished operators to libcuprof.so, with the record buffer they are in.
 __attribute__((noinline)) void hand_over(ThreadBufs& b) {
   if (b.n_done == 0) return;
-  g_hooks->ops_done(b.done, b.n_done, b.done_records.data(), b.done_records.size(), b.tid);
+  g_hooks->ops_done(b.done, b.n_done, b.record.data(), b.record.size(), b.tid);
   b.n_done = 0;
-  b.done_records.clear();
+  compact(b);
 }
 
 const uint64_t kNoCell = 0;
@@ -989,17 +1007,6 @@ __attribute__((noinline)) void drop_stack(ThreadBufs& b, uint64_t stack) {
   g_hooks->release_stack(stack);
 }
 
-// A finished operator, into the thread's finished ones (its record from `record_at`).
-inline void keep(ThreadBufs& b, const CuprofDone& done, size_t record_at) {
-  try {
-    b.done_records.append(b.record.data() + record_at, done.record_len);
-  } catch (...) {
-    if (done.owns_stack && done.stack) drop_stack(b, done.stack);
-    return;
-  }
-  b.done[b.n_done++] = done;
-}
-
 void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   try {
     if (fn.scope() == at::RecordScope::USER_SCOPE) {
@@ -1018,7 +1025,8 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
       g_correlation.pop(g_correlation.kind, &last);
     }
     uint32_t record_at = op.record_at;
-    CuprofDone done{op.start, end, op.id, op.parent, b.stack, op.record_len, op.owns_stack};
+    CuprofDone done{op.start, end,          op.id,         op.parent,
+                    b.stack,  op.record_len, op.record_at, op.owns_stack};
     b.ops_open--;
     if (op.owns_stack) b.stack = 0;
     if (at + 1 == b.open.size()) {
@@ -1027,13 +1035,17 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
       b.open.erase(at);
     }
     if (flag(g_hooks->collecting) && flag(g_hooks->cpu)) {
-      keep(b, done, record_at);
-    } else if (done.owns_stack && done.stack) {
-      drop_stack(b, done.stack);
+      // Its record stays where it is, handed over with the buffer.
+      b.done[b.n_done++] = done;
+    } else {
+      if (done.owns_stack && done.stack) drop_stack(b, done.stack);
+      // What follows its record is its nested operators': kept only if one of them was.
+      if (b.n_done == 0) b.record.truncate(record_at);
     }
-    b.record.truncate(record_at);
-    if (b.n_done != 0 &&
-        (b.ops_open == 0 || b.n_done == kMaxDone || b.done_records.size() >= kMaxDoneBytes)) {
+    if (b.ops_open == 0) {
+      hand_over(b);
+      b.record.clear();
+    } else if (b.n_done == kMaxDone || b.record.size() >= kMaxDoneBytes) {
       hand_over(b);
     }
   } catch (...) {
