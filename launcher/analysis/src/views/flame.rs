@@ -395,7 +395,7 @@ pub fn page_rank_svgs(an: &Analysis, ranks: &[i64]) -> Result<Vec<(i64, String)>
     if ranks.is_empty() {
         return Ok(Vec::new());
     }
-    let stacks = folded(an, Weigh::GpuTime, Stacks::Python);
+    let stacks = shared_page_paths(folded(an, Weigh::GpuTime, Stacks::Python));
     let by_op = an.links.iter().any(Option::is_some);
     let mut out = Vec::new();
     for &rank in ranks {
