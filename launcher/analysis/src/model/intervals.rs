@@ -152,23 +152,25 @@ pub fn breakdown(ops: &[&GpuOp], syncs: &[(i64, i64)]) -> Breakdown {
     b
 }
 
+/// A GPU operation on stream 7 of device 0, for tests of time breakdowns.
+#[cfg(test)]
+pub(crate) fn op(start: i64, end: i64, kind: OpKind) -> GpuOp {
+    GpuOp {
+        stream: 7,
+        start,
+        end,
+        device: 0,
+        name: 0,
+        kind,
+        corr: -1,
+        bytes: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::ratios::imbalance;
-
-    fn op(start: i64, end: i64, kind: OpKind) -> GpuOp {
-        GpuOp {
-            stream: 7,
-            start,
-            end,
-            device: 0,
-            name: 0,
-            kind,
-            corr: -1,
-            bytes: 0,
-        }
-    }
 
     #[test]
     fn breakdown_priorities_and_exact_sum() {

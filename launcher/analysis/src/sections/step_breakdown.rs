@@ -178,19 +178,7 @@ fn bin(chunk: &[StepParts]) -> StepPartsBin {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn op(start: i64, end: i64, kind: OpKind) -> GpuOp {
-        GpuOp {
-            stream: 7,
-            start,
-            end,
-            device: 0,
-            name: 0,
-            kind,
-            corr: -1,
-            bytes: 0,
-        }
-    }
+    use crate::model::intervals::op;
 
     #[test]
     fn a_step_is_compute_communication_copies_idle_and_host() {
