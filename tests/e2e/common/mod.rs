@@ -74,6 +74,11 @@ impl Drop for TempDir {
     }
 }
 
+/// torch.compile's inductor compiles in the program's own process: with more than one compile
+/// thread it first starts a pool of worker processes, each importing torch (about 3 s of CPU
+/// apiece here), which the tests' small graphs never need.
+const INDUCTOR_COMPILE_THREADS: &str = "1";
+
 /// A test program run under the tracer.
 pub struct Run {
     pub cmd: Command,
@@ -105,7 +110,8 @@ impl Run {
             .env("CUPROF_CUPTI_PATH", double())
             .env("CUPROF_DIR", dir)
             .env("CUPROF_NAME", "t")
-            .env("PYTHONUNBUFFERED", "1");
+            .env("PYTHONUNBUFFERED", "1")
+            .env("TORCHINDUCTOR_COMPILE_THREADS", INDUCTOR_COMPILE_THREADS);
         for v in [
             "CUDA_INJECTION64_PATH",
             "NVTX_INJECTION64_PATH",
@@ -311,13 +317,23 @@ pub fn labels(trace: &Value) -> Vec<&Value> {
     not_steps_by_start(events(trace, "user_annotation"))
 }
 
-/// Fails the test, naming the remedy, unless `python3` imports every module of `modules`
-/// (comma-separated, as in an `import` statement).
+/// Fails the test, naming the remedy, unless `python3` finds every module of `modules`
+/// (comma-separated, as in an `import` statement). Asked once per list and run, with
+/// `importlib.util.find_spec`, which imports nothing: importing torch, diffusers and
+/// transformers only to check for them cost 2.6 s of CPU each time, and the suite asked 45 times.
 pub fn require_python(modules: &str) {
-    let ok = Command::new("python3")
-        .args(["-c", &format!("import {modules}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
+    static FOUND: std::sync::Mutex<BTreeMap<String, bool>> = std::sync::Mutex::new(BTreeMap::new());
+    let mut found = FOUND.lock().unwrap_or_else(|e| e.into_inner());
+    let ok = *found.entry(modules.to_string()).or_insert_with(|| {
+        let names: Vec<&str> = modules.split(',').map(str::trim).collect();
+        let code = format!(
+            "import importlib.util, sys; sys.exit(any(importlib.util.find_spec(m) is None for m in {names:?}))"
+        );
+        Command::new("python3")
+            .args(["-c", &code])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
     assert!(
         ok,
         "python3 cannot import {modules}: run `bash scripts/test.sh`, which installs scripts/python-requirements.txt into a virtual environment and puts it first on PATH"
@@ -334,7 +350,8 @@ pub fn untraced_python(
     let mut cmd = Command::new("python3");
     cmd.arg(apps().join(script))
         .args(args)
-        .env("PYTHONPATH", apps());
+        .env("PYTHONPATH", apps())
+        .env("TORCHINDUCTOR_COMPILE_THREADS", INDUCTOR_COMPILE_THREADS);
     for (k, v) in env {
         cmd.env(k, v);
     }

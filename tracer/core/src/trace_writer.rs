@@ -821,12 +821,15 @@ impl<W: Write> TraceWriter<W> {
         self.close(false);
     }
 
-    /// A counter sample (`"ph": "C"`): each key becomes a track in Perfetto.
-    pub fn counter(&mut self, name: &str, pid: u32, ts: u64, values: &[(&str, i64)]) {
+    /// A device's memory counter sample (`"ph": "C"`, on the device's GPU process, which it names
+    /// the first time: a trace recording memory but no GPU work has no other track there):
+    /// each key becomes a track in Perfetto.
+    pub fn counter(&mut self, name: &str, device: u32, ts: u64, values: &[(&str, i64)]) {
+        self.gpu_process(device);
         self.begin("C");
         self.arg_str("cat", "cuda_memory");
         self.arg_str("name", name);
-        self.arg_u64("pid", pid as u64);
+        self.arg_u64("pid", device as u64);
         self.arg_u64("tid", 0);
         self.ts("ts", ts);
         self.args_open();

@@ -955,6 +955,62 @@ fn a_stream_ordered_allocation_gets_the_stream_handle_its_call_was_given() {
     );
 }
 
+/// Device memory recorded without GPU work (the CPU and MEM activities): the counter's GPU
+/// process is named all the same, as Perfetto and TensorBoard name a process by its metadata.
+#[test]
+fn a_memory_counter_alone_names_its_gpu_process() {
+    let sink = MemSink::default();
+    // The program's own process apart from GPU 0's.
+    let meta = TraceMeta {
+        pid: 1,
+        ..TraceMeta::default()
+    };
+    let counters = Arc::new(Counters::default());
+    let session = Session::new(
+        meta,
+        1,
+        Duration::from_secs(1),
+        Box::new(sink.clone()),
+        counters,
+    );
+    let mut s = session.with_memory(MemoryTimeline::default());
+    s.handle(Input::BeginRecording {
+        ts: 1_000,
+        cycle: 1,
+    });
+    s.handle(Input::Events(vec![device_alloc(
+        5,
+        0x7f00_0000_0000,
+        false,
+    )]));
+    s.handle(Input::EndRecording {
+        ts: 3_000,
+        last_call: None,
+    });
+    s.finish();
+    let t = sink.trace("cycle1.json.gz");
+    let on_device: Vec<(String, String)> = t["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["pid"] == 0)
+        .map(|e| {
+            let name = e["name"].as_str().unwrap().to_string();
+            (e["ph"].as_str().unwrap().to_string(), name)
+        })
+        .collect();
+    let expected: Vec<(String, String)> = [
+        ("M", "process_name"),
+        ("M", "process_labels"),
+        ("M", "process_sort_index"),
+        ("C", "GPU 0 Memory"),
+    ]
+    .iter()
+    .map(|(ph, n)| (ph.to_string(), n.to_string()))
+    .collect();
+    assert_eq!(on_device, expected);
+}
+
 #[test]
 fn consecutive_steps_do_not_touch() {
     // Step 1 ends where step 2 begins. Written touching, a reader adding `ts + dur` in floating
