@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The project's test command (README.md): formatting, lints, then every test, over ONE build.
 #
-# The workspace is compiled once, in the `ci` profile (Cargo.toml: optimised as users' release
-# builds, with debug assertions and overflow checks), with clippy-driver as the workspace's
-# compiler: its lints run inside the compile that produces the test artifacts, instead of a
-# separate `cargo clippy` pass that shares nothing with the build. Every test binary, the
-# end-to-end tests (which run the real libcuprof.so and the libcupti double) and the wheel test
-# use that one build. See README.md for how long a run takes.
+# The workspace is compiled once, in the `ci` profile (Cargo.toml: libcuprof.so's crates
+# optimised as users' release builds, the command and its analysis not; debug assertions and
+# overflow checks on), with clippy-driver as the workspace's compiler: its lints run inside the
+# compile that produces the test artifacts, instead of a separate `cargo clippy` pass that
+# shares nothing with the build. Every test binary, the end-to-end tests (which run the real
+# libcuprof.so and the libcupti double) and the wheel test use that one build. See README.md for
+# how long a run takes.
 #
 # The Python packages the tests use (the NVTX3 loader, PyTorch, HTA, TensorBoard's profiler
 # plugin, DuckDB, Spark) are installed into a virtual environment by scripts/python-env.sh,

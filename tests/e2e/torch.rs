@@ -17,14 +17,7 @@ fn require_torch() {
 /// `torch_model.py cuprof` under cuprof with the schedule wait=1, warmup=1, active=2.
 fn traced(dir: &Path, env: &[(&str, &str)]) -> (Value, Value) {
     require_torch();
-    let mut run = Run::python("torch_model.py", &["cuprof"], dir)
-        .env("CUPROF_WAIT", "1")
-        .env("CUPROF_WARMUP", "1")
-        .env("CUPROF_ACTIVE", "2");
-    for (k, v) in env {
-        run = run.env(k, v);
-    }
-    let (out, stderr) = run.ok_json();
+    let (out, stderr) = windowed("torch_model.py", &["cuprof"], dir, env).ok_json();
     assert!(!stderr.contains("not recorded"), "{stderr}");
     (out, read_trace(&dir.join("t-rank0.trace.json.gz")))
 }

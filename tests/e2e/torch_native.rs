@@ -19,14 +19,7 @@ fn require_models() {
 /// stderr, the trace.
 fn traced(model: &str, dir: &Path, env: &[(&str, &str)]) -> (Value, String, Value) {
     require_models();
-    let mut run = Run::python("real_models.py", &["cuprof", model], dir)
-        .env("CUPROF_WAIT", "1")
-        .env("CUPROF_WARMUP", "1")
-        .env("CUPROF_ACTIVE", "2");
-    for (k, v) in env {
-        run = run.env(k, v);
-    }
-    let (out, stderr) = run.ok_json();
+    let (out, stderr) = windowed("real_models.py", &["cuprof", model], dir, env).ok_json();
     (out, stderr, read_trace(&dir.join("t-rank0.trace.json.gz")))
 }
 
@@ -34,14 +27,7 @@ fn traced(model: &str, dir: &Path, env: &[(&str, &str)]) -> (Value, String, Valu
 /// cuprof with the same window, for the tests of how the observer is found, built or given up,
 /// which any torch program shows as well as a real model: stderr, the trace.
 fn small_traced(dir: &Path, env: &[(&str, &str)]) -> (String, Value) {
-    let mut run = Run::python("torch_model.py", &["cuprof"], dir)
-        .env("CUPROF_WAIT", "1")
-        .env("CUPROF_WARMUP", "1")
-        .env("CUPROF_ACTIVE", "2");
-    for (k, v) in env {
-        run = run.env(k, v);
-    }
-    let (_, stderr) = run.ok_json();
+    let (_, stderr) = windowed("torch_model.py", &["cuprof"], dir, env).ok_json();
     (stderr, read_trace(&dir.join("t-rank0.trace.json.gz")))
 }
 

@@ -161,6 +161,19 @@ impl Run {
     }
 }
 
+/// [`Run::python`] with the window the operator tests record (wait=1, warmup=1, active=2: steps
+/// 2 and 3 of 4) and `env` added.
+pub fn windowed(script: &str, args: &[&str], dir: &Path, env: &[(&str, &str)]) -> Run {
+    let mut run = Run::python(script, args, dir)
+        .env("CUPROF_WAIT", "1")
+        .env("CUPROF_WARMUP", "1")
+        .env("CUPROF_ACTIVE", "2");
+    for (k, v) in env {
+        run = run.env(k, v);
+    }
+    run
+}
+
 /// A gzip (or plain) trace's text.
 pub fn trace_text(path: &Path) -> String {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
