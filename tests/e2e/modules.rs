@@ -118,10 +118,7 @@ fn module_views(paths: &[&std::path::Path]) -> Vec<Value> {
 fn module_calls_are_torch_profilers_with_their_paths() {
     require_python("torch, transformers");
     let dir = TempDir::new("modules");
-    let (_, stderr) = Run::python("modules.py", &["cuprof"], dir.path())
-        .env("CUPROF_WAIT", "1")
-        .env("CUPROF_WARMUP", "1")
-        .env("CUPROF_ACTIVE", "2")
+    let (_, stderr) = windowed("modules.py", &["cuprof"], dir.path(), &[])
         .env("CUPROF_WITH_MODULES", "1")
         .ok_json();
     assert!(!stderr.contains("--with-modules"), "{stderr}");

@@ -383,14 +383,12 @@ fn a_program_starting_its_own_profiler_keeps_working() {
     let dir = TempDir::new("torch-both");
     require_torch();
     let path = dir.path().join("both.json");
-    let (_, stderr) = Run::python(
+    let (_, stderr) = windowed(
         "torch_model.py",
         &["both", path.to_str().unwrap()],
         dir.path(),
+        &[],
     )
-    .env("CUPROF_WAIT", "1")
-    .env("CUPROF_WARMUP", "1")
-    .env("CUPROF_ACTIVE", "2")
     .env("CUPROF_REPEAT", "0")
     .ok_json();
     assert!(!stderr.contains("Traceback"), "{stderr}");

@@ -184,14 +184,12 @@ fn flops_equal_torch_profilers_with_flops() {
 fn collectives_carry_torch_profilers_metadata() {
     require_models();
     let dir = TempDir::new("native-collectives");
-    let (_, stderr) = Run::python(
+    let (_, stderr) = windowed(
         "collectives.py",
         &["cuprof", dir.path().to_str().unwrap()],
         dir.path(),
+        &[],
     )
-    .env("CUPROF_WAIT", "1")
-    .env("CUPROF_WARMUP", "1")
-    .env("CUPROF_ACTIVE", "2")
     .ok_json();
     assert!(!stderr.contains("NVTX observer"), "{stderr}");
     let trace = read_trace(&dir.path().join("t-rank0.trace.json.gz"));
@@ -737,10 +735,7 @@ fn compiled_regions_appear_as_under_torch_profiler() {
     let dir = TempDir::new("native-compiled");
     // One inductor cache for both runs: the second compiles from it.
     let cache = dir.path().join("inductor");
-    let (_, _) = Run::python("compiled_model.py", &["cuprof"], dir.path())
-        .env("CUPROF_WAIT", "1")
-        .env("CUPROF_WARMUP", "1")
-        .env("CUPROF_ACTIVE", "2")
+    let (_, _) = windowed("compiled_model.py", &["cuprof"], dir.path(), &[])
         .env("TORCHINDUCTOR_CACHE_DIR", &cache)
         .env("CUPROF_WITH_MODULES", "1")
         .ok_json();
@@ -821,10 +816,7 @@ fn labels_and_keyword_inputs_equal_torch_profilers() {
     for shapes in [true, false] {
         let dir = TempDir::new("native-labels");
         let flag = if shapes { "1" } else { "0" };
-        let (_, stderr) = Run::python("kineto_labels.py", &["cuprof"], dir.path())
-            .env("CUPROF_WAIT", "1")
-            .env("CUPROF_WARMUP", "1")
-            .env("CUPROF_ACTIVE", "2")
+        let (_, stderr) = windowed("kineto_labels.py", &["cuprof"], dir.path(), &[])
             .env("CUPROF_RECORD_SHAPES", flag)
             .ok_json();
         assert!(!stderr.contains("NVTX observer"), "{stderr}");
@@ -1166,11 +1158,8 @@ fn ranks_starting_at_once_build_the_observer_once() {
         .map(|rank| {
             let rank_dir = dir.path().join(format!("rank{rank}"));
             std::fs::create_dir_all(&rank_dir).unwrap();
-            let child = Run::python("torch_model.py", &["cuprof"], &rank_dir)
-                .env("CUPROF_WAIT", "1")
-                .env("CUPROF_WARMUP", "1")
-                .env("CUPROF_ACTIVE", "2")
-                .env("CUPROF_CACHE", &cache);
+            let child =
+                windowed("torch_model.py", &["cuprof"], &rank_dir, &[]).env("CUPROF_CACHE", &cache);
             (rank_dir, std::thread::spawn(move || child.ok_json()))
         })
         .collect();

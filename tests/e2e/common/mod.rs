@@ -75,8 +75,9 @@ impl Drop for TempDir {
 }
 
 /// torch.compile's inductor compiles in the program's own process: with more than one compile
-/// thread it first starts a pool of worker processes, each importing torch (about 3 s of CPU
-/// apiece here), which the tests' small graphs never need.
+/// thread it first starts a pool of worker processes, each a Python that imports torch (3.5 s of
+/// CPU here), which the tests' small graphs never need (compile_events.py: 39.7 s with one
+/// thread, 42.2 s with the pool).
 const INDUCTOR_COMPILE_THREADS: &str = "1";
 
 /// A test program run under the tracer.
@@ -332,8 +333,9 @@ pub fn labels(trace: &Value) -> Vec<&Value> {
 
 /// Fails the test, naming the remedy, unless `python3` finds every module of `modules`
 /// (comma-separated, as in an `import` statement). Asked once per list and run, with
-/// `importlib.util.find_spec`, which imports nothing: importing torch, diffusers and
-/// transformers only to check for them cost 2.6 s of CPU each time, and the suite asked 45 times.
+/// `importlib.util.find_spec`, which imports nothing: importing them only to check for them
+/// cost 3.1 s of CPU (torch) to 7.5 s (torch, diffusers and transformers) each time, 272 s over
+/// the suite's 72 checks.
 pub fn require_python(modules: &str) {
     static FOUND: std::sync::Mutex<BTreeMap<String, bool>> = std::sync::Mutex::new(BTreeMap::new());
     let mut found = FOUND.lock().unwrap_or_else(|e| e.into_inner());

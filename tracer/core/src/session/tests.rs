@@ -989,26 +989,22 @@ fn a_memory_counter_alone_names_its_gpu_process() {
     });
     s.finish();
     let t = sink.trace("cycle1.json.gz");
-    let on_device: Vec<(String, String)> = t["traceEvents"]
+    let on_device: Vec<(&str, &str)> = t["traceEvents"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|e| e["pid"] == 0)
-        .map(|e| {
-            let name = e["name"].as_str().unwrap().to_string();
-            (e["ph"].as_str().unwrap().to_string(), name)
-        })
+        .map(|e| (e["ph"].as_str().unwrap(), e["name"].as_str().unwrap()))
         .collect();
-    let expected: Vec<(String, String)> = [
-        ("M", "process_name"),
-        ("M", "process_labels"),
-        ("M", "process_sort_index"),
-        ("C", "GPU 0 Memory"),
-    ]
-    .iter()
-    .map(|(ph, n)| (ph.to_string(), n.to_string()))
-    .collect();
-    assert_eq!(on_device, expected);
+    assert_eq!(
+        on_device,
+        [
+            ("M", "process_name"),
+            ("M", "process_labels"),
+            ("M", "process_sort_index"),
+            ("C", "GPU 0 Memory"),
+        ]
+    );
 }
 
 #[test]
