@@ -181,8 +181,9 @@ fn wait(rx: &Pending) -> io::Result<(Vec<u8>, crc32fast::Hasher)> {
     }
 }
 
-/// `data` as raw deflate ending in a sync flush (byte-aligned, not final), and its CRC-32.
-fn deflate_block(data: &[u8], level: Compression) -> io::Result<(Vec<u8>, crc32fast::Hasher)> {
+/// `data` as raw deflate ending in a sync flush (byte-aligned, not final), and its CRC-32: a
+/// segment of its own for [`ParGzWriter::append_segment`].
+pub fn deflate_block(data: &[u8], level: Compression) -> io::Result<(Vec<u8>, crc32fast::Hasher)> {
     let mut crc = crc32fast::Hasher::new();
     crc.update(data);
     let mut z = Compress::new(level, false);

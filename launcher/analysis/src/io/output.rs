@@ -239,7 +239,11 @@ mod tests {
             // SAFETY: a null new action only reads the current one into `old`.
             let read = unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) };
             assert_eq!(read, 0);
-            assert_eq!(old.sa_sigaction, libc::SIG_DFL, "signal {sig}");
+            // As the process was started: a shell starts a background job with SIGINT ignored.
+            assert!(
+                [libc::SIG_DFL, libc::SIG_IGN].contains(&old.sa_sigaction),
+                "signal {sig} has a handler"
+            );
         }
         std::fs::remove_dir_all(&d).unwrap();
     }

@@ -75,15 +75,27 @@ impl Analysis {
     pub fn new(names: Interner, files: Vec<FileData>) -> Self {
         // Range paths are interned across files, one file after another; what depends on one
         // file alone runs on every worker: on 8 ranks it was most of the work after loading,
-        // which would hold `report DIR` on 8 cores well under 8x (BENCHMARKS.md).
-        let mut paths = Paths::default();
-        let api_p: Vec<Vec<u32>> = files.iter().map(|f| api_paths(f, &mut paths)).collect();
-        let (op_p, links): (Vec<_>, Vec<_>) = files
-            .par_iter()
-            .zip(&api_p)
-            .map(|(f, a)| (op_paths(f, a), links::links(f)))
-            .unzip();
-        let module_trees = files.par_iter().map(|f| modules::tree(f, &names)).collect();
+        // which would hold `report DIR` on 8 cores well under 8x (BENCHMARKS.md). Operator
+        // nesting and module trees do not need the range paths: with one big file they run
+        // beside them, each on a worker of its own.
+        let ((paths, api_p, op_p), (links, module_trees)) = rayon::join(
+            || {
+                let mut paths = Paths::default();
+                let api_p: Vec<Vec<u32>> = files.iter().map(|f| api_paths(f, &mut paths)).collect();
+                let op_p: Vec<Vec<Option<u32>>> = files
+                    .par_iter()
+                    .zip(&api_p)
+                    .map(|(f, a)| op_paths(f, a))
+                    .collect();
+                (paths, api_p, op_p)
+            },
+            || -> (Vec<_>, Vec<_>) {
+                files
+                    .par_iter()
+                    .map(|f| rayon::join(|| links::links(f), || modules::tree(f, &names)))
+                    .unzip()
+            },
+        );
         let known: Vec<Option<i64>> = files.iter().map(|f| f.rank).collect();
         let ranks = number_ranks(&known);
         Analysis {

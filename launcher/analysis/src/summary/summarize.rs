@@ -18,12 +18,87 @@ use crate::sections::{
 use crate::summary::culprits;
 use crate::summary::schema::*;
 
+/// What [`Analysis::op_figures`] finds: each kernel's durations, unsorted, and the sorted rows
+/// of NVTX buckets and copies.
+struct OpFigures {
+    kernels: Vec<(u32, Spread)>,
+    nvtx_buckets: Vec<BucketRow>,
+    memcpy: Vec<MemcpyRow>,
+}
+
 impl Analysis {
+    /// Every section's figure. Sections that read only the loaded files run at once, each on a
+    /// worker of the current pool: with one big file, one after another they held `report` on
+    /// one core after the load (BENCHMARKS.md, "One big trace on every core").
     pub fn summarize(&self) -> Summary {
         let mut by_rank: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
         for (i, &r) in self.ranks.iter().enumerate() {
             by_rank.entry(r).or_default().push(i);
         }
+        let (names, files, links) = (&self.names, &self.files, &self.links);
+        let mut per_rank: Vec<RankSummary> = Vec::new();
+        let mut gpu = Breakdown::default();
+        let mut op_figures = None;
+        let mut ops = None;
+        let mut collective_waits = Vec::new();
+        let mut step_parts = None;
+        let mut api_calls = Vec::new();
+        let mut ranges = Vec::new();
+        let mut collective_rows = None;
+        let mut triton_kernels = None;
+        let mut launch_rows = None;
+        let mut launch_queues = None;
+        let mut idle_by_stream = Vec::new();
+        let mut module_view = None;
+        let mut memory = Vec::new();
+        let mut allocations = None;
+        let mut found = None;
+        // Each task writes a local of its own; the scope ends when all of them have.
+        rayon::scope(|s| {
+            s.spawn(|_| {
+                per_rank = by_rank
+                    .par_iter()
+                    .map(|(&rank, idx)| self.rank_summary(rank, idx))
+                    .collect();
+                for r in &per_rank {
+                    gpu.add(&r.gpu);
+                }
+                found = Some(findings::find(
+                    names,
+                    files,
+                    links,
+                    &self.ranks,
+                    gpu.wall_ns,
+                ));
+            });
+            s.spawn(|_| op_figures = Some(self.op_figures()));
+            s.spawn(|_| ops = Some(operators::summarize(names, files, links)));
+            s.spawn(|_| collective_waits = collectives::waits(files, links));
+            s.spawn(|_| step_parts = Some(step_breakdown::step_breakdown(files, &self.ranks)));
+            s.spawn(|_| api_calls = durations::api_calls(names, files));
+            s.spawn(|_| ranges = durations::ranges(names, files));
+            s.spawn(|_| collective_rows = Some(collectives::collectives(names, files, links)));
+            s.spawn(|_| triton_kernels = Some(triton::kernels(names, files, links)));
+            s.spawn(|_| launch_rows = Some(launches::launches(names, files)));
+            s.spawn(|_| launch_queues = Some(queues::queues(names, files, &self.ranks)));
+            s.spawn(|_| idle_by_stream = idle::idle_by_stream(files, &self.ranks));
+            s.spawn(|_| module_view = Some(self.modules_view(modules::ModuleView::default())));
+            s.spawn(|_| {
+                memory = by_rank
+                    .iter()
+                    .flat_map(|(&rank, idx)| series::memory(rank, files, idx))
+                    .collect()
+            });
+            s.spawn(|_| {
+                allocations = Some(allocations::find(
+                    names,
+                    files,
+                    links,
+                    &self.modules,
+                    &self.ranks,
+                ))
+            });
+        });
         let files = self
             .files
             .iter()
@@ -43,25 +118,90 @@ impl Analysis {
                 profiler_overhead_ns: f.overhead.1,
             })
             .collect();
-
-        let mut ranks = Vec::new();
-        let mut gpu = Breakdown::default();
         let mut dropped = Dropped::default();
-        let per_rank: Vec<RankSummary> = by_rank
-            .par_iter()
-            .map(|(&rank, idx)| self.rank_summary(rank, idx))
-            .collect();
-        for r in per_rank {
-            gpu.add(&r.gpu);
+        for r in &per_rank {
             dropped.add(&r.dropped);
-            ranks.push(r);
         }
+        let ranks = per_rank;
         let steps = step_stats(self.files.iter().flat_map(|f| f.steps.iter()));
+        let OpFigures {
+            kernels,
+            nvtx_buckets,
+            memcpy,
+        } = op_figures.expect("computed in the scope");
+        let ops = ops.expect("computed in the scope");
+        let kernel_total: i64 = saturating::sum(kernels.iter().map(|k| k.1.total));
+        let launcher = |name: u32| ops.as_ref().and_then(|(_, by)| by.get(&name)).cloned();
+        let mut top_kernels: Vec<KernelRow> = kernels
+            .into_iter()
+            .map(|(name, k)| KernelRow {
+                name: self.names.name(name).to_string(),
+                count: k.count,
+                total_ns: k.total,
+                mean_ns: k.mean,
+                median_ns: k.median,
+                min_ns: k.min,
+                max_ns: k.max,
+                share: ratio(k.total as f64, kernel_total as f64),
+                operator: launcher(name).map(|l| l.0),
+                operator_ns: launcher(name).map(|l| l.1),
+            })
+            .collect();
+        top_kernels.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
 
-        // Top kernels: per-kernel durations (overlaps counted in full for each kernel).
+        let cross_rank = self.cross_rank(&ranks, &by_rank);
+        let figures: Vec<culprits::RankFigures> = ranks
+            .iter()
+            .map(|r| culprits::RankFigures {
+                rank: r.rank,
+                gpu: &r.gpu,
+                compute_ns: r.gpu.compute_ns,
+                communication_ns: r.gpu.communication_ns,
+                mean_step_ns: (r.steps.count > 0).then_some(r.steps.mean_ns),
+                step_times: &r.step_times,
+            })
+            .collect();
+        let culprits = culprits::find(&figures, &collective_waits, steps.p50_ns);
+        let torch_compile =
+            torch_compile::summarize(&self.names, &self.files, ops.as_ref().map(|o| &o.0));
+        Summary {
+            tool: "cuprof report".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            files,
+            steps,
+            step_bins: None,
+            step_breakdown: step_parts.expect("computed in the scope"),
+            runs: None,
+            gpu,
+            ranks,
+            top_kernels,
+            nvtx_buckets,
+            memcpy,
+            dropped,
+            cross_rank,
+            culprits,
+            api_calls,
+            ranges,
+            collectives: collective_rows.expect("computed in the scope"),
+            collective_waits,
+            triton_kernels: triton_kernels.expect("computed in the scope"),
+            launches: launch_rows.expect("computed in the scope"),
+            launch_queues: launch_queues.expect("computed in the scope"),
+            idle_by_stream,
+            findings: found.expect("computed in the scope"),
+            torch_compile,
+            operators: ops.map(|o| o.0),
+            modules: module_view,
+            memory,
+            allocations: allocations.expect("computed in the scope"),
+        }
+    }
+
+    /// Per kernel, per NVTX bucket and per kind of copy or set: their durations (overlaps
+    /// counted in full for each kernel) and the copies' sizes.
+    fn op_figures(&self) -> OpFigures {
         let mut kernels: FxHashMap<u32, Vec<i64>> = FxHashMap::default();
         let mut buckets: FxHashMap<&str, (u64, i64)> = FxHashMap::default();
-        // Copies and sets: each one's size and time, per name.
         let mut memcpy: FxHashMap<u32, (Vec<i64>, Vec<i64>)> = FxHashMap::default();
         for (fi, f) in self.files.iter().enumerate() {
             for (o, path) in f.ops.iter().zip(&self.op_paths[fi]) {
@@ -83,25 +223,6 @@ impl Analysis {
             .into_iter()
             .map(|(name, mut durs)| (name, Spread::of(&mut durs)))
             .collect();
-        let kernel_total: i64 = saturating::sum(kernels.iter().map(|k| k.1.total));
-        let ops = operators::summarize(&self.names, &self.files, &self.links);
-        let launcher = |name: u32| ops.as_ref().and_then(|(_, by)| by.get(&name)).cloned();
-        let mut top_kernels: Vec<KernelRow> = kernels
-            .into_iter()
-            .map(|(name, k)| KernelRow {
-                name: self.names.name(name).to_string(),
-                count: k.count,
-                total_ns: k.total,
-                mean_ns: k.mean,
-                median_ns: k.median,
-                min_ns: k.min,
-                max_ns: k.max,
-                share: ratio(k.total as f64, kernel_total as f64),
-                operator: launcher(name).map(|l| l.0),
-                operator_ns: launcher(name).map(|l| l.1),
-            })
-            .collect();
-        top_kernels.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
         let bucket_total: i64 = saturating::sum(buckets.values().map(|b| b.1));
         let mut nvtx_buckets: Vec<BucketRow> = buckets
             .into_iter()
@@ -134,72 +255,10 @@ impl Analysis {
             })
             .collect();
         memcpy.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.kind.cmp(&b.kind)));
-
-        let cross_rank = self.cross_rank(&ranks, &by_rank);
-        let findings = findings::find(
-            &self.names,
-            &self.files,
-            &self.links,
-            &self.ranks,
-            gpu.wall_ns,
-        );
-        let collective_waits = collectives::waits(&self.files, &self.links);
-        let figures: Vec<culprits::RankFigures> = ranks
-            .iter()
-            .map(|r| culprits::RankFigures {
-                rank: r.rank,
-                gpu: &r.gpu,
-                compute_ns: r.gpu.compute_ns,
-                communication_ns: r.gpu.communication_ns,
-                mean_step_ns: (r.steps.count > 0).then_some(r.steps.mean_ns),
-                step_times: &r.step_times,
-            })
-            .collect();
-        let culprits = culprits::find(&figures, &collective_waits, steps.p50_ns);
-        let memory = by_rank
-            .iter()
-            .flat_map(|(&rank, idx)| series::memory(rank, &self.files, idx))
-            .collect();
-        Summary {
-            tool: "cuprof report".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            files,
-            steps,
-            step_bins: None,
-            step_breakdown: step_breakdown::step_breakdown(&self.files, &self.ranks),
-            runs: None,
-            gpu,
-            ranks,
-            top_kernels,
+        OpFigures {
+            kernels,
             nvtx_buckets,
             memcpy,
-            dropped,
-            cross_rank,
-            culprits,
-            api_calls: durations::api_calls(&self.names, &self.files),
-            ranges: durations::ranges(&self.names, &self.files),
-            collectives: collectives::collectives(&self.names, &self.files, &self.links),
-            collective_waits,
-            triton_kernels: triton::kernels(&self.names, &self.files, &self.links),
-            launches: launches::launches(&self.names, &self.files),
-            launch_queues: queues::queues(&self.names, &self.files, &self.ranks),
-            idle_by_stream: idle::idle_by_stream(&self.files, &self.ranks),
-            findings,
-            torch_compile: torch_compile::summarize(
-                &self.names,
-                &self.files,
-                ops.as_ref().map(|o| &o.0),
-            ),
-            operators: ops.map(|o| o.0),
-            modules: Some(self.modules_view(modules::ModuleView::default())),
-            memory,
-            allocations: allocations::find(
-                &self.names,
-                &self.files,
-                &self.links,
-                &self.modules,
-                &self.ranks,
-            ),
         }
     }
 

@@ -32,7 +32,9 @@
 //! into a segment (a temporary file beside `-o`); the segments are spliced in rank order into
 //! one gzip member. Each segment's blocks are deflated on every free worker too
 //! ([`crate::io::gzip_out`]), so one large rank uses all cores as well: compression on one thread
-//! is what held merge to a third of report's speed. The worker reading a rank does less than
+//! is what held merge to a third of report's speed. A rank file cuprof's writer indexed is also
+//! read on every worker, a chunk each ([`chunked`]); any other is read front to back
+//! ([`rank`]). The worker reading a rank does less than
 //! `report` does, plus a copy: the reader decodes a plain event by hand and says where its
 //! `pid`, `ts`, `id` and `args` stand (`Event::spans`; other events: serde_json, then a scan
 //! that stops after the last member rewritten), and each event's bytes go out as they are but
@@ -40,11 +42,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufWriter, Write};
-use std::ops::{ControlFlow, Range};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use cuprof_core::reader::{for_each_member, Detail, Event, Id, TraceMeta, TraceReader};
+use cuprof_core::reader::{TraceMeta, TraceReader};
 use flate2::Compression;
 use serde::Serialize;
 
@@ -55,11 +57,11 @@ use crate::io::gzip_out::ParGzWriter;
 use crate::io::output::Staged;
 use crate::load::runs::{choose, inputs_named, merged_mark, MergedMark, MERGED_MARK};
 use crate::load::{load, number_ranks, rank_from_name, Interner, OpKind};
+use rank::{json_str, RankWritten};
+pub use rank::{ID_STRIDE, PID_STRIDE};
 
-/// pid offset per rank.
-pub const PID_STRIDE: i64 = 10_000_000;
-/// Flow id offset per rank.
-pub const ID_STRIDE: i64 = 1 << 32;
+mod chunked;
+mod rank;
 
 #[derive(Clone, Debug)]
 pub struct MergeOptions {
@@ -114,12 +116,6 @@ pub struct Placement {
 /// for 2% more bytes (241 MB of JSON: 19.5 MB against 19.1 MB); level 1 is faster still but
 /// 37% larger (26.1 MB). BENCHMARKS.md, "Offline commands".
 const MERGED_LEVEL: Compression = Compression::new(2);
-
-/// `value` moved into rank `rank`'s share of a merged id space (`rank * stride + value`),
-/// saturating: a crafted rank or id near the 64-bit limit must not wrap onto another rank's.
-fn offset(rank: i64, stride: i64, value: i64) -> i64 {
-    rank.saturating_mul(stride).saturating_add(value)
-}
 
 /// Absolute end times (base + end, ns) of a file's communication kernels, keyed by (step number
 /// of the launching call, or -1; kernel name; order among those of that step and name).
@@ -224,26 +220,6 @@ pub(crate) fn skew(
             None,
         ),
     })
-}
-
-/// `ns` as microseconds with three decimals (`-1.500`), exact, appended to `out`.
-fn write_us(out: &mut Vec<u8>, ints: &mut itoa::Buffer, ns: i64) {
-    if ns < 0 {
-        out.push(b'-');
-    }
-    let a = ns.unsigned_abs();
-    out.extend_from_slice(ints.format(a / 1000).as_bytes());
-    let frac = a % 1000;
-    out.extend_from_slice(&[
-        b'.',
-        b'0' + (frac / 100) as u8,
-        b'0' + (frac / 10 % 10) as u8,
-        b'0' + (frac % 10) as u8,
-    ]);
-}
-
-fn json_str(s: &str) -> String {
-    crate::escape::json::to_string(s).expect("strings serialize")
 }
 
 /// `cuprof merge`: the merged trace written, and how each rank was placed printed on
@@ -470,9 +446,23 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
     let ranks: Vec<usize> = (0..ranked.len()).collect();
     let segments = crate::io::jobs::map_in_order(&ranks, |&i| {
         let (rank, path, _) = &ranked[i];
-        let (staged, file) = Staged::create(out)?;
-        let mut seg = ParGzWriter::raw(BufWriter::with_capacity(1 << 20, file), MERGED_LEVEL);
-        let written = write_rank(*rank, placements[i].shift_ns, path, &mut seg, &wr)?;
+        let shift = placements[i].shift_ns;
+        let segment = || -> Result<_> {
+            let (staged, file) = Staged::create(out)?;
+            let seg = ParGzWriter::raw(BufWriter::with_capacity(1 << 20, file), MERGED_LEVEL);
+            Ok((staged, seg))
+        };
+        // By chunks when the file is indexed, else (or when that fails) front to back into a
+        // new segment: the first one's temporary file is removed as it is dropped.
+        let (mut staged, mut seg) = segment()?;
+        let written =
+            match chunked::write_rank(*rank, shift, path, &mut seg, MERGED_LEVEL).map_err(wr)? {
+                Some(written) => written,
+                None => {
+                    (staged, seg) = segment()?;
+                    rank::write_rank(*rank, shift, path, &mut seg, &wr)?
+                }
+            };
         let seg = seg.finish_segment().map_err(wr)?;
         let file = seg.out.into_inner().map_err(|e| wr(e.into_error()))?;
         Ok((staged, file, seg.crc, seg.len, written))
@@ -524,308 +514,6 @@ fn write_merged(out: &Path, ranked: &[(i64, PathBuf, TraceMeta)]) -> Result<Vec<
     Ok(placements)
 }
 
-/// What [`write_rank`] did.
-struct RankWritten {
-    summary: cuprof_core::reader::ReadSummary,
-    /// Anything was written.
-    wrote: bool,
-    /// Events copied with U+FFFD in place of bytes that were not UTF-8.
-    not_utf8: u64,
-}
-
-/// A member whose value merge rewrites.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Rewritten {
-    Pid,
-    Ts,
-    Id,
-    /// A process name's or sort index's `args`.
-    Args,
-}
-
-impl Rewritten {
-    const ALL: [Rewritten; 4] = [
-        Rewritten::Pid,
-        Rewritten::Ts,
-        Rewritten::Id,
-        Rewritten::Args,
-    ];
-
-    /// Whether `e` gets a new value for this member: an integer `pid`, a `ts` outside metadata,
-    /// any `id`, and the `args` of a process name or sort index.
-    fn changes(self, e: &Event<'_>) -> bool {
-        match self {
-            Rewritten::Pid => matches!(e.pid, Some(Id::Int(_))),
-            Rewritten::Ts => e.ts.is_some() && e.ph != "M",
-            Rewritten::Id => e.id.is_some(),
-            Rewritten::Args => {
-                matches!(metadata_name(e), "process_name" | "process_sort_index")
-            }
-        }
-    }
-
-    /// The member a key (quotes included) names.
-    fn of_key(key: &[u8]) -> Option<Self> {
-        match key {
-            b"\"pid\"" => Some(Rewritten::Pid),
-            b"\"ts\"" => Some(Rewritten::Ts),
-            b"\"id\"" => Some(Rewritten::Id),
-            b"\"args\"" => Some(Rewritten::Args),
-            _ => None,
-        }
-    }
-}
-
-/// One rank's rewrite of its events, and the processes it has seen.
-struct RankRewrite {
-    rank: i64,
-    shift: i64,
-    /// Processes with a `process_name` / `process_sort_index` of their own, and all seen.
-    named: BTreeSet<i64>,
-    sorted: BTreeSet<i64>,
-    seen: BTreeSet<i64>,
-    ints: itoa::Buffer,
-}
-
-impl RankRewrite {
-    /// How many of `e`'s members get a new value (each appears once: the lean parse refuses a
-    /// key it decodes twice).
-    fn count(e: &Event<'_>) -> usize {
-        Rewritten::ALL.iter().filter(|m| m.changes(e)).count()
-    }
-
-    /// Appends the new value of `e`'s `member` to `value`; nothing when it stays as it is
-    /// ([`Rewritten::changes`]).
-    fn value(&mut self, e: &Event<'_>, member: Rewritten, value: &mut Vec<u8>) {
-        if !member.changes(e) {
-            return;
-        }
-        let rank = self.rank;
-        let meta_name = metadata_name(e);
-        match (member, &e.pid, e.ts, &e.id) {
-            (Rewritten::Pid, Some(Id::Int(p)), ..) => {
-                self.seen.insert(*p);
-                match meta_name {
-                    "process_name" => self.named.insert(*p),
-                    "process_sort_index" => self.sorted.insert(*p),
-                    _ => false,
-                };
-                value.extend_from_slice(self.ints.format(offset(rank, PID_STRIDE, *p)).as_bytes());
-            }
-            (Rewritten::Ts, _, Some(ts), _) => {
-                write_us(value, &mut self.ints, ts.saturating_add(self.shift));
-            }
-            (Rewritten::Id, _, _, Some(Id::Int(id))) => {
-                value.extend_from_slice(self.ints.format(offset(rank, ID_STRIDE, *id)).as_bytes())
-            }
-            (Rewritten::Id, _, _, Some(Id::Str(s))) => {
-                value.extend_from_slice(json_str(&format!("r{rank}:{s}")).as_bytes())
-            }
-            (Rewritten::Args, ..) if meta_name == "process_name" => {
-                let n = e.args.name.as_deref().unwrap_or("");
-                let named = json_str(&format!("rank {rank} {n}"));
-                value.extend_from_slice(format!("{{\"name\": {named}}}").as_bytes());
-            }
-            (Rewritten::Args, ..) => {
-                let s = e.args.sort_index.unwrap_or(0);
-                let index = offset(rank, PID_STRIDE, s);
-                value.extend_from_slice(format!("{{\"sort_index\": {index}}}").as_bytes());
-            }
-            // `changes` let through only the cases above.
-            _ => {}
-        }
-    }
-
-    /// Writes `e` with its rewritten members to `out`; false when its text is not an object
-    /// (a corrupt file).
-    fn write(
-        &mut self,
-        e: &Event<'_>,
-        value: &mut Vec<u8>,
-        out: &mut dyn Write,
-    ) -> std::io::Result<bool> {
-        let mut copied = 0;
-        let mut written = Ok(());
-        let mut put = |this: &mut Self, member: Rewritten, span: Range<usize>| {
-            value.clear();
-            this.value(e, member, value);
-            if !value.is_empty() && written.is_ok() {
-                written = out
-                    .write_all(&e.raw[copied..span.start])
-                    .and_then(|_| out.write_all(value));
-                copied = span.end;
-                true
-            } else {
-                false
-            }
-        };
-        let well_formed = match &e.spans {
-            // The reader found where the members stand: no second scan of the event.
-            Some(spans) => {
-                let mut at = [
-                    (spans.pid.clone(), Rewritten::Pid),
-                    (spans.ts.clone(), Rewritten::Ts),
-                    (spans.id.clone(), Rewritten::Id),
-                    (spans.args.clone(), Rewritten::Args),
-                ];
-                at.sort_unstable_by_key(|(span, _)| span.as_ref().map_or(0, |s| s.start));
-                for (span, member) in at {
-                    if let Some(span) = span {
-                        put(self, member, span);
-                    }
-                }
-                true
-            }
-            None => {
-                // Once the members to rewrite are done, the rest (`args`, the longest member)
-                // is copied without a scan.
-                let mut to_rewrite = Self::count(e);
-                for_each_member(e.raw, |key, span| {
-                    if let Some(member) = Rewritten::of_key(&e.raw[key]) {
-                        if put(self, member, span) {
-                            to_rewrite = to_rewrite.saturating_sub(1);
-                        }
-                    }
-                    if to_rewrite == 0 {
-                        ControlFlow::Break(())
-                    } else {
-                        ControlFlow::Continue(())
-                    }
-                })
-            }
-        };
-        written?;
-        if well_formed {
-            out.write_all(&e.raw[copied..])?;
-        }
-        Ok(well_formed)
-    }
-}
-
-/// A metadata event's name (`process_name`), or "" for other events.
-fn metadata_name<'e>(e: &'e Event<'_>) -> &'e str {
-    if e.ph == "M" {
-        e.name.as_ref()
-    } else {
-        ""
-    }
-}
-
-/// Writes rank `rank`'s events from `path`, moved by `shift` ns, to `w` (`,\n` between them,
-/// none before the first).
-fn write_rank(
-    rank: i64,
-    shift: i64,
-    path: &Path,
-    w: &mut impl Write,
-    wr: &impl Fn(std::io::Error) -> anyhow::Error,
-) -> Result<RankWritten> {
-    let mut first = true;
-    let mut reader = TraceReader::open(path)?;
-    // Only what is rewritten is decoded; the rest of each event is copied as it stands.
-    reader.set_detail(Detail::Lean);
-    let bar = crate::load::progress(&mut reader, path);
-    let mut failure: Option<anyhow::Error> = None;
-    let mut rewrite = RankRewrite {
-        rank,
-        shift,
-        named: BTreeSet::new(),
-        sorted: BTreeSet::new(),
-        seen: BTreeSet::new(),
-        ints: itoa::Buffer::new(),
-    };
-    // Replacement values are formatted here, and the event's other bytes go to `w` as they
-    // are: no allocation per event (one each was a tenth of merge's time).
-    let mut value: Vec<u8> = Vec::with_capacity(64);
-    // An event with bytes that are not UTF-8 (in a member the reader skips, which it does not
-    // check) is rewritten here first, then copied with each bad sequence as U+FFFD: the merged
-    // file stays UTF-8, as JSON must be. JSON's own syntax is ASCII, so every bad byte lies in a
-    // string and the replacement keeps the event valid JSON.
-    let mut scratch: Vec<u8> = Vec::new();
-    let mut replaced = 0u64;
-    let summary = reader.read_events(|e| {
-        // ASCII first: it is nearly every event, and checked faster than UTF-8 (the full check
-        // was 2% of `merge -j 1`'s samples on the small-events bench). An event the reader
-        // found spans in is printable ASCII already.
-        // Plain ASCII with no control, the same check: copied as it is. Anything else is
-        // written to `scratch`, made UTF-8, and its active characters escaped (a C1 or
-        // bidirectional control in a name reaches no viewer raw).
-        let plain = e.spans.is_some() || !crate::escape::json::needs_raw_escape(e.raw);
-        let written = (|| {
-            if !first {
-                w.write_all(b",\n")?;
-            }
-            if plain {
-                return rewrite.write(e, &mut value, &mut *w);
-            }
-            scratch.clear();
-            let well_formed = rewrite.write(e, &mut value, &mut scratch)?;
-            if well_formed {
-                let text = String::from_utf8_lossy(&scratch);
-                if matches!(text, std::borrow::Cow::Owned(_)) {
-                    replaced += 1;
-                }
-                w.write_all(&crate::escape::json::escape_raw(text.as_bytes()))?;
-            }
-            Ok(well_formed)
-        })();
-        match written {
-            Ok(true) => {
-                first = false;
-                ControlFlow::Continue(())
-            }
-            Ok(false) => {
-                failure = Some(anyhow::anyhow!(
-                    "{}: event at byte {} is not a JSON object; the file is corrupt",
-                    path.shown(),
-                    e.offset
-                ));
-                ControlFlow::Break(())
-            }
-            Err(err) => {
-                failure = Some(wr(err));
-                ControlFlow::Break(())
-            }
-        }
-    })?;
-    if let Some(pb) = bar.borrow_mut().take() {
-        pb.finish_and_clear();
-    }
-    if let Some(f) = failure {
-        return Err(f);
-    }
-    // Processes seen without metadata still get a rank-prefixed name and a sort index.
-    let mut extra = String::new();
-    for &p in &rewrite.seen {
-        let pid = offset(rank, PID_STRIDE, p);
-        if !rewrite.named.contains(&p) {
-            extra.push_str(&format!(
-                ",\n{{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": {pid}, \"tid\": 0, \"ts\": 0.000, \"args\": {{\"name\": {}}}}}",
-                json_str(&format!("rank {rank} pid {p}"))
-            ));
-        }
-        if !rewrite.sorted.contains(&p) {
-            extra.push_str(&format!(
-                ",\n{{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": {pid}, \"tid\": 0, \"ts\": 0.000, \"args\": {{\"sort_index\": {pid}}}}}"
-            ));
-        }
-    }
-    let extra = if first {
-        extra.trim_start_matches(",\n").to_string()
-    } else {
-        extra
-    };
-    if !extra.is_empty() {
-        first = false;
-    }
-    w.write_all(extra.as_bytes()).map_err(wr)?;
-    Ok(RankWritten {
-        summary,
-        wrote: !first,
-        not_utf8: replaced,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -851,15 +539,6 @@ mod tests {
         let (s, m, _) = skew(&TraceMeta::default(), &r, || Ok(None)).unwrap();
         assert_eq!(s, 0);
         assert!(m.contains("assumed 0"), "{m}");
-        let us = |ns: i64| {
-            let mut out = Vec::new();
-            write_us(&mut out, &mut itoa::Buffer::new(), ns);
-            String::from_utf8(out).unwrap()
-        };
-        assert_eq!(us(-1500), "-1.500");
-        assert_eq!(us(1_000_001), "1000.001");
-        assert_eq!(us(7), "0.007");
-        assert_eq!(us(i64::MIN), "-9223372036854775.808");
     }
 
     #[test]
