@@ -1,4 +1,4 @@
-//! One big trace read on every core (issue 53, item 3): a trace written by cuprof's own writer (kernels and their launches), read by `load_all` and by `report` on 1 and on N workers.
+//! One big trace read on every core (issue 53, item 3): a trace written by cuprof's own writer (kernels and their launches), read by `load_all`, `report` and `merge` on 1 and on N workers.
 //!
 //! Prints, for the file's size: the median time of each (runs alternate 1, N / N, 1; N is
 //! BENCH_WORKERS, default 2), the
@@ -19,6 +19,8 @@ use std::time::Instant;
 
 use cuprof_analysis::io::jobs::Jobs;
 use cuprof_analysis::load::{chunked, load_all, Interner};
+use cuprof_analysis::merge::{merge, MergeOptions};
+use cuprof_analysis::model::analyse_files;
 use cuprof_analysis::report::{report, ReportOptions};
 use cuprof_core::chunked_gzip::ChunkedGz;
 use cuprof_core::event::{ApiCall, ApiDomain, Kernel, Name};
@@ -97,6 +99,14 @@ fn timed(jobs: u16, f: impl Fn() + Send + Sync) -> f64 {
 fn load(path: &Path) {
     let (_, files) = load_all(&[path.to_path_buf()]).unwrap();
     assert!(files[0].read.truncated.is_none());
+}
+
+fn merge_of(path: &Path, out: &Path) {
+    let mut o = MergeOptions::new(vec![path.to_path_buf()]);
+    o.out = out.to_path_buf();
+    o.jobs = Jobs { jobs: None };
+    let (mut stdout, mut err) = (Vec::new(), Vec::new());
+    merge(&o, &mut stdout, &mut err).unwrap();
 }
 
 fn report_of(path: &Path) {
@@ -241,6 +251,15 @@ fn main() {
     compare("load (columns)", reps, many, &|| load(&path));
     phases(&path, reps);
     compare("report (whole command)", reps, many, &|| report_of(&path));
+    // Report's two parts apart: the load with the model derived from it, and the sections.
+    compare("  load and model", reps, many, &|| {
+        analyse_files(std::slice::from_ref(&path)).unwrap();
+    });
+    let an = analyse_files(std::slice::from_ref(&path)).unwrap();
+    compare("  sections (summarize)", reps, many, &|| {
+        an.summarize();
+    });
+    drop(an);
     // The same bytes without the index member: one stream, front to back.
     let plain = dir.join(format!(
         "cuprof-stream-{}-rank0.trace.json.gz",
@@ -253,6 +272,17 @@ fn main() {
     compare("load, no index (one stream)", reps.min(3), many, &|| {
         load(&plain)
     });
+    let merged = dir.join(format!(
+        "cuprof-merged-{}.trace.json.gz",
+        std::process::id()
+    ));
+    compare("merge (whole command)", reps, many, &|| {
+        merge_of(&path, &merged)
+    });
+    compare("merge, no index (one stream)", reps.min(3), many, &|| {
+        merge_of(&plain, &merged)
+    });
+    std::fs::remove_file(&merged).unwrap();
     flush_cost(&path, 256 << 20);
     std::fs::remove_file(&path).unwrap();
     std::fs::remove_file(&plain).unwrap();

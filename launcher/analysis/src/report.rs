@@ -103,7 +103,7 @@ fn report_to(args: &ReportOptions, con: &mut Console) -> Result<()> {
     let an = args
         .jobs
         .install(|| crate::model::analyse_files(&chosen.files))??;
-    let mut summary = an.summarize();
+    let mut summary = args.jobs.install(|| an.summarize())?;
     summary.step_bins = args
         .bin
         .as_ref()

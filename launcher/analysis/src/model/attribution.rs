@@ -60,6 +60,9 @@ pub fn api_paths(f: &FileData, paths: &mut Paths) -> Vec<u32> {
     }
     let mut stack: Vec<u32> = Vec::new();
     let mut key: Vec<u32> = Vec::new();
+    // The path of the call before on the same thread: calls in a row mostly share it, and
+    // comparing a few names is cheaper than a hash lookup (this loop runs on one core).
+    let mut last: (Vec<u32>, u32) = (Vec::new(), 0);
     for (apis, ranges) in apis_by.iter_mut().zip(ranges_by.iter_mut()) {
         if apis.is_empty() {
             continue;
@@ -101,7 +104,11 @@ pub fn api_paths(f: &FileData, paths: &mut Paths) -> Vec<u32> {
                     .filter(|r| r.end >= t)
                     .map(|r| r.name),
             );
-            out[ai as usize] = paths.id(&key);
+            if key != last.0 {
+                last.1 = paths.id(&key);
+                std::mem::swap(&mut last.0, &mut key);
+            }
+            out[ai as usize] = last.1;
         }
     }
     out
