@@ -51,6 +51,32 @@ pub struct StepPartsBin {
     pub host_ns: f64,
 }
 
+impl StepParts {
+    /// Compute, communication, copies, idle, host: the order the page draws them in.
+    pub fn parts(&self) -> [i64; 5] {
+        [
+            self.compute_ns,
+            self.communication_ns,
+            self.copies_ns,
+            self.idle_ns,
+            self.host_ns,
+        ]
+    }
+}
+
+impl StepPartsBin {
+    /// The means of [`StepParts::parts`] over the bin's steps, in the same order.
+    pub fn parts(&self) -> [f64; 5] {
+        [
+            self.compute_ns,
+            self.communication_ns,
+            self.copies_ns,
+            self.idle_ns,
+            self.host_ns,
+        ]
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StepBreakdown {
     /// Every step number, in order, on its slowest rank.
@@ -204,32 +230,11 @@ mod tests {
             ]
         );
         let p = parts(&seg, 3, 1, 100, 900);
-        assert_eq!(
-            (
-                p.compute_ns,
-                p.communication_ns,
-                p.copies_ns,
-                p.idle_ns,
-                p.host_ns
-            ),
-            (300 + 100, 100, 50 + 50, 100 + 150, 50)
-        );
-        assert_eq!(
-            p.compute_ns + p.communication_ns + p.copies_ns + p.idle_ns + p.host_ns,
-            p.dur_ns
-        );
+        assert_eq!(p.parts(), [300 + 100, 100, 50 + 50, 100 + 150, 50]);
+        assert_eq!(p.parts().iter().sum::<i64>(), p.dur_ns);
         // The next step, 1000..1500: the spilled kernel's 200 ns, then host.
         let p = parts(&seg, 4, 1, 1000, 500);
-        assert_eq!(
-            (
-                p.compute_ns,
-                p.communication_ns,
-                p.copies_ns,
-                p.idle_ns,
-                p.host_ns
-            ),
-            (200, 0, 0, 0, 300)
-        );
+        assert_eq!(p.parts(), [200, 0, 0, 0, 300]);
         // A step without GPU work is all host.
         let p = parts(&seg, 5, 1, 2000, 70);
         assert_eq!((p.idle_ns, p.host_ns), (0, 70));

@@ -59,13 +59,7 @@ pub fn section(s: &Summary) -> String {
                 ),
                 key: format!("step_breakdown.bins.{i}"),
                 total: x.dur_ns,
-                parts: [
-                    x.compute_ns,
-                    x.communication_ns,
-                    x.copies_ns,
-                    x.idle_ns,
-                    x.host_ns,
-                ],
+                parts: x.parts(),
             })
             .collect()
     } else {
@@ -78,14 +72,7 @@ pub fn section(s: &Summary) -> String {
                 what: format!("step {} on rank {}", x.step, x.rank),
                 key: format!("step_breakdown.steps.{i}"),
                 total: x.dur_ns as f64,
-                parts: [
-                    x.compute_ns,
-                    x.communication_ns,
-                    x.copies_ns,
-                    x.idle_ns,
-                    x.host_ns,
-                ]
-                .map(|v| v as f64),
+                parts: x.parts().map(|v| v as f64),
             })
             .collect()
     };
