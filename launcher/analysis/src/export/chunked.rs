@@ -213,3 +213,20 @@ pub fn export(path: &Path, dir: &Path, partition: &str, name: &str) -> Result<Op
         meta,
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_spread_a_file_then_grow_to_their_cap() {
+        let runs = |n: usize| n.div_ceil(run_len(n));
+        assert_eq!([run_len(2), run_len(32), run_len(33)], [1, 1, 2]);
+        assert_eq!(
+            [runs(2), runs(32), runs(33), runs(64), runs(100)],
+            [2, 32, 17, 32, 25]
+        );
+        assert_eq!([run_len(512), run_len(513), run_len(5459)], [16, 16, 16]);
+        assert_eq!(runs(5459), 342);
+    }
+}
