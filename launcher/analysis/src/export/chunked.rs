@@ -1,7 +1,7 @@
 //! One trace file exported on every core: runs of the chunks cuprof's writer indexed, each parsed and encoded into row groups on its own worker, appended to the tables in order.
 //!
 //! The chunks (`docs/trace-format.md`, "The gzip layout") are cut into runs of consecutive
-//! chunks ([`run_len`]). A worker reads a run's chunks (inflating them as it parses them) into
+//! chunks ([`run_len`]: up to 32 runs of 4 to 16 chunks). A worker reads a run's chunks (inflating them as it parses them) into
 //! in-memory tables whose batches it encodes at once ([`super::groups::Encoder`]), so a run
 //! ends as compressed row groups, one or more per table that got rows. Runs go in windows of
 //! twice the pool's workers; after each window the row groups are appended to each table's file
@@ -27,17 +27,19 @@ use super::groups::{Encoder, Group, GroupFile};
 use super::rows::{table_path, Counts, Exported, FileTables, Launches, Skipped};
 use super::table::Table;
 
-/// Runs a file's chunks are cut into, at most (between 17 and 32 for a file of more chunks),
-/// so that a file of a few chunks still spreads over that many workers...
+/// Runs a file's chunks are cut into, at most (26 to 32 for a file of 128 to 512 chunks), so
+/// that the file spreads over that many workers...
 const RUNS: usize = 32;
-/// ... unless a run would hold more chunks than this (16 of the writer's 4 MiB: 64 MiB of
-/// JSON; a row group per table and run, the more runs the more of them).
+/// ... unless a run would hold fewer chunks than this (4 of the writer's 4 MiB: row groups of
+/// tens of thousands of rows rather than a few thousand; a file of 16 MiB or less is one run)...
+const MIN_RUN_CHUNKS: usize = 4;
+/// ... or more than this (64 MiB of JSON: a row group per table and run).
 const MAX_RUN_CHUNKS: usize = 16;
 
 /// Chunks per run for a file of `chunks` chunks: the same for any number of workers, so the
 /// files' row groups are too.
 pub fn run_len(chunks: usize) -> usize {
-    chunks.div_ceil(RUNS).clamp(1, MAX_RUN_CHUNKS)
+    chunks.div_ceil(RUNS).clamp(MIN_RUN_CHUNKS, MAX_RUN_CHUNKS)
 }
 
 /// One run's row groups (by table, in table order) and what it counted.
@@ -221,10 +223,10 @@ mod tests {
     #[test]
     fn runs_spread_a_file_then_grow_to_their_cap() {
         let runs = |n: usize| n.div_ceil(run_len(n));
-        assert_eq!([run_len(2), run_len(32), run_len(33)], [1, 1, 2]);
+        assert_eq!([run_len(2), run_len(128), run_len(129)], [4, 4, 5]);
         assert_eq!(
-            [runs(2), runs(32), runs(33), runs(64), runs(100)],
-            [2, 32, 17, 32, 25]
+            [runs(2), runs(28), runs(128), runs(129), runs(256)],
+            [1, 7, 32, 26, 32]
         );
         assert_eq!([run_len(512), run_len(513), run_len(5459)], [16, 16, 16]);
         assert_eq!(runs(5459), 342);
