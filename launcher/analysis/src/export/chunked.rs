@@ -1,9 +1,10 @@
 //! One trace file exported on every core: runs of the chunks cuprof's writer indexed, each parsed and encoded into row groups on its own worker, appended to the tables in order.
 //!
 //! The chunks (`docs/trace-format.md`, "The gzip layout") are cut into runs of consecutive
-//! chunks ([`run_len`]: up to 32 runs of 4 to 16 chunks). A worker reads a run's chunks (inflating them as it parses them) into
-//! in-memory tables whose batches it encodes at once ([`super::groups::Encoder`]), so a run
-//! ends as compressed row groups, one or more per table that got rows. Runs go in windows of
+//! chunks ([`run_len`]: 4 to 16 chunks each, up to 32 runs in a file of up to 512 chunks). A
+//! worker reads a run's chunks (inflating them as it parses them) into in-memory tables whose
+//! batches it encodes at once ([`super::groups::Encoder`]), so a run ends as compressed row
+//! groups, one or more per table that got rows. Runs go in windows of
 //! twice the pool's workers; after each window the row groups are appended to each table's file
 //! in chunk order. A row depends on its event alone, and what a file counts (skipped events,
 //! launches) adds up, so the tables hold the rows of a read front to back, in its order; only
