@@ -1,11 +1,12 @@
-//! One big trace read on every core (issue 53, item 3): a trace written by cuprof's own writer (kernels and their launches), read by `load_all`, `report` and `merge` on 1 and on N workers.
+//! One big trace read on every core (issue 53, item 3): a trace written by cuprof's own writer (kernels and their launches), read by `load_all`, `report`, `merge` and `export` on 1 and on N workers.
 //!
 //! Prints, for the file's size: the median time of each (runs alternate 1, N / N, 1; N is
 //! BENCH_WORKERS, default 2), the
 //! median of the paired speed-ups, the serial fraction they imply (Amdahl) and the speed-up that
-//! fraction gives on 4 and 8 cores; the read of the same file without its index (one stream,
-//! what older traces get); and what the full flushes cost in size at chunk targets of 1, 4 and
-//! 16 MiB against none (the first 256 MiB of the trace).
+//! fraction gives on 4 and 8 cores; the read and the export of the same file without its index
+//! (one stream, what older traces get), and the size of the dataset each export wrote; and
+//! what the full flushes cost in size at chunk targets of 1, 4 and 16 MiB against none (the
+//! first 256 MiB of the trace).
 //!
 //!     CHUNKED_MB=1024 BENCH_REPS=5 cargo bench -p cuprof-analysis --bench chunked_read
 //!     (or scripts/bench/chunked_read.sh, which states the load)
@@ -22,6 +23,7 @@ use cuprof_analysis::load::{chunked, load_all, Interner};
 use cuprof_analysis::merge::{merge, MergeOptions};
 use cuprof_analysis::model::analyse_files;
 use cuprof_analysis::report::{report, ReportOptions};
+use cuprof_analysis::{export, ExportOptions};
 use cuprof_core::chunked_gzip::ChunkedGz;
 use cuprof_core::event::{ApiCall, ApiDomain, Kernel, Name};
 use cuprof_core::reader::chunks::Chunks;
@@ -107,6 +109,33 @@ fn merge_of(path: &Path, out: &Path) {
     o.jobs = Jobs { jobs: None };
     let (mut stdout, mut err) = (Vec::new(), Vec::new());
     merge(&o, &mut stdout, &mut err).unwrap();
+}
+
+/// `cuprof export PATH -o OUT` on the current pool; the dataset's size in bytes.
+fn export_of(path: &Path, out: &Path) -> u64 {
+    let o = ExportOptions {
+        paths: vec![path.to_path_buf()],
+        out: out.to_path_buf(),
+        jobs: Jobs { jobs: None },
+    };
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    export(&o, &mut stdout, &mut stderr).unwrap();
+    size_of_dir(out)
+}
+
+fn size_of_dir(d: &Path) -> u64 {
+    std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let md = e.metadata().unwrap();
+            if md.is_dir() {
+                size_of_dir(&e.path())
+            } else {
+                md.len()
+            }
+        })
+        .sum()
 }
 
 fn report_of(path: &Path) {
@@ -260,6 +289,11 @@ fn main() {
         an.summarize();
     });
     drop(an);
+    let out = dir.join(format!("cuprof-export-{}", std::process::id()));
+    compare("export (whole command)", reps, many, &|| {
+        export_of(&path, &out);
+    });
+    let by_chunks = export_of(&path, &out);
     // The same bytes without the index member: one stream, front to back.
     let plain = dir.join(format!(
         "cuprof-stream-{}-rank0.trace.json.gz",
@@ -283,6 +317,16 @@ fn main() {
         merge_of(&plain, &merged)
     });
     std::fs::remove_file(&merged).unwrap();
+    let out_stream = dir.join(format!("cuprof-export-stream-{}", std::process::id()));
+    compare("export, no index (one stream)", reps.min(3), many, &|| {
+        export_of(&plain, &out_stream);
+    });
+    println!(
+        "export's dataset: by chunks {by_chunks} bytes, one stream {} bytes",
+        export_of(&plain, &out_stream)
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::remove_dir_all(&out_stream).unwrap();
     flush_cost(&path, 256 << 20);
     std::fs::remove_file(&path).unwrap();
     std::fs::remove_file(&plain).unwrap();

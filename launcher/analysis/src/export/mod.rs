@@ -9,11 +9,16 @@
 //!
 //! Each input is read once by the streaming reader and written as it is read, a batch of rows
 //! at a time ([`table`]), so memory does not grow with the trace. Files are exported in
-//! parallel, one per worker ([`crate::io::jobs`], `-j N`). Every output file is written under a temporary name
+//! parallel, one per worker ([`crate::io::jobs`], `-j N`). A file cuprof's writer indexed (its
+//! gzip cut into chunks) is itself read and encoded on every worker, a run of chunks each,
+//! with the same rows in the same order ([`chunked`]); any other file, or one whose index
+//! does not hold, is read front to back. Every output file is written under a temporary name
 //! and renamed into place when complete.
 
 mod args;
+mod chunked;
 mod files;
+mod groups;
 mod rows;
 pub mod schema;
 mod table;
@@ -80,15 +85,27 @@ fn export_all(args: &ExportOptions, con: &mut Console) -> Result<()> {
     let indices: Vec<usize> = (0..inputs.len()).collect();
     let done = crate::io::jobs::map_in_order(&indices, |&i| {
         let path = &inputs[i];
-        let mut reader = TraceReader::open(path)?;
         let partition = format!("rank={}/cycle={}", ranks[i], headers[i].cycle);
-        let tables = rows::FileTables::create(&args.out, &partition, &names[i])?;
-        let (read, counts, skipped, rule) = tables.fill(&mut reader)?;
+        let exported = match chunked::export(path, &args.out, &partition, &names[i])? {
+            Some(e) => e,
+            None => {
+                let mut reader = TraceReader::open(path)?;
+                let tables = rows::FileTables::create(&args.out, &partition, &names[i])?;
+                tables.fill(&mut reader)?
+            }
+        };
+        let rows::Exported {
+            read,
+            counts,
+            skipped,
+            rule,
+            meta,
+        } = exported;
         let row = FileRow {
             path: path.clone(),
             rank: ranks[i],
             cycle: headers[i].cycle,
-            meta: reader.meta().clone(),
+            meta,
             read,
             operator_link: rule.column(),
         };

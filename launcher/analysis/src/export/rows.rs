@@ -8,14 +8,14 @@
 //! report's figures to the nanosecond.
 
 use std::ops::ControlFlow;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use cuprof_core::reader::{event_members, Event, Id, ReadSummary, TraceReader};
+use cuprof_core::reader::{event_members, Event, Id, ReadSummary, TraceMeta, TraceReader};
 
 use super::args::{self, dim3, float, int, text};
 use super::schema::{self, Col};
-use super::table::Table;
+use super::table::{ParquetFile, Sink, Table};
 use crate::escape::terminal::Shown;
 use crate::load::{
     cuda_category, is_known_host_category, module_class, progress, step_number, ModuleArgs,
@@ -35,20 +35,59 @@ pub struct Skipped {
     pub ignored: std::collections::BTreeMap<String, u64>,
 }
 
-/// The tables of one trace file, in the order of [`schema::TABLES`] (less `files`).
-pub struct FileTables {
-    kernels: Table,
-    copies: Table,
-    api_calls: Table,
-    operators: Table,
-    ranges: Table,
-    steps: Table,
-    memory: Table,
-    modules: Table,
+impl Skipped {
+    /// Adds what a later part of the same file skipped.
+    pub fn add(&mut self, later: Skipped) {
+        self.malformed += later.malformed;
+        self.clamped += later.clamped;
+        for (cat, n) in later.ignored {
+            *self.ignored.entry(cat).or_default() += n;
+        }
+    }
+}
+
+/// Launches carrying both a correlation and an `External id`, and those of them whose two ids
+/// are equal: which attribution rule the file's producer followed.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Launches {
+    pub carried: usize,
+    pub own: usize,
+}
+
+impl Launches {
+    pub fn add(&mut self, later: Launches) {
+        self.carried += later.carried;
+        self.own += later.own;
+    }
+
+    pub fn rule(self) -> AttributionRule {
+        AttributionRule::from_launches(self.own, self.carried)
+    }
+}
+
+/// What exporting one trace file gave: what the read found, the rows per table and what no
+/// table took, its attribution rule and its header (and footer).
+pub struct Exported {
+    pub read: ReadSummary,
+    pub counts: Counts,
+    pub skipped: Skipped,
+    pub rule: AttributionRule,
+    pub meta: TraceMeta,
+}
+
+/// The tables of one trace file, in the order of [`schema::TABLES`] (less `files`), their rows
+/// going to their files ([`ParquetFile`]) or another [`Sink`].
+pub struct FileTables<S = ParquetFile> {
+    kernels: Table<S>,
+    copies: Table<S>,
+    api_calls: Table<S>,
+    operators: Table<S>,
+    ranges: Table<S>,
+    steps: Table<S>,
+    memory: Table<S>,
+    modules: Table<S>,
     skipped: Skipped,
-    /// Launches carrying both a correlation and an `External id`, and those of them whose two
-    /// ids are equal: which attribution rule the file's producer followed.
-    launches: (usize, usize),
+    launches: Launches,
 }
 
 /// Rows written per table, by table name.
@@ -58,35 +97,25 @@ fn pid_or_tid(id: &Option<Id<'_>>) -> Option<i64> {
     id.as_ref().and_then(Id::as_int)
 }
 
+/// `DIR/TABLE/PARTITION/NAME`, its directories created.
+pub fn table_path(dir: &Path, table: &str, partition: &str, name: &str) -> Result<PathBuf> {
+    let d = dir.join(table).join(partition);
+    std::fs::create_dir_all(&d)
+        .with_context(|| format!("{}: cannot create the directory", d.shown()))?;
+    Ok(d.join(name))
+}
+
 impl FileTables {
     /// Creates `DIR/TABLE/PARTITION/NAME` for every table (directories included).
     pub fn create(dir: &Path, partition: &str, name: &str) -> Result<Self> {
-        let open = |table: &str, cols: &'static [Col]| -> Result<Table> {
-            let d = dir.join(table).join(partition);
-            std::fs::create_dir_all(&d)
-                .with_context(|| format!("{}: cannot create the directory", d.shown()))?;
-            Table::create(&d.join(name), cols)
-        };
-        Ok(FileTables {
-            kernels: open("kernels", schema::KERNELS)?,
-            copies: open("copies", schema::COPIES)?,
-            api_calls: open("api_calls", schema::API_CALLS)?,
-            operators: open("operators", schema::OPERATORS)?,
-            ranges: open("ranges", schema::RANGES)?,
-            steps: open("steps", schema::STEPS)?,
-            memory: open("memory", schema::MEMORY)?,
-            modules: open("modules", schema::MODULES)?,
-            skipped: Skipped::default(),
-            launches: (0, 0),
+        FileTables::build(|table, cols| {
+            Table::create(&table_path(dir, table, partition, name)?, cols)
         })
     }
 
     /// Streams `reader`'s events into the tables, then finishes every file. A progress bar
     /// appears when the read takes more than a second, as in `report`.
-    pub fn fill(
-        mut self,
-        reader: &mut TraceReader<'_>,
-    ) -> Result<(ReadSummary, Counts, Skipped, AttributionRule)> {
+    pub fn fill(mut self, reader: &mut TraceReader<'_>) -> Result<Exported> {
         let mut failed = None;
         let path = reader.path().to_owned();
         let bar = progress(reader, &path);
@@ -105,22 +134,57 @@ impl FileTables {
         if let Some(e) = failed {
             return Err(e);
         }
-        let counts = vec![
-            ("kernels", self.kernels.finish()?),
-            ("copies", self.copies.finish()?),
-            ("api_calls", self.api_calls.finish()?),
-            ("operators", self.operators.finish()?),
-            ("ranges", self.ranges.finish()?),
-            ("steps", self.steps.finish()?),
-            ("memory", self.memory.finish()?),
-            ("modules", self.modules.finish()?),
-        ];
-        let (carried, own) = self.launches;
-        let rule = AttributionRule::from_launches(own, carried);
-        Ok((read, counts, self.skipped, rule))
+        let (tables, skipped, launches) = self.into_parts();
+        let mut counts = Counts::new();
+        for (name, t) in tables {
+            counts.push((name, t.finish()?));
+        }
+        Ok(Exported {
+            read,
+            counts,
+            skipped,
+            rule: launches.rule(),
+            meta: reader.meta().clone(),
+        })
+    }
+}
+
+impl<S: Sink> FileTables<S> {
+    /// Every table, made by `open(TABLE, COLUMNS)`.
+    pub fn build(
+        mut open: impl FnMut(&'static str, &'static [Col]) -> Result<Table<S>>,
+    ) -> Result<Self> {
+        Ok(FileTables {
+            kernels: open("kernels", schema::KERNELS)?,
+            copies: open("copies", schema::COPIES)?,
+            api_calls: open("api_calls", schema::API_CALLS)?,
+            operators: open("operators", schema::OPERATORS)?,
+            ranges: open("ranges", schema::RANGES)?,
+            steps: open("steps", schema::STEPS)?,
+            memory: open("memory", schema::MEMORY)?,
+            modules: open("modules", schema::MODULES)?,
+            skipped: Skipped::default(),
+            launches: Launches::default(),
+        })
     }
 
-    fn event(&mut self, e: &Event<'_>) -> Result<()> {
+    /// The tables by name, in order, what no table took, and the launches counted.
+    pub fn into_parts(self) -> (Vec<(&'static str, Table<S>)>, Skipped, Launches) {
+        let tables = vec![
+            ("kernels", self.kernels),
+            ("copies", self.copies),
+            ("api_calls", self.api_calls),
+            ("operators", self.operators),
+            ("ranges", self.ranges),
+            ("steps", self.steps),
+            ("memory", self.memory),
+            ("modules", self.modules),
+        ];
+        (tables, self.skipped, self.launches)
+    }
+
+    /// One event's rows (none, one, or a row per memory counter).
+    pub fn event(&mut self, e: &Event<'_>) -> Result<()> {
         if e.ph == "C" || (e.ph == "i" && e.name == "[memory]") {
             return self.memory(e);
         }
@@ -192,8 +256,8 @@ impl FileTables {
             "cuda_runtime" | "cuda_driver" => {
                 if let (Some(c), Some(x)) = (e.args.correlation, e.args.external_id) {
                     if c >= 0 {
-                        self.launches.0 += 1;
-                        self.launches.1 += (c == x) as usize;
+                        self.launches.carried += 1;
+                        self.launches.own += (c == x) as usize;
                     }
                 }
                 let kind = if cat == "cuda_runtime" {

@@ -1,10 +1,11 @@
-//! One Parquet file being written row by row, with bounded memory.
+//! One table of one trace file being written row by row, with bounded memory.
 //!
 //! Rows go into Arrow column builders; every [`BATCH_ROWS`] rows they become a record batch
 //! handed to the Parquet writer, which encodes it at once and closes a row group every
 //! [`ROW_GROUP_ROWS`] rows. So what a table holds at any time is one batch of raw values plus
 //! one row group of encoded pages, whatever the size of the trace. The file is written under a
-//! temporary name and renamed into place by [`Table::finish`] (see `crate::io::output`).
+//! temporary name and renamed into place by [`Table::finish`] (see `crate::io::output`). The
+//! batches can instead go to another [`Sink`] (`super::groups`: row groups encoded on a worker).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -103,15 +104,39 @@ fn properties(cols: &[Col]) -> WriterProperties {
     p.build()
 }
 
-/// A Parquet file of one table for one trace file.
-pub struct Table {
+/// Where a table's record batches go: its Parquet file ([`ParquetFile`]), or row groups encoded
+/// apart from it (`super::groups::Encoder`).
+pub trait Sink {
+    fn write(&mut self, batch: &RecordBatch) -> parquet::errors::Result<()>;
+}
+
+/// A table's file being written, under its temporary name.
+pub struct ParquetFile {
+    writer: ArrowWriter<File>,
+    staged: Staged,
+}
+
+impl Sink for ParquetFile {
+    fn write(&mut self, batch: &RecordBatch) -> parquet::errors::Result<()> {
+        self.writer.write(batch)
+    }
+}
+
+/// Starts a Parquet file of the columns `cols` in `file` (its name `path`), with their
+/// [`properties`].
+pub fn parquet_writer(file: File, cols: &[Col], path: &Path) -> Result<ArrowWriter<File>> {
+    ArrowWriter::try_new(file, arrow_schema(cols), Some(properties(cols)))
+        .with_context(|| format!("{}: cannot start the Parquet file", path.shown()))
+}
+
+/// A table of one trace file, its rows going to `S` (by default its Parquet file).
+pub struct Table<S = ParquetFile> {
     cols: &'static [Col],
     schema: SchemaRef,
     builders: Vec<Builder>,
     rows: usize,
     total: u64,
-    writer: ArrowWriter<File>,
-    staged: Staged,
+    sink: S,
     path: PathBuf,
 }
 
@@ -119,23 +144,39 @@ impl Table {
     /// Starts `path` (its directory must exist) with the columns `cols`.
     pub fn create(path: &Path, cols: &'static [Col]) -> Result<Table> {
         let (staged, file) = Staged::create(path)?;
-        let schema = arrow_schema(cols);
-        let writer = ArrowWriter::try_new(file, schema.clone(), Some(properties(cols)))
-            .with_context(|| format!("{}: cannot start the Parquet file", path.shown()))?;
-        Ok(Table {
+        let writer = parquet_writer(file, cols, path)?;
+        Ok(Table::with_sink(path, cols, ParquetFile { writer, staged }))
+    }
+
+    /// Writes what is buffered and the footer, and renames the file into place.
+    pub fn finish(self) -> Result<u64> {
+        let path = self.path.clone();
+        let (sink, total) = self.into_sink()?;
+        let file = sink
+            .writer
+            .into_inner()
+            .with_context(|| format!("{}: cannot write", path.shown()))?;
+        sink.staged.commit(file)?;
+        Ok(total)
+    }
+}
+
+impl<S: Sink> Table<S> {
+    /// A table of the columns `cols` whose batches go to `sink`; `path` names it in messages.
+    pub fn with_sink(path: &Path, cols: &'static [Col], sink: S) -> Table<S> {
+        Table {
             cols,
-            schema,
+            schema: arrow_schema(cols),
             builders: cols.iter().map(|c| Builder::new(c.kind)).collect(),
             rows: 0,
             total: 0,
-            writer,
-            staged,
+            sink,
             path: path.to_owned(),
-        })
+        }
     }
 
     /// A new row: set every column, in schema order, then [`Row::end`].
-    pub fn row(&mut self) -> Row<'_> {
+    pub fn row(&mut self) -> Row<'_, S> {
         Row { t: self, at: 0 }
     }
 
@@ -146,32 +187,27 @@ impl Table {
         let arrays: Vec<ArrayRef> = self.builders.iter_mut().map(Builder::finish).collect();
         let batch = RecordBatch::try_new(self.schema.clone(), arrays)
             .with_context(|| format!("{}: inconsistent columns", self.path.shown()))?;
-        self.writer
+        self.sink
             .write(&batch)
             .with_context(|| format!("{}: cannot write", self.path.shown()))?;
         self.rows = 0;
         Ok(())
     }
 
-    /// Writes what is buffered and the footer, and renames the file into place.
-    pub fn finish(mut self) -> Result<u64> {
+    /// Hands what is buffered to the sink; the sink and the rows the table got.
+    pub fn into_sink(mut self) -> Result<(S, u64)> {
         self.flush()?;
-        let file = self
-            .writer
-            .into_inner()
-            .with_context(|| format!("{}: cannot write", self.path.shown()))?;
-        self.staged.commit(file)?;
-        Ok(self.total)
+        Ok((self.sink, self.total))
     }
 }
 
 /// A row being filled, column by column.
-pub struct Row<'t> {
-    t: &'t mut Table,
+pub struct Row<'t, S> {
+    t: &'t mut Table<S>,
     at: usize,
 }
 
-impl Row<'_> {
+impl<S: Sink> Row<'_, S> {
     fn next(&mut self) -> &mut Builder {
         let i = self.at;
         self.at += 1;

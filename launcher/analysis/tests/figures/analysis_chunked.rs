@@ -3,7 +3,6 @@
 
 use crate::analysis_support::*;
 use cuprof_analysis::load::{chunked, Interner};
-use cuprof_core::chunked_gzip::ChunkedGz;
 use cuprof_core::reader::chunks::Chunks;
 
 /// The sample's and the operators' events, with Python frames on two threads, three times
@@ -46,29 +45,12 @@ fn trace() -> Trace {
     t
 }
 
-/// The trace's text in pieces that start at event boundaries (as the tracer's writer hands
-/// them over), compressed with chunks of about `target` bytes.
-fn write_chunked(t: &Trace, path: &std::path::Path, target: u64) {
-    let mut gz = ChunkedGz::new(Vec::new(), 1).unwrap().with_target(target);
-    let text = t.json();
-    let head = t.header();
-    gz.write_at_boundary(head.as_bytes()).unwrap();
-    let mut rest = &text[head.len()..];
-    // Every `,\n{` starts an event: cut there.
-    while let Some(at) = rest[1..].find(",\n{").map(|i| i + 1) {
-        gz.write_at_boundary(&rest.as_bytes()[..at]).unwrap();
-        rest = &rest[at..];
-    }
-    gz.write_at_boundary(rest.as_bytes()).unwrap();
-    std::fs::write(path, gz.finish().unwrap()).unwrap();
-}
-
 #[test]
 fn chunks_read_in_parallel_give_the_summary_of_one_stream() {
     let d = tempdir("chunked");
     let f = d.join("test-rank0.trace.json.gz");
     let t = trace();
-    write_chunked(&t, &f, 600);
+    t.write_chunked(&f, 600);
     let chunks = Chunks::open(&f).unwrap().index.chunks.len();
     assert!(chunks >= 20, "{chunks}");
     // The chunked read is taken (not a silent fallback), and finds every event.

@@ -10,6 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use cuprof_core::chunked_gzip::ChunkedGz;
 use flate2::write::GzEncoder;
 use flate2::{Compression, FlushCompress};
 
@@ -382,6 +383,24 @@ impl Trace {
         let mut e = GzEncoder::new(Vec::new(), Compression::fast());
         e.write_all(self.json().as_bytes()).unwrap();
         std::fs::write(path, e.finish().unwrap()).unwrap();
+    }
+
+    /// The trace written as cuprof's writer writes it: one gzip member in chunks of about
+    /// `target` bytes of JSON, cut at event boundaries (where the tracer's writer hands its
+    /// pieces over), and the index of them (docs/trace-format.md, "The gzip layout").
+    pub fn write_chunked(&self, path: &Path, target: u64) {
+        let mut gz = ChunkedGz::new(Vec::new(), 1).unwrap().with_target(target);
+        let text = self.json();
+        let head = self.header();
+        gz.write_at_boundary(head.as_bytes()).unwrap();
+        let mut rest = &text[head.len()..];
+        // Every `,\n{` starts an event: cut there.
+        while let Some(at) = rest[1..].find(",\n{").map(|i| i + 1) {
+            gz.write_at_boundary(&rest.as_bytes()[..at]).unwrap();
+            rest = &rest[at..];
+        }
+        gz.write_at_boundary(rest.as_bytes()).unwrap();
+        std::fs::write(path, gz.finish().unwrap()).unwrap();
     }
 
     /// What a SIGKILLed tracer leaves: a gzip stream that stops at a sync-flush point after

@@ -6,20 +6,58 @@ use std::path::Path;
 use std::process::Command;
 
 use arrow_array::{Array, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::de::DeserializeOwned;
 
 /// A table file's rows, all batches joined.
-pub struct Rows(Vec<RecordBatch>);
+pub struct Rows(Vec<RecordBatch>, SchemaRef, usize);
 
 impl Rows {
     pub fn read(path: &Path) -> Rows {
         let f = File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let r = ParquetRecordBatchReaderBuilder::try_new(f)
-            .unwrap()
-            .build()
-            .unwrap();
-        Rows(r.map(|b| b.unwrap()).collect())
+        let b = ParquetRecordBatchReaderBuilder::try_new(f).unwrap();
+        let (schema, groups) = (b.schema().clone(), b.metadata().num_row_groups());
+        let r = b.build().unwrap();
+        Rows(r.map(|b| b.unwrap()).collect(), schema, groups)
+    }
+
+    /// The file's row groups.
+    pub fn row_groups(&self) -> usize {
+        self.2
+    }
+
+    /// Every column's values as text (floats by their bits), by name, in the file's order:
+    /// equal for two files of the same rows in the same order, however their groups are cut.
+    pub fn columns(&self) -> Vec<(String, Vec<Option<String>>)> {
+        let text = |v: Option<String>| v;
+        self.1
+            .fields()
+            .iter()
+            .map(|f| {
+                let name = f.name();
+                let values: Vec<Option<String>> = match f.data_type() {
+                    DataType::Int64 => self
+                        .ints(name)
+                        .into_iter()
+                        .map(|v| v.map(|i| i.to_string()))
+                        .collect(),
+                    DataType::Float64 => self
+                        .floats(name)
+                        .into_iter()
+                        .map(|v| v.map(|x| format!("{:#x}", x.to_bits())))
+                        .collect(),
+                    DataType::Utf8 => self.texts(name).into_iter().map(text).collect(),
+                    DataType::Boolean => self
+                        .bools(name)
+                        .into_iter()
+                        .map(|v| v.map(|b| b.to_string()))
+                        .collect(),
+                    other => panic!("column {name}: unexpected type {other}"),
+                };
+                (name.clone(), values)
+            })
+            .collect()
     }
 
     pub fn len(&self) -> usize {

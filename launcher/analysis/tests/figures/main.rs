@@ -33,6 +33,7 @@ mod analysis_report;
 mod analysis_runs;
 mod analysis_step_figures;
 mod analysis_triton;
+mod export_chunked;
 mod export_engines;
 mod export_inputs;
 mod export_kineto;
