@@ -187,15 +187,22 @@ impl Sources<'_> {
     }
 }
 
-/// The findings of `files` (with their operators' `links` and the ranks they count under);
-/// `wall_ns` is the summed wall of every device's window.
-pub fn find(
-    names: &Interner,
+/// What [`find`] counted, before each finding's share of the GPUs' wall time is known.
+pub struct Found<'a> {
+    names: &'a Interner,
+    ranks: &'a [i64],
+    rules: Vec<Rule>,
+}
+
+/// The findings of `files` (with their operators' `links` and the ranks they count under),
+/// counted; [`Found::findings`] gives them once the GPUs' wall time is known (the scan, the
+/// costly part, need not wait for it).
+pub fn find<'a>(
+    names: &'a Interner,
     files: &[FileData],
     links: &[Option<Links>],
-    ranks: &[i64],
-    wall_ns: i64,
-) -> Vec<Finding> {
+    ranks: &'a [i64],
+) -> Found<'a> {
     let mut rules: Vec<Rule> = RULES.iter().map(|_| Rule::default()).collect();
     for ((f, l), &rank) in files.iter().zip(links).zip(ranks) {
         let src = Sources {
@@ -217,14 +224,26 @@ pub fn find(
             });
         }
     }
-    let mut out: Vec<Finding> = rules
-        .into_iter()
-        .enumerate()
-        .filter(|(_, r)| r.total.count > 0)
-        .map(|(i, r)| finding(names, i, r, ranks, wall_ns))
-        .collect();
-    out.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.rule.cmp(&b.rule)));
-    out
+    Found {
+        names,
+        ranks,
+        rules,
+    }
+}
+
+impl Found<'_> {
+    /// The findings, largest time first; `wall_ns` is the summed wall of every device's window.
+    pub fn findings(self, wall_ns: i64) -> Vec<Finding> {
+        let mut out: Vec<Finding> = self
+            .rules
+            .into_iter()
+            .enumerate()
+            .filter(|(_, r)| r.total.count > 0)
+            .map(|(i, r)| finding(self.names, i, r, self.ranks, wall_ns))
+            .collect();
+        out.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.rule.cmp(&b.rule)));
+        out
+    }
 }
 
 fn finding(names: &Interner, rule: usize, r: Rule, ranks: &[i64], wall_ns: i64) -> Finding {

@@ -63,14 +63,8 @@ impl Analysis {
                 for r in &per_rank {
                     gpu.add(&r.gpu);
                 }
-                found = Some(findings::find(
-                    names,
-                    files,
-                    links,
-                    &self.ranks,
-                    gpu.wall_ns,
-                ));
             });
+            s.spawn(|_| found = Some(findings::find(names, files, links, &self.ranks)));
             s.spawn(|_| op_figures = Some(self.op_figures()));
             s.spawn(|_| ops = Some(operators::summarize(names, files, links)));
             s.spawn(|_| collective_waits = collectives::waits(files, links));
@@ -164,6 +158,7 @@ impl Analysis {
         let culprits = culprits::find(&figures, &collective_waits, steps.p50_ns);
         let torch_compile =
             torch_compile::summarize(&self.names, &self.files, ops.as_ref().map(|o| &o.0));
+        let findings = found.expect("computed in the scope").findings(gpu.wall_ns);
         Summary {
             tool: "cuprof report".into(),
             version: env!("CARGO_PKG_VERSION").into(),
@@ -188,7 +183,7 @@ impl Analysis {
             launches: launch_rows.expect("computed in the scope"),
             launch_queues: launch_queues.expect("computed in the scope"),
             idle_by_stream,
-            findings: found.expect("computed in the scope"),
+            findings,
             torch_compile,
             operators: ops.map(|o| o.0),
             modules: module_view,
