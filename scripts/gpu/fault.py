@@ -28,6 +28,9 @@ time.sleep(1.5)  # past one sync-flush interval
 if case == "sigterm":
     os.kill(os.getpid(), signal.SIGTERM)
 elif case == "sigint":
+    # Python's own handler, as it installs it at start unless SIGINT is ignored (a shell starts
+    # a background job with SIGINT ignored, and Python then leaves it ignored).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     os.kill(os.getpid(), signal.SIGINT)
 elif case == "sigkill":
     os.kill(os.getpid(), signal.SIGKILL)

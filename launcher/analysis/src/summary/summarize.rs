@@ -53,9 +53,16 @@ impl Analysis {
         let mut memory = Vec::new();
         let mut allocations = None;
         let mut found = None;
-        // Each task writes a local of its own; the scope ends when all of them have.
-        rayon::scope(|s| {
-            s.spawn(|_| {
+        // Each task writes a local of its own; the scope ends when all of them have. The tasks
+        // start in the order given (FIFO), those that go over every GPU operation or API call
+        // first, so that the last to start are short and no worker waits long at the end.
+        rayon::scope_fifo(|s| {
+            s.spawn_fifo(|_| launch_queues = Some(queues::queues(names, files, &self.ranks)));
+            s.spawn_fifo(|_| launch_rows = Some(launches::launches(names, files)));
+            s.spawn_fifo(|_| found = Some(findings::find(names, files, links, &self.ranks)));
+            s.spawn_fifo(|_| idle_by_stream = idle::idle_by_stream(files, &self.ranks));
+            s.spawn_fifo(|_| ops = Some(operators::summarize(names, files, links)));
+            s.spawn_fifo(|_| {
                 per_rank = by_rank
                     .par_iter()
                     .map(|(&rank, idx)| self.rank_summary(rank, idx))
@@ -64,26 +71,10 @@ impl Analysis {
                     gpu.add(&r.gpu);
                 }
             });
-            s.spawn(|_| found = Some(findings::find(names, files, links, &self.ranks)));
-            s.spawn(|_| op_figures = Some(self.op_figures()));
-            s.spawn(|_| ops = Some(operators::summarize(names, files, links)));
-            s.spawn(|_| collective_waits = collectives::waits(files, links));
-            s.spawn(|_| step_parts = Some(step_breakdown::step_breakdown(files, &self.ranks)));
-            s.spawn(|_| api_calls = durations::api_calls(names, files));
-            s.spawn(|_| ranges = durations::ranges(names, files));
-            s.spawn(|_| collective_rows = Some(collectives::collectives(names, files, links)));
-            s.spawn(|_| triton_kernels = Some(triton::kernels(names, files, links)));
-            s.spawn(|_| launch_rows = Some(launches::launches(names, files)));
-            s.spawn(|_| launch_queues = Some(queues::queues(names, files, &self.ranks)));
-            s.spawn(|_| idle_by_stream = idle::idle_by_stream(files, &self.ranks));
-            s.spawn(|_| module_view = Some(self.modules_view(modules::ModuleView::default())));
-            s.spawn(|_| {
-                memory = by_rank
-                    .iter()
-                    .flat_map(|(&rank, idx)| series::memory(rank, files, idx))
-                    .collect()
-            });
-            s.spawn(|_| {
+            s.spawn_fifo(|_| op_figures = Some(self.op_figures()));
+            s.spawn_fifo(|_| step_parts = Some(step_breakdown::step_breakdown(files, &self.ranks)));
+            s.spawn_fifo(|_| module_view = Some(self.modules_view(modules::ModuleView::default())));
+            s.spawn_fifo(|_| {
                 allocations = Some(allocations::find(
                     names,
                     files,
@@ -91,6 +82,17 @@ impl Analysis {
                     &self.modules,
                     &self.ranks,
                 ))
+            });
+            s.spawn_fifo(|_| collective_waits = collectives::waits(files, links));
+            s.spawn_fifo(|_| collective_rows = Some(collectives::collectives(names, files, links)));
+            s.spawn_fifo(|_| triton_kernels = Some(triton::kernels(names, files, links)));
+            s.spawn_fifo(|_| api_calls = durations::api_calls(names, files));
+            s.spawn_fifo(|_| ranges = durations::ranges(names, files));
+            s.spawn_fifo(|_| {
+                memory = by_rank
+                    .iter()
+                    .flat_map(|(&rank, idx)| series::memory(rank, files, idx))
+                    .collect()
             });
         });
         let files = self
