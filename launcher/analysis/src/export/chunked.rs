@@ -15,12 +15,12 @@
 //! gives `None` before any table is renamed into place (the temporary files are removed), and
 //! the caller exports the file in one pass, which also says what is wrong with it, if anything.
 
-use std::ops::{ControlFlow, Range};
+use std::ops::Range;
 use std::path::Path;
 
 use anyhow::Result;
 use cuprof_core::reader::chunks::Chunks;
-use cuprof_core::reader::{Boundary, Detail, ReadSummary, TraceMeta, TraceReader};
+use cuprof_core::reader::{Boundary, Detail, TraceMeta};
 use parquet::arrow::arrow_writer::ArrowRowGroupWriterFactory;
 use rayon::prelude::*;
 
@@ -71,47 +71,22 @@ fn run(
         Ok(Table::with_sink(path, cols, Encoder::new(factory, cols)))
     })
     .ok()?;
-    let n = chunks.index.chunks.len();
     let mut meta: Option<TraceMeta> = None;
     let (mut start, mut end, mut events) = (None, None, 0);
     for i in range.clone() {
-        // Inflated as it is parsed; its length and CRC-32 are checked at its end.
-        let (bytes, check) = chunks.reader(i)?;
-        let offset = chunks.index.chunks[i].offset;
-        let mut reader = TraceReader::chunk(bytes, offset, path, Detail::Full);
-        let mut failed = false;
-        let read = reader
-            .read_events(|e| match tables.event(e) {
-                Ok(()) => ControlFlow::Continue(()),
-                Err(_) => {
-                    failed = true;
-                    ControlFlow::Break(())
-                }
-            })
-            .ok()?;
-        if failed {
-            return None;
-        }
+        let done = chunks.read_chunk(i, path, Detail::Full, |e| tables.event(e).is_ok())?;
         if i == range.start {
-            start = reader.chunk_start();
-        } else if end.is_none() || reader.chunk_start() != end {
+            start = done.start;
+        } else if end.is_none() || done.start != end {
             // Each chunk was read from the state the one before it ends in.
             return None;
         }
-        end = if i + 1 == n {
-            reader.ended_cleanly().then_some(())?;
-            None
-        } else {
-            Some(reader.chunk_end()?)
-        };
-        if !reader.has_events_array() || !check.passed() {
-            return None;
-        }
+        end = done.end;
         match &mut meta {
-            Some(m) => m.extend(reader.meta().clone()),
-            None => meta = Some(reader.meta().clone()),
+            Some(m) => m.extend(done.meta),
+            None => meta = Some(done.meta),
         }
-        events += read.events;
+        events += done.events;
     }
     let (tables, skipped, launches) = tables.into_parts();
     let mut groups = Vec::with_capacity(tables.len());
@@ -200,14 +175,7 @@ pub fn export(path: &Path, dir: &Path, partition: &str, name: &str) -> Result<Op
         file.finish()?;
         table_counts.push((table, count));
     }
-    let read = ReadSummary {
-        events,
-        uncompressed_bytes: chunks.index.total_len(),
-        compressed_bytes: chunks.file_len,
-        gzip: true,
-        truncated: None,
-        stopped: false,
-    };
+    let read = chunks.summary(events);
     Ok(Some(Exported {
         read,
         counts: table_counts,

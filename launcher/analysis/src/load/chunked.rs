@@ -7,11 +7,10 @@
 //! does not end where the next starts, an event the reader refuses) gives `None`, and the caller
 //! reads the file in one pass, which also says what is wrong with it, if anything.
 
-use std::ops::ControlFlow;
 use std::path::Path;
 
 use cuprof_core::reader::chunks::Chunks;
-use cuprof_core::reader::{Boundary, Detail, ReadSummary, TraceMeta, TraceReader};
+use cuprof_core::reader::{Boundary, Detail, TraceMeta};
 use rayon::prelude::*;
 
 use super::builder::{finish, Builder};
@@ -31,37 +30,21 @@ struct Part {
 }
 
 fn part(chunks: &Chunks, i: usize, path: &Path) -> Option<Part> {
-    let chunk = chunks.index.chunks[i];
-    // Inflated as it is parsed, a step at a time; its length and CRC-32 are checked at its end.
-    let (bytes, check) = chunks.reader(i)?;
-    let mut reader = TraceReader::chunk(bytes, chunk.offset, path, Detail::Full);
     let mut names = Interner::default();
     let mut b = Builder::new(&mut names, path);
-    let read = reader
-        .read_events(|e| {
-            b.event(e);
-            ControlFlow::Continue(())
-        })
-        .ok()?;
-    let last = i + 1 == chunks.index.chunks.len();
-    let end = if last {
-        reader.ended_cleanly().then_some(())?;
-        None
-    } else {
-        Some(reader.chunk_end()?)
-    };
-    if !reader.has_events_array() || !check.passed() {
-        return None;
-    }
+    let done = chunks.read_chunk(i, path, Detail::Full, |e| {
+        b.event(e);
+        true
+    })?;
     let Builder { data, frames, .. } = b;
     Some(Part {
         names,
         data,
         frames,
-        meta: reader.meta().clone(),
-        events: read.events,
-        start: reader.chunk_start(),
-        end,
+        meta: done.meta,
+        events: done.events,
+        start: done.start,
+        end: done.end,
     })
 }
 
@@ -118,15 +101,7 @@ pub fn load_timed(path: &Path, names: &mut Interner) -> Option<(FileData, Phases
         meta.extend(p.meta);
         events += p.events;
     }
-    let read = ReadSummary {
-        events,
-        uncompressed_bytes: chunks.index.total_len(),
-        compressed_bytes: chunks.file_len,
-        gzip: true,
-        truncated: None,
-        stopped: false,
-    };
-    let mut data = finish(data, frames, &mut own, meta, read);
+    let mut data = finish(data, frames, &mut own, meta, chunks.summary(events));
     // Into the caller's interner, as a read in one pass into it would have numbered them.
     data.rename(&names.absorb(own));
     let phases = Phases {

@@ -8,11 +8,10 @@
 //! caller copies the file front to back, which also says what is wrong with it.
 
 use std::io::Write;
-use std::ops::ControlFlow;
 use std::path::Path;
 
 use cuprof_core::reader::chunks::Chunks;
-use cuprof_core::reader::{Boundary, Detail, ReadSummary, TraceReader};
+use cuprof_core::reader::{Boundary, Detail};
 use flate2::Compression;
 use rayon::prelude::*;
 
@@ -40,41 +39,22 @@ fn copy_chunk(
     shift: i64,
     level: Compression,
 ) -> Option<CopiedChunk> {
-    let chunk = chunks.index.chunks[i];
-    let (bytes, check) = chunks.reader(i)?;
-    let mut reader = TraceReader::chunk(bytes, chunk.offset, path, Detail::Lean);
     let mut copy = RankCopy::new(rank, shift);
     // About the chunk's own length (the writer's are 4 MiB), whatever its index entry says.
-    let mut text: Vec<u8> = Vec::with_capacity(chunk.len.min(8 << 20) as usize);
-    let mut whole = true;
-    let read = reader
-        .read_events(|e| match copy.event(e, &mut text) {
-            Ok(true) => ControlFlow::Continue(()),
-            _ => {
-                whole = false;
-                ControlFlow::Break(())
-            }
-        })
-        .ok()?;
-    let last = i + 1 == chunks.index.chunks.len();
-    let end = if last {
-        reader.ended_cleanly().then_some(())?;
-        None
-    } else {
-        Some(reader.chunk_end()?)
-    };
-    if !whole || !reader.has_events_array() || !check.passed() {
-        return None;
-    }
+    let len = chunks.index.chunks.get(i)?.len;
+    let mut text: Vec<u8> = Vec::with_capacity(len.min(8 << 20) as usize);
+    let done = chunks.read_chunk(i, path, Detail::Lean, |e| {
+        matches!(copy.event(e, &mut text), Ok(true))
+    })?;
     let (deflated, crc) = deflate_block(&text, level).ok()?;
     Some(CopiedChunk {
         copy,
         deflated,
         crc,
         len: text.len() as u64,
-        events: read.events,
-        start: reader.chunk_start(),
-        end,
+        events: done.events,
+        start: done.start,
+        end: done.end,
     })
 }
 
@@ -122,14 +102,7 @@ pub(super) fn write_rank<W: Write>(
     }
     copy.finish(w)?;
     Ok(Some(RankWritten {
-        summary: ReadSummary {
-            events,
-            uncompressed_bytes: chunks.index.total_len(),
-            compressed_bytes: chunks.file_len,
-            gzip: true,
-            truncated: None,
-            stopped: false,
-        },
+        summary: chunks.summary(events),
         wrote: copy.wrote,
         not_utf8: copy.not_utf8,
     }))

@@ -203,11 +203,23 @@ pub fn op_paths(f: &FileData, api_path: &[u32]) -> Vec<Option<u32>> {
 mod tests {
     use super::*;
 
+    /// A call at `start` on `thread` (index into the file's threads).
+    fn call(thread: u32, start: i64) -> crate::load::ApiCall {
+        crate::load::ApiCall {
+            thread,
+            start,
+            end: start + 1,
+            name: 99,
+            corr: -1,
+            sync: false,
+        }
+    }
+
     /// Calls on two threads, three pieces' worth on the first, under ranges that nest, touch
     /// and cross, whose names change along the run (paths first met in later pieces).
     #[test]
     fn pieces_find_and_number_the_paths_of_one_pass() {
-        use crate::load::{ApiCall, Range};
+        use crate::load::Range;
         use cuprof_core::reader::Id;
         let mut ranges = Vec::new();
         for k in 0..2_000i64 {
@@ -242,15 +254,8 @@ mod tests {
             end: 50,
             name: 3,
         });
-        let call = |thread, start| ApiCall {
-            thread,
-            start,
-            end: start + 1,
-            name: 99,
-            corr: -1,
-            sync: false,
-        };
-        let mut apis: Vec<ApiCall> = (0..3 * PIECE as i64 - 5).map(|i| call(0, i * 10)).collect();
+        let mut apis: Vec<crate::load::ApiCall> =
+            (0..3 * PIECE as i64 - 5).map(|i| call(0, i * 10)).collect();
         apis.extend([call(1, 10), call(1, 60)]);
         let f = FileData {
             ranges,
@@ -306,21 +311,13 @@ mod tests {
 
     #[test]
     fn innermost_range_at_launch() {
-        use crate::load::{ApiCall, Range};
+        use crate::load::Range;
         use cuprof_core::reader::Id;
         let range = |thread, start, end, name| Range {
             thread,
             start,
             end,
             name,
-        };
-        let api = |thread, start| ApiCall {
-            thread,
-            start,
-            end: start + 1,
-            name: 99,
-            corr: -1,
-            sync: false,
         };
         let f = FileData {
             rank: Some(0),
@@ -334,15 +331,15 @@ mod tests {
                 range(1, 0, 1000, 5),
             ],
             apis: vec![
-                api(0, 5),
-                api(0, 15),
-                api(0, 20),
-                api(0, 25),
-                api(0, 50),
-                api(0, 95),
-                api(0, 120),
-                api(0, 200),
-                api(1, 200),
+                call(0, 5),
+                call(0, 15),
+                call(0, 20),
+                call(0, 25),
+                call(0, 50),
+                call(0, 95),
+                call(0, 120),
+                call(0, 200),
+                call(1, 200),
             ],
             threads: vec![(Id::Int(1), Id::Int(1)), (Id::Int(1), Id::Int(2))],
             ..FileData::default()

@@ -10,12 +10,13 @@
 
 use std::fs::File;
 use std::io::BufRead;
+use std::ops::ControlFlow;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use flate2::{Decompress, FlushDecompress, Status};
 
-use super::{counted, Boundary, Detail, Source, State, TraceReader};
+use super::{counted, Boundary, Detail, Event, ReadSummary, Source, State, TraceMeta, TraceReader};
 use crate::chunked_gzip::{Chunk, ChunkIndex, GZIP_HEADER, MAX_CHUNKS};
 
 /// A trace file and its checked chunk index.
@@ -208,6 +209,74 @@ impl std::io::Read for ChunkRead {
             if self.z.total_in() as usize == at && !self.ended {
                 return Err(bad());
             }
+        }
+    }
+}
+
+/// One chunk read whole ([`Chunks::read_chunk`]): what it held, and where it starts and ends.
+pub struct ChunkDone {
+    pub events: u64,
+    pub meta: TraceMeta,
+    /// Where it starts (`None` for the first chunk) and ends (`None` for the last, which closed
+    /// the trace cleanly): each must start where the one before ends.
+    pub start: Option<Boundary>,
+    pub end: Option<Boundary>,
+}
+
+impl Chunks {
+    /// Reads chunk `i`, handing each event to `event` (which returns `false` to give up);
+    /// `None` unless the chunk was read to its end and matched its index entry, began with
+    /// `traceEvents` open, and ended between events (the last: with the trace closed).
+    pub fn read_chunk(
+        &self,
+        i: usize,
+        path: &Path,
+        detail: Detail,
+        mut event: impl FnMut(&Event<'_>) -> bool,
+    ) -> Option<ChunkDone> {
+        let chunk = *self.index.chunks.get(i)?;
+        // Inflated as it is parsed, a step at a time; its length and CRC-32 are checked at its
+        // end.
+        let (bytes, check) = self.reader(i)?;
+        let mut reader = TraceReader::chunk(bytes, chunk.offset, path, detail);
+        let mut whole = true;
+        let read = reader
+            .read_events(|e| {
+                if event(e) {
+                    ControlFlow::Continue(())
+                } else {
+                    whole = false;
+                    ControlFlow::Break(())
+                }
+            })
+            .ok()?;
+        let end = if i + 1 == self.index.chunks.len() {
+            reader.ended_cleanly().then_some(())?;
+            None
+        } else {
+            Some(reader.chunk_end()?)
+        };
+        if !whole || !reader.has_events_array() || !check.passed() {
+            return None;
+        }
+        Some(ChunkDone {
+            events: read.events,
+            meta: reader.meta().clone(),
+            start: reader.chunk_start(),
+            end,
+        })
+    }
+
+    /// What a read of every chunk, `events` events in all, found: what a read front to back
+    /// says of the same file.
+    pub fn summary(&self, events: u64) -> ReadSummary {
+        ReadSummary {
+            events,
+            uncompressed_bytes: self.index.total_len(),
+            compressed_bytes: self.file_len,
+            gzip: true,
+            truncated: None,
+            stopped: false,
         }
     }
 }
