@@ -19,7 +19,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use anyhow::Result;
-use cuprof_core::reader::chunks::Chunks;
+use cuprof_core::reader::chunks::{follows, Chunks};
 use cuprof_core::reader::{Boundary, Detail, TraceMeta};
 use parquet::arrow::arrow_writer::ArrowRowGroupWriterFactory;
 use rayon::prelude::*;
@@ -77,7 +77,7 @@ fn run(
         let done = chunks.read_chunk(i, path, Detail::Full, |e| tables.event(e).is_ok())?;
         if i == range.start {
             start = done.start;
-        } else if end.is_none() || done.start != end {
+        } else if !follows(end, done.start) {
             // Each chunk was read from the state the one before it ends in.
             return None;
         }
@@ -144,7 +144,7 @@ pub fn export(path: &Path, dir: &Path, partition: &str, name: &str) -> Result<Op
             };
             let first = w == 0 && k == 0;
             // The first run starts the file; every other starts where the one before ended.
-            if (first && r.start.is_some()) || (!first && (end.is_none() || r.start != end)) {
+            if (first && r.start.is_some()) || (!first && !follows(end, r.start)) {
                 return Ok(None);
             }
             end = r.end;

@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use cuprof_core::reader::chunks::Chunks;
+use cuprof_core::reader::chunks::{follows, Chunks};
 use cuprof_core::reader::{Boundary, Detail, TraceMeta};
 use rayon::prelude::*;
 
@@ -73,10 +73,7 @@ pub fn load_timed(path: &Path, names: &mut Interner) -> Option<(FileData, Phases
     let parts = parts.into_iter().collect::<Option<Vec<Part>>>()?;
     let parsed = std::time::Instant::now();
     // Each chunk was read from the state the one before it ends in.
-    if parts
-        .windows(2)
-        .any(|w| w[0].end.is_none() || w[0].end != w[1].start)
-    {
+    if parts.windows(2).any(|w| !follows(w[0].end, w[1].start)) {
         return None;
     }
     let mut parts = parts.into_iter();

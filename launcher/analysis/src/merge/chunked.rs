@@ -10,7 +10,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use cuprof_core::reader::chunks::Chunks;
+use cuprof_core::reader::chunks::{follows, Chunks};
 use cuprof_core::reader::{Boundary, Detail};
 use flate2::Compression;
 use rayon::prelude::*;
@@ -86,7 +86,7 @@ pub(super) fn write_rank<W: Write>(
                 return Ok(None);
             };
             // Each chunk was read from the state the one before it ends in.
-            if i > 0 && (end_before.is_none() || end_before != c.start) {
+            if i > 0 && !follows(end_before, c.start) {
                 return Ok(None);
             }
             end_before = c.end;

@@ -223,6 +223,12 @@ pub struct ChunkDone {
     pub end: Option<Boundary>,
 }
 
+/// Whether a chunk that starts at `start` was read from the state the chunk before it ended in
+/// (`end_before`; `None` when that one ended the trace, or was not between events).
+pub fn follows(end_before: Option<Boundary>, start: Option<Boundary>) -> bool {
+    end_before.is_some() && end_before == start
+}
+
 impl Chunks {
     /// Reads chunk `i`, handing each event to `event` (which returns `false` to give up);
     /// `None` unless the chunk was read to its end and matched its index entry, began with
